@@ -1,0 +1,48 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRun(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.toml")
+	if err := os.WriteFile(bad, []byte("[dataplane]\nio = \"dpdk\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		args       []string
+		code       int
+		out, errIn string
+	}{
+		{"check example", []string{"-check", "-config", "../../config.toml.example"}, 0, "VIP web-nat", ""},
+		{"check shows backends", []string{"-check", "-config", "../../config.toml.example"}, 0, "198.18.1.11:8080", ""},
+		{"check broken file", []string{"-check", "-config", bad}, 1, "", "bad.toml:2: dataplane.io"},
+		{"check reports every error", []string{"-check", "-config", bad}, 1, "", "dataplane.ingress"},
+		{"missing file", []string{"-check", "-config", "/nonexistent/vipd.toml"}, 1, "", "no such file"},
+		{"no config", []string{}, 2, "", "-config FILE is required"},
+		{"version", []string{"-version"}, 0, "vipd ", ""},
+		{"help", []string{"-h"}, 0, "", "usage:"},
+		{"unknown flag", []string{"-bogus"}, 2, "", "flag provided but not defined"},
+		{"stray argument", []string{"-config", "x", "extra"}, 2, "", "unexpected argument"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(tt.args, &stdout, &stderr)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tt.code, &stdout, &stderr)
+			}
+			if tt.out != "" && !strings.Contains(stdout.String(), tt.out) {
+				t.Errorf("stdout lacks %q:\n%s", tt.out, &stdout)
+			}
+			if tt.errIn != "" && !strings.Contains(stderr.String(), tt.errIn) {
+				t.Errorf("stderr lacks %q:\n%s", tt.errIn, &stderr)
+			}
+		})
+	}
+}

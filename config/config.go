@@ -1,0 +1,240 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// Config is a validated vipd configuration. Load is the only way to get one
+// whose invariants hold; every field has its default filled in.
+type Config struct {
+	Dataplane Dataplane `toml:"dataplane"`
+	Conntrack Conntrack `toml:"conntrack"`
+	Admin     Admin     `toml:"admin"`
+	VIPs      []VIP     `toml:"vip"`
+}
+
+// IO names a dataplane driver.
+type IO string
+
+const (
+	IOAFXDP    IO = "afxdp"    // AF_XDP rings fed by vipd's XDP steering program
+	IOAFPacket IO = "afpacket" // raw AF_PACKET sockets, for NICs or kernels without XDP
+)
+
+// XDPMode is how the XDP steering program is attached.
+type XDPMode string
+
+const (
+	XDPAuto    XDPMode = "auto"    // native (driver) mode when the driver supports it, else generic
+	XDPNative  XDPMode = "native"  // driver mode; fails when the driver lacks XDP support
+	XDPGeneric XDPMode = "generic" // skb mode; works everywhere, slower
+)
+
+// Dataplane is the [dataplane] table: interfaces, driver and ring geometry.
+type Dataplane struct {
+	// Ingress is the interface clients' packets arrive on. Required.
+	Ingress string `toml:"ingress"`
+	// Egress is the interface toward the backends. Empty means one-armed:
+	// packets leave through Ingress.
+	Egress string `toml:"egress"`
+	IO     IO     `toml:"io"`
+	// Queues is the number of NIC queues served, 0..Queues-1, with one
+	// worker goroutine (and one AF_XDP socket or AF_PACKET fanout member)
+	// each.
+	Queues int `toml:"queues"`
+	// FrameSize is the UMEM frame size in bytes (2048 or 4096).
+	FrameSize int `toml:"frame_size"`
+	// FrameCount is the number of UMEM frames per queue (a power of two).
+	FrameCount int `toml:"frame_count"`
+	// Ring sizes in descriptors (powers of two).
+	RxRingSize         int `toml:"rx_ring_size"`
+	TxRingSize         int `toml:"tx_ring_size"`
+	FillRingSize       int `toml:"fill_ring_size"`
+	CompletionRingSize int `toml:"completion_ring_size"`
+	// BatchSize is the most frames a worker takes per receive call.
+	BatchSize int     `toml:"batch_size"`
+	XDPMode   XDPMode `toml:"xdp_mode"`
+	// EgressMTU overrides the MTU read from the egress interface (bytes of
+	// IP packet); 0 follows the interface.
+	EgressMTU int `toml:"egress_mtu"`
+	// FlowHashSeed seeds the flow hash. Every vipd instance that shares VIPs
+	// behind ECMP must use the same seed so that they agree on every flow.
+	FlowHashSeed uint64 `toml:"flow_hash_seed"`
+}
+
+// TwoArmed reports whether packets leave through a different interface
+// than they arrive on.
+func (d *Dataplane) TwoArmed() bool { return d.Egress != "" && d.Egress != d.Ingress }
+
+// EgressInterface is the interface packets toward backends leave through.
+func (d *Dataplane) EgressInterface() string {
+	if d.Egress == "" {
+		return d.Ingress
+	}
+	return d.Egress
+}
+
+// Conntrack is the [conntrack] table: connection table size and timeouts.
+type Conntrack struct {
+	// Capacity is the number of flows the table holds, split evenly across
+	// workers; memory for all of them is allocated at start.
+	Capacity         int      `toml:"capacity"`
+	TCPUnestablished Duration `toml:"tcp_unestablished_timeout"`
+	TCPEstablished   Duration `toml:"tcp_established_timeout"`
+	TCPClosing       Duration `toml:"tcp_closing_timeout"`
+	UDP              Duration `toml:"udp_timeout"`
+}
+
+// Admin is the [admin] table: the HTTP server for metrics, state and drains.
+type Admin struct {
+	// Listen is host:port; empty disables the admin server.
+	Listen string `toml:"listen"`
+}
+
+// Protocol is a VIP's transport protocol.
+type Protocol string
+
+const (
+	TCP Protocol = "tcp"
+	UDP Protocol = "udp"
+)
+
+// Number is the IP protocol number.
+func (p Protocol) Number() uint8 {
+	if p == UDP {
+		return 17
+	}
+	return 6
+}
+
+// Mode is how packets reach a VIP's backends.
+type Mode string
+
+const (
+	ModeNAT Mode = "nat" // destination rewrite; replies return through vipd
+	ModeDSR Mode = "dsr" // IPIP encapsulation; backends reply to clients directly
+)
+
+// FlowHash selects the packet fields that pick a backend.
+type FlowHash string
+
+const (
+	Hash5Tuple FlowHash = "5tuple" // per connection
+	HashSrcIP  FlowHash = "src_ip" // client affinity: every flow of a client goes to one backend
+)
+
+// VIP is one [[vip]]: a virtual address, port and protocol served by a pool.
+type VIP struct {
+	Name     string     `toml:"name"`
+	Address  netip.Addr `toml:"address"`
+	Port     uint16     `toml:"port"` // 0 = every port
+	Protocol Protocol   `toml:"protocol"`
+	Mode     Mode       `toml:"mode"`
+	// Scheduler picks backends for new flows; "maglev" is the only one.
+	Scheduler string `toml:"scheduler"`
+	// TableSize is the Maglev lookup table size M, a prime.
+	TableSize uint32   `toml:"table_size"`
+	FlowHash  FlowHash `toml:"flow_hash"`
+	// EncapSource is the outer source address of DSR packets. Unset means
+	// the egress interface's address of the VIP's family.
+	EncapSource netip.Addr  `toml:"encap_source"`
+	HealthCheck HealthCheck `toml:"healthcheck"`
+	Backends    []Backend   `toml:"backend"`
+}
+
+// Key identifies a VIP in the dataplane: two VIPs may share an address but
+// not (address, protocol, port).
+func (v *VIP) Key() string {
+	return fmt.Sprintf("%s/%s", netip.AddrPortFrom(v.Address, v.Port), v.Protocol)
+}
+
+// CheckType is the kind of active health check.
+type CheckType string
+
+const (
+	CheckTCP  CheckType = "tcp"  // a TCP connect succeeds
+	CheckHTTP CheckType = "http" // GET path answers 2xx or 3xx
+	CheckNone CheckType = "none" // backends are always considered up
+)
+
+// AllDown is what a VIP does when every backend fails its health check.
+type AllDown string
+
+const (
+	AllDownDrop         AllDown = "drop"          // drop new flows (counted)
+	AllDownIgnoreHealth AllDown = "ignore_health" // send to every enabled backend anyway
+)
+
+// HealthCheck is a VIP's [vip.healthcheck] table.
+type HealthCheck struct {
+	Type CheckType `toml:"type"`
+	// Port to probe; 0 means the backend's port (NAT) or the VIP port (DSR).
+	Port     uint16   `toml:"port"`
+	Path     string   `toml:"path"` // HTTP only
+	Interval Duration `toml:"interval"`
+	Timeout  Duration `toml:"timeout"`
+	// Rise consecutive successes bring a backend up; Fall consecutive
+	// failures take it down.
+	Rise int `toml:"rise"`
+	Fall int `toml:"fall"`
+	// SlowStart ramps a backend that comes up from 0 to its full weight
+	// over this long; 0 disables the ramp.
+	SlowStart Duration `toml:"slow_start"`
+	OnAllDown AllDown  `toml:"on_all_down"`
+	// DrainStatus, when not 0, is the HTTP status a backend answers while it
+	// shuts down (lame duck): it then takes no new flows but keeps its own.
+	DrainStatus int `toml:"drain_status"`
+	// DrainHeader, when set, must also be present in such an answer.
+	DrainHeader string `toml:"drain_header"`
+}
+
+// BackendState is an operator's intent for a backend.
+type BackendState string
+
+const (
+	StateActive   BackendState = "active"   // takes new flows when healthy
+	StateDraining BackendState = "draining" // keeps its flows, takes no new ones
+	StateDisabled BackendState = "disabled" // out of the pool; its flows are re-picked
+)
+
+// Backend is one [[vip.backend]].
+type Backend struct {
+	Address netip.Addr `toml:"address"`
+	// Port is the destination port after NAT; 0 keeps the client's
+	// destination port. Must be 0 in DSR mode, where the packet is not
+	// rewritten.
+	Port   uint16       `toml:"port"`
+	Weight uint32       `toml:"weight"`
+	State  BackendState `toml:"state"`
+}
+
+// Weight limits. Weights are relative; 0 is not a weight: a backend that
+// should take no flows is drained or disabled through its state.
+const (
+	MinWeight = 1
+	MaxWeight = 1000
+)
+
+// Duration is a time.Duration written in TOML as a Go duration string
+// ("500ms", "5m", "1h30m").
+type Duration time.Duration
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (write it like \"500ms\", \"2s\" or \"5m\")", b)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalText writes the duration as Go formats it.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// D returns the duration as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return time.Duration(d).String() }

@@ -1,0 +1,339 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// base is a minimal valid file; cases append to it or replace parts of it.
+const base = `
+[dataplane]
+ingress = "eth0"
+
+[[vip]]
+name = "web"
+address = "198.18.0.100"
+port = 80
+
+[[vip.backend]]
+address = "198.18.1.11"
+port = 8080
+
+[[vip.backend]]
+address = "198.18.1.12"
+port = 8080
+`
+
+// markLine returns the 1-based line of the first line containing "#!", the
+// marker test cases put on the line an error must point at.
+func markLine(t *testing.T, src string) int {
+	t.Helper()
+	for i, l := range strings.Split(src, "\n") {
+		if strings.Contains(l, "#!") {
+			return i + 1
+		}
+	}
+	t.Fatalf("test case has no #! marker line:\n%s", src)
+	return 0
+}
+
+func TestValidationErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		key  string // key path the problem must name
+		msg  string // fragment of the message
+	}{
+		{"unknown top-level key", "verbose = true #!\n" + base, "verbose", `unknown key "verbose"`},
+		{"misspelt key suggests", strings.Replace(base, `port = 80`, `prot = 80 #!`, 1), "vip[0].prot", `did you mean "port"`},
+		{"unknown key in healthcheck", base + "\n[vip.healthcheck]\nintervall = \"1s\" #!\n", "vip[0].healthcheck.intervall", `did you mean "interval"`},
+		{"unknown key in second backend", strings.Replace(base, "address = \"198.18.1.12\"", "address = \"198.18.1.12\"\nwieght = 3 #!", 1), "vip[0].backend[1].wieght", `did you mean "weight"`},
+		{"missing ingress", strings.Replace(base, "[dataplane]\ningress = \"eth0\"", "[dataplane] #!\negress = \"eth1\"", 1), "dataplane.ingress", "required"},
+		{"bad interface name", strings.Replace(base, `ingress = "eth0"`, `ingress = "eth0/1" #!`, 1), "dataplane.ingress", "character"},
+		{"bad io", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nio = \"dpdk\" #!", 1), "dataplane.io", `not "dpdk"`},
+		{"ring not power of two", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nrx_ring_size = 1000 #!", 1), "dataplane.rx_ring_size", "power of two"},
+		{"frame size", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nframe_size = 1500 #!", 1), "dataplane.frame_size", "2048 or 4096"},
+		{"frames fewer than fill ring", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nframe_count = 1024 #!", 1), "dataplane.frame_count", "cannot fill"},
+		{"batch larger than ring", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nrx_ring_size = 64\nbatch_size = 128 #!", 1), "dataplane.batch_size", "larger than rx_ring_size"},
+		{"zero queues", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nqueues = 0 #!", 1), "dataplane.queues", "from 1 to"},
+		{"xdp mode", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nxdp_mode = \"offload\" #!", 1), "dataplane.xdp_mode", `not "offload"`},
+		{"egress mtu too small", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\negress_mtu = 500 #!", 1), "dataplane.egress_mtu", "from 576"},
+		{"string where integer", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nqueues = \"two\" #!", 1), "dataplane.queues", `not the string "two"`},
+		{"negative port out of range", strings.Replace(base, `port = 80`, `port = 70000 #!`, 1), "vip[0].port", "from 0 to 65535"},
+		{"conntrack capacity", base + "\n[conntrack]\ncapacity = 10 #!\n", "conntrack.capacity", "from 1024"},
+		{"bad duration", base + "\n[conntrack]\nudp_timeout = \"soon\" #!\n", "conntrack.udp_timeout", "invalid duration"},
+		{"duration too short", base + "\n[conntrack]\ntcp_closing_timeout = \"10ms\" #!\n", "conntrack.tcp_closing_timeout", "from 1s"},
+		{"admin not host:port", base + "\n[admin]\nlisten = \"9180\" #!\n", "admin.listen", "host:port"},
+		{"admin host name", base + "\n[admin]\nlisten = \"example.com:9180\" #!\n", "admin.listen", "IP address or localhost"},
+		{"bad VIP address", strings.Replace(base, `address = "198.18.0.100"`, `address = "198.18.0.300" #!`, 1), "vip[0].address", "198.18.0.300"},
+		{"missing VIP address", strings.Replace(strings.Replace(base, "\naddress = \"198.18.0.100\"", "", 1), "[[vip]]", "[[vip]] #!", 1), "vip[0].address", "required"},
+		{"multicast VIP", strings.Replace(base, `address = "198.18.0.100"`, `address = "224.0.0.1" #!`, 1), "vip[0].address", "not a unicast"},
+		{"missing name", strings.Replace(strings.Replace(base, "\nname = \"web\"", "", 1), "[[vip]]", "[[vip]] #!", 1), "vip[0].name", "required"},
+		{"bad name", strings.Replace(base, `name = "web"`, `name = "web site" #!`, 1), "vip[0].name", "letters, digits"},
+		{"bad protocol", strings.Replace(base, `port = 80`, "port = 80\nprotocol = \"sctp\" #!", 1), "vip[0].protocol", `not "sctp"`},
+		{"bad mode", strings.Replace(base, `port = 80`, "port = 80\nmode = \"tunnel\" #!", 1), "vip[0].mode", `not "tunnel"`},
+		{"bad scheduler", strings.Replace(base, `port = 80`, "port = 80\nscheduler = \"wrr\" #!", 1), "vip[0].scheduler", `"maglev"`},
+		{"bad flow hash", strings.Replace(base, `port = 80`, "port = 80\nflow_hash = \"dst_ip\" #!", 1), "vip[0].flow_hash", `not "dst_ip"`},
+		{"table not prime", strings.Replace(base, `port = 80`, "port = 80\ntable_size = 65536 #!", 1), "vip[0].table_size", "not prime"},
+		{"table too small", strings.Replace(base, `port = 80`, "port = 80\ntable_size = 13 #!", 1), "vip[0].table_size", "too small for 2 backends"},
+		{"table too large", strings.Replace(base, `port = 80`, "port = 80\ntable_size = 16777259 #!", 1), "vip[0].table_size", "at most"},
+		{"encap source in NAT", strings.Replace(base, `port = 80`, "port = 80\nencap_source = \"198.18.1.1\" #!", 1), "vip[0].encap_source", `only applies to mode = "dsr"`},
+		{"mixed families", strings.Replace(base, `address = "198.18.1.12"`, `address = "2001:db8::12" #!`, 1), "vip[0].backend[1].address", "mixes address families"},
+		{"encap source family", strings.Replace(strings.ReplaceAll(base, "port = 8080\n", ""), `port = 80`, "port = 80\nmode = \"dsr\"\nencap_source = \"2001:db8::1\" #!", 1), "vip[0].encap_source", "address family"},
+		{"duplicate backend", strings.Replace(base, `address = "198.18.1.12"`, `address = "198.18.1.11" #!`, 1), "vip[0].backend[1].address", "duplicate backend 198.18.1.11:8080"},
+		{"port rewrite in DSR", strings.Replace(strings.Replace(base, `port = 80`, "port = 80\nmode = \"dsr\"", 1), "port = 8080\n\n", "port = 8080 #!\n\n", 1), "vip[0].backend[0].port", "DSR cannot rewrite ports"},
+		{"port rewrite on all-port VIP", strings.Replace(strings.Replace(base, `port = 80`, "port = 0", 1), "port = 8080\n\n", "port = 8080 #!\n\n", 1), "vip[0].backend[0].port", "every port"},
+		{"weight zero", strings.Replace(base, "port = 8080\n\n", "port = 8080\nweight = 0 #!\n\n", 1), "vip[0].backend[0].weight", "0 is not a weight"},
+		{"weight too large", strings.Replace(base, "port = 8080\n\n", "port = 8080\nweight = 5000 #!\n\n", 1), "vip[0].backend[0].weight", "from 1 to 1000"},
+		{"bad backend state", strings.Replace(base, "port = 8080\n\n", "port = 8080\nstate = \"down\" #!\n\n", 1), "vip[0].backend[0].state", `not "down"`},
+		{"no active backend", strings.Replace(strings.Replace(base, "[[vip.backend]]", "[[vip.backend]] #!", 1), "port = 8080\n", "port = 8080\nstate = \"disabled\"\n", -1), "vip[0].backend", `no backend has state = "active"`},
+		{"no backends at all", "[dataplane]\ningress = \"eth0\"\n[[vip]] #!\nname = \"web\"\naddress = \"198.18.0.100\"\n", "vip[0].backend", "at least one"},
+		{"duplicate VIP", base + "\n[[vip]]\nname = \"web2\"\naddress = \"198.18.0.100\" #!\nport = 80\n[[vip.backend]]\naddress = \"198.18.1.20\"\n", "vip[1].address", "overlaps vip[0]"},
+		{"all-port VIP overlaps", base + "\n[[vip]]\nname = \"all\"\naddress = \"198.18.0.100\" #!\n[[vip.backend]]\naddress = \"198.18.1.20\"\n", "vip[1].address", "port 0 means every port"},
+		{"duplicate VIP name", base + "\n[[vip]]\nname = \"web\" #!\naddress = \"198.18.0.101\"\n[[vip.backend]]\naddress = \"198.18.1.20\"\n", "vip[1].name", "duplicate VIP name"},
+		{"NAT reply ambiguity", base + "\n[[vip]]\nname = \"web2\"\naddress = \"198.18.0.101\"\nport = 80\n[[vip.backend]]\naddress = \"198.18.1.11\" #!\nport = 8080\n", "vip[1].backend[0].address", "replies could belong to either VIP"},
+		{"backend is a VIP", base + "\n[[vip]]\nname = \"web2\"\naddress = \"198.18.0.101\"\nport = 80\n[[vip.backend]]\naddress = \"198.18.0.100\" #!\n", "vip[1].backend[0].address", "another VIP's address"},
+		{"check type", base + "\n[vip.healthcheck]\ntype = \"icmp\" #!\n", "vip[0].healthcheck.type", `not "icmp"`},
+		{"check timeout over interval", base + "\n[vip.healthcheck]\ninterval = \"1s\"\ntimeout = \"2s\" #!\n", "vip[0].healthcheck.timeout", "longer than the interval"},
+		{"check rise", base + "\n[vip.healthcheck]\nrise = 0 #!\n", "vip[0].healthcheck.rise", "from 1 to 100"},
+		{"check fall", base + "\n[vip.healthcheck]\nfall = 1000 #!\n", "vip[0].healthcheck.fall", "from 1 to 100"},
+		{"check path", base + "\n[vip.healthcheck]\ntype = \"http\"\npath = \"healthz\" #!\n", "vip[0].healthcheck.path", "must start with '/'"},
+		{"check slow start negative", base + "\n[vip.healthcheck]\nslow_start = \"-5s\" #!\n", "vip[0].healthcheck.slow_start", "from 0s"},
+		{"check on_all_down", base + "\n[vip.healthcheck]\non_all_down = \"panic\" #!\n", "vip[0].healthcheck.on_all_down", `not "panic"`},
+		{"drain status on tcp check", base + "\n[vip.healthcheck]\ndrain_status = 503 #!\n", "vip[0].healthcheck.drain_status", `only applies to type = "http"`},
+		{"drain header without status", base + "\n[vip.healthcheck]\ntype = \"http\"\ndrain_header = \"X-Drain\" #!\n", "vip[0].healthcheck.drain_header", "needs drain_status"},
+		{"check port needed", strings.Replace(strings.Replace(base, `port = 80`, "port = 0", 1), "port = 8080\n", "", -1) + "[vip.healthcheck] #!\n", "vip[0].healthcheck.port", "no port to probe"},
+		{"healthcheck not a table", strings.Replace(base, `port = 80`, "port = 80\nhealthcheck = 5 #!", 1), "vip[0].healthcheck", "must be a table"},
+		{"syntax error", base + "\n[vip.backend #!\n", "vip.backend", "expected"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := Parse("test.toml", []byte(tt.src))
+			var errs *Errors
+			if !errors.As(err, &errs) {
+				t.Fatalf("Parse: got %v, want *Errors", err)
+			}
+			wantLine := markLine(t, tt.src)
+			for _, p := range errs.Problems {
+				if p.Key == tt.key && strings.Contains(p.Msg, tt.msg) {
+					if p.File != "test.toml" {
+						t.Errorf("problem names file %q, want test.toml", p.File)
+					}
+					if p.Line != wantLine {
+						t.Errorf("problem %q points at line %d, want %d", p, p.Line, wantLine)
+					}
+					if s := p.String(); !strings.HasPrefix(s, "test.toml:") || (tt.key != "" && !strings.Contains(s, tt.key)) {
+						t.Errorf("message %q does not name file and key", s)
+					}
+					return
+				}
+			}
+			t.Errorf("no problem with key %q and message containing %q; got:\n%v", tt.key, tt.msg, err)
+		})
+	}
+}
+
+func TestAllErrorsReportedAtOnce(t *testing.T) {
+	src := `
+[dataplane]
+io = "dpdk"
+queues = "many"
+[[vip]]
+name = "a b"
+address = "nope"
+[[vip.backend]]
+address = "198.18.1.1"
+weight = 0
+colour = "red"
+`
+	_, _, err := Parse("multi.toml", []byte(src))
+	var errs *Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("want *Errors, got %v", err)
+	}
+	want := []string{"dataplane.ingress", "dataplane.io", "dataplane.queues", "vip[0].name", "vip[0].address",
+		"vip[0].backend[0].weight", "vip[0].backend[0].colour"}
+	for _, k := range want {
+		found := false
+		for _, p := range errs.Problems {
+			found = found || p.Key == k
+		}
+		if !found {
+			t.Errorf("no problem reported for %s; got:\n%v", k, err)
+		}
+	}
+	for i := 1; i < len(errs.Problems); i++ {
+		a, b := errs.Problems[i-1].Line, errs.Problems[i].Line
+		if a > b && b != 0 {
+			t.Errorf("problems not sorted by line: %d before %d", a, b)
+		}
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	tests := []struct {
+		name, src, key, msg string
+	}{
+		{"small table", strings.Replace(base, `port = 80`, "port = 80\ntable_size = 101", 1), "vip[0].table_size", "under 100×"},
+		{"public admin", base + "\n[admin]\nlisten = \"0.0.0.0:9180\"\n", "admin.listen", "not a loopback"},
+		{"no VIPs", "[dataplane]\ningress = \"eth0\"\n", "vip", "no [[vip]]"},
+		{"timeouts inverted", base + "\n[conntrack]\ntcp_established_timeout = \"5s\"\n", "conntrack.tcp_established_timeout", "shorter than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, warns, err := Parse("w.toml", []byte(tt.src))
+			if err != nil || cfg == nil {
+				t.Fatalf("warning case must load: %v", err)
+			}
+			for _, w := range warns {
+				if w.Key == tt.key && strings.Contains(w.Msg, tt.msg) {
+					return
+				}
+			}
+			t.Errorf("no warning for %s containing %q; got %v", tt.key, tt.msg, warns)
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	cfg, warns, err := Parse("d.toml", []byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warns) != 0 {
+		t.Errorf("unexpected warnings: %v", warns)
+	}
+	d := cfg.Dataplane
+	if d.IO != IOAFXDP || d.Queues != 1 || d.FrameSize != 4096 || d.BatchSize != 64 || d.XDPMode != XDPAuto || d.FlowHashSeed != DefaultFlowHashSeed {
+		t.Errorf("dataplane defaults wrong: %+v", d)
+	}
+	if d.TwoArmed() || d.EgressInterface() != "eth0" {
+		t.Errorf("one-armed config reported two-armed or wrong egress")
+	}
+	if cfg.Conntrack.TCPEstablished.D() != 15*time.Minute || cfg.Conntrack.Capacity != 1<<20 {
+		t.Errorf("conntrack defaults wrong: %+v", cfg.Conntrack)
+	}
+	if cfg.Admin.Listen != "127.0.0.1:9180" {
+		t.Errorf("admin listen default %q", cfg.Admin.Listen)
+	}
+	v := cfg.VIPs[0]
+	if v.Protocol != TCP || v.Mode != ModeNAT || v.TableSize != 65537 || v.FlowHash != Hash5Tuple || v.Scheduler != "maglev" {
+		t.Errorf("vip defaults wrong: %+v", v)
+	}
+	h := v.HealthCheck
+	if h.Type != CheckTCP || h.Interval.D() != 2*time.Second || h.Timeout.D() != time.Second || h.Rise != 2 || h.Fall != 3 || h.OnAllDown != AllDownDrop {
+		t.Errorf("healthcheck defaults wrong: %+v", h)
+	}
+	for _, b := range v.Backends {
+		if b.Weight != 1 || b.State != StateActive {
+			t.Errorf("backend defaults wrong: %+v", b)
+		}
+	}
+}
+
+func TestExample(t *testing.T) {
+	path := filepath.Join("..", "config.toml.example")
+	cfg, warns, err := Load(path)
+	if err != nil {
+		t.Fatalf("the example must load: %v", err)
+	}
+	if len(warns) != 0 {
+		t.Errorf("the example must not warn: %v", warns)
+	}
+	modes := map[Mode]bool{}
+	for _, v := range cfg.VIPs {
+		modes[v.Mode] = true
+	}
+	if !modes[ModeNAT] || !modes[ModeDSR] {
+		t.Errorf("the example must show a NAT and a DSR VIP")
+	}
+}
+
+// TestExampleDocumentsEveryKnob walks the schema and checks that every key
+// appears in config.toml.example, so a new knob cannot ship undocumented.
+func TestExampleDocumentsEveryKnob(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "config.toml.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	for _, k := range schemaKeys() {
+		leaf := k.Path[strings.LastIndex(k.Path, ".")+1:]
+		if k.Table && !strings.Contains(text, "["+k.Path+"]") ||
+			!k.Table && !regexp.MustCompile(`(?m)^#? ?`+leaf+` = `).MatchString(text) {
+			t.Errorf("config.toml.example does not document %q", k.Path)
+		}
+	}
+}
+
+func TestLineIndex(t *testing.T) {
+	src := `# comment
+[dataplane]
+ingress = "eth0"   # trailing = comment
+"quoted" = 1
+multi = [
+  "a = b",
+  "c",
+]
+[[vip]]
+name = "a"
+hc.type = "tcp"
+text = """
+fake = 1
+"""
+[[vip.backend]]
+address = "x"
+[[vip.backend]]
+address = "y"
+[[vip]]
+[vip.healthcheck]
+rise = 1
+[[vip.backend]]
+weight = 3
+`
+	ix := indexLines(src)
+	tests := map[string]int{
+		"dataplane":                 2,
+		"dataplane.ingress":         3,
+		"dataplane.quoted":          4,
+		"dataplane.multi":           5,
+		"vip[0]":                    9,
+		"vip[0].name":               10,
+		"vip[0].hc.type":            11,
+		"vip[0].text":               12,
+		"vip[0].backend[0].address": 16,
+		"vip[0].backend[1].address": 18,
+		"vip[0].backend[1].port":    17, // unset: falls back to its table
+		"vip[1].healthcheck.rise":   21,
+		"vip[1].backend[0].weight":  23,
+		"nothing.here":              0,
+	}
+	for key, want := range tests {
+		if got := ix.lineOf(key); got != want {
+			t.Errorf("lineOf(%q) = %d, want %d", key, got, want)
+		}
+	}
+	if ix.lineOf("dataplane.fake") != 2 || ix.lineOf("dataplane.c") != 2 {
+		t.Errorf("content of multi-line values was indexed as keys")
+	}
+}
+
+func TestIsPrime(t *testing.T) {
+	primes := []uint64{2, 3, 13, 65537, 655373, MaxTableSize}
+	composites := []uint64{0, 1, 4, 65536, 65535, 16777215}
+	for _, p := range primes {
+		if !isPrime(p) {
+			t.Errorf("isPrime(%d) = false", p)
+		}
+	}
+	for _, c := range composites {
+		if isPrime(c) {
+			t.Errorf("isPrime(%d) = true", c)
+		}
+	}
+}

@@ -1,0 +1,86 @@
+package config
+
+import "time"
+
+// Defaults. config.toml.example documents each of them next to its knob;
+// TestExampleDocumentsDefaults keeps the two in step.
+const (
+	DefaultIO                 = IOAFXDP
+	DefaultQueues             = 1
+	DefaultFrameSize          = 4096
+	DefaultFrameCount         = 4096
+	DefaultRingSize           = 2048
+	DefaultBatchSize          = 64
+	DefaultXDPMode            = XDPAuto
+	DefaultFlowHashSeed       = 0x5f1b_7a3c_9e2d_4b60 // any fixed value: what matters is that every instance uses the same one
+	DefaultConntrackCapacity  = 1 << 20
+	DefaultTCPUnestablished   = 30 * time.Second
+	DefaultTCPEstablished     = 15 * time.Minute
+	DefaultTCPClosing         = 30 * time.Second
+	DefaultUDPTimeout         = 60 * time.Second
+	DefaultAdminListen        = "127.0.0.1:9180"
+	DefaultProtocol           = TCP
+	DefaultMode               = ModeNAT
+	DefaultScheduler          = "maglev"
+	DefaultTableSize          = 65537
+	DefaultFlowHash           = Hash5Tuple
+	DefaultCheckType          = CheckTCP
+	DefaultCheckPath          = "/"
+	DefaultCheckInterval      = 2 * time.Second
+	DefaultCheckTimeout       = 1 * time.Second
+	DefaultRise               = 2
+	DefaultFall               = 3
+	DefaultOnAllDown          = AllDownDrop
+	DefaultWeight             = 1
+	DefaultBackendState       = StateActive
+)
+
+// Default returns a Config with every default filled in and no VIPs.
+func Default() Config {
+	return Config{
+		Dataplane: Dataplane{
+			IO:                 DefaultIO,
+			Queues:             DefaultQueues,
+			FrameSize:          DefaultFrameSize,
+			FrameCount:         DefaultFrameCount,
+			RxRingSize:         DefaultRingSize,
+			TxRingSize:         DefaultRingSize,
+			FillRingSize:       DefaultRingSize,
+			CompletionRingSize: DefaultRingSize,
+			BatchSize:          DefaultBatchSize,
+			XDPMode:            DefaultXDPMode,
+			FlowHashSeed:       DefaultFlowHashSeed,
+		},
+		Conntrack: Conntrack{
+			Capacity:         DefaultConntrackCapacity,
+			TCPUnestablished: Duration(DefaultTCPUnestablished),
+			TCPEstablished:   Duration(DefaultTCPEstablished),
+			TCPClosing:       Duration(DefaultTCPClosing),
+			UDP:              Duration(DefaultUDPTimeout),
+		},
+		Admin: Admin{Listen: DefaultAdminListen},
+	}
+}
+
+func (v *VIP) setDefaults() {
+	*v = VIP{
+		Protocol:  DefaultProtocol,
+		Mode:      DefaultMode,
+		Scheduler: DefaultScheduler,
+		TableSize: DefaultTableSize,
+		FlowHash:  DefaultFlowHash,
+		HealthCheck: HealthCheck{
+			Type:      DefaultCheckType,
+			Path:      DefaultCheckPath,
+			Interval:  Duration(DefaultCheckInterval),
+			Timeout:   Duration(DefaultCheckTimeout),
+			Rise:      DefaultRise,
+			Fall:      DefaultFall,
+			OnAllDown: DefaultOnAllDown,
+		},
+	}
+}
+
+func (b *Backend) setDefaults() {
+	*b = Backend{Weight: DefaultWeight, State: DefaultBackendState}
+}

@@ -1,0 +1,80 @@
+package config
+
+import (
+	"fmt"
+	"io"
+	"net/netip"
+	"text/tabwriter"
+)
+
+// WriteSummary prints a readable overview of cfg: the dataplane, then every
+// VIP with its backends, in the spirit of `ipvsadm -Ln`.
+func WriteSummary(w io.Writer, cfg *Config) error {
+	d := &cfg.Dataplane
+	arms := "one-armed"
+	if d.TwoArmed() {
+		arms = "two-armed"
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "dataplane: %s, ingress %s, egress %s, io %s, %d queue(s), batch %d\n",
+		arms, d.Ingress, d.EgressInterface(), d.IO, d.Queues, d.BatchSize)
+	mtu := "from interface"
+	if d.EgressMTU != 0 {
+		mtu = fmt.Sprint(d.EgressMTU)
+	}
+	fmt.Fprintf(tw, "conntrack: %d flows; timeouts tcp %s/%s/%s (unestablished/established/closing), udp %s\n",
+		cfg.Conntrack.Capacity, cfg.Conntrack.TCPUnestablished, cfg.Conntrack.TCPEstablished,
+		cfg.Conntrack.TCPClosing, cfg.Conntrack.UDP)
+	admin := cfg.Admin.Listen
+	if admin == "" {
+		admin = "disabled"
+	}
+	fmt.Fprintf(tw, "egress mtu: %s; admin: %s\n", mtu, admin)
+	backends := 0
+	for i := range cfg.VIPs {
+		v := &cfg.VIPs[i]
+		backends += len(v.Backends)
+		port := fmt.Sprint(v.Port)
+		if v.Port == 0 {
+			port = "*"
+		}
+		fmt.Fprintf(tw, "\nVIP %s\t%s:%s/%s\tmode %s\tmaglev M=%d\thash %s\n",
+			v.Name, bracket(v.Address), port, v.Protocol, v.Mode, v.TableSize, v.FlowHash)
+		if v.Mode == ModeDSR {
+			src := "egress interface address"
+			if v.EncapSource.IsValid() {
+				src = v.EncapSource.String()
+			}
+			fmt.Fprintf(tw, "  encap source %s\n", src)
+		}
+		h := &v.HealthCheck
+		switch h.Type {
+		case CheckNone:
+			fmt.Fprintf(tw, "  healthcheck none\n")
+		default:
+			target := h.Type
+			if h.Type == CheckHTTP {
+				target += " " + CheckType(h.Path)
+			}
+			fmt.Fprintf(tw, "  healthcheck %s every %s, timeout %s, rise %d, fall %d, slow start %s, all down: %s\n",
+				target, h.Interval, h.Timeout, h.Rise, h.Fall, h.SlowStart, h.OnAllDown)
+		}
+		fmt.Fprintf(tw, "  -> backend\tweight\tstate\n")
+		for _, b := range v.Backends {
+			bp := port // no rewrite: the client's destination port
+			if b.Port != 0 {
+				bp = fmt.Sprint(b.Port)
+			}
+			fmt.Fprintf(tw, "  -> %s:%s\t%d\t%s\n", bracket(b.Address), bp, b.Weight, b.State)
+		}
+	}
+	fmt.Fprintf(tw, "\n%d VIP(s), %d backend(s)\n", len(cfg.VIPs), backends)
+	return tw.Flush()
+}
+
+func bracket(a netip.Addr) string {
+	if a.Is6() {
+		return "[" + a.String() + "]"
+	}
+	return a.String()
+}

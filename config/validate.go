@@ -1,0 +1,440 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// Limits enforced by validation. Each is chosen so that a value beyond it is
+// a mistake rather than an unusual deployment.
+const (
+	MaxQueues        = 256
+	MinConntrack     = 1024
+	MaxConntrack     = 1 << 28 // ~16 GiB of table; beyond that a box needs a second vipd
+	MaxTableSize     = 16777213 // the largest prime below 2^24
+	MinTableFactor   = 10       // reject M < 10 × backends: the table cannot balance
+	GoodTableFactor  = 100      // warn under 100 × backends (NSDI 2016 §3.4)
+	MaxRiseFall      = 100
+	minRing, maxRing = 16, 1 << 16
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+
+func (c *collector) validate(cfg *Config) {
+	c.validateDataplane(&cfg.Dataplane, cfg)
+	c.validateConntrack(&cfg.Conntrack)
+	c.validateAdmin(&cfg.Admin)
+	if len(cfg.VIPs) == 0 {
+		c.warnf("vip", "no [[vip]] is defined: vipd will pass every packet to the kernel")
+	}
+	for i := range cfg.VIPs {
+		c.validateVIP(fmt.Sprintf("vip[%d]", i), &cfg.VIPs[i])
+	}
+	c.validateAcrossVIPs(cfg.VIPs)
+}
+
+func (c *collector) validateDataplane(d *Dataplane, cfg *Config) {
+	const p = "dataplane"
+	if d.Ingress == "" {
+		c.errorf(p+".ingress", "required: the interface clients' packets arrive on")
+	} else if err := checkIfName(d.Ingress); err != nil {
+		c.errorf(p+".ingress", "%v", err)
+	}
+	if d.Egress != "" {
+		if err := checkIfName(d.Egress); err != nil {
+			c.errorf(p+".egress", "%v", err)
+		}
+	}
+	switch d.IO {
+	case IOAFXDP, IOAFPacket:
+	default:
+		c.errorf(p+".io", "must be %q or %q, not %q", IOAFXDP, IOAFPacket, d.IO)
+	}
+	if d.Queues < 1 || d.Queues > MaxQueues {
+		c.errorf(p+".queues", "must be from 1 to %d, not %d", MaxQueues, d.Queues)
+	}
+	if d.FrameSize != 2048 && d.FrameSize != 4096 {
+		c.errorf(p+".frame_size", "must be 2048 or 4096 (AF_XDP frames are a power of two no larger than a page), not %d", d.FrameSize)
+	}
+	rings := []struct {
+		key string
+		n   int
+	}{
+		{"rx_ring_size", d.RxRingSize},
+		{"tx_ring_size", d.TxRingSize},
+		{"fill_ring_size", d.FillRingSize},
+		{"completion_ring_size", d.CompletionRingSize},
+	}
+	for _, r := range rings {
+		if !pow2(r.n) || r.n < minRing || r.n > maxRing {
+			c.errorf(p+"."+r.key, "must be a power of two from %d to %d, not %d", minRing, maxRing, r.n)
+		}
+	}
+	if !pow2(d.FrameCount) || d.FrameCount < minRing || d.FrameCount > 1<<20 {
+		c.errorf(p+".frame_count", "must be a power of two from %d to %d, not %d", minRing, 1<<20, d.FrameCount)
+	} else if pow2(d.FillRingSize) && d.FrameCount < d.FillRingSize {
+		c.errorf(p+".frame_count", "%d frames cannot fill a fill ring of %d: use at least fill_ring_size frames", d.FrameCount, d.FillRingSize)
+	} else if d.FrameCount < d.FillRingSize+d.TxRingSize {
+		c.warnf(p+".frame_count", "%d frames are fewer than fill_ring_size + tx_ring_size (%d): receive can starve while transmits are in flight", d.FrameCount, d.FillRingSize+d.TxRingSize)
+	}
+	if d.BatchSize < 1 || d.BatchSize > 1024 {
+		c.errorf(p+".batch_size", "must be from 1 to 1024, not %d", d.BatchSize)
+	} else if pow2(d.RxRingSize) && d.BatchSize > d.RxRingSize {
+		c.errorf(p+".batch_size", "%d is larger than rx_ring_size (%d)", d.BatchSize, d.RxRingSize)
+	}
+	switch d.XDPMode {
+	case XDPAuto, XDPNative, XDPGeneric:
+	default:
+		c.errorf(p+".xdp_mode", "must be %q, %q or %q, not %q", XDPAuto, XDPNative, XDPGeneric, d.XDPMode)
+	}
+	if d.EgressMTU != 0 {
+		minMTU := 576 // RFC 791: every IPv4 host accepts 576-byte datagrams
+		for _, v := range cfg.VIPs {
+			if v.Address.Is6() {
+				minMTU = 1280 // RFC 8200 §5
+			}
+		}
+		if d.EgressMTU < minMTU || d.EgressMTU > 65535 {
+			c.errorf(p+".egress_mtu", "must be 0 (follow the interface) or from %d to 65535, not %d", minMTU, d.EgressMTU)
+		}
+	}
+}
+
+func (c *collector) validateConntrack(ct *Conntrack) {
+	const p = "conntrack"
+	if ct.Capacity < MinConntrack || ct.Capacity > MaxConntrack {
+		c.errorf(p+".capacity", "must be from %d to %d flows, not %d", MinConntrack, MaxConntrack, ct.Capacity)
+	}
+	timeouts := []struct {
+		key string
+		d   Duration
+	}{
+		{"tcp_unestablished_timeout", ct.TCPUnestablished},
+		{"tcp_established_timeout", ct.TCPEstablished},
+		{"tcp_closing_timeout", ct.TCPClosing},
+		{"udp_timeout", ct.UDP},
+	}
+	for _, t := range timeouts {
+		if t.d.D() < time.Second || t.d.D() > 7*24*time.Hour {
+			c.errorf(p+"."+t.key, "must be from 1s to 168h, not %s", t.d)
+		}
+	}
+	if ct.TCPEstablished < ct.TCPUnestablished {
+		c.warnf(p+".tcp_established_timeout", "%s is shorter than tcp_unestablished_timeout (%s): idle established flows are forgotten before half-open ones", ct.TCPEstablished, ct.TCPUnestablished)
+	}
+}
+
+func (c *collector) validateAdmin(a *Admin) {
+	const key = "admin.listen"
+	if a.Listen == "" {
+		return
+	}
+	host, port, err := net.SplitHostPort(a.Listen)
+	if err != nil {
+		c.errorf(key, "must be host:port (for example %q), not %q", DefaultAdminListen, a.Listen)
+		return
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		c.errorf(key, "port must be from 1 to 65535, not %q", port)
+	}
+	if host == "localhost" {
+		return
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		c.errorf(key, "host must be an IP address or localhost, not %q", host)
+		return
+	}
+	if !ip.IsLoopback() {
+		c.warnf(key, "%s is not a loopback address: anyone who reaches it can drain backends", a.Listen)
+	}
+}
+
+func (c *collector) validateVIP(p string, v *VIP) {
+	if v.Name == "" {
+		c.errorf(p+".name", "required")
+	} else if !nameRE.MatchString(v.Name) {
+		c.errorf(p+".name", "%q must be 1 to 63 letters, digits, '_', '.' or '-', starting with a letter or digit", v.Name)
+	}
+	if err := checkUnicast(v.Address); err != nil {
+		c.errorf(p+".address", "%v", err)
+	}
+	switch v.Protocol {
+	case TCP, UDP:
+	default:
+		c.errorf(p+".protocol", "must be %q or %q, not %q", TCP, UDP, v.Protocol)
+	}
+	switch v.Mode {
+	case ModeNAT, ModeDSR:
+	default:
+		c.errorf(p+".mode", "must be %q or %q, not %q", ModeNAT, ModeDSR, v.Mode)
+	}
+	if v.Scheduler != DefaultScheduler {
+		c.errorf(p+".scheduler", "must be %q (the only scheduler so far), not %q", DefaultScheduler, v.Scheduler)
+	}
+	switch v.FlowHash {
+	case Hash5Tuple, HashSrcIP:
+	default:
+		c.errorf(p+".flow_hash", "must be %q or %q, not %q", Hash5Tuple, HashSrcIP, v.FlowHash)
+	}
+	if v.EncapSource.IsValid() {
+		if v.Mode != ModeDSR {
+			c.errorf(p+".encap_source", "only applies to mode = %q", ModeDSR)
+		} else if err := checkUnicast(v.EncapSource); err != nil {
+			c.errorf(p+".encap_source", "%v", err)
+		} else if v.Address.IsValid() && v.EncapSource.Is4() != v.Address.Is4() {
+			c.errorf(p+".encap_source", "%s is not of the VIP's address family (%s)", v.EncapSource, v.Address)
+		}
+	}
+	c.validateTableSize(p, v)
+	c.validateHealthCheck(p, v)
+	c.validateBackends(p, v)
+}
+
+func (c *collector) validateTableSize(p string, v *VIP) {
+	key := p + ".table_size"
+	m, n := uint64(v.TableSize), uint64(len(v.Backends))
+	switch {
+	case m > MaxTableSize:
+		c.errorf(key, "must be at most %d, not %d", MaxTableSize, m)
+	case !isPrime(m):
+		c.errorf(key, "%d is not prime: Maglev needs a prime table size (for example 65537 or 655373)", m)
+	case n > 0 && m < MinTableFactor*n:
+		c.errorf(key, "%d is too small for %d backends: use at least %d× the backend count (a prime ≥ %d)", m, n, MinTableFactor, MinTableFactor*n)
+	case n > 0 && m < GoodTableFactor*n:
+		c.warnf(key, "%d is under %d× the %d backends: expect uneven shares and more flows moved when backends change", m, GoodTableFactor, n)
+	}
+}
+
+func (c *collector) validateHealthCheck(p string, v *VIP) {
+	p += ".healthcheck"
+	h := &v.HealthCheck
+	switch h.Type {
+	case CheckTCP, CheckHTTP, CheckNone:
+	default:
+		c.errorf(p+".type", "must be %q, %q or %q, not %q", CheckTCP, CheckHTTP, CheckNone, h.Type)
+		return
+	}
+	switch h.OnAllDown {
+	case AllDownDrop, AllDownIgnoreHealth:
+	default:
+		c.errorf(p+".on_all_down", "must be %q or %q, not %q", AllDownDrop, AllDownIgnoreHealth, h.OnAllDown)
+	}
+	if h.Type == CheckNone {
+		return
+	}
+	if h.Interval.D() < 10*time.Millisecond || h.Interval.D() > time.Hour {
+		c.errorf(p+".interval", "must be from 10ms to 1h, not %s", h.Interval)
+	}
+	if h.Timeout.D() <= 0 {
+		c.errorf(p+".timeout", "must be positive, not %s", h.Timeout)
+	} else if h.Timeout > h.Interval {
+		c.errorf(p+".timeout", "%s is longer than the interval (%s): checks would overlap", h.Timeout, h.Interval)
+	}
+	if h.Rise < 1 || h.Rise > MaxRiseFall {
+		c.errorf(p+".rise", "must be from 1 to %d, not %d", MaxRiseFall, h.Rise)
+	}
+	if h.Fall < 1 || h.Fall > MaxRiseFall {
+		c.errorf(p+".fall", "must be from 1 to %d, not %d", MaxRiseFall, h.Fall)
+	}
+	if h.SlowStart < 0 || h.SlowStart.D() > 24*time.Hour {
+		c.errorf(p+".slow_start", "must be from 0s to 24h, not %s", h.SlowStart)
+	}
+	if h.Type == CheckHTTP {
+		if len(h.Path) == 0 || h.Path[0] != '/' {
+			c.errorf(p+".path", "must start with '/', not %q", h.Path)
+		}
+		if h.DrainStatus != 0 && (h.DrainStatus < 100 || h.DrainStatus > 599) {
+			c.errorf(p+".drain_status", "must be 0 (off) or an HTTP status from 100 to 599, not %d", h.DrainStatus)
+		}
+		if h.DrainHeader != "" && h.DrainStatus == 0 {
+			c.errorf(p+".drain_header", "needs drain_status: the header qualifies a draining status")
+		}
+	} else {
+		if h.DrainStatus != 0 {
+			c.errorf(p+".drain_status", "only applies to type = %q", CheckHTTP)
+		}
+		if h.DrainHeader != "" {
+			c.errorf(p+".drain_header", "only applies to type = %q", CheckHTTP)
+		}
+	}
+	if h.Port == 0 && v.Port == 0 {
+		for _, b := range v.Backends {
+			if b.Port == 0 {
+				c.errorf(p+".port", "required: the VIP serves every port, so there is no port to probe")
+				break
+			}
+		}
+	}
+}
+
+func (c *collector) validateBackends(p string, v *VIP) {
+	if len(v.Backends) == 0 {
+		c.errorf(p+".backend", "a VIP needs at least one [[vip.backend]]")
+		return
+	}
+	seen := make(map[netip.AddrPort]int)
+	active := 0
+	for i := range v.Backends {
+		b := &v.Backends[i]
+		bp := fmt.Sprintf("%s.backend[%d]", p, i)
+		if err := checkUnicast(b.Address); err != nil {
+			c.errorf(bp+".address", "%v", err)
+		} else {
+			if v.Address.IsValid() && b.Address.Is4() != v.Address.Is4() {
+				c.errorf(bp+".address", "%s mixes address families with the VIP %s: a VIP's backends must all be of its family", b.Address, v.Address)
+			}
+			if b.Address == v.Address {
+				c.errorf(bp+".address", "%s is the VIP's own address", b.Address)
+			}
+			ap := netip.AddrPortFrom(b.Address, b.Port)
+			if j, dup := seen[ap]; dup {
+				c.errorf(bp+".address", "duplicate backend %s (same as backend[%d])", ap, j)
+			} else {
+				seen[ap] = i
+			}
+		}
+		if b.Port != 0 {
+			if v.Mode == ModeDSR {
+				c.errorf(bp+".port", "DSR cannot rewrite ports: the packet reaches the backend unmodified inside the tunnel, so the backend must listen on the VIP port; remove port")
+			} else if v.Port == 0 {
+				c.errorf(bp+".port", "the VIP serves every port (port = 0), so its backends cannot rewrite the port; remove port")
+			}
+		}
+		if b.Weight < MinWeight || b.Weight > MaxWeight {
+			msg := fmt.Sprintf("must be from %d to %d, not %d", MinWeight, MaxWeight, b.Weight)
+			if b.Weight == 0 {
+				msg += ` (0 is not a weight: set state = "draining" or "disabled" to stop new flows)`
+			}
+			c.errorf(bp+".weight", "%s", msg)
+		}
+		switch b.State {
+		case StateActive:
+			active++
+		case StateDraining, StateDisabled:
+		default:
+			c.errorf(bp+".state", "must be %q, %q or %q, not %q", StateActive, StateDraining, StateDisabled, b.State)
+		}
+	}
+	if active == 0 {
+		c.errorf(p+".backend", "no backend has state = %q: the VIP could not take a single new flow", StateActive)
+	}
+}
+
+// validateAcrossVIPs finds conflicts between VIPs: two VIPs matching the same
+// packets, and NAT backends whose replies could belong to two VIPs (vipd
+// reverse-translates a reply by its source backend address, port and
+// protocol, which must therefore name one VIP).
+func (c *collector) validateAcrossVIPs(vips []VIP) {
+	names := make(map[string]int)
+	vipAddrs := make(map[netip.Addr]bool)
+	for i := range vips {
+		v := &vips[i]
+		p := fmt.Sprintf("vip[%d]", i)
+		if v.Name != "" {
+			if j, dup := names[v.Name]; dup {
+				c.errorf(p+".name", "duplicate VIP name %q (same as vip[%d])", v.Name, j)
+			} else {
+				names[v.Name] = i
+			}
+		}
+		vipAddrs[v.Address] = true
+		for j := 0; j < i; j++ {
+			w := &vips[j]
+			if v.Address.IsValid() && v.Address == w.Address && v.Protocol == w.Protocol &&
+				(v.Port == w.Port || v.Port == 0 || w.Port == 0) {
+				c.errorf(p+".address", "%s overlaps vip[%d] (%q, %s): two VIPs would match the same packets (port 0 means every port)", v.Key(), j, w.Name, w.Key())
+			}
+		}
+	}
+	type owner struct{ vip, backend int }
+	type replyKey struct {
+		addr  netip.Addr
+		proto Protocol
+	}
+	natOwners := make(map[replyKey][]owner)
+	for i := range vips {
+		v := &vips[i]
+		for k := range v.Backends {
+			b := &v.Backends[k]
+			bp := fmt.Sprintf("vip[%d].backend[%d].address", i, k)
+			if vipAddrs[b.Address] && b.Address != v.Address {
+				c.errorf(bp, "%s is another VIP's address", b.Address)
+			}
+			if v.Mode != ModeNAT || !b.Address.IsValid() {
+				continue
+			}
+			rk := replyKey{b.Address, v.Protocol}
+			port := effectivePort(v, b)
+			for _, o := range natOwners[rk] {
+				if o.vip == i {
+					continue
+				}
+				w := &vips[o.vip]
+				wport := effectivePort(w, &w.Backends[o.backend])
+				if port == wport || port == 0 || wport == 0 {
+					c.errorf(bp, "%s is also a NAT backend of vip[%d] (%q) on the same port: its replies could belong to either VIP; give it a different port in one of them", netip.AddrPortFrom(b.Address, port), o.vip, w.Name)
+				}
+			}
+			natOwners[rk] = append(natOwners[rk], owner{i, k})
+		}
+	}
+}
+
+// effectivePort is the port a NAT backend receives on (and replies from);
+// 0 means every port.
+func effectivePort(v *VIP, b *Backend) uint16 {
+	if b.Port != 0 {
+		return b.Port
+	}
+	return v.Port
+}
+
+func checkUnicast(a netip.Addr) error {
+	switch {
+	case !a.IsValid():
+		return fmt.Errorf("required: an IPv4 or IPv6 address")
+	case a.Zone() != "":
+		return fmt.Errorf("%s: zoned addresses are not supported", a)
+	case a.Is4In6():
+		return fmt.Errorf("%s: write IPv4-mapped addresses as plain IPv4 (%s)", a, a.Unmap())
+	case a.IsUnspecified(), a.IsMulticast(), a.IsLoopback(), a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return fmt.Errorf("%s is not a unicast address", a)
+	}
+	return nil
+}
+
+func checkIfName(name string) error {
+	if len(name) > 15 {
+		return fmt.Errorf("interface name %q is longer than 15 bytes", name)
+	}
+	for _, r := range name {
+		if r == '/' || r == ' ' || r == '\t' || r == ':' || r < 0x21 || r > 0x7e {
+			return fmt.Errorf("interface name %q has a character Linux does not allow", name)
+		}
+	}
+	if name == "." || name == ".." {
+		return fmt.Errorf("interface name %q is not allowed", name)
+	}
+	return nil
+}
+
+func pow2(n int) bool { return n > 0 && n&(n-1) == 0 }
+
+// isPrime is trial division: table sizes are at most 2^24, so at most ~2000
+// divisions, once per VIP at load.
+func isPrime(n uint64) bool {
+	if n < 2 {
+		return false
+	}
+	for d := uint64(2); d*d <= n; d++ {
+		if n%d == 0 {
+			return false
+		}
+	}
+	return true
+}
