@@ -5,34 +5,34 @@ import "time"
 // Defaults. config.toml.example documents each of them next to its knob;
 // TestExampleDocumentsDefaults keeps the two in step.
 const (
-	DefaultIO                 = IOAFXDP
-	DefaultQueues             = 1
-	DefaultFrameSize          = 4096
-	DefaultFrameCount         = 4096
-	DefaultRingSize           = 2048
-	DefaultBatchSize          = 64
-	DefaultXDPMode            = XDPAuto
-	DefaultFlowHashSeed       = 0x5f1b_7a3c_9e2d_4b60 // any fixed value: what matters is that every instance uses the same one
-	DefaultConntrackCapacity  = 1 << 20
-	DefaultTCPUnestablished   = 30 * time.Second
-	DefaultTCPEstablished     = 15 * time.Minute
-	DefaultTCPClosing         = 30 * time.Second
-	DefaultUDPTimeout         = 60 * time.Second
-	DefaultAdminListen        = "127.0.0.1:9180"
-	DefaultProtocol           = TCP
-	DefaultMode               = ModeNAT
-	DefaultScheduler          = "maglev"
-	DefaultTableSize          = 65537
-	DefaultFlowHash           = Hash5Tuple
-	DefaultCheckType          = CheckTCP
-	DefaultCheckPath          = "/"
-	DefaultCheckInterval      = 2 * time.Second
-	DefaultCheckTimeout       = 1 * time.Second
-	DefaultRise               = 2
-	DefaultFall               = 3
-	DefaultOnAllDown          = AllDownDrop
-	DefaultWeight             = 1
-	DefaultBackendState       = StateActive
+	DefaultIO                = IOAFXDP
+	DefaultQueues            = 1
+	DefaultFrameSize         = 4096
+	DefaultFrameCount        = 4096
+	DefaultRingSize          = 2048
+	DefaultBatchSize         = 64
+	DefaultXDPMode           = XDPAuto
+	DefaultFlowHashSeed      = 0x5f1b_7a3c_9e2d_4b60 // any fixed value: what matters is that every instance uses the same one
+	DefaultConntrackCapacity = 1 << 20
+	DefaultTCPUnestablished  = 30 * time.Second
+	DefaultTCPEstablished    = 15 * time.Minute
+	DefaultTCPClosing        = 30 * time.Second
+	DefaultUDPTimeout        = 60 * time.Second
+	DefaultAdminListen       = "127.0.0.1:9180"
+	DefaultProtocol          = TCP
+	DefaultMode              = ModeNAT
+	DefaultScheduler         = "maglev"
+	DefaultTableSize         = 65537
+	DefaultFlowHash          = Hash5Tuple
+	DefaultCheckType         = CheckTCP
+	DefaultCheckPath         = "/"
+	DefaultCheckInterval     = 2 * time.Second
+	DefaultCheckTimeout      = 1 * time.Second
+	DefaultRise              = 2
+	DefaultFall              = 3
+	DefaultOnAllDown         = AllDownDrop
+	DefaultWeight            = 1
+	DefaultBackendState      = StateActive
 )
 
 // Default returns a Config with every default filled in and no VIPs.

@@ -14,7 +14,7 @@ import (
 const (
 	MaxQueues        = 256
 	MinConntrack     = 1024
-	MaxConntrack     = 1 << 28 // ~16 GiB of table; beyond that a box needs a second vipd
+	MaxConntrack     = 1 << 28  // ~16 GiB of table; beyond that a box needs a second vipd
 	MaxTableSize     = 16777213 // the largest prime below 2^24
 	MinTableFactor   = 10       // reject M < 10 × backends: the table cannot balance
 	GoodTableFactor  = 100      // warn under 100 × backends (NSDI 2016 §3.4)
