@@ -1,0 +1,40 @@
+package conntrack
+
+import "math/bits"
+
+// Advance moves the shard's clock to now (a clock never goes back: an
+// earlier now is ignored), reclaims timed-out flows in the next few buckets
+// of a round-robin cursor, and publishes the shard's counters for
+// Table.Stats. The owner calls it once per batch, before processing it.
+//
+// The work is bounded: Config.ExpiryBucketsPerAdvance buckets (8 slots
+// each) per call, never a sweep. Timed-out flows the cursor has not reached
+// yet cost nothing meanwhile: lookups treat them as misses and inserts reuse
+// their slots. The scan keeps Stats.Entries honest and returns the slots of
+// idle buckets; one full round takes len(buckets)/K calls.
+func (s *Shard) Advance(now Tick) {
+	if now > s.now {
+		s.now = now
+	}
+	s.expire(s.scan)
+	s.publish()
+}
+
+// expire examines n buckets from the cursor and frees their timed-out slots.
+func (s *Shard) expire(n int) {
+	c := s.cursor
+	for range n {
+		b := &s.buckets[c]
+		for u := b.used(); u != 0; u &= u - 1 {
+			i := bits.TrailingZeros32(u)
+			if s.expired(b, i) {
+				s.remove(b, c, i)
+				s.c.expirations++
+			}
+		}
+		if c++; uint64(c) == s.nb {
+			c = 0
+		}
+	}
+	s.cursor = c
+}

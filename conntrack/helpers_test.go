@@ -1,0 +1,144 @@
+package conntrack
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+)
+
+// hashKey stands in for the pipeline's flow hash (hashing.Flow4/Flow6):
+// conntrack only needs a well-mixed 64-bit function of the key.
+func hashKey(k *Key) uint64 {
+	a := binary.LittleEndian.Uint64(k.Src[0:8])
+	b := binary.LittleEndian.Uint64(k.Src[8:16])
+	c := uint64(k.SrcPort) | uint64(k.DstPort)<<16 | uint64(k.VIP)<<32 | uint64(k.Proto)<<48
+	if k.IPv6 {
+		c |= 1 << 56
+	}
+	return fmix(fmix(fmix(a^0x9e3779b97f4a7c15)^b) ^ c)
+}
+
+// fmix is the MurmurHash3 64-bit finalizer.
+func fmix(x uint64) uint64 {
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x
+}
+
+// testKey returns a distinct IPv4 TCP key for every n < 2^24: clients in
+// 198.18.0.0/15, 1024 source ports each, seven VIPs.
+func testKey(n int) Key {
+	var k Key
+	binary.BigEndian.PutUint32(k.Src[:4], 0xc6120000+uint32(n>>10))
+	k.SrcPort = 1024 + uint16(n&1023)
+	k.DstPort = 443
+	k.VIP = uint16(n % 7)
+	k.Proto = protoTCP
+	return k
+}
+
+// udpKey is testKey(n) as a UDP flow.
+func udpKey(n int) Key {
+	k := testKey(n)
+	k.Proto = 17
+	return k
+}
+
+// testTimeouts are short and distinct, so tests can tell states apart.
+var testTimeouts = Timeouts{
+	TCPUnestablished: 5 * time.Second,
+	TCPEstablished:   100 * time.Second,
+	TCPClosing:       10 * time.Second,
+	UDP:              20 * time.Second,
+}
+
+// newShard returns the single shard of a fresh table of the given capacity.
+func newShard(tb testing.TB, capacity int) *Shard {
+	tb.Helper()
+	t, err := New(Config{Capacity: capacity, Shards: 1, Timeouts: testTimeouts})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return t.Shard(0)
+}
+
+// insert inserts k and fails the test unless the result is want.
+func insert(tb testing.TB, s *Shard, k Key, backend uint32, flags uint8, want InsertResult) Entry {
+	tb.Helper()
+	e, r := s.Insert(&k, hashKey(&k), backend, flags)
+	if r != want {
+		tb.Fatalf("Insert(%v:%d) = %v, want %v", k.SrcAddr(), k.SrcPort, r, want)
+	}
+	return e
+}
+
+// lookup returns the entry for k, if live.
+func lookup(s *Shard, k Key) (Entry, bool) { return s.Lookup(&k, hashKey(&k)) }
+
+// establish inserts k as a TCP flow and completes its handshake.
+func establish(tb testing.TB, s *Shard, k Key, backend uint32) (Entry, InsertResult) {
+	tb.Helper()
+	e, r := s.Insert(&k, hashKey(&k), backend, tcpSYN)
+	if r.Tracked() {
+		s.Touch(e, tcpACK)
+	}
+	return e, r
+}
+
+// checkInvariants verifies the structure of s from scratch: every occupied
+// slot holds a key whose hash gives that tag and one of the two buckets of
+// its pair (with altBit telling which), overflow counts match, keys are
+// unique, the live count matches, and the counter identity of Stats holds.
+func checkInvariants(tb testing.TB, s *Shard) {
+	tb.Helper()
+	ovf := make([]uint32, len(s.buckets))
+	seen := make(map[Key]bool)
+	var live uint64
+	for bi := range s.buckets {
+		b := &s.buckets[bi]
+		for i := range slotsPerBucket {
+			tag := b.tag(i)
+			if tag == 0 {
+				continue
+			}
+			live++
+			k := b.recs[i].key
+			if seen[k] {
+				tb.Fatalf("key %v:%d stored twice", k.SrcAddr(), k.SrcPort)
+			}
+			seen[k] = true
+			p, t := s.locate(hashKey(&k))
+			if t != tag {
+				tb.Fatalf("bucket %d slot %d: tag %#x, hash gives %#x", bi, i, tag, t)
+			}
+			st := State(b.state[i] & stateMask)
+			if st < StateSynSent || st > StateUDP {
+				tb.Fatalf("bucket %d slot %d: bad state %d", bi, i, st)
+			}
+			alt := b.state[i]&altBit != 0
+			switch {
+			case !alt && uint32(bi) != p:
+				tb.Fatalf("bucket %d slot %d: not alt but primary is %d", bi, i, p)
+			case alt && uint32(bi) != s.alternate(p, t):
+				tb.Fatalf("bucket %d slot %d: alt but alternate is %d", bi, i, s.alternate(p, t))
+			case alt:
+				ovf[p]++
+			}
+		}
+	}
+	for bi := range s.buckets {
+		if got := s.buckets[bi].ovf; got != ovf[bi] {
+			tb.Fatalf("bucket %d: ovf %d, recount %d", bi, got, ovf[bi])
+		}
+	}
+	st := s.Stats()
+	if live != s.live || st.Entries != live {
+		tb.Fatalf("live %d, counted %d, Stats.Entries %d", s.live, live, st.Entries)
+	}
+	if st.Entries != st.Inserts-st.Expirations-st.EvictedExpired-st.EvictedUnestablished-st.Deletes {
+		tb.Fatalf("counter identity broken: %+v", st)
+	}
+}

@@ -1,0 +1,64 @@
+package conntrack
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// The memory budget (40 B/flow) and the one-line metadata rely on these sizes.
+func TestLayout(t *testing.T) {
+	if got := unsafe.Sizeof(Key{}); got != 24 {
+		t.Errorf("Key is %d bytes, want 24 (no padding: equality is a memory compare)", got)
+	}
+	if got := unsafe.Sizeof(record{}); got != 32 {
+		t.Errorf("record is %d bytes, want 32 (two per cache line)", got)
+	}
+	if got := unsafe.Offsetof(bucket{}.recs); got != 64 {
+		t.Errorf("records start at byte %d, want 64 (metadata is one cache line)", got)
+	}
+	if got := unsafe.Sizeof(bucket{}); got != bucketBytes {
+		t.Errorf("bucket is %d bytes, want bucketBytes=%d", got, bucketBytes)
+	}
+}
+
+func TestTagLanes(t *testing.T) {
+	var b bucket
+	tags := []uint16{1, 0, 0xffff, 0x8000, 0x7fff, 1, 0, 0x0100}
+	for i, v := range tags {
+		b.setTag(i, v)
+	}
+	for i, v := range tags {
+		if got := b.tag(i); got != v {
+			t.Errorf("tag(%d) = %#x, want %#x", i, got, v)
+		}
+	}
+	for _, v := range []uint16{0, 1, 0xffff, 0x8000, 0x7fff, 0x0100, 0x1234} {
+		var want uint32
+		for i, w := range tags {
+			if w == v {
+				want |= 1 << i
+			}
+		}
+		if got := b.match(v); got != want {
+			t.Errorf("match(%#x) = %08b, want %08b", v, got, want)
+		}
+	}
+	if got, want := b.used(), uint32(0b1011_1101); got != want {
+		t.Errorf("used() = %08b, want %08b", got, want)
+	}
+}
+
+// laneBits must be exact for every combination of lane flags.
+func TestLaneBits(t *testing.T) {
+	for m := range uint32(16) {
+		var x uint64
+		for l := range 4 {
+			if m>>l&1 != 0 {
+				x |= 1 << (16*l + 15)
+			}
+		}
+		if got := laneBits(x); got != m {
+			t.Errorf("laneBits(%#x) = %04b, want %04b", x, got, m)
+		}
+	}
+}

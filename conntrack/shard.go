@@ -1,0 +1,147 @@
+package conntrack
+
+import "math/bits"
+
+// Shard is one worker's part of the table. It is owned by a single
+// goroutine: every method except those on Table is unsynchronized and must
+// be called by the owner only (the owner may hand a shard to another
+// goroutine with the usual happens-before, e.g. a channel).
+//
+// Each flow has two candidate buckets, both derived from the flow hash h
+// passed by the caller: the primary, from the high bits of h, and the
+// alternate, at an offset derived from the 16-bit tag (the low bits of h).
+// Because the offset depends only on the tag, which the slot stores, an
+// entry's other bucket is known without its hash; relocation and overflow
+// bookkeeping rely on that.
+type Shard struct {
+	buckets []bucket
+	nb      uint64 // len(buckets), >= 2
+	now     Tick
+	timeout [stateMask + 1]Tick // idle ticks per State
+	cursor  uint32              // next bucket the expiry scan examines
+	scan    int                 // buckets examined per Advance
+	// relocMax is the live count at or above which Insert no longer tries
+	// to make room by moving entries: near full, a move rarely succeeds,
+	// and a flood of new flows would pay up to 16 bucket reads each.
+	relocMax uint64
+	live     uint64
+	c        counters
+	pub      published
+}
+
+// locate returns the primary bucket and the tag of a flow hash. The bucket
+// is taken from the high bits (multiply-shift range reduction, no division,
+// any bucket count), the tag from the low 16, so the two are independent.
+func (s *Shard) locate(h uint64) (uint32, uint16) {
+	hi, _ := bits.Mul64(h, s.nb)
+	t := uint16(h)
+	if t == 0 {
+		t = 1 // 0 marks a free slot
+	}
+	return uint32(hi), t
+}
+
+// offset is the distance from a flow's primary bucket to its alternate, in
+// [1, nb-1], so the two always differ.
+func (s *Shard) offset(t uint16) uint32 {
+	return 1 + uint32(uint64(t)*(s.nb-1)>>16)
+}
+
+// alternate returns the alternate bucket of a flow with primary p and tag t.
+func (s *Shard) alternate(p uint32, t uint16) uint32 {
+	a := p + s.offset(t)
+	if uint64(a) >= s.nb {
+		a -= uint32(s.nb)
+	}
+	return a
+}
+
+// primary inverts alternate.
+func (s *Shard) primary(a uint32, t uint16) uint32 {
+	off := s.offset(t)
+	if a >= off {
+		return a - off
+	}
+	return a + uint32(s.nb) - off
+}
+
+// other returns the bucket of the pair that slot i of bucket bi is not in.
+func (s *Shard) other(b *bucket, bi uint32, i int) uint32 {
+	if b.state[i]&altBit != 0 {
+		return s.primary(bi, b.tag(i))
+	}
+	return s.alternate(bi, b.tag(i))
+}
+
+// expired reports whether slot i of b has been idle longer than its
+// state's timeout. Ticks never go backwards and never wrap, so now-seen is
+// the idle time.
+func (s *Shard) expired(b *bucket, i int) bool {
+	return s.now-b.seen[i&7] > s.timeout[b.state[i&7]&stateMask]
+}
+
+// Now returns the tick of the last Advance.
+func (s *Shard) Now() Tick { return s.now }
+
+// Lookup returns the live entry for k, whose flow hash is h. A flow that
+// has timed out but not yet been reclaimed is a miss; Lookup reclaims it on
+// the spot (counted as an expiration). h must be the same function of the
+// key on every call, as the hash that chose the flow's Maglev slot is.
+func (s *Shard) Lookup(k *Key, h uint64) (Entry, bool) {
+	bi, t := s.locate(h)
+	b := &s.buckets[bi]
+	i := b.find(t, k)
+	if i < 0 {
+		if b.ovf == 0 {
+			return Entry{}, false
+		}
+		bi = s.alternate(bi, t)
+		b = &s.buckets[bi]
+		if i = b.find(t, k); i < 0 {
+			return Entry{}, false
+		}
+	}
+	if s.expired(b, i) {
+		s.remove(b, bi, i)
+		s.c.expirations++
+		return Entry{}, false
+	}
+	return Entry{b, bi, uint32(i)}, true
+}
+
+// Touch accounts for one more packet of the flow: it moves the state along
+// the machine documented on State, using the TCP flags byte of the packet
+// (ignored for non-TCP flows), and stamps the shard's current tick. Insert
+// already accounts for the packet that created a flow.
+func (s *Shard) Touch(e Entry, tcpFlags uint8) {
+	i := e.i & 7
+	st := e.b.state[i]
+	e.b.state[i] = st&altBit | uint8(next[st&stateMask][classOf[tcpFlags]])
+	e.b.seen[i] = s.now
+}
+
+// SetBackend re-pins the flow to backend b. The pipeline calls it when the
+// flow's backend has been removed or is down; a draining backend keeps its
+// flows, so for those it is not called. Counted as a repick.
+func (s *Shard) SetBackend(e Entry, b uint32) {
+	e.b.recs[e.i&7].backend = b
+	s.c.repicks++
+}
+
+// Delete removes the flow (e.g. on RST, or by an operator). e and every
+// other Entry of the same slot are invalid afterwards.
+func (s *Shard) Delete(e Entry) {
+	s.remove(e.b, e.bi, int(e.i&7))
+	s.c.deletes++
+}
+
+// remove frees slot i of bucket b (index bi), keeping the overflow count of
+// the entry's primary bucket exact.
+func (s *Shard) remove(b *bucket, bi uint32, i int) {
+	if b.state[i&7]&altBit != 0 {
+		s.buckets[s.primary(bi, b.tag(i))].ovf--
+	}
+	b.setTag(i, 0)
+	b.state[i&7] = 0
+	s.live--
+}
