@@ -1,0 +1,250 @@
+package conntrack
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+)
+
+// at sets the shard's clock without running the expiry scan, so a test can
+// leave timed-out flows in place for Insert to find.
+func at(s *Shard, now Tick) { s.now = now }
+
+func TestNewConfig(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		cfg          Config
+		wantCapacity int
+		wantErr      bool
+	}{
+		{"one slot rounds to two buckets", Config{Capacity: 1, Shards: 1}, 16, false},
+		{"per shard rounding", Config{Capacity: 100, Shards: 3}, 3 * 40, false},
+		{"exact", Config{Capacity: 1 << 20, Shards: 4}, 1 << 20, false},
+		{"no shards", Config{Capacity: 10}, 0, true},
+		{"no capacity", Config{Shards: 1}, 0, true},
+		{"negative scan", Config{Capacity: 10, Shards: 1, ExpiryBucketsPerAdvance: -1}, 0, true},
+		{"negative timeout", Config{Capacity: 10, Shards: 1, Timeouts: Timeouts{UDP: -1}}, 0, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tab, err := New(c.cfg)
+			if c.wantErr {
+				if !errors.Is(err, ErrConfig) {
+					t.Fatalf("New: err %v, want ErrConfig", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tab.Capacity(); got != c.wantCapacity {
+				t.Errorf("Capacity() = %d, want %d", got, c.wantCapacity)
+			}
+			if got := tab.Stats().Capacity; got != uint64(c.wantCapacity) {
+				t.Errorf("Stats().Capacity = %d, want %d", got, c.wantCapacity)
+			}
+			if got, want := tab.Bytes(), c.wantCapacity*40; got != want {
+				t.Errorf("Bytes() = %d, want %d (40 per slot)", got, want)
+			}
+		})
+	}
+}
+
+func TestDefaultTimeoutsApplied(t *testing.T) {
+	tab, err := New(Config{Capacity: 16, Shards: 1, Timeouts: Timeouts{UDP: 3e9}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := tab.Shard(0)
+	d := DefaultTimeouts()
+	for st, want := range map[State]Tick{
+		StateSynSent:     Ticks(d.TCPUnestablished),
+		StateEstablished: Ticks(d.TCPEstablished),
+		StateClosing:     Ticks(d.TCPClosing),
+		StateUDPNew:      3,
+		StateUDP:         3,
+	} {
+		if got := s.timeout[st]; got != want {
+			t.Errorf("timeout[%v] = %d, want %d", st, got, want)
+		}
+	}
+}
+
+func TestInsertLookupDelete(t *testing.T) {
+	s := newShard(t, 1024)
+	k := testKey(42)
+	if _, ok := lookup(s, k); ok {
+		t.Fatal("hit in an empty table")
+	}
+	e := insert(t, s, k, 7, tcpSYN, Inserted)
+	if e.Key() != k || e.Backend() != 7 || e.Flags() != 0 || e.State() != StateSynSent {
+		t.Fatalf("inserted entry: key %v backend %d flags %d state %v", e.Key(), e.Backend(), e.Flags(), e.State())
+	}
+	e.SetFlags(0x5a)
+
+	// Same key again: the existing entry, untouched.
+	e2 := insert(t, s, k, 8, tcpACK, Existed)
+	if e2.Backend() != 7 || e2.State() != StateSynSent || e2.Flags() != 0x5a {
+		t.Fatalf("Existed returned backend %d state %v flags %#x", e2.Backend(), e2.State(), e2.Flags())
+	}
+
+	// An IPv6 key with the same leading bytes is a different flow.
+	k6 := k
+	k6.IPv6 = true
+	if _, ok := lookup(s, k6); ok {
+		t.Fatal("IPv6 key hit the IPv4 flow")
+	}
+	insert(t, s, k6, 9, tcpSYN, Inserted)
+	if got, want := k6.SrcAddr(), netip.MustParseAddr("c612::"); got != want {
+		t.Errorf("SrcAddr() = %v, want %v", got, want)
+	}
+	if got, want := k.SrcAddr(), netip.MustParseAddr("198.18.0.0"); got != want {
+		t.Errorf("SrcAddr() = %v, want %v", got, want)
+	}
+
+	e, ok := lookup(s, k)
+	if !ok || e.Backend() != 7 {
+		t.Fatalf("lookup after insert: ok %v backend %d", ok, e.Backend())
+	}
+	s.Delete(e)
+	if _, ok := lookup(s, k); ok {
+		t.Fatal("hit after Delete")
+	}
+	if e, ok := lookup(s, k6); !ok || e.Backend() != 9 {
+		t.Fatal("Delete removed the wrong flow")
+	}
+	st := s.Stats()
+	if st.Inserts != 2 || st.Deletes != 1 || st.Entries != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	checkInvariants(t, s)
+}
+
+// TestEvictionOrder uses a 16-slot shard: two buckets, so every flow has
+// the same pair and "full" means 16 flows.
+func TestEvictionOrder(t *testing.T) {
+	t.Run("oldest unestablished first, established never", func(t *testing.T) {
+		s := newShard(t, 16)
+		// Seen at ticks 1..4; at tick 6 all are younger than the 5-tick timeout.
+		old := []Key{testKey(1), testKey(2), udpKey(3), testKey(4)}
+		for j, k := range old {
+			at(s, Tick(j+1))
+			insert(t, s, k, 1, tcpSYN, Inserted)
+		}
+		at(s, 5)
+		var est []Key
+		for n := 100; len(est) < 12; n++ {
+			k := testKey(n)
+			establish(t, s, k, 2)
+			est = append(est, k)
+		}
+		at(s, 6)
+		for j, victim := range old {
+			insert(t, s, testKey(1000+j), 3, tcpSYN, ReplacedUnestablished)
+			if _, ok := lookup(s, victim); ok {
+				t.Fatalf("insert %d: %v:%d (seen at %d) survived; it was the oldest unestablished", j, victim.SrcAddr(), victim.SrcPort, j+1)
+			}
+			for _, o := range old[j+1:] {
+				if _, ok := lookup(s, o); !ok {
+					t.Fatalf("insert %d evicted a younger flow", j)
+				}
+			}
+		}
+		// Establish the newcomers: now nothing may be evicted.
+		for j := range old {
+			e, ok := lookup(s, testKey(1000+j))
+			if !ok {
+				t.Fatalf("newcomer %d missing", j)
+			}
+			s.Touch(e, tcpACK)
+		}
+		insert(t, s, testKey(2000), 4, tcpSYN, Untracked)
+		insert(t, s, udpKey(2001), 4, 0, Untracked)
+		for _, k := range est {
+			if e, ok := lookup(s, k); !ok || e.Backend() != 2 {
+				t.Fatalf("established flow lost or re-pinned: ok %v", ok)
+			}
+		}
+		st := s.Stats()
+		if st.EvictedUnestablished != 4 || st.UntrackedFull != 2 || st.EvictedExpired != 0 || st.Entries != 16 {
+			t.Fatalf("stats %+v", st)
+		}
+		checkInvariants(t, s)
+	})
+
+	t.Run("expired before unestablished", func(t *testing.T) {
+		s := newShard(t, 16)
+		at(s, 0)
+		stale := testKey(1)
+		establish(t, s, stale, 1) // expires after tick 100
+		at(s, 101)
+		syn := testKey(2)
+		insert(t, s, syn, 1, tcpSYN, Inserted)
+		for n := 100; n < 114; n++ {
+			establish(t, s, testKey(n), 2)
+		}
+		insert(t, s, testKey(500), 3, tcpSYN, ReplacedExpired)
+		if _, ok := lookup(s, syn); !ok {
+			t.Fatal("the unestablished flow went before the expired one")
+		}
+		insert(t, s, testKey(501), 3, tcpSYN, ReplacedUnestablished)
+		if _, ok := lookup(s, syn); ok {
+			t.Fatal("the oldest unestablished flow survived")
+		}
+		st := s.Stats()
+		if st.EvictedExpired != 1 || st.EvictedUnestablished != 1 {
+			t.Fatalf("stats %+v", st)
+		}
+		checkInvariants(t, s)
+	})
+
+	t.Run("expired duplicate is replaced, not returned", func(t *testing.T) {
+		s := newShard(t, 16)
+		k := testKey(1)
+		insert(t, s, k, 1, tcpSYN, Inserted)
+		at(s, 6) // SynSent lives 5 ticks
+		e := insert(t, s, k, 2, tcpSYN, Inserted)
+		if e.Backend() != 2 {
+			t.Fatalf("backend %d, want the new pick 2", e.Backend())
+		}
+		if st := s.Stats(); st.Expirations != 1 || st.Entries != 1 {
+			t.Fatalf("stats %+v", st)
+		}
+		checkInvariants(t, s)
+	})
+}
+
+// TestOccupancy fills a shard with established flows until the first
+// refusal. Two candidate buckets plus one level of relocation should hold
+// ~92% before that; every stored flow must stay reachable.
+func TestOccupancy(t *testing.T) {
+	const slots = 1 << 16
+	s := newShard(t, slots)
+	n := 0
+	for ; ; n++ {
+		if _, r := establish(t, s, testKey(n), uint32(n)); !r.Tracked() {
+			break
+		}
+	}
+	occ := float64(n) / slots
+	t.Logf("first refusal at %d of %d slots (%.1f%%), %d relocations", n, slots, 100*occ, s.Stats().Relocations)
+	if occ < 0.85 {
+		t.Errorf("first refusal at %.1f%% occupancy, want >= 85%%", 100*occ)
+	}
+	if s.Stats().Relocations == 0 {
+		t.Error("no relocations on the way")
+	}
+	for j := range n {
+		if e, ok := lookup(s, testKey(j)); !ok || e.Backend() != uint32(j) {
+			t.Fatalf("flow %d: ok %v backend %d", j, ok, e.Backend())
+		}
+	}
+	checkInvariants(t, s)
+
+	// Past the relocation threshold (~97%) the shard keeps filling its free
+	// slots without moving flows.
+	for m := n; m < 2*slots; m++ {
+		establish(t, s, testKey(m), 0)
+	}
+	t.Logf("after 2x capacity attempts: %d/%d slots used", s.Stats().Entries, slots)
+	checkInvariants(t, s)
+}
