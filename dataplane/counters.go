@@ -1,0 +1,180 @@
+package dataplane
+
+// Verdict is what the pipeline decided for a frame.
+type Verdict uint8
+
+const (
+	// VerdictDrop: the frame is discarded; Desc.Reason says why.
+	VerdictDrop Verdict = iota
+	// VerdictTX: transmit the (rewritten) frame on Desc.Port.
+	VerdictTX
+	// VerdictReply: transmit vipd's answer (an ICMP message built in the
+	// frame) on Desc.Port, back where the frame came from.
+	VerdictReply
+	// VerdictKernel: not vipd's business (ARP, the box's own traffic):
+	// hand the untouched frame to the kernel.
+	VerdictKernel
+	numVerdicts
+)
+
+var verdictNames = [numVerdicts]string{"drop", "tx", "reply", "kernel"}
+
+func (v Verdict) String() string {
+	if v < numVerdicts {
+		return verdictNames[v]
+	}
+	return "unknown"
+}
+
+// DropReason says why a frame was dropped. Every drop has one, and each
+// reason has its own counter.
+type DropReason uint8
+
+const (
+	DropNone          DropReason = iota
+	DropTruncated                // a header runs past the frame
+	DropBadIPHeader              // bad version, IHL or length fields
+	DropBadIPChecksum            // IPv4 header checksum wrong (RFC 1812 §5.2.2)
+	DropBadL4                    // bad TCP offset, UDP length, ICMP size
+	DropBadFragment              // overlapping TCP fragment (RFC 1858)
+	DropExtHeaders               // IPv6 extension chain too long or malformed
+	DropTTLExceeded              // TTL or hop limit would reach 0
+	DropSrcIsVIP                 // spoofed: a VIP address as source
+	DropVIPProto                 // to a VIP address, a protocol no VIP serves
+	DropVIPPort                  // to a VIP address, a port no VIP serves
+	DropNoBackend                // the VIP has no backend up
+	DropFragAmbiguous            // a non-first fragment for an address with several VIPs of its protocol
+	DropTooBig                   // does not fit the egress MTU (an ICMP error was sent or rate-limited)
+	DropNoHeadroom               // the frame has no room to prepend headers
+	DropNoNeighbor               // next-hop MAC not resolved yet
+	DropICMPUnmatched            // an ICMP error for a VIP whose quote names no flow
+	DropNoTxFrame                // no free frame to emit a fragment
+	DropICMPRateLimited          // an echo reply vipd would send exceeds the ICMP rate limit
+	numDropReasons
+)
+
+var dropNames = [numDropReasons]string{
+	"none", "truncated", "bad_ip_header", "bad_ip_checksum", "bad_l4", "bad_fragment",
+	"ext_headers", "ttl_exceeded", "src_is_vip", "vip_proto", "vip_port", "no_backend",
+	"frag_ambiguous", "too_big", "no_headroom", "no_neighbor", "icmp_unmatched", "no_tx_frame",
+	"icmp_rate_limited",
+}
+
+func (r DropReason) String() string {
+	if r < numDropReasons {
+		return dropNames[r]
+	}
+	return "unknown"
+}
+
+// DropReasons lists every reason, for exporters.
+func DropReasons() []DropReason {
+	rs := make([]DropReason, 0, numDropReasons-1)
+	for r := DropTruncated; r < numDropReasons; r++ {
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// FlowCounters count one VIP's or backend's traffic.
+type FlowCounters struct {
+	Packets  uint64
+	Bytes    uint64 // IP bytes as received
+	NewFlows uint64 // flows first pinned here (conntrack insert or stateless pick)
+}
+
+// Counters are one worker's counters. The worker owns them and writes them
+// without synchronization; readers on other goroutines use Worker.Published.
+type Counters struct {
+	RxFrames uint64
+	RxBytes  uint64
+	Verdicts [numVerdicts]uint64
+	Drops    [numDropReasons]uint64
+	// ICMP messages vipd sent (frag-needed, packet too big, echo replies)
+	// and those it suppressed by rate limit.
+	ICMPSent        uint64
+	ICMPRateLimited uint64
+	// ICMP errors steered to the backend that owns the flow.
+	ICMPSteered uint64
+	// Fragments vipd made from packets whose DF bit was clear.
+	FragmentsOut uint64
+	// NAT replies translated back to the VIP.
+	Replies uint64
+	// Conntrack outcomes on the packet path.
+	FlowHits    uint64
+	FlowMisses  uint64
+	Untracked   uint64 // new flows the table had no room for (forwarded statelessly)
+	Repicked    uint64 // flows moved off a backend that went down or away
+	Stateless   uint64 // packets forwarded by Maglev alone (fragments, untracked flows)
+	Batches     uint64
+	BatchFrames uint64
+	// BatchSizes is a histogram of frames per batch: bucket i counts
+	// batches of at most 2^i frames (the last bucket, more).
+	BatchSizes [12]uint64
+	// Per VIP (by VIP ID) and per backend (by ref).
+	VIPs     []FlowCounters
+	Backends []FlowCounters
+}
+
+// add accumulates o into c.
+func (c *Counters) add(o *Counters) {
+	c.RxFrames += o.RxFrames
+	c.RxBytes += o.RxBytes
+	for i := range c.Verdicts {
+		c.Verdicts[i] += o.Verdicts[i]
+	}
+	for i := range c.Drops {
+		c.Drops[i] += o.Drops[i]
+	}
+	c.ICMPSent += o.ICMPSent
+	c.ICMPRateLimited += o.ICMPRateLimited
+	c.ICMPSteered += o.ICMPSteered
+	c.FragmentsOut += o.FragmentsOut
+	c.Replies += o.Replies
+	c.FlowHits += o.FlowHits
+	c.FlowMisses += o.FlowMisses
+	c.Untracked += o.Untracked
+	c.Repicked += o.Repicked
+	c.Stateless += o.Stateless
+	c.Batches += o.Batches
+	c.BatchFrames += o.BatchFrames
+	for i := range c.BatchSizes {
+		c.BatchSizes[i] += o.BatchSizes[i]
+	}
+	c.VIPs = addFlows(c.VIPs, o.VIPs)
+	c.Backends = addFlows(c.Backends, o.Backends)
+}
+
+func addFlows(dst, src []FlowCounters) []FlowCounters {
+	for len(dst) < len(src) {
+		dst = append(dst, FlowCounters{})
+	}
+	for i := range src {
+		dst[i].Packets += src[i].Packets
+		dst[i].Bytes += src[i].Bytes
+		dst[i].NewFlows += src[i].NewFlows
+	}
+	return dst
+}
+
+// clone returns a deep copy.
+func (c *Counters) clone() *Counters {
+	d := *c
+	d.VIPs = append([]FlowCounters(nil), c.VIPs...)
+	d.Backends = append([]FlowCounters(nil), c.Backends...)
+	return &d
+}
+
+// Sum adds up several workers' counters.
+func Sum(cs ...*Counters) *Counters {
+	var t Counters
+	for _, c := range cs {
+		if c != nil {
+			t.add(c)
+		}
+	}
+	return &t
+}
+
+// Drop returns the count for one reason.
+func (c *Counters) Drop(r DropReason) uint64 { return c.Drops[r] }

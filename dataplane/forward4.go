@@ -1,0 +1,246 @@
+package dataplane
+
+import (
+	"encoding/binary"
+
+	"github.com/vipd/vipd/conntrack"
+	"github.com/vipd/vipd/dsr"
+	"github.com/vipd/vipd/hashing"
+	"github.com/vipd/vipd/nat"
+	"github.com/vipd/vipd/packet"
+)
+
+// egress is the port toward backends.
+func (s *Snapshot) egress() uint8 {
+	if s.twoArmed {
+		return PortEgress
+	}
+	return PortIngress
+}
+
+// forward4 sends a client's IPv4 packet for VIP vi to its backend.
+func (w *Worker) forward4(d *Desc, frame []byte, f *packet.Frame, vi int) {
+	s := w.snap
+	v := &s.vips[vi]
+	ip := f.IPv4(frame)
+	if ttl := ip.TTL(); ttl == 0 || (v.mode == ModeNAT && ttl == 1) {
+		// NAT forwards as a router and must decrement; DSR leaves the
+		// inner packet untouched, but a TTL of 0 never travels.
+		w.drop(d, DropTTLExceeded)
+		return
+	}
+	b, ref := w.pick4(frame, f, vi, v)
+	if b == nil {
+		w.drop(d, DropNoBackend)
+		return
+	}
+	if !b.hasMAC {
+		w.drop(d, DropNoNeighbor)
+		return
+	}
+	vc := &w.c.VIPs[v.id]
+	vc.Packets++
+	vc.Bytes += uint64(f.L3Len)
+	bc := &w.c.Backends[ref]
+	bc.Packets++
+	bc.Bytes += uint64(f.L3Len)
+	e := readL2(frame, f)
+	out := s.egress()
+	if v.mode == ModeDSR {
+		w.encap4(d, frame, f, &e, v, b, out)
+		return
+	}
+	mtu := s.mtu[out]
+	if f.L3Len > mtu && ip.DF() {
+		w.tooBig4(d, f, &e, mtu, v.addr4)
+		return
+	}
+	var l4 nat.L4
+	l4.Proto = f.Proto
+	if f.HasL4 {
+		l4.Hdr = frame[f.L4Off : f.L3Off+f.L3Len]
+	}
+	nat.DNAT4(ip, l4, b.addr4, b.port)
+	ip.DecTTL()
+	setMACs(frame, b.mac, s.mac[out])
+	d.Len = f.L3Off + f.L3Len // drop Ethernet padding
+	if f.L3Len > mtu {
+		w.fragment4(d, f, &e, b, out, mtu, nil)
+		return
+	}
+	w.tx(d, out)
+}
+
+// pick4 finds the backend of an IPv4 flow: the one conntrack pinned it to,
+// if that one still keeps flows, else Maglev's choice (pinned now).
+// Fragments bypass conntrack: they are hashed on addresses and protocol so
+// that every fragment of a datagram takes the same way.
+func (w *Worker) pick4(frame []byte, f *packet.Frame, vi int, v *vip) (*backend, uint32) {
+	s := w.snap
+	ip := f.IPv4(frame)
+	src, dst := ip.SourceUint32(), ip.DestinationUint32()
+	if f.Frag {
+		w.c.Stateless++
+		h := hashing.Frag4(src, dst, f.Proto, s.seed)
+		if v.srcHash {
+			h = hashing.Src4(src, s.seed)
+		}
+		return w.maglev(v, h)
+	}
+	sp, dp, _ := ports(frame, f)
+	h := hashing.Flow4(src, dst, sp, dp, f.Proto, s.seed)
+	var k conntrack.Key
+	binary.BigEndian.PutUint32(k.Src[:], src)
+	k.SrcPort, k.DstPort, k.VIP, k.Proto = sp, dp, v.id, f.Proto
+	hp := h
+	if v.srcHash {
+		hp = hashing.Src4(src, s.seed)
+	}
+	return w.track(&k, h, hp, tcpFlags(frame, f), vi, v)
+}
+
+// track looks the flow up in the shard and pins it on a miss. h is the
+// 5-tuple hash (conntrack's), hp the one Maglev picks by.
+func (w *Worker) track(k *conntrack.Key, h, hp uint64, flags uint8, vi int, v *vip) (*backend, uint32) {
+	s := w.snap
+	if e, ok := w.ct.Lookup(k, h); ok {
+		w.c.FlowHits++
+		ref := e.Backend()
+		if b := s.backendFor(ref, vi); b != nil {
+			w.ct.Touch(e, flags)
+			return b, ref
+		}
+		// Its backend is down or gone: re-pick, keep the entry.
+		b, ref := w.maglev(v, hp)
+		if b != nil {
+			w.ct.SetBackend(e, ref)
+			w.ct.Touch(e, flags)
+			w.c.Repicked++
+			w.c.Backends[ref].NewFlows++
+		}
+		return b, ref
+	}
+	w.c.FlowMisses++
+	b, ref := w.maglev(v, hp)
+	if b == nil {
+		return nil, 0
+	}
+	if _, res := w.ct.Insert(k, h, ref, flags); !res.Tracked() {
+		w.c.Untracked++
+		w.c.Stateless++
+	}
+	w.c.VIPs[v.id].NewFlows++
+	w.c.Backends[ref].NewFlows++
+	return b, ref
+}
+
+// maglev returns the backend Maglev picks for h.
+func (w *Worker) maglev(v *vip, h uint64) (*backend, uint32) {
+	i := v.table.Lookup(h)
+	if i < 0 {
+		return nil, 0
+	}
+	ref := v.refs[i]
+	return &w.snap.backends[ref], ref
+}
+
+// encap4 wraps the packet in an outer IPv4 header toward backend b, or
+// handles it when the result would exceed the egress MTU.
+func (w *Worker) encap4(d *Desc, frame []byte, f *packet.Frame, e *l2, v *vip, b *backend, out uint8) {
+	s := w.snap
+	mtu := s.mtu[out]
+	if f.L3Len+dsr.Overhead4 > mtu {
+		if f.IPv4(frame).DF() {
+			w.tooBig4(d, f, e, mtu-dsr.Overhead4, v.addr4)
+			return
+		}
+		w.fragment4(d, f, e, b, out, mtu-dsr.Overhead4, v)
+		return
+	}
+	at := d.Off + f.L3Off
+	if at < dsr.Overhead4+e.hlen {
+		w.drop(d, DropNoHeadroom)
+		return
+	}
+	o := dsr.Encap4(d.Buf, at, f.L3Len, v.encap4, b.addr4)
+	d.Off = o - e.hlen
+	d.Len = e.hlen + dsr.Overhead4 + f.L3Len
+	e.write(d.Buf[d.Off:], b.mac, s.mac[out], packet.EtherTypeIPv4)
+	w.tx(d, out)
+}
+
+// tooBig4 answers a packet that does not fit the MTU and may not be
+// fragmented with an ICMP fragmentation-needed from src, rate-limited.
+func (w *Worker) tooBig4(d *Desc, f *packet.Frame, e *l2, mtu int, src [4]byte) {
+	if !w.icmp.allow(w.now) {
+		w.c.ICMPRateLimited++
+		w.drop(d, DropTooBig)
+		return
+	}
+	at := d.Off + f.L3Off
+	if at < dsr.Headroom4+e.hlen {
+		w.drop(d, DropNoHeadroom)
+		return
+	}
+	o, n := dsr.FragNeeded4(d.Buf, at, f.L3Len, uint16(mtu), src)
+	d.Off = o - e.hlen
+	d.Len = e.hlen + n
+	e.write(d.Buf[d.Off:], e.src, w.snap.mac[d.RxPort], packet.EtherTypeIPv4)
+	// The packet itself is not forwarded: counted as a too_big drop, while
+	// the frame's verdict is the reply.
+	w.c.Drops[DropTooBig]++
+	w.reply(d, d.RxPort)
+}
+
+// fragment4 splits the IPv4 packet of d (DF clear) into fragments of at
+// most maxTotal bytes and sends them to backend b: NAT-translated already
+// when v is nil, or each encapsulated for DSR VIP v. Fragment 0 stays in d;
+// the others are emitted through the batch's Emitter.
+func (w *Worker) fragment4(d *Desc, f *packet.Frame, e *l2, b *backend, out uint8, maxTotal int, v *vip) {
+	s := w.snap
+	ip := packet.IPv4(d.Buf[d.Off+f.L3Off : d.Off+f.L3Off+f.L3Len])
+	n := w.frag.Init(ip, maxTotal)
+	if n == 0 {
+		w.drop(d, DropTooBig)
+		return
+	}
+	if w.emit == nil {
+		w.drop(d, DropNoTxFrame)
+		return
+	}
+	over := 0
+	if v != nil {
+		over = dsr.Overhead4
+	}
+	if d.Off+f.L3Off < over+e.hlen {
+		w.drop(d, DropNoHeadroom)
+		return
+	}
+	for i := 1; i < n; i++ {
+		buf, off, ok := w.emit.Alloc()
+		if !ok {
+			w.drop(d, DropNoTxFrame)
+			return
+		}
+		at := off + e.hlen + over
+		l := w.frag.Write(i, buf[at:])
+		start := off
+		if v != nil {
+			start = dsr.Encap4(buf, at, l, v.encap4, b.addr4) - e.hlen
+		}
+		e.write(buf[start:], b.mac, s.mac[out], packet.EtherTypeIPv4)
+		w.emit.Emit(buf, start, e.hlen+over+l, out)
+		w.c.FragmentsOut++
+	}
+	at := d.Off + f.L3Off
+	l := w.frag.Write(0, d.Buf[at:])
+	start := d.Off
+	if v != nil {
+		start = dsr.Encap4(d.Buf, at, l, v.encap4, b.addr4) - e.hlen
+	}
+	e.write(d.Buf[start:], b.mac, s.mac[out], packet.EtherTypeIPv4)
+	d.Off = start
+	d.Len = e.hlen + over + l
+	w.c.FragmentsOut++
+	w.tx(d, out)
+}

@@ -1,0 +1,143 @@
+package dataplane
+
+import (
+	"encoding/binary"
+
+	"github.com/vipd/vipd/conntrack"
+	"github.com/vipd/vipd/dsr"
+	"github.com/vipd/vipd/hashing"
+	"github.com/vipd/vipd/nat"
+	"github.com/vipd/vipd/packet"
+)
+
+// ICMPv4 types (RFC 792).
+const (
+	icmpEchoReply   = 0
+	icmpEchoRequest = 8
+)
+
+// icmpToVIP4 handles ICMP addressed to a VIP: echo requests are answered,
+// errors about a VIP flow are steered to the backend that owns the flow.
+func (w *Worker) icmpToVIP4(d *Desc, frame []byte, f *packet.Frame) {
+	ic := f.ICMPv4(frame)
+	switch {
+	case ic.Type() == icmpEchoRequest && ic.Code() == 0 && !f.Frag:
+		w.echo4(d, frame, f)
+	case ic.IsError() && !f.Frag:
+		w.steer4(d, frame, f)
+	default:
+		w.drop(d, DropVIPProto)
+	}
+}
+
+// echo4 turns an echo request to a VIP into the reply, in place: swapping
+// the addresses leaves the IP checksum as it is (the sum is commutative);
+// the TTL and the ICMP type change incrementally.
+func (w *Worker) echo4(d *Desc, frame []byte, f *packet.Frame) {
+	if !w.icmp.allow(w.now) {
+		w.c.ICMPRateLimited++
+		w.drop(d, DropICMPRateLimited)
+		return
+	}
+	ip := f.IPv4(frame)
+	src, dst := ip.SourceAddress(), ip.DestinationAddress()
+	ip.SetSourceAddress(dst)
+	ip.SetDestinationAddress(src)
+	old := uint16(ip.TTL())<<8 | uint16(ip.Protocol())
+	ip.SetTTL(dsr.OuterTTL)
+	ip.SetChecksum(packet.ChecksumUpdate16(ip.Checksum(), old, uint16(dsr.OuterTTL)<<8|uint16(ip.Protocol())))
+	ic := f.ICMPv4(frame)
+	ic.SetType(icmpEchoReply)
+	ic.SetChecksum(packet.ChecksumUpdate16(ic.Checksum(), icmpEchoRequest<<8, icmpEchoReply<<8))
+	var peer [6]byte
+	copy(peer[:], frame[6:12])
+	setMACs(frame, peer, w.snap.mac[d.RxPort])
+	d.Len = f.L3Off + f.L3Len
+	w.reply(d, d.RxPort)
+}
+
+// steer4 delivers an ICMP error about a packet a VIP sent (the quote's
+// source is the VIP, its destination the client) to the backend that owns
+// the flow: the reversed quote is the flow's key, looked up in conntrack and
+// otherwise hashed through Maglev like the flow's own packets. This keeps
+// path-MTU discovery working behind the load balancer.
+func (w *Worker) steer4(d *Desc, frame []byte, f *packet.Frame) {
+	s := w.snap
+	ip := f.IPv4(frame)
+	ic := f.ICMPv4(frame)
+	var q dsr.Embedded
+	if !dsr.ParseEmbedded4(ic.Payload(), &q) {
+		w.drop(d, DropICMPUnmatched)
+		return
+	}
+	vipAddr, client := [4]byte(q.Src[:4]), [4]byte(q.Dst[:4])
+	if vipAddr != ip.DestinationAddress() {
+		w.drop(d, DropICMPUnmatched)
+		return
+	}
+	va := u32(vipAddr)
+	vi := s.cls4.exact4.get(key4(va, q.Proto, q.SrcPort))
+	if vi < 0 {
+		vi = s.cls4.exact4.get(key4(va, q.Proto, 0))
+	}
+	if vi < 0 {
+		w.drop(d, DropICMPUnmatched)
+		return
+	}
+	v := &s.vips[vi]
+	ca := u32(client)
+	h := hashing.Flow4(ca, va, q.DstPort, q.SrcPort, q.Proto, s.seed)
+	hp := h
+	if v.srcHash {
+		hp = hashing.Src4(ca, s.seed)
+	}
+	var k conntrack.Key
+	binary.BigEndian.PutUint32(k.Src[:], ca)
+	k.SrcPort, k.DstPort, k.VIP, k.Proto = q.DstPort, q.SrcPort, v.id, q.Proto
+	b := w.owner(&k, h, hp, int(vi), v)
+	if b == nil {
+		w.drop(d, DropNoBackend)
+		return
+	}
+	if !b.hasMAC {
+		w.drop(d, DropNoNeighbor)
+		return
+	}
+	e := readL2(frame, f)
+	out := s.egress()
+	w.c.ICMPSteered++
+	if v.mode == ModeDSR {
+		// Never answer an ICMP error with another: one that does not fit
+		// is dropped.
+		if f.L3Len+dsr.Overhead4 > s.mtu[out] {
+			w.drop(d, DropTooBig)
+			return
+		}
+		w.encap4(d, frame, f, &e, v, b, out)
+		return
+	}
+	if f.L3Len > s.mtu[out] {
+		w.drop(d, DropTooBig)
+		return
+	}
+	if !ip.DecTTL() {
+		w.drop(d, DropTTLExceeded)
+		return
+	}
+	nat.ICMPErrorDNAT4(ip, ic, q.HdrLen, q.Proto, b.addr4, b.port)
+	setMACs(frame, b.mac, s.mac[out])
+	d.Len = f.L3Off + f.L3Len
+	w.tx(d, out)
+}
+
+// owner returns the backend that owns a flow without creating state: the
+// pinned one if conntrack knows the flow, else Maglev's choice.
+func (w *Worker) owner(k *conntrack.Key, h, hp uint64, vi int, v *vip) *backend {
+	if e, ok := w.ct.Lookup(k, h); ok {
+		if b := w.snap.backendFor(e.Backend(), vi); b != nil {
+			return b
+		}
+	}
+	b, _ := w.maglev(v, hp)
+	return b
+}

@@ -1,0 +1,375 @@
+package dataplane
+
+import (
+	"github.com/vipd/vipd/conntrack"
+	"github.com/vipd/vipd/dsr"
+	"github.com/vipd/vipd/hashing"
+	"github.com/vipd/vipd/nat"
+	"github.com/vipd/vipd/packet"
+)
+
+// ipv6 is ipv4 for IPv6. IPv6 packets are never fragmented on the way
+// (RFC 8200 §5): whatever does not fit is answered with Packet Too Big.
+func (w *Worker) ipv6(d *Desc, frame []byte, f *packet.Frame) {
+	s := w.snap
+	ip := f.IPv6(frame)
+	dst := ip.DestinationAddress()
+	vi := int32(-1)
+	if f.Frag {
+		vi = s.cls6.addr6.get(mkKey6(dst, f.Proto, 0))
+		if vi == ambiguous {
+			w.drop(d, DropFragAmbiguous)
+			return
+		}
+	} else if _, dp, ok := ports(frame, f); ok {
+		if vi = s.cls6.exact6.get(mkKey6(dst, f.Proto, dp)); vi < 0 {
+			vi = s.cls6.exact6.get(mkKey6(dst, f.Proto, 0))
+		}
+	}
+	if vi >= 0 {
+		if s.cls6.addr6.get(mkKey6(ip.SourceAddress(), 0, 0)) >= 0 {
+			w.drop(d, DropSrcIsVIP)
+			return
+		}
+		w.forward6(d, frame, f, int(vi))
+		return
+	}
+	if s.cls6.addr6.get(mkKey6(dst, 0, 0)) >= 0 {
+		switch {
+		case f.Proto == packet.ProtoICMPv6 && f.HasL4:
+			w.icmpToVIP6(d, frame, f)
+		case f.Proto == packet.ProtoTCP || f.Proto == packet.ProtoUDP:
+			w.drop(d, DropVIPPort)
+		default:
+			w.drop(d, DropVIPProto)
+		}
+		return
+	}
+	if w.natReply6(d, frame, f) {
+		return
+	}
+	w.kernel(d)
+}
+
+func (w *Worker) forward6(d *Desc, frame []byte, f *packet.Frame, vi int) {
+	s := w.snap
+	v := &s.vips[vi]
+	ip := f.IPv6(frame)
+	if hl := ip.HopLimit(); hl == 0 || (v.mode == ModeNAT && hl == 1) {
+		w.drop(d, DropTTLExceeded)
+		return
+	}
+	b, ref := w.pick6(frame, f, vi, v)
+	if b == nil {
+		w.drop(d, DropNoBackend)
+		return
+	}
+	if !b.hasMAC {
+		w.drop(d, DropNoNeighbor)
+		return
+	}
+	vc := &w.c.VIPs[v.id]
+	vc.Packets++
+	vc.Bytes += uint64(f.L3Len)
+	bc := &w.c.Backends[ref]
+	bc.Packets++
+	bc.Bytes += uint64(f.L3Len)
+	e := readL2(frame, f)
+	out := s.egress()
+	if v.mode == ModeDSR {
+		w.encap6(d, frame, f, &e, v, b, out, ref)
+		return
+	}
+	if mtu := s.mtu[out]; f.L3Len > mtu {
+		w.tooBig6(d, f, &e, mtu, &v.addr6)
+		return
+	}
+	nat.DNAT6(ip, l4Of(frame, f), &b.addr6, b.port)
+	ip.DecHopLimit()
+	setMACs(frame, b.mac, s.mac[out])
+	d.Len = f.L3Off + f.L3Len
+	w.tx(d, out)
+}
+
+// l4Of returns the transport part of a packet for the nat functions.
+func l4Of(frame []byte, f *packet.Frame) nat.L4 {
+	l4 := nat.L4{Proto: f.Proto}
+	if f.HasL4 {
+		l4.Hdr = frame[f.L4Off : f.L3Off+f.L3Len]
+	}
+	return l4
+}
+
+func (w *Worker) pick6(frame []byte, f *packet.Frame, vi int, v *vip) (*backend, uint32) {
+	s := w.snap
+	ip := f.IPv6(frame)
+	src, dst := ip.SourceAddress(), ip.DestinationAddress()
+	if f.Frag {
+		w.c.Stateless++
+		h := hashing.Frag6(src, dst, f.Proto, s.seed)
+		if v.srcHash {
+			h = hashing.Src6(src, s.seed)
+		}
+		return w.maglev(v, h)
+	}
+	sp, dp, _ := ports(frame, f)
+	h := hashing.Flow6(src, dst, sp, dp, f.Proto, s.seed)
+	k := conntrack.Key{Src: *src, SrcPort: sp, DstPort: dp, VIP: v.id, Proto: f.Proto, IPv6: true}
+	hp := h
+	if v.srcHash {
+		hp = hashing.Src6(src, s.seed)
+	}
+	return w.track(&k, h, hp, tcpFlags(frame, f), vi, v)
+}
+
+// encap6 wraps the packet in an outer IPv6 header toward backend b.
+func (w *Worker) encap6(d *Desc, frame []byte, f *packet.Frame, e *l2, v *vip, b *backend, out uint8, ref uint32) {
+	s := w.snap
+	if mtu := s.mtu[out]; f.L3Len+dsr.Overhead6 > mtu {
+		// RFC 8200 guarantees 1280 bytes end to end; an egress link that
+		// cannot carry 1280 + 40 would need outer fragmentation, which
+		// vipd does not do: the packet is dropped (counted) instead of
+		// advertising an MTU below the IPv6 minimum.
+		if mtu-dsr.Overhead6 < 1280 {
+			w.drop(d, DropTooBig)
+			return
+		}
+		w.tooBig6(d, f, e, mtu-dsr.Overhead6, &v.addr6)
+		return
+	}
+	at := d.Off + f.L3Off
+	if at < dsr.Overhead6+e.hlen {
+		w.drop(d, DropNoHeadroom)
+		return
+	}
+	ip := f.IPv6(frame)
+	label := uint32(hashing.Src6(ip.SourceAddress(), s.seed) ^ uint64(ref))
+	o := dsr.Encap6(d.Buf, at, f.L3Len, &v.encap6, &b.addr6, label)
+	d.Off = o - e.hlen
+	d.Len = e.hlen + dsr.Overhead6 + f.L3Len
+	e.write(d.Buf[d.Off:], b.mac, s.mac[out], packet.EtherTypeIPv6)
+	w.tx(d, out)
+}
+
+// tooBig6 answers with an ICMPv6 Packet Too Big from src, rate-limited.
+func (w *Worker) tooBig6(d *Desc, f *packet.Frame, e *l2, mtu int, src *[16]byte) {
+	if !w.icmp.allow(w.now) {
+		w.c.ICMPRateLimited++
+		w.drop(d, DropTooBig)
+		return
+	}
+	at := d.Off + f.L3Off
+	if at < dsr.Headroom6+e.hlen {
+		w.drop(d, DropNoHeadroom)
+		return
+	}
+	o, n := dsr.PacketTooBig6(d.Buf, at, f.L3Len, uint32(mtu), src)
+	d.Off = o - e.hlen
+	d.Len = e.hlen + n
+	e.write(d.Buf[d.Off:], e.src, w.snap.mac[d.RxPort], packet.EtherTypeIPv6)
+	w.c.Drops[DropTooBig]++
+	w.reply(d, d.RxPort)
+}
+
+// ICMPv6 types (RFC 4443, RFC 4861).
+const (
+	icmp6EchoRequest = 128
+	icmp6EchoReply   = 129
+	icmp6NDPFirst    = 133 // router solicitation
+	icmp6NDPLast     = 137 // redirect
+)
+
+func (w *Worker) icmpToVIP6(d *Desc, frame []byte, f *packet.Frame) {
+	ic := f.ICMPv6(frame)
+	switch t := ic.Type(); {
+	case t >= icmp6NDPFirst && t <= icmp6NDPLast:
+		// Neighbor discovery for a VIP is answered off the packet path.
+		w.kernel(d)
+	case t == icmp6EchoRequest && ic.Code() == 0 && !f.Frag:
+		w.echo6(d, frame, f)
+	case ic.IsError() && !f.Frag:
+		w.steer6(d, frame, f)
+	default:
+		w.drop(d, DropVIPProto)
+	}
+}
+
+// echo6 answers an echo request to a VIP in place. Swapping the addresses
+// leaves the pseudo-header sum, and so the checksum, unchanged.
+func (w *Worker) echo6(d *Desc, frame []byte, f *packet.Frame) {
+	if !w.icmp.allow(w.now) {
+		w.c.ICMPRateLimited++
+		w.drop(d, DropICMPRateLimited)
+		return
+	}
+	ip := f.IPv6(frame)
+	src, dst := *ip.SourceAddress(), *ip.DestinationAddress()
+	ip.SetSourceAddress(&dst)
+	ip.SetDestinationAddress(&src)
+	ip.SetHopLimit(dsr.OuterTTL)
+	ic := f.ICMPv6(frame)
+	ic.SetType(icmp6EchoReply)
+	ic.SetChecksum(packet.ChecksumUpdate16(ic.Checksum(), icmp6EchoRequest<<8, icmp6EchoReply<<8))
+	var peer [6]byte
+	copy(peer[:], frame[6:12])
+	setMACs(frame, peer, w.snap.mac[d.RxPort])
+	d.Len = f.L3Off + f.L3Len
+	w.reply(d, d.RxPort)
+}
+
+func (w *Worker) steer6(d *Desc, frame []byte, f *packet.Frame) {
+	s := w.snap
+	ip := f.IPv6(frame)
+	ic := f.ICMPv6(frame)
+	var q dsr.Embedded
+	if !dsr.ParseEmbedded6(ic.Payload(), &q) || q.Src != *ip.DestinationAddress() {
+		w.drop(d, DropICMPUnmatched)
+		return
+	}
+	vi := s.cls6.exact6.get(mkKey6(&q.Src, q.Proto, q.SrcPort))
+	if vi < 0 {
+		vi = s.cls6.exact6.get(mkKey6(&q.Src, q.Proto, 0))
+	}
+	if vi < 0 {
+		w.drop(d, DropICMPUnmatched)
+		return
+	}
+	v := &s.vips[vi]
+	h := hashing.Flow6(&q.Dst, &q.Src, q.DstPort, q.SrcPort, q.Proto, s.seed)
+	hp := h
+	if v.srcHash {
+		hp = hashing.Src6(&q.Dst, s.seed)
+	}
+	k := conntrack.Key{Src: q.Dst, SrcPort: q.DstPort, DstPort: q.SrcPort, VIP: v.id, Proto: q.Proto, IPv6: true}
+	b := w.owner(&k, h, hp, int(vi), v)
+	if b == nil {
+		w.drop(d, DropNoBackend)
+		return
+	}
+	if !b.hasMAC {
+		w.drop(d, DropNoNeighbor)
+		return
+	}
+	e := readL2(frame, f)
+	out := s.egress()
+	w.c.ICMPSteered++
+	if v.mode == ModeDSR {
+		if f.L3Len+dsr.Overhead6 > s.mtu[out] {
+			w.drop(d, DropTooBig)
+			return
+		}
+		w.encap6(d, frame, f, &e, v, b, out, 0)
+		return
+	}
+	if f.L3Len > s.mtu[out] {
+		w.drop(d, DropTooBig)
+		return
+	}
+	if !ip.DecHopLimit() {
+		w.drop(d, DropTTLExceeded)
+		return
+	}
+	nat.ICMPErrorDNAT6(ip, ic, q.HdrLen, q.Proto, &b.addr6, b.port)
+	setMACs(frame, b.mac, s.mac[out])
+	d.Len = f.L3Off + f.L3Len
+	w.tx(d, out)
+}
+
+func (w *Worker) natReply6(d *Desc, frame []byte, f *packet.Frame) bool {
+	s := w.snap
+	ip := f.IPv6(frame)
+	src := ip.SourceAddress()
+	vi := int32(-1)
+	switch {
+	case f.Frag:
+		vi = s.cls6.replyAddr6.get(mkKey6(src, f.Proto, 0))
+	case f.Proto == packet.ProtoICMPv6 && f.HasL4:
+		if f.ICMPv6(frame).IsError() {
+			return w.natReplyICMP6(d, frame, f)
+		}
+		return false
+	default:
+		sp, _, ok := ports(frame, f)
+		if !ok {
+			return false
+		}
+		if vi = s.cls6.reply6.get(mkKey6(src, f.Proto, sp)); vi < 0 {
+			vi = s.cls6.reply6.get(mkKey6(src, f.Proto, 0))
+		}
+	}
+	if vi == ambiguous {
+		w.drop(d, DropFragAmbiguous)
+		return true
+	}
+	if vi < 0 {
+		return false
+	}
+	v := &s.vips[vi]
+	if ip.HopLimit() <= 1 {
+		w.drop(d, DropTTLExceeded)
+		return true
+	}
+	mac, ok := s.clientMAC6(ip.DestinationAddress())
+	if !ok {
+		w.drop(d, DropNoNeighbor)
+		return true
+	}
+	e := readL2(frame, f)
+	if mtu := s.mtu[PortIngress]; f.L3Len > mtu {
+		var own [16]byte
+		if s.has6[d.RxPort] {
+			own = s.addr6[d.RxPort]
+		} else {
+			own = *ip.DestinationAddress()
+		}
+		w.tooBig6(d, f, &e, mtu, &own)
+		return true
+	}
+	nat.SNAT6(ip, l4Of(frame, f), &v.addr6, v.port)
+	ip.DecHopLimit()
+	setMACs(frame, mac, s.mac[PortIngress])
+	d.Len = f.L3Off + f.L3Len
+	w.c.Replies++
+	vc := &w.c.VIPs[v.id]
+	vc.Packets++
+	vc.Bytes += uint64(f.L3Len)
+	w.tx(d, PortIngress)
+	return true
+}
+
+func (w *Worker) natReplyICMP6(d *Desc, frame []byte, f *packet.Frame) bool {
+	s := w.snap
+	ip := f.IPv6(frame)
+	ic := f.ICMPv6(frame)
+	var q dsr.Embedded
+	if f.Frag || !dsr.ParseEmbedded6(ic.Payload(), &q) {
+		return false
+	}
+	vi := s.cls6.reply6.get(mkKey6(&q.Dst, q.Proto, q.DstPort))
+	if vi < 0 {
+		vi = s.cls6.reply6.get(mkKey6(&q.Dst, q.Proto, 0))
+	}
+	if vi < 0 || q.Src != *ip.DestinationAddress() {
+		return false
+	}
+	v := &s.vips[vi]
+	mac, ok := s.clientMAC6(ip.DestinationAddress())
+	if !ok {
+		w.drop(d, DropNoNeighbor)
+		return true
+	}
+	if f.L3Len > s.mtu[PortIngress] {
+		w.drop(d, DropTooBig)
+		return true
+	}
+	if !ip.DecHopLimit() {
+		w.drop(d, DropTTLExceeded)
+		return true
+	}
+	nat.ICMPErrorSNAT6(ip, ic, q.HdrLen, q.Proto, &v.addr6, v.port, *ip.SourceAddress() == q.Dst)
+	setMACs(frame, mac, s.mac[PortIngress])
+	d.Len = f.L3Off + f.L3Len
+	w.c.ICMPSteered++
+	w.tx(d, PortIngress)
+	return true
+}

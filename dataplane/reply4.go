@@ -1,0 +1,146 @@
+package dataplane
+
+import (
+	"github.com/vipd/vipd/dsr"
+	"github.com/vipd/vipd/nat"
+	"github.com/vipd/vipd/packet"
+)
+
+// natReply4 handles a packet from a NAT backend toward a client (and an ICMP
+// error about a packet a client sent to one), rewriting it to come from the
+// VIP. It reports false when the packet is none of those.
+//
+// Replies need no conntrack lookup: configuration guarantees that a
+// (backend address, protocol, port) belongs to one NAT VIP, so the reverse
+// translation is a function of the packet. That matters because a reply
+// may arrive on another NIC queue, and so another worker, than its flow.
+func (w *Worker) natReply4(d *Desc, frame []byte, f *packet.Frame) bool {
+	s := w.snap
+	ip := f.IPv4(frame)
+	src := ip.SourceUint32()
+	vi := int32(-1)
+	switch {
+	case f.Frag:
+		vi = s.cls4.replyAddr4.get(key4(src, f.Proto, 0))
+	case f.Proto == packet.ProtoICMPv4 && f.HasL4:
+		if f.ICMPv4(frame).IsError() {
+			return w.natReplyICMP4(d, frame, f)
+		}
+		return false
+	default:
+		sp, _, ok := ports(frame, f)
+		if !ok {
+			return false
+		}
+		if vi = s.cls4.reply4.get(key4(src, f.Proto, sp)); vi < 0 {
+			vi = s.cls4.reply4.get(key4(src, f.Proto, 0))
+		}
+	}
+	if vi == ambiguous {
+		w.checkedDrop(d, ip, DropFragAmbiguous)
+		return true
+	}
+	if vi < 0 {
+		return false
+	}
+	if !ip.IsChecksumValid() {
+		w.drop(d, DropBadIPChecksum)
+		return true
+	}
+	v := &s.vips[vi]
+	if ip.TTL() <= 1 {
+		w.drop(d, DropTTLExceeded)
+		return true
+	}
+	mac, ok := s.clientMAC4(ip.DestinationAddress())
+	if !ok {
+		w.drop(d, DropNoNeighbor)
+		return true
+	}
+	e := readL2(frame, f)
+	mtu := s.mtu[PortIngress]
+	if f.L3Len > mtu && ip.DF() {
+		w.tooBig4(d, f, &e, mtu, w.ownAddr4(d.RxPort, ip))
+		return true
+	}
+	var l4 nat.L4
+	l4.Proto = f.Proto
+	if f.HasL4 {
+		l4.Hdr = frame[f.L4Off : f.L3Off+f.L3Len]
+	}
+	nat.SNAT4(ip, l4, v.addr4, v.port)
+	ip.DecTTL()
+	setMACs(frame, mac, s.mac[PortIngress])
+	d.Len = f.L3Off + f.L3Len
+	w.c.Replies++
+	vc := &w.c.VIPs[v.id]
+	vc.Packets++
+	vc.Bytes += uint64(f.L3Len)
+	if f.L3Len > mtu {
+		w.fragmentReply4(d, f, &e, mac, mtu)
+		return true
+	}
+	w.tx(d, PortIngress)
+	return true
+}
+
+// ownAddr4 is the source for an ICMP error vipd sends on port p: the
+// port's own address if it has one, else the destination of the offending
+// packet (what a transparent middlebox does).
+func (w *Worker) ownAddr4(p uint8, ip packet.IPv4) [4]byte {
+	if w.snap.has4[p] {
+		return w.snap.addr4[p]
+	}
+	return ip.DestinationAddress()
+}
+
+// natReplyICMP4 translates an ICMP error headed for a client about a packet
+// the client sent to a NAT backend, sent by the backend or by a router
+// between vipd and the backend.
+func (w *Worker) natReplyICMP4(d *Desc, frame []byte, f *packet.Frame) bool {
+	s := w.snap
+	ip := f.IPv4(frame)
+	ic := f.ICMPv4(frame)
+	var q dsr.Embedded
+	if f.Frag || !dsr.ParseEmbedded4(ic.Payload(), &q) {
+		return false
+	}
+	backend := u32([4]byte(q.Dst[:4]))
+	vi := s.cls4.reply4.get(key4(backend, q.Proto, q.DstPort))
+	if vi < 0 {
+		vi = s.cls4.reply4.get(key4(backend, q.Proto, 0))
+	}
+	if vi < 0 || [4]byte(q.Src[:4]) != ip.DestinationAddress() {
+		return false
+	}
+	if !ip.IsChecksumValid() {
+		w.drop(d, DropBadIPChecksum)
+		return true
+	}
+	v := &s.vips[vi]
+	mac, ok := s.clientMAC4(ip.DestinationAddress())
+	if !ok {
+		w.drop(d, DropNoNeighbor)
+		return true
+	}
+	if f.L3Len > s.mtu[PortIngress] {
+		w.drop(d, DropTooBig)
+		return true
+	}
+	if !ip.DecTTL() {
+		w.drop(d, DropTTLExceeded)
+		return true
+	}
+	nat.ICMPErrorSNAT4(ip, ic, q.HdrLen, q.Proto, v.addr4, v.port, ip.SourceUint32() == backend)
+	setMACs(frame, mac, s.mac[PortIngress])
+	d.Len = f.L3Off + f.L3Len
+	w.c.ICMPSteered++
+	w.tx(d, PortIngress)
+	return true
+}
+
+// fragmentReply4 splits a translated reply too big for the ingress MTU.
+func (w *Worker) fragmentReply4(d *Desc, f *packet.Frame, e *l2, mac [6]byte, mtu int) {
+	b := backend{mac: mac}
+	w.fragment4(d, f, e, &b, PortIngress, mtu, nil)
+}

@@ -1,0 +1,406 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/vipd/vipd/hashing"
+)
+
+// Mode is how a VIP's packets reach its backends.
+type Mode uint8
+
+const (
+	ModeNAT Mode = iota // destination rewrite, replies rewritten back
+	ModeDSR             // IPIP encapsulation, backends reply directly
+)
+
+// BackendState is a backend's standing in a snapshot, as the control plane
+// computed it from configuration, health checks and drains.
+type BackendState uint8
+
+const (
+	// BackendUp takes new flows and keeps its own.
+	BackendUp BackendState = iota
+	// BackendDraining keeps its flows and takes no new ones (lame duck).
+	BackendDraining
+	// BackendDown takes nothing: its flows are re-picked on their next
+	// packet.
+	BackendDown
+)
+
+// Port numbers: the interface a frame arrived on or leaves by. A one-armed
+// box uses PortIngress for everything.
+const (
+	PortIngress uint8 = 0 // toward clients
+	PortEgress  uint8 = 1 // toward backends (== PortIngress when one-armed)
+)
+
+// Spec is everything the control plane hands over to build a Snapshot. It is
+// plain data: the dataplane does not parse configuration.
+type Spec struct {
+	// Seed is the flow-hash seed; every vipd sharing VIPs must use the same.
+	Seed uint64
+	// TwoArmed sends traffic toward backends out of PortEgress.
+	TwoArmed bool
+	// MAC is each port's own address, the source of frames vipd sends.
+	MAC [2][6]byte
+	// MTU is each port's IP MTU in bytes.
+	MTU [2]int
+	// Addr4 and Addr6 are each port's own address (invalid if none): the
+	// source of ICMP errors about packets that are not sent to a VIP.
+	Addr4 [2]netip.Addr
+	Addr6 [2]netip.Addr
+	// ClientGateway4/6 is the next hop toward clients that are not on a
+	// connected subnet of the ingress port (the zero MAC if none), and
+	// Neighbors maps on-link clients' addresses to their MACs. Only NAT
+	// replies need them: every other packet toward a client answers a frame
+	// whose source MAC is the way back.
+	ClientGateway4 [6]byte
+	ClientGateway6 [6]byte
+	ClientOnLink   []netip.Prefix
+	Neighbors      map[netip.Addr][6]byte
+	VIPs           []VIPSpec
+}
+
+// VIPSpec describes one VIP.
+type VIPSpec struct {
+	// ID is stable across reloads while the VIP exists: conntrack keys
+	// carry it, so flows survive a snapshot change.
+	ID    uint16
+	Name  string
+	Addr  netip.Addr
+	Port  uint16 // 0 = every port
+	Proto uint8  // 6 or 17
+	Mode  Mode
+	// SrcHash picks backends by client address only (affinity).
+	SrcHash   bool
+	TableSize uint32
+	// EncapSrc is the outer source address of DSR packets.
+	EncapSrc netip.Addr
+	Backends []BackendSpec
+}
+
+// BackendSpec describes one backend of a VIP.
+type BackendSpec struct {
+	// Ref is the backend's stable reference, unique across all VIPs and
+	// never reused while the process lives: conntrack entries store it.
+	Ref  uint32
+	Addr netip.Addr
+	// Port is the NAT destination port; 0 keeps the client's.
+	Port uint16
+	// Weight is the Maglev weight (already scaled for slow start); a
+	// BackendUp backend with weight 0 takes no new flows.
+	Weight uint32
+	State  BackendState
+	// MAC is the next hop toward the backend; the zero MAC means not
+	// resolved yet, and packets for it are dropped (and counted).
+	MAC [6]byte
+}
+
+// Snapshot is the immutable state every worker forwards by. The control
+// plane builds a new one for every change and publishes it atomically;
+// workers pick up the current one at the start of each batch.
+type Snapshot struct {
+	seed     uint64
+	twoArmed bool
+	mac      [2][6]byte
+	mtu      [2]int
+	addr4    [2][4]byte
+	has4     [2]bool
+	addr6    [2][16]byte
+	has6     [2]bool
+
+	vips     []vip
+	backends []backend // indexed by Ref; live == false for holes
+	maxVIPID int
+
+	cls4, cls6 classifiers
+	gw4, gw6   [6]byte
+	onLink     []netip.Prefix
+	neighbors  map[netip.Addr][6]byte
+	spec       *Spec
+}
+
+// classifiers maps packets to VIPs for one address family.
+type classifiers struct {
+	// exact: (VIP address, protocol, port) → VIP index, with port 0 for
+	// every-port VIPs.
+	exact4 table4
+	exact6 table6
+	// addr: (VIP address, protocol, 0) → VIP index when the VIP is the only
+	// one on that address and protocol, -2 when several share it, and
+	// (VIP address, 0, 0) → any VIP index on that address. Used for
+	// fragments (no ports) and ICMP.
+	addr4 table4
+	addr6 table6
+	// reply: (NAT backend address, protocol, port) → VIP index, port 0 for
+	// backends of every-port VIPs; (NAT backend address, protocol, 0) in
+	// replyAddr, or ambiguous, for fragments.
+	reply4     table4
+	reply6     table6
+	replyAddr4 table4
+	replyAddr6 table6
+}
+
+type vip struct {
+	id      uint16
+	name    string
+	v6      bool
+	addr4   [4]byte
+	addr6   [16]byte
+	port    uint16
+	proto   uint8
+	mode    Mode
+	srcHash bool
+	table   *hashing.Maglev
+	refs    []uint32 // Maglev index → backend ref
+	encap4  [4]byte
+	encap6  [16]byte
+}
+
+type backend struct {
+	live   bool
+	vip    int32 // index of its VIP in this snapshot
+	state  BackendState
+	addr4  [4]byte
+	addr6  [16]byte
+	port   uint16
+	mac    [6]byte
+	hasMAC bool
+}
+
+// keepsFlows reports whether established flows stay on the backend.
+func (b *backend) keepsFlows() bool { return b.live && b.state != BackendDown }
+
+// ambiguous marks an address classifier entry shared by several VIPs.
+const ambiguous = -2
+
+// ErrSpec is wrapped by every error NewSnapshot returns.
+var ErrSpec = errors.New("dataplane: invalid spec")
+
+// NewSnapshot builds a Snapshot from spec: classifier tables and one Maglev
+// table per VIP over its backends that are up. It is a pure function of
+// spec; the result keeps a reference to spec, which must not be modified
+// afterwards.
+func NewSnapshot(spec *Spec) (*Snapshot, error) {
+	s := &Snapshot{
+		seed:      spec.Seed,
+		twoArmed:  spec.TwoArmed,
+		mac:       spec.MAC,
+		mtu:       spec.MTU,
+		gw4:       spec.ClientGateway4,
+		gw6:       spec.ClientGateway6,
+		onLink:    spec.ClientOnLink,
+		neighbors: spec.Neighbors,
+		spec:      spec,
+	}
+	for p := 0; p < 2; p++ {
+		if s.mtu[p] == 0 {
+			s.mtu[p] = 1500
+		}
+		if a := spec.Addr4[p]; a.Is4() {
+			s.addr4[p], s.has4[p] = a.As4(), true
+		}
+		if a := spec.Addr6[p]; a.Is6() && !a.Is4In6() {
+			s.addr6[p], s.has6[p] = a.As16(), true
+		}
+	}
+	maxRef := uint32(0)
+	for i := range spec.VIPs {
+		for _, b := range spec.VIPs[i].Backends {
+			maxRef = max(maxRef, b.Ref)
+		}
+	}
+	s.backends = make([]backend, maxRef+1)
+	s.vips = make([]vip, len(spec.VIPs))
+	n := len(spec.VIPs)
+	nb := 0
+	for i := range spec.VIPs {
+		nb += len(spec.VIPs[i].Backends)
+	}
+	s.cls4 = classifiers{exact4: newTable4(n), addr4: newTable4(2 * n), reply4: newTable4(nb), replyAddr4: newTable4(nb)}
+	s.cls6 = classifiers{exact6: newTable6(n), addr6: newTable6(2 * n), reply6: newTable6(nb), replyAddr6: newTable6(nb)}
+	for i := range spec.VIPs {
+		if err := s.addVIP(i, &spec.VIPs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *Snapshot) addVIP(i int, vs *VIPSpec) error {
+	if !vs.Addr.IsValid() || vs.Addr.Is4In6() {
+		return fmt.Errorf("%w: VIP %q: bad address %v", ErrSpec, vs.Name, vs.Addr)
+	}
+	v := &s.vips[i]
+	*v = vip{id: vs.ID, name: vs.Name, v6: vs.Addr.Is6(), port: vs.Port, proto: vs.Proto, mode: vs.Mode, srcHash: vs.SrcHash}
+	s.maxVIPID = max(s.maxVIPID, int(vs.ID))
+	if v.v6 {
+		v.addr6 = vs.Addr.As16()
+	} else {
+		v.addr4 = vs.Addr.As4()
+	}
+	if vs.Mode == ModeDSR {
+		if !vs.EncapSrc.IsValid() || vs.EncapSrc.Is6() != v.v6 {
+			return fmt.Errorf("%w: DSR VIP %q needs an encapsulation source of its family", ErrSpec, vs.Name)
+		}
+		if v.v6 {
+			v.encap6 = vs.EncapSrc.As16()
+		} else {
+			v.encap4 = vs.EncapSrc.As4()
+		}
+	}
+	if err := s.classify(i, v); err != nil {
+		return err
+	}
+
+	var members []hashing.Backend
+	for _, bs := range vs.Backends {
+		if !bs.Addr.IsValid() || bs.Addr.Is6() != v.v6 || bs.Addr.Is4In6() {
+			return fmt.Errorf("%w: VIP %q: backend %v is not of the VIP's family", ErrSpec, vs.Name, bs.Addr)
+		}
+		b := &s.backends[bs.Ref]
+		if b.live {
+			return fmt.Errorf("%w: backend ref %d used twice", ErrSpec, bs.Ref)
+		}
+		*b = backend{live: true, vip: int32(i), state: bs.State, port: bs.Port, mac: bs.MAC, hasMAC: bs.MAC != [6]byte{}}
+		if v.v6 {
+			b.addr6 = bs.Addr.As16()
+		} else {
+			b.addr4 = bs.Addr.As4()
+		}
+		if vs.Mode == ModeNAT {
+			rp := bs.Port
+			if rp == 0 {
+				rp = vs.Port
+			}
+			if v.v6 {
+				s.cls6.reply6.put(mkKey6(&b.addr6, vs.Proto, rp), int32(i))
+				share6(&s.cls6.replyAddr6, mkKey6(&b.addr6, vs.Proto, 0), int32(i))
+			} else {
+				s.cls4.reply4.put(key4(u32(b.addr4), vs.Proto, rp), int32(i))
+				share4(&s.cls4.replyAddr4, key4(u32(b.addr4), vs.Proto, 0), int32(i))
+			}
+		}
+		if bs.State == BackendUp && bs.Weight > 0 {
+			members = append(members, hashing.Backend{ID: netip.AddrPortFrom(bs.Addr, bs.Port).String(), Weight: bs.Weight})
+			v.refs = append(v.refs, bs.Ref)
+		}
+	}
+	t, err := hashing.NewMaglev(members, vs.TableSize)
+	if err != nil {
+		return fmt.Errorf("%w: VIP %q: %v", ErrSpec, vs.Name, err)
+	}
+	v.table = t
+	return nil
+}
+
+// classify enters VIP i into the classifier tables.
+func (s *Snapshot) classify(i int, v *vip) error {
+	if v.v6 {
+		c := &s.cls6
+		k := mkKey6(&v.addr6, v.proto, v.port)
+		if c.exact6.get(k) >= 0 {
+			return fmt.Errorf("%w: VIP %q overlaps another", ErrSpec, v.name)
+		}
+		c.exact6.put(k, int32(i))
+		share6(&c.addr6, mkKey6(&v.addr6, v.proto, 0), int32(i))
+		if c.addr6.get(mkKey6(&v.addr6, 0, 0)) < 0 {
+			c.addr6.put(mkKey6(&v.addr6, 0, 0), int32(i))
+		}
+		return nil
+	}
+	c := &s.cls4
+	a := u32(v.addr4)
+	if c.exact4.get(key4(a, v.proto, v.port)) >= 0 {
+		return fmt.Errorf("%w: VIP %q overlaps another", ErrSpec, v.name)
+	}
+	c.exact4.put(key4(a, v.proto, v.port), int32(i))
+	share4(&c.addr4, key4(a, v.proto, 0), int32(i))
+	if c.addr4.get(key4(a, 0, 0)) < 0 {
+		c.addr4.put(key4(a, 0, 0), int32(i))
+	}
+	return nil
+}
+
+// share4 enters i under k, or marks k ambiguous if another index is there.
+func share4(t *table4, k uint64, i int32) {
+	if prev := t.get(k); prev != -1 && prev != i {
+		t.put(k, ambiguous)
+	} else {
+		t.put(k, i)
+	}
+}
+
+func share6(t *table6, k key6, i int32) {
+	if prev := t.get(k); prev != -1 && prev != i {
+		t.put(k, ambiguous)
+	} else {
+		t.put(k, i)
+	}
+}
+
+func u32(a [4]byte) uint32 {
+	return uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+}
+
+// Spec returns the spec the snapshot was built from (read-only).
+func (s *Snapshot) Spec() *Spec { return s.spec }
+
+// backendFor returns the backend a conntrack entry points at, if it still
+// keeps flows and belongs to VIP vi.
+func (s *Snapshot) backendFor(ref uint32, vi int) *backend {
+	if ref >= uint32(len(s.backends)) {
+		return nil
+	}
+	b := &s.backends[ref]
+	if !b.keepsFlows() || b.vip != int32(vi) {
+		return nil
+	}
+	return b
+}
+
+// Pick answers "where would this flow go?" without a packet: the backend
+// ref Maglev chooses for flow hash h on VIP index vi, or false when the VIP
+// has no backend up. Operators and tests use it; the pipeline inlines the
+// same lookup.
+func (s *Snapshot) Pick(vi int, h uint64) (uint32, bool) {
+	v := &s.vips[vi]
+	i := v.table.Lookup(h)
+	if i < 0 {
+		return 0, false
+	}
+	return v.refs[i], true
+}
+
+// clientMAC4 returns the next hop toward an IPv4 client, for NAT replies:
+// the client itself when it is on a connected subnet of the ingress port
+// (and its MAC is known), else the gateway.
+func (s *Snapshot) clientMAC4(a [4]byte) ([6]byte, bool) {
+	if len(s.onLink) > 0 {
+		addr := netip.AddrFrom4(a)
+		for _, p := range s.onLink {
+			if p.Contains(addr) {
+				mac, ok := s.neighbors[addr]
+				return mac, ok
+			}
+		}
+	}
+	return s.gw4, s.gw4 != [6]byte{}
+}
+
+// clientMAC6 is clientMAC4 for IPv6.
+func (s *Snapshot) clientMAC6(a *[16]byte) ([6]byte, bool) {
+	if len(s.onLink) > 0 {
+		addr := netip.AddrFrom16(*a)
+		for _, p := range s.onLink {
+			if p.Contains(addr) {
+				mac, ok := s.neighbors[addr]
+				return mac, ok
+			}
+		}
+	}
+	return s.gw6, s.gw6 != [6]byte{}
+}

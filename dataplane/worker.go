@@ -1,0 +1,194 @@
+package dataplane
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/vipd/vipd/conntrack"
+	"github.com/vipd/vipd/dsr"
+)
+
+// Headroom is the space a driver must leave free before each received frame
+// (Desc.Off >= Headroom): the pipeline prepends up to 40 bytes of outer IPv6
+// header plus an Ethernet header with a VLAN tag, or builds an ICMP reply in
+// front of the packet it quotes. AF_XDP gives 256 bytes (XDP_PACKET_HEADROOM).
+const Headroom = 128
+
+// Desc is one frame handed to the pipeline, and the verdict it gets back.
+type Desc struct {
+	// Buf is the frame's storage; the frame is Buf[Off:Off+Len]. The
+	// pipeline rewrites in place and may move Off back to prepend headers
+	// (never before 0) and change Len.
+	Buf    []byte
+	Off    int
+	Len    int
+	RxPort uint8
+
+	// Set by Process.
+	Verdict Verdict
+	Port    uint8      // transmit port for VerdictTX and VerdictReply
+	Reason  DropReason // for VerdictDrop
+}
+
+// Emitter gives the pipeline frames beyond the one it was handed, for the
+// fragments of a packet too big for the egress MTU whose DF bit is clear.
+type Emitter interface {
+	// Alloc returns storage for one frame, to be built at buf[off:]; off
+	// leaves Headroom free. ok is false when no frame is free.
+	Alloc() (buf []byte, off int, ok bool)
+	// Emit queues buf[off:off+n], a frame Alloc returned, for transmission
+	// on port. Frames are sent in the order emitted, after the batch.
+	Emit(buf []byte, off, n int, port uint8)
+}
+
+// WorkerOptions tune a Worker.
+type WorkerOptions struct {
+	// ICMPRate is how many ICMP messages (frag-needed, packet too big,
+	// echo replies) one worker may send per second; ICMPBurst how many at
+	// once. Defaults: 1000 and 50.
+	ICMPRate  int
+	ICMPBurst int
+	// PublishEvery is how often End publishes counters for other
+	// goroutines. Default 100 ms.
+	PublishEvery time.Duration
+}
+
+// Worker runs the pipeline for one NIC queue. It owns its conntrack shard
+// and its counters; nothing in it is shared with other workers, and all of
+// its methods except Published must be called from one goroutine.
+type Worker struct {
+	snap *Snapshot
+	ct   *conntrack.Shard
+	emit Emitter
+	now  int64 // nanoseconds, from Begin: the pipeline never reads a clock
+	icmp limiter
+	c    Counters
+	frag dsr.Fragmenter4
+
+	publishEvery int64
+	lastPublish  int64
+	pub          atomic.Pointer[Counters]
+}
+
+// NewWorker returns a worker that tracks flows in ct.
+func NewWorker(ct *conntrack.Shard, opts WorkerOptions) *Worker {
+	if opts.ICMPRate <= 0 {
+		opts.ICMPRate = 1000
+	}
+	if opts.ICMPBurst <= 0 {
+		opts.ICMPBurst = 50
+	}
+	if opts.PublishEvery <= 0 {
+		opts.PublishEvery = 100 * time.Millisecond
+	}
+	w := &Worker{ct: ct, publishEvery: int64(opts.PublishEvery)}
+	w.icmp = newLimiter(opts.ICMPRate, opts.ICMPBurst)
+	w.pub.Store(w.c.clone())
+	return w
+}
+
+// Begin starts a batch: it adopts the current snapshot, the batch's time
+// (nanoseconds on a monotonic clock; conntrack ticks are whole seconds of
+// it) and the emitter for extra frames (nil: fragments cannot be made and
+// such packets are dropped as no_tx_frame). It also does the conntrack
+// shard's bounded expiry work.
+func (w *Worker) Begin(snap *Snapshot, now int64, emit Emitter) {
+	if snap != w.snap {
+		w.resize(snap)
+		w.snap = snap
+	}
+	w.now = now
+	w.emit = emit
+	w.ct.Advance(conntrack.Tick(now / int64(time.Second)))
+}
+
+// resize grows the per-VIP and per-backend counters to cover snap. It runs
+// once per snapshot change, never per packet.
+func (w *Worker) resize(snap *Snapshot) {
+	for len(w.c.VIPs) <= snap.maxVIPID {
+		w.c.VIPs = append(w.c.VIPs, FlowCounters{})
+	}
+	for len(w.c.Backends) < len(snap.backends) {
+		w.c.Backends = append(w.c.Backends, FlowCounters{})
+	}
+}
+
+// End closes a batch of n frames and, every PublishEvery, publishes a copy
+// of the counters for Published.
+func (w *Worker) End(n int) {
+	w.c.Batches++
+	w.c.BatchFrames += uint64(n)
+	b := 0
+	for b < len(w.c.BatchSizes)-1 && n > 1<<b {
+		b++
+	}
+	w.c.BatchSizes[b]++
+	if w.now-w.lastPublish >= w.publishEvery {
+		w.Publish()
+	}
+}
+
+// Publish makes the current counters visible to Published.
+func (w *Worker) Publish() {
+	w.lastPublish = w.now
+	w.pub.Store(w.c.clone())
+}
+
+// Counters returns the worker's live counters; only the worker's goroutine
+// may read them.
+func (w *Worker) Counters() *Counters { return &w.c }
+
+// Published returns the counters as of the last publication. It is safe to
+// call from any goroutine; the result must not be modified.
+func (w *Worker) Published() *Counters { return w.pub.Load() }
+
+// Shard returns the worker's conntrack shard.
+func (w *Worker) Shard() *conntrack.Shard { return w.ct }
+
+func (w *Worker) drop(d *Desc, r DropReason) {
+	d.Verdict = VerdictDrop
+	d.Reason = r
+	w.c.Verdicts[VerdictDrop]++
+	w.c.Drops[r]++
+}
+
+func (w *Worker) tx(d *Desc, port uint8) {
+	d.Verdict = VerdictTX
+	d.Port = port
+	w.c.Verdicts[VerdictTX]++
+}
+
+func (w *Worker) reply(d *Desc, port uint8) {
+	d.Verdict = VerdictReply
+	d.Port = port
+	w.c.Verdicts[VerdictReply]++
+	w.c.ICMPSent++
+}
+
+func (w *Worker) kernel(d *Desc) {
+	d.Verdict = VerdictKernel
+	w.c.Verdicts[VerdictKernel]++
+}
+
+// limiter is a GCRA token bucket: tat is the theoretical arrival time of
+// the next conforming message; a message conforms if tat is at most
+// (burst-1) intervals ahead of now.
+type limiter struct {
+	interval int64
+	slack    int64
+	tat      int64
+}
+
+func newLimiter(rate, burst int) limiter {
+	iv := int64(time.Second) / int64(rate)
+	return limiter{interval: iv, slack: int64(burst-1) * iv}
+}
+
+func (l *limiter) allow(now int64) bool {
+	tat := max(l.tat, now)
+	if tat-now > l.slack {
+		return false
+	}
+	l.tat = tat + l.interval
+	return true
+}
