@@ -31,25 +31,25 @@ func (v Verdict) String() string {
 type DropReason uint8
 
 const (
-	DropNone          DropReason = iota
-	DropTruncated                // a header runs past the frame
-	DropBadIPHeader              // bad version, IHL or length fields
-	DropBadIPChecksum            // IPv4 header checksum wrong (RFC 1812 §5.2.2)
-	DropBadL4                    // bad TCP offset, UDP length, ICMP size
-	DropBadFragment              // overlapping TCP fragment (RFC 1858)
-	DropExtHeaders               // IPv6 extension chain too long or malformed
-	DropTTLExceeded              // TTL or hop limit would reach 0
-	DropSrcIsVIP                 // spoofed: a VIP address as source
-	DropVIPProto                 // to a VIP address, a protocol no VIP serves
-	DropVIPPort                  // to a VIP address, a port no VIP serves
-	DropNoBackend                // the VIP has no backend up
-	DropFragAmbiguous            // a non-first fragment for an address with several VIPs of its protocol
-	DropTooBig                   // does not fit the egress MTU (an ICMP error was sent or rate-limited)
-	DropNoHeadroom               // the frame has no room to prepend headers
-	DropNoNeighbor               // next-hop MAC not resolved yet
-	DropICMPUnmatched            // an ICMP error for a VIP whose quote names no flow
-	DropNoTxFrame                // no free frame to emit a fragment
-	DropICMPRateLimited          // an echo reply vipd would send exceeds the ICMP rate limit
+	DropNone            DropReason = iota
+	DropTruncated                  // a header runs past the frame
+	DropBadIPHeader                // bad version, IHL or length fields
+	DropBadIPChecksum              // IPv4 header checksum wrong (RFC 1812 §5.2.2)
+	DropBadL4                      // bad TCP offset, UDP length, ICMP size
+	DropBadFragment                // overlapping TCP fragment (RFC 1858)
+	DropExtHeaders                 // IPv6 extension chain too long or malformed
+	DropTTLExceeded                // TTL or hop limit would reach 0
+	DropSrcIsVIP                   // spoofed: a VIP address as source
+	DropVIPProto                   // to a VIP address, a protocol no VIP serves
+	DropVIPPort                    // to a VIP address, a port no VIP serves
+	DropNoBackend                  // the VIP has no backend up
+	DropFragAmbiguous              // a non-first fragment for an address with several VIPs of its protocol
+	DropTooBig                     // does not fit the egress MTU (an ICMP error was sent or rate-limited)
+	DropNoHeadroom                 // the frame has no room to prepend headers
+	DropNoNeighbor                 // next-hop MAC not resolved yet
+	DropICMPUnmatched              // an ICMP error for a VIP whose quote names no flow
+	DropNoTxFrame                  // no free frame to emit a fragment
+	DropICMPRateLimited            // an echo reply vipd would send exceeds the ICMP rate limit
 	numDropReasons
 )
 

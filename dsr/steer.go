@@ -12,10 +12,10 @@ import (
 // fields describe the original datagram, not the bytes present; offsets are
 // relative to the start of the ICMP payload.
 type Embedded struct {
-	HdrLen  int    // IP header length (IPv6: 40; extension headers are not walked)
-	Proto   uint8  // transport protocol of the original datagram
-	L4Off   int    // offset of the transport header
-	L4Len   int    // bytes of the transport header and data present in the quote
+	HdrLen  int   // IP header length (IPv6: 40; extension headers are not walked)
+	Proto   uint8 // transport protocol of the original datagram
+	L4Off   int   // offset of the transport header
+	L4Len   int   // bytes of the transport header and data present in the quote
 	Src     [16]byte
 	Dst     [16]byte
 	SrcPort uint16 // 0 unless Proto is TCP or UDP
