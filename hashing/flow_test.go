@@ -322,3 +322,17 @@ func TestFlowHashSeedIsNotRelabeling(t *testing.T) {
 		t.Errorf("%d inputs under seed %#x reproduce a hash under seed %#x", hits, seedA, seedB)
 	}
 }
+
+// TestFlow4Spelled checks that Flow4, written out for the inliner, is the
+// same chain as the other hashes: start, absorb, absorbLast, fmix.
+func TestFlow4Spelled(t *testing.T) {
+	r := newRand(13)
+	for range 10000 {
+		src, dst, sport, dport, proto, seed := r.Uint32(), r.Uint32(), uint16(r.Uint32()), uint16(r.Uint32()), uint8(r.Uint32()), r.Uint64()
+		h := absorb(start(seed, domFlow4), uint64(src)|uint64(dst)<<32)
+		want := fmix(absorbLast(h, uint64(sport)|uint64(dport)<<16|uint64(proto)<<32))
+		if got := Flow4(src, dst, sport, dport, proto, seed); got != want {
+			t.Fatalf("Flow4 = %#x, composed chain = %#x", got, want)
+		}
+	}
+}

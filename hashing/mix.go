@@ -25,6 +25,10 @@ func absorb(h, w uint64) uint64 {
 	return h ^ h>>32
 }
 
+// absorbLast is absorb without the fold, for the last word before fmix,
+// whose first step is the same fold.
+func absorbLast(h, w uint64) uint64 { return (h ^ w) * kMul }
+
 // fmix is a full-avalanche bijection: every input bit flips each output bit
 // with probability close to 1/2.
 func fmix(h uint64) uint64 {
