@@ -100,9 +100,11 @@ type claimer struct {
 // populate fills entries (all zero on entry) with the weighted Maglev
 // population loop. order is the canonical (ID) order of backends.
 //
-// Cost: the paper's bound of O(M log M) slot probes in total, plus one credit
-// update per backend per round; there are at most M rounds, and exactly
-// ceil(M/n) with equal weights.
+// Cost: about M·ln M slot probes in total (the paper's bound; ~2 ms for
+// n = 1000, M = 65537), plus one credit update per backend per round. There
+// are ceil(M/n) rounds with equal weights but up to M·W/Σw with skewed ones:
+// n = 1000 with one backend 1000 times heavier than the rest takes ~30 ms,
+// which is still only a control-plane cost.
 func populate(entries []uint16, backends []Backend, order []int) {
 	m := uint32(len(entries))
 	cs := make([]claimer, len(order))
