@@ -65,11 +65,19 @@ func (t *Rendezvous) Lookup(h uint64) int {
 	}
 	top := math.Inf(-1)
 	for k, key := range t.keys {
-		// u in (0, 1): the top 53 bits plus one half, scaled by 2^-53.
-		u := (float64(fmix(h^key)>>11) + 0.5) * 0x1p-53
-		if s := -t.weights[k] / math.Log(u); s > top {
+		if s := weightedScore(t.weights[k], fmix(h^key)); s > top {
 			best, top = k, s
 		}
 	}
 	return int(t.owners[best])
+}
+
+// weightedScore returns -w/ln(u) for u = s mapped into the open interval
+// (0, 1): the top 52 bits plus one half, times 2^-52. With 52 bits the sum is
+// exact in a float64, so u never rounds up to 1, where ln(u) = 0 would turn
+// the best score into -Inf. The result is finite, positive and increasing
+// in s.
+func weightedScore(w float64, s uint64) float64 {
+	u := (float64(s>>12) + 0.5) * 0x1p-52
+	return -w / math.Log(u)
 }

@@ -243,3 +243,14 @@ func TestComparisonDisruption(t *testing.T) {
 		}
 	}
 }
+
+func TestWeightedScoreBounds(t *testing.T) {
+	prev := 0.0
+	for _, s := range []uint64{0, 1, 1 << 12, 1 << 40, 1 << 63, ^uint64(0) - 1<<12, ^uint64(0)} {
+		got := weightedScore(1, s)
+		if math.IsInf(got, 0) || math.IsNaN(got) || got <= 0 || got < prev {
+			t.Errorf("weightedScore(1, %#x) = %v after %v, want finite, positive, non-decreasing", s, got, prev)
+		}
+		prev = got
+	}
+}
