@@ -16,9 +16,13 @@ func key4(addr uint32, proto uint8, port uint16) uint64 {
 	return uint64(addr)<<32 | uint64(proto)<<16 | uint64(port)
 }
 
+// empty marks a free slot and is what get returns for a missing key; it is
+// never stored as a value (other negative values, like ambiguous, are).
+const empty = -1
+
 type slot4 struct {
 	key uint64
-	val int32 // -1 marks an empty slot
+	val int32
 }
 
 type table4 struct {
@@ -30,7 +34,7 @@ func newTable4(n int) table4 {
 	size, shift := tableSize(n)
 	t := table4{slots: make([]slot4, size), shift: shift}
 	for i := range t.slots {
-		t.slots[i].val = -1
+		t.slots[i].val = empty
 	}
 	return t
 }
@@ -42,23 +46,23 @@ func (t *table4) put(k uint64, v int32) {
 	mask := uint64(len(t.slots) - 1)
 	for i := (k * fib) >> t.shift; ; i = (i + 1) & mask {
 		s := &t.slots[i]
-		if s.val < 0 || s.key == k {
+		if s.val == empty || s.key == k {
 			s.key, s.val = k, v
 			return
 		}
 	}
 }
 
-// get returns the value stored for k, or -1.
+// get returns the value stored for k, or empty.
 func (t *table4) get(k uint64) int32 {
 	if len(t.slots) == 0 {
-		return -1
+		return empty
 	}
 	mask := uint64(len(t.slots) - 1)
 	for i := (k * fib) >> t.shift; ; i = (i + 1) & mask {
 		s := &t.slots[i]
-		if s.val < 0 {
-			return -1
+		if s.val == empty {
+			return empty
 		}
 		if s.key == k {
 			return s.val
@@ -90,7 +94,7 @@ func newTable6(n int) table6 {
 	size, shift := tableSize(n)
 	t := table6{slots: make([]slot6, size), shift: shift}
 	for i := range t.slots {
-		t.slots[i].val = -1
+		t.slots[i].val = empty
 	}
 	return t
 }
@@ -104,7 +108,7 @@ func (t *table6) put(k key6, v int32) {
 	mask := uint64(len(t.slots) - 1)
 	for i := k.hash() >> t.shift; ; i = (i + 1) & mask {
 		s := &t.slots[i]
-		if s.val < 0 || s.key == k {
+		if s.val == empty || s.key == k {
 			s.key, s.val = k, v
 			return
 		}
@@ -113,13 +117,13 @@ func (t *table6) put(k key6, v int32) {
 
 func (t *table6) get(k key6) int32 {
 	if len(t.slots) == 0 {
-		return -1
+		return empty
 	}
 	mask := uint64(len(t.slots) - 1)
 	for i := k.hash() >> t.shift; ; i = (i + 1) & mask {
 		s := &t.slots[i]
-		if s.val < 0 {
-			return -1
+		if s.val == empty {
+			return empty
 		}
 		if s.key == k {
 			return s.val

@@ -327,7 +327,7 @@ func (s *Snapshot) classify(i int, v *vip) error {
 
 // share4 enters i under k, or marks k ambiguous if another index is there.
 func share4(t *table4, k uint64, i int32) {
-	if prev := t.get(k); prev != -1 && prev != i {
+	if prev := t.get(k); prev != empty && prev != i {
 		t.put(k, ambiguous)
 	} else {
 		t.put(k, i)
@@ -335,7 +335,7 @@ func share4(t *table4, k uint64, i int32) {
 }
 
 func share6(t *table6, k key6, i int32) {
-	if prev := t.get(k); prev != -1 && prev != i {
+	if prev := t.get(k); prev != empty && prev != i {
 		t.put(k, ambiguous)
 	} else {
 		t.put(k, i)
