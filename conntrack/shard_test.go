@@ -237,6 +237,10 @@ func TestOccupancy(t *testing.T) {
 		if e, ok := lookup(s, testKey(j)); !ok || e.Backend() != uint32(j) {
 			t.Fatalf("flow %d: ok %v backend %d", j, ok, e.Backend())
 		}
+		// Insert finds it too, in whichever bucket of its pair it lives.
+		if e := insert(t, s, testKey(j), 0, tcpSYN, Existed); e.Backend() != uint32(j) {
+			t.Fatalf("flow %d: Existed with backend %d", j, e.Backend())
+		}
 	}
 	checkInvariants(t, s)
 
@@ -247,4 +251,21 @@ func TestOccupancy(t *testing.T) {
 	}
 	t.Logf("after 2x capacity attempts: %d/%d slots used", s.Stats().Entries, slots)
 	checkInvariants(t, s)
+}
+
+func TestStrings(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{StateSynSent.String(), "SynSent"},
+		{StateUDP.String(), "UDP"},
+		{State(0).String(), "Free"},
+		{State(9).String(), "State(?)"},
+		{Untracked.String(), "Untracked"},
+		{ReplacedUnestablished.String(), "ReplacedUnestablished"},
+		{Existed.String(), "Existed"},
+		{InsertResult(9).String(), "InsertResult(?)"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
 }
