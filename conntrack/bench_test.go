@@ -206,4 +206,3 @@ func BenchmarkCountByBackend(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(f.tab.Capacity())*1e5/1e6, "ms/100k-slots")
 }
-
