@@ -54,9 +54,9 @@ func Sum(b []byte, initial uint16) uint16 {
 		// little-endian it is the low half.
 		acc, c = bits.Add64(acc, uint64(b[0]), c)
 	}
-	// Two steps: if adding the carry wraps acc to 0, the second add puts
-	// the end-around 1 back.
-	acc, c = bits.Add64(acc, 0, c)
+	// The end-around carry. It cannot overflow: a carry out of x+y+cin
+	// leaves at most 2^64-1 only when x = y = 2^64-1 and cin = 1, so by
+	// induction from acc = c = 0, c = 1 implies acc <= 2^64-2.
 	acc += c
 	s := bits.ReverseBytes16(fold64(acc))
 	return add16(s, initial)
@@ -117,8 +117,7 @@ func PseudoHeaderSum6(src, dst *[16]byte, proto uint8, length uint32) uint16 {
 	acc, c = bits.Add64(acc, binary.BigEndian.Uint64(dst[8:16]), c)
 	acc, c = bits.Add64(acc, uint64(length), c)
 	acc, c = bits.Add64(acc, uint64(proto), c)
-	acc, c = bits.Add64(acc, 0, c)
-	acc += c
+	acc += c // cannot overflow, see Sum
 	return fold64(acc)
 }
 
@@ -156,8 +155,7 @@ func ChecksumUpdate128(csum uint16, old, new *[16]byte) uint16 {
 	acc, c = bits.Add64(acc, ^binary.BigEndian.Uint64(old[8:16]), c)
 	acc, c = bits.Add64(acc, binary.BigEndian.Uint64(new[0:8]), c)
 	acc, c = bits.Add64(acc, binary.BigEndian.Uint64(new[8:16]), c)
-	acc, c = bits.Add64(acc, 0, c)
-	acc += c
+	acc += c // cannot overflow, see Sum
 	return ^fold64(acc)
 }
 

@@ -192,3 +192,14 @@ func TestChecksumUpdateRFC1624Corner(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSum holds the fast Sum to the reference on arbitrary bytes.
+func FuzzSum(f *testing.F) {
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, uint16(0xffff))
+	f.Add([]byte{0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7}, uint16(0))
+	f.Fuzz(func(t *testing.T, b []byte, initial uint16) {
+		if got, want := Sum(b, initial), refSum(b, uint32(initial)); got != want {
+			t.Fatalf("Sum = %#04x, reference %#04x", got, want)
+		}
+	})
+}

@@ -74,23 +74,33 @@ type IPv4 []byte
 // length, version 4, and a Total Length that covers the header and does not
 // exceed len(b). It does not verify the header checksum (IsChecksumValid).
 func (b IPv4) Validate() error {
+	_, _, err := b.check()
+	return err
+}
+
+// check is Validate, also returning the header and total lengths it read so
+// that Parse need not read them again.
+func (b IPv4) check() (hl, tl int, err error) {
 	if len(b) < IPv4MinSize {
-		return ErrTruncated
+		return 0, 0, ErrTruncated
 	}
-	if b[ipv4VersIHL]>>4 != 4 {
-		return ErrBadVersion
+	b = b[:len(b):len(b)]
+	vihl := b[ipv4VersIHL]
+	if vihl>>4 != 4 {
+		return 0, 0, ErrBadVersion
 	}
-	hl := b.HeaderLength()
+	hl = int(vihl&0x0f) * 4
 	if hl < IPv4MinSize {
-		return ErrBadIHL
+		return 0, 0, ErrBadIHL
 	}
 	if hl > len(b) {
-		return ErrTruncated
+		return 0, 0, ErrTruncated
 	}
-	if tl := int(b.TotalLength()); tl < hl || tl > len(b) {
-		return ErrBadLength
+	tl = int(binary.BigEndian.Uint16(b[ipv4TotalLen:]))
+	if tl < hl || tl > len(b) {
+		return 0, 0, ErrBadLength
 	}
-	return nil
+	return hl, tl, nil
 }
 
 // IsValid reports whether Validate accepts b.

@@ -113,22 +113,26 @@ func Parse(frame []byte, f *Frame) error {
 
 func parseIPv4(frame []byte, f *Frame) error {
 	ip := IPv4(frame[f.L3Off:])
-	if err := ip.Validate(); err != nil {
+	hl, tl, err := ip.check()
+	if err != nil {
 		return err
 	}
-	f.L3Len = int(ip.TotalLength())
-	f.L4Off = f.L3Off + ip.HeaderLength()
-	f.Proto = ip.Protocol()
-	fo := ip.FragmentOffset()
-	f.Frag = ip.IsFragment()
+	f.L3Len = tl
+	f.L4Off = f.L3Off + hl
+	f.Proto = ip[ipv4Protocol]
+	ff := binary.BigEndian.Uint16(ip[ipv4FlagsFrag:])
+	fo := ff & ipv4FragOffMask
+	f.Frag = ff&(ipv4FlagMF|ipv4FragOffMask) != 0
 	f.FirstFrag = f.Frag && fo == 0
 	if fo != 0 {
-		if fo == 8 && f.Proto == ProtoTCP {
+		// Offset 1 is 8 bytes: such a fragment can overwrite the TCP
+		// flags of the first one (RFC 1858 §4).
+		if fo == 1 && f.Proto == ProtoTCP {
 			return ErrBadFragment
 		}
 		return nil
 	}
-	return parseL4(frame[f.L4Off:f.L3Off+f.L3Len], f, ProtoICMPv4, false)
+	return parseL4(frame[f.L4Off:f.L3Off+tl], f, ProtoICMPv4, false)
 }
 
 func parseIPv6(frame []byte, f *Frame) error {
