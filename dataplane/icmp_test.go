@@ -15,13 +15,13 @@ var router6 = netip.MustParseAddr("2001:2::250")
 
 // quotedTCP returns the whole IP packet a VIP would have sent to a client
 // (the packet an ICMP error quotes), with valid checksums.
-func quotedTCP(t *testing.T, vip, client netip.Addr, vport, cport uint16) []byte {
+func quotedTCP(t testing.TB, vip, client netip.Addr, vport, cport uint16) []byte {
 	f := build(t, pk{src: vip, dst: client, sport: vport, dport: cport, flags: "PA", payload: payloadOf(40)})
 	return f[14 : 14+ipLen(f[14:])]
 }
 
 // icmpError builds an ICMP error from a router to dst quoting q.
-func icmpError(t *testing.T, from, dst netip.Addr, q []byte) []byte {
+func icmpError(t testing.TB, from, dst netip.Addr, q []byte) []byte {
 	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr(macClient[:]), DstMAC: net.HardwareAddr(macIngress[:]), EthernetType: layers.EthernetTypeIPv4}
 	if from.Is4() {
 		ip := &layers.IPv4{Version: 4, TTL: 60, Protocol: layers.IPProtocolICMPv4, SrcIP: net.IP(from.AsSlice()), DstIP: net.IP(dst.AsSlice())}
