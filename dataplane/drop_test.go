@@ -25,7 +25,9 @@ func TestVerdicts(t *testing.T) {
 		reason  DropReason
 	}{
 		{"truncated ethernet", func(t *testing.T) []byte { return []byte{1, 2, 3} }, VerdictDrop, DropTruncated},
-		{"truncated ip", func(t *testing.T) []byte { return tcp(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, flags: "S"})[:30] }, VerdictDrop, DropTruncated},
+		{"truncated ip", func(t *testing.T) []byte {
+			return tcp(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, flags: "S"})[:30]
+		}, VerdictDrop, DropTruncated},
 		{"bad IHL", func(t *testing.T) []byte {
 			f := tcp(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, flags: "S"})
 			f[14] = 0x43
@@ -46,12 +48,24 @@ func TestVerdicts(t *testing.T) {
 			f[24] ^= 0xff
 			return f
 		}, VerdictDrop, DropBadIPChecksum},
-		{"TTL 1 to a NAT VIP", func(t *testing.T) []byte { return tcp(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, flags: "S", ttl: 1}) }, VerdictDrop, DropTTLExceeded},
-		{"TTL 1 to a DSR VIP travels", func(t *testing.T) []byte { return tcp(t, pk{src: client4, dst: vipDSR4, sport: 1, dport: 80, flags: "S", ttl: 1}) }, VerdictTX, DropNone},
-		{"hop limit 1 to a NAT6 VIP", func(t *testing.T) []byte { return tcp(t, pk{src: client6, dst: vipNAT6, sport: 1, dport: 80, flags: "S", ttl: 1}) }, VerdictDrop, DropTTLExceeded},
-		{"VIP as source", func(t *testing.T) []byte { return tcp(t, pk{src: vipDSR4, dst: vipNAT4, sport: 1, dport: 80, flags: "S"}) }, VerdictDrop, DropSrcIsVIP},
-		{"VIP6 as source", func(t *testing.T) []byte { return tcp(t, pk{src: vipDSR6, dst: vipNAT6, sport: 1, dport: 80, flags: "S"}) }, VerdictDrop, DropSrcIsVIP},
-		{"port no VIP serves", func(t *testing.T) []byte { return tcp(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 443, flags: "S"}) }, VerdictDrop, DropVIPPort},
+		{"TTL 1 to a NAT VIP", func(t *testing.T) []byte {
+			return tcp(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, flags: "S", ttl: 1})
+		}, VerdictDrop, DropTTLExceeded},
+		{"TTL 1 to a DSR VIP travels", func(t *testing.T) []byte {
+			return tcp(t, pk{src: client4, dst: vipDSR4, sport: 1, dport: 80, flags: "S", ttl: 1})
+		}, VerdictTX, DropNone},
+		{"hop limit 1 to a NAT6 VIP", func(t *testing.T) []byte {
+			return tcp(t, pk{src: client6, dst: vipNAT6, sport: 1, dport: 80, flags: "S", ttl: 1})
+		}, VerdictDrop, DropTTLExceeded},
+		{"VIP as source", func(t *testing.T) []byte {
+			return tcp(t, pk{src: vipDSR4, dst: vipNAT4, sport: 1, dport: 80, flags: "S"})
+		}, VerdictDrop, DropSrcIsVIP},
+		{"VIP6 as source", func(t *testing.T) []byte {
+			return tcp(t, pk{src: vipDSR6, dst: vipNAT6, sport: 1, dport: 80, flags: "S"})
+		}, VerdictDrop, DropSrcIsVIP},
+		{"port no VIP serves", func(t *testing.T) []byte {
+			return tcp(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 443, flags: "S"})
+		}, VerdictDrop, DropVIPPort},
 		{"UDP to a TCP VIP", func(t *testing.T) []byte {
 			return tcp(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, proto: layers.IPProtocolUDP})
 		}, VerdictDrop, DropVIPPort},
@@ -70,8 +84,12 @@ func TestVerdicts(t *testing.T) {
 			return icmpError(t, router4, vipNAT4, quotedTCP(t, vipNAT4, client4, 80, 1234)[:12])
 		}, VerdictDrop, DropICMPUnmatched},
 		{"ARP", arp, VerdictKernel, DropNone},
-		{"to another host", func(t *testing.T) []byte { return tcp(t, pk{src: client4, dst: netip.MustParseAddr("198.18.0.9"), sport: 1, dport: 22, flags: "S"}) }, VerdictKernel, DropNone},
-		{"to another host v6", func(t *testing.T) []byte { return tcp(t, pk{src: client6, dst: netip.MustParseAddr("2001:2::9"), sport: 1, dport: 22, flags: "S"}) }, VerdictKernel, DropNone},
+		{"to another host", func(t *testing.T) []byte {
+			return tcp(t, pk{src: client4, dst: netip.MustParseAddr("198.18.0.9"), sport: 1, dport: 22, flags: "S"})
+		}, VerdictKernel, DropNone},
+		{"to another host v6", func(t *testing.T) []byte {
+			return tcp(t, pk{src: client6, dst: netip.MustParseAddr("2001:2::9"), sport: 1, dport: 22, flags: "S"})
+		}, VerdictKernel, DropNone},
 		{"neighbor solicitation to a VIP", func(t *testing.T) []byte {
 			ip := &layers.IPv6{Version: 6, HopLimit: 255, NextHeader: layers.IPProtocolICMPv6, SrcIP: net.IP(client6.AsSlice()), DstIP: net.IP(vipNAT6.AsSlice())}
 			ic := &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(135, 0)}
