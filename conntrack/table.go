@@ -86,6 +86,7 @@ func New(cfg Config) (*Table, error) {
 			timeout: timeout,
 			scan:    scan,
 		}
+		adviseHugePages(s.buckets)
 		capacity := s.nb * slotsPerBucket
 		s.relocMax = capacity - capacity/32
 		s.publish()
