@@ -18,8 +18,8 @@ const MaxMaglevSize = 1 << 24
 // preference list (offset and skip). They are fixed, not the flow seed: the
 // table must be the same on every instance whatever its flow-hash seed.
 const (
-	seedOffset = 0x3c6ef372fe94f82b // fractional part of √3 (SHA-512 IV)
-	seedSkip   = 0xa54ff53a5f1d36f1 // fractional part of √5 (SHA-512 IV)
+	seedOffset = 0x3c6ef372fe94f82b // fractional part of √5 (SHA-512 IV)
+	seedSkip   = 0xa54ff53a5f1d36f1 // fractional part of √7 (SHA-512 IV)
 )
 
 // Maglev is a Maglev lookup table (Eisenbud et al., "Maglev: A Fast and

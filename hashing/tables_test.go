@@ -145,9 +145,6 @@ func TestBackendErrors(t *testing.T) {
 	}
 	for _, alg := range algorithms {
 		for _, tc := range cases {
-			if alg.name == "maglev" && tc.name == "too many backends" {
-				continue // DefaultMaglevSize < n fails first; TestMaglevErrors covers it
-			}
 			t.Run(alg.name+"/"+tc.name, func(t *testing.T) {
 				tab, err := alg.build(tc.backends)
 				if !errors.Is(err, tc.want) {
