@@ -1,8 +1,98 @@
 // Package conntrack is vipd's connection table: a sharded, fixed-capacity,
 // open-addressed flow table that pins every live flow to its backend so that
-// changes of the backend set do not break established connections.
+// changes of the backend set do not break established connections. Maglev
+// (package hashing) is the foundation; this table is the protection.
 //
-// Memory is allocated once, up front; lookups and inserts do not allocate.
-// Entries expire by per-state timeouts against a coarse clock advanced once
-// per batch, and expiry work is bounded per batch.
+// # Threading
+//
+// A Table is a fixed set of shards, one per dataplane worker. Flows reach a
+// worker by the NIC's RSS (or AF_PACKET fanout hash), so each worker owns its
+// shard outright: a Shard has no locks and no atomics on the packet path and
+// must only be used by its owner goroutine. The exceptions are Table.Stats,
+// Capacity, Bytes, NumShards and Now, which any goroutine may call: each
+// shard publishes its counters with atomic stores once per Advance, so
+// Stats lags a shard by at most one batch.
+//
+// # Per packet
+//
+// The pipeline computes the flow hash once (hashing.Flow4/Flow6, the hash
+// that also picks the Maglev slot) and passes it with the Key; conntrack
+// never hashes keys, it uses the high bits of h to pick a bucket and the
+// low 16 as a tag. h must be the same function of the Key on every call
+// and well mixed in all 64 bits, and unpredictable to clients (seeded) so
+// they cannot aim at one bucket.
+//
+//	s.Advance(tab.Now()) // once per batch, before its frames
+//	// for each frame of the batch:
+//	e, ok := s.Lookup(&k, h)
+//	if !ok {
+//		b := maglev(h)
+//		s.Insert(&k, h, b, tcpFlags) // Untracked or not, the packet goes to b
+//		return b
+//	}
+//	if removedOrDown(e.Backend()) {
+//		s.SetBackend(e, maglev(h))
+//	}
+//	s.Touch(e, tcpFlags)
+//	return e.Backend()
+//
+// An Entry is a handle valid until the next Insert, Delete or Advance on its
+// shard; it is used for the packet at hand and never stored. Lookup, Insert,
+// Touch, SetBackend, Delete and Advance do not allocate.
+//
+// # Layout and memory
+//
+// A shard is one flat []bucket with no pointers, so the garbage collector
+// never scans it. A bucket holds 8 flows in 320 bytes: one cache line of
+// metadata (16-bit tags, last-seen ticks, states, an overflow count) and
+// eight 32-byte records (Key, backend, flags). That is 40 bytes per slot;
+// a table holding 10M flows at 90% occupancy takes about 450 MB. Large
+// tables are backed by transparent huge pages where the kernel allows, to
+// keep random lookups from missing the TLB as well as the cache.
+//
+// Every flow has two candidate buckets; Insert uses the less loaded one and,
+// when both are full, may move one resident flow to its own other bucket.
+// The first refusals appear at about 92% occupancy (measured on random
+// hashes), so Config.Capacity should be ~10% above the flows to be held.
+// Capacity is rounded up per shard to whole buckets (at least two).
+//
+// # Time and expiry
+//
+// The clock is a Tick, whole seconds since the Table was created. Workers
+// read it once per batch (Table.Now) and pass it to Shard.Advance; nothing on
+// the packet path reads the wall clock. A flow expires when it has been idle
+// longer than its state's timeout (Timeouts; see State for the machine).
+// Advance examines a few buckets from a round-robin cursor per call
+// (Config.ExpiryBucketsPerAdvance), never sweeping the table; a timed-out flow
+// not reached yet is already a miss for Lookup and a free slot for Insert.
+//
+// # When full
+//
+// Insert fills a free slot; else reuses a timed-out flow's slot; else moves a
+// flow to make room; else evicts the evictable flow (one that has shown a
+// single packet, or only SYNs: State.Evictable) seen longest ago; else
+// refuses with Untracked, and the caller forwards the packet by its stateless
+// Maglev pick. A flow past its first packet is never evicted to make room for
+// a new one, so a flood of spoofed SYNs, ACKs or datagrams can only churn the
+// unestablished part of the table. Each outcome has a counter in Stats.
+//
+// # Backend changes
+//
+// The table stores an opaque backend reference per flow. On each hit the
+// pipeline compares it with its snapshot: a removed or down backend is
+// replaced by a fresh Maglev pick with SetBackend (counted as a repick); a
+// draining backend keeps its flows. Shard.CountByBackend (and ForEach) walk a
+// shard to count flows per backend for the control plane; they run on the
+// owning worker between batches (the worker serves the request and hands back
+// the result), like every other Shard method.
+//
+// # Reverse lookups without a table scan
+//
+// NAT replies need no reverse index. The control plane guarantees that a
+// (backend address, backend port, protocol) belongs to exactly one NAT VIP,
+// so the reply path maps the reply's source back to that VIP (id, address and
+// port), rebuilds the forward Key from the reply's destination (the client)
+// and the VIP port, computes the forward flow hash, and does one ordinary
+// Lookup. ICMP errors for a VIP flow work the same way from the embedded,
+// reversed header.
 package conntrack
