@@ -221,7 +221,9 @@ func FuzzParseGopacket(f *testing.F) {
 			return // options and extension headers gopacket may reject for their content
 		}
 		var g4 gopacket.Layer = p.TransportLayer()
-		if g4 == nil || p.NetworkLayer() == nil || p.Metadata().Truncated ||
+		// (gopacket's Truncated flag is not consulted: application
+		// decoders guessed from the port set it too.)
+		if g4 == nil || p.NetworkLayer() == nil ||
 			offsetIn(frame, g4.LayerContents()) != fr.L4Off || protoOf(g4) != layers.IPProtocol(fr.Proto) ||
 			offsetIn(frame, p.NetworkLayer().LayerContents()) != fr.L3Off {
 			t.Fatalf("Parse accepts %+v; gopacket decodes %v", fr, p)
@@ -243,9 +245,9 @@ func protoOf(l gopacket.Layer) layers.IPProtocol {
 // most one 802.1Q tag, IPv4 or IPv6 with only Hop-by-Hop (first), Routing or
 // Destination Options extension headers, then TCP or UDP, all whole, with
 // the fields Parse insists on and gopacket does not (versions, non-zero
-// lengths, an IPv6 UDP checksum).
+// lengths, lengths within the captured bytes, an IPv6 UDP checksum).
 func gopacketPlainL4(frame []byte, p gopacket.Packet) (l3, l4 gopacket.Layer, ok bool) {
-	if p.Metadata().Truncated || len(frame) < 18 {
+	if len(frame) < 18 {
 		return nil, nil, false
 	}
 	et := uint16(frame[12])<<8 | uint16(frame[13])
@@ -263,13 +265,16 @@ func gopacketPlainL4(frame []byte, p gopacket.Packet) (l3, l4 gopacket.Layer, ok
 		switch l := l.(type) {
 		case *layers.Ethernet, *layers.Dot1Q:
 		case *layers.IPv4:
-			if l3 != nil || l.Version != 4 || bytes.Equal(frame[offsetIn(frame, l.Contents)+2:][:2], []byte{0, 0}) ||
+			off := offsetIn(frame, l.Contents)
+			if l3 != nil || l.Version != 4 || bytes.Equal(frame[off+2:][:2], []byte{0, 0}) ||
+				int(l.Length) > len(frame)-off || // gopacket only marks this truncated
 				l.Flags&layers.IPv4MoreFragments != 0 || l.FragOffset != 0 || et != EtherTypeIPv4 {
 				return nil, nil, false
 			}
 			l3 = l
 		case *layers.IPv6:
-			if l3 != nil || l.Version != 6 || l.Length == 0 || et != EtherTypeIPv6 {
+			if l3 != nil || l.Version != 6 || l.Length == 0 || et != EtherTypeIPv6 ||
+				IPv6Size+int(l.Length) > len(frame)-offsetIn(frame, l.Contents) {
 				return nil, nil, false
 			}
 			l3 = l
@@ -296,7 +301,8 @@ func gopacketPlainL4(frame []byte, p gopacket.Packet) (l3, l4 gopacket.Layer, ok
 				return nil, nil, false
 			}
 			v6 := et == EtherTypeIPv6
-			return l3, l, ext <= MaxIPv6ExtHeaders && l.Length >= 8 && !(v6 && l.Checksum == 0)
+			return l3, l, ext <= MaxIPv6ExtHeaders && l.Length >= 8 &&
+				int(l.Length) <= len(prev.LayerPayload()) && !(v6 && l.Checksum == 0)
 		default:
 			return nil, nil, false
 		}

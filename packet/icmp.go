@@ -55,14 +55,14 @@ const (
 
 // ICMPv6 types (RFC 4443, RFC 4861).
 const (
-	ICMPv6DstUnreachable uint8 = 1
-	ICMPv6PacketTooBig   uint8 = 2
-	ICMPv6TimeExceeded   uint8 = 3
-	ICMPv6ParamProblem   uint8 = 4
-	ICMPv6EchoRequest    uint8 = 128
-	ICMPv6EchoReply      uint8 = 129
-	ICMPv6NeighborSolic  uint8 = 135
-	ICMPv6NeighborAdvert uint8 = 136
+	ICMPv6DstUnreachable        uint8 = 1
+	ICMPv6PacketTooBig          uint8 = 2
+	ICMPv6TimeExceeded          uint8 = 3
+	ICMPv6ParamProblem          uint8 = 4
+	ICMPv6EchoRequest           uint8 = 128
+	ICMPv6EchoReply             uint8 = 129
+	ICMPv6NeighborSolicitation  uint8 = 135
+	ICMPv6NeighborAdvertisement uint8 = 136
 )
 
 // ICMPv4 is a view of an ICMPv4 message, at least ICMPSize bytes (Parse
