@@ -1,0 +1,163 @@
+package control
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+
+	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/dataplane"
+)
+
+// Host is what the box's kernel knows that a snapshot needs: each port's
+// MAC, MTU and addresses, the way to clients and the next hops of backends.
+// The arp package keeps it current.
+type Host struct {
+	MAC   [2][6]byte
+	MTU   [2]int
+	Addr4 [2]netip.Addr
+	Addr6 [2]netip.Addr
+	// ClientGateway4/6, ClientOnLink and Neighbors: see dataplane.Spec.
+	ClientGateway4 [6]byte
+	ClientGateway6 [6]byte
+	ClientOnLink   []netip.Prefix
+	Neighbors      map[netip.Addr][6]byte
+	// NextHop returns the MAC to send a backend's packets to (the backend
+	// itself or its gateway), false while unresolved.
+	NextHop func(backend netip.Addr) ([6]byte, bool)
+}
+
+// Status is a backend's run-time state from health checks, drains and slow
+// start. The zero Status is a healthy backend at full weight.
+type Status struct {
+	// Down: the health check says the backend cannot take traffic.
+	Down bool
+	// Draining: lame duck, from the admin API or the health check.
+	Draining bool
+	// Ramp is the slow-start fraction of the weight, in (0, 1]; 0 means
+	// full weight.
+	Ramp float64
+}
+
+// weightScale turns configured weights (1..1000) into Maglev weights with
+// room for slow-start fractions: 1000 × 1000 = 10^6 fits easily.
+const weightScale = 1000
+
+// Compile builds the dataplane spec for cfg. status gives each backend's
+// run-time state by reference (missing: healthy, full weight). It also
+// reports, per VIP, whether on_all_down applied (every enabled backend is
+// down), for the caller to log and count.
+func Compile(cfg *config.Config, reg *Registry, host *Host, status map[uint32]Status) (*dataplane.Spec, []string, error) {
+	spec := &dataplane.Spec{
+		Seed:           cfg.Dataplane.FlowHashSeed,
+		TwoArmed:       cfg.Dataplane.TwoArmed(),
+		MAC:            host.MAC,
+		MTU:            host.MTU,
+		Addr4:          host.Addr4,
+		Addr6:          host.Addr6,
+		ClientGateway4: host.ClientGateway4,
+		ClientGateway6: host.ClientGateway6,
+		ClientOnLink:   host.ClientOnLink,
+		Neighbors:      host.Neighbors,
+	}
+	if m := cfg.Dataplane.EgressMTU; m != 0 {
+		spec.MTU[dataplane.PortEgress] = m
+		if !spec.TwoArmed {
+			spec.MTU[dataplane.PortIngress] = m
+		}
+	}
+	var allDown []string
+	for i := range cfg.VIPs {
+		v := &cfg.VIPs[i]
+		id, err := reg.VIPID(VIPKey(v))
+		if err != nil {
+			return nil, nil, err
+		}
+		vs := dataplane.VIPSpec{
+			ID: id, Name: v.Name, Addr: v.Address, Port: v.Port, Proto: v.Protocol.Number(),
+			SrcHash: v.FlowHash == config.HashSrcIP, TableSize: v.TableSize,
+		}
+		if v.Mode == config.ModeDSR {
+			vs.Mode = dataplane.ModeDSR
+			vs.EncapSrc = v.EncapSource
+			if !vs.EncapSrc.IsValid() {
+				vs.EncapSrc = egressAddr(host, spec.TwoArmed, v.Address.Is6())
+				if !vs.EncapSrc.IsValid() {
+					return nil, nil, fmt.Errorf("VIP %q: no encap_source set and the egress interface has no %s address", v.Name, family(v.Address))
+				}
+			}
+		}
+		up := 0
+		for j := range v.Backends {
+			b := &v.Backends[j]
+			ref := reg.Ref(BackendKey(v, b))
+			st := status[ref]
+			bs := dataplane.BackendSpec{Ref: ref, Addr: b.Address, Port: b.Port, Weight: weight(b.Weight, st.Ramp)}
+			if v.Mode == config.ModeDSR {
+				bs.Port = 0
+			}
+			if host.NextHop != nil {
+				bs.MAC, _ = host.NextHop(b.Address)
+			}
+			bs.State = state(b.State, st)
+			if bs.State == dataplane.BackendUp && bs.Weight > 0 {
+				up++
+			}
+			vs.Backends = append(vs.Backends, bs)
+		}
+		if up == 0 && v.HealthCheck.Type != config.CheckNone {
+			allDown = append(allDown, v.Name)
+			if v.HealthCheck.OnAllDown == config.AllDownIgnoreHealth {
+				// Panic mode: a health-check outage must not become a
+				// total one. Every backend the operator enabled takes
+				// traffic at full weight, healthy or not.
+				for j := range vs.Backends {
+					if v.Backends[j].State == config.StateActive {
+						vs.Backends[j].State = dataplane.BackendUp
+						vs.Backends[j].Weight = weight(v.Backends[j].Weight, 0)
+					}
+				}
+			}
+		}
+		spec.VIPs = append(spec.VIPs, vs)
+	}
+	return spec, allDown, nil
+}
+
+// state combines the operator's intent with the run-time status.
+func state(s config.BackendState, st Status) dataplane.BackendState {
+	switch {
+	case s == config.StateDisabled || st.Down:
+		return dataplane.BackendDown
+	case s == config.StateDraining || st.Draining:
+		return dataplane.BackendDraining
+	}
+	return dataplane.BackendUp
+}
+
+// weight scales a configured weight by a slow-start ramp. A ramping backend
+// gets at least weight 1, so that it takes a trickle from the first moment.
+func weight(w uint32, ramp float64) uint32 {
+	if ramp <= 0 || ramp >= 1 {
+		return w * weightScale
+	}
+	return uint32(max(1, math.Round(float64(w*weightScale)*ramp)))
+}
+
+func egressAddr(h *Host, twoArmed, v6 bool) netip.Addr {
+	p := dataplane.PortIngress
+	if twoArmed {
+		p = dataplane.PortEgress
+	}
+	if v6 {
+		return h.Addr6[p]
+	}
+	return h.Addr4[p]
+}
+
+func family(a netip.Addr) string {
+	if a.Is6() {
+		return "IPv6"
+	}
+	return "IPv4"
+}

@@ -1,0 +1,220 @@
+package control
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/dataplane"
+)
+
+func load(t *testing.T, src string) *config.Config {
+	t.Helper()
+	cfg, _, err := config.Parse("t.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+const twoVIPs = `
+[dataplane]
+ingress = "eth0"
+egress = "eth1"
+[[vip]]
+name = "a"
+address = "198.18.0.100"
+port = 80
+[vip.healthcheck]
+on_all_down = "ignore_health"
+[[vip.backend]]
+address = "198.18.1.11"
+port = 8080
+weight = 2
+[[vip.backend]]
+address = "198.18.1.12"
+port = 8080
+[[vip]]
+name = "b"
+address = "198.18.0.101"
+port = 80
+mode = "dsr"
+[[vip.backend]]
+address = "198.18.1.11"
+[[vip.backend]]
+address = "198.18.1.13"
+state = "draining"
+`
+
+func testHost() *Host {
+	return &Host{
+		MAC:   [2][6]byte{{2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}},
+		MTU:   [2]int{1500, 1500},
+		Addr4: [2]netip.Addr{netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.1.1")},
+		NextHop: func(a netip.Addr) ([6]byte, bool) {
+			b := a.As4()
+			return [6]byte{2, 0, 0, 0, 1, b[3]}, true
+		},
+	}
+}
+
+func TestCompile(t *testing.T) {
+	reg := NewRegistry()
+	spec, allDown, err := Compile(load(t, twoVIPs), reg, testHost(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(allDown) != 0 {
+		t.Errorf("all down: %v", allDown)
+	}
+	if _, err := dataplane.NewSnapshot(spec); err != nil {
+		t.Fatalf("the compiled spec does not build: %v", err)
+	}
+	if !spec.TwoArmed || len(spec.VIPs) != 2 {
+		t.Fatalf("spec: two-armed %v, %d VIPs", spec.TwoArmed, len(spec.VIPs))
+	}
+	a, b := spec.VIPs[0], spec.VIPs[1]
+	if a.ID == b.ID || a.ID == 0 || b.ID == 0 {
+		t.Errorf("VIP IDs %d and %d", a.ID, b.ID)
+	}
+	if a.Backends[0].Weight != 2*weightScale || a.Backends[0].Port != 8080 || a.Backends[0].MAC != [6]byte{2, 0, 0, 0, 1, 11} {
+		t.Errorf("backend 0: %+v", a.Backends[0])
+	}
+	if b.Mode != dataplane.ModeDSR || b.EncapSrc != netip.MustParseAddr("198.18.1.1") {
+		t.Errorf("DSR VIP without the egress address as default encap source: %+v", b)
+	}
+	if b.Backends[1].State != dataplane.BackendDraining {
+		t.Errorf("configured draining backend is %v", b.Backends[1].State)
+	}
+	if a.Backends[0].Ref == b.Backends[0].Ref {
+		t.Errorf("the same address in two VIPs must be two backends (refs %d)", a.Backends[0].Ref)
+	}
+}
+
+// TestReloadKeepsIdentities: a reload that reorders VIPs and backends, adds
+// and removes some, keeps the ID and ref of everything that stays.
+func TestReloadKeepsIdentities(t *testing.T) {
+	reg := NewRegistry()
+	s1, _, err := Compile(load(t, twoVIPs), reg, testHost(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// VIP b first, a's backends swapped and one added, b's draining one gone.
+	reloaded := `
+[dataplane]
+ingress = "eth0"
+egress = "eth1"
+[[vip]]
+name = "b"
+address = "198.18.0.101"
+port = 80
+mode = "dsr"
+[[vip.backend]]
+address = "198.18.1.11"
+[[vip]]
+name = "a-renamed"
+address = "198.18.0.100"
+port = 80
+[[vip.backend]]
+address = "198.18.1.14"
+port = 8080
+[[vip.backend]]
+address = "198.18.1.12"
+port = 8080
+[[vip.backend]]
+address = "198.18.1.11"
+port = 8080
+weight = 2
+`
+	s2, _, err := Compile(load(t, reloaded), reg, testHost(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.VIPs[1].ID != s1.VIPs[0].ID || s2.VIPs[0].ID != s1.VIPs[1].ID {
+		t.Errorf("VIP IDs changed across reload: %d,%d then %d,%d", s1.VIPs[0].ID, s1.VIPs[1].ID, s2.VIPs[0].ID, s2.VIPs[1].ID)
+	}
+	refs := map[uint32]bool{}
+	for _, v := range s1.VIPs {
+		for _, b := range v.Backends {
+			refs[b.Ref] = true
+		}
+	}
+	if s2.VIPs[1].Backends[2].Ref != s1.VIPs[0].Backends[0].Ref || s2.VIPs[1].Backends[1].Ref != s1.VIPs[0].Backends[1].Ref {
+		t.Errorf("backend refs changed across reload")
+	}
+	if refs[s2.VIPs[1].Backends[0].Ref] {
+		t.Errorf("a new backend got an old reference %d", s2.VIPs[1].Backends[0].Ref)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	reg := NewRegistry()
+	cfg := load(t, twoVIPs)
+	s0, _, _ := Compile(cfg, reg, testHost(), nil)
+	r0, r1 := s0.VIPs[0].Backends[0].Ref, s0.VIPs[0].Backends[1].Ref
+	tests := []struct {
+		name    string
+		status  map[uint32]Status
+		want    [2]dataplane.BackendState
+		weights [2]uint32
+		allDown bool
+	}{
+		{"healthy", nil, [2]dataplane.BackendState{dataplane.BackendUp, dataplane.BackendUp}, [2]uint32{2000, 1000}, false},
+		{"one down", map[uint32]Status{r0: {Down: true}}, [2]dataplane.BackendState{dataplane.BackendDown, dataplane.BackendUp}, [2]uint32{2000, 1000}, false},
+		{"drained by the admin", map[uint32]Status{r1: {Draining: true}}, [2]dataplane.BackendState{dataplane.BackendUp, dataplane.BackendDraining}, [2]uint32{2000, 1000}, false},
+		{"slow start", map[uint32]Status{r0: {Ramp: 0.25}}, [2]dataplane.BackendState{dataplane.BackendUp, dataplane.BackendUp}, [2]uint32{500, 1000}, false},
+		{"slow start at the very start", map[uint32]Status{r0: {Ramp: 1e-9}}, [2]dataplane.BackendState{dataplane.BackendUp, dataplane.BackendUp}, [2]uint32{1, 1000}, false},
+		{"all down, ignore_health", map[uint32]Status{r0: {Down: true}, r1: {Down: true}}, [2]dataplane.BackendState{dataplane.BackendUp, dataplane.BackendUp}, [2]uint32{2000, 1000}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec, allDown, err := Compile(cfg, reg, testHost(), tt.status)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 2; i++ {
+				b := spec.VIPs[0].Backends[i]
+				if b.State != tt.want[i] || b.Weight != tt.weights[i] {
+					t.Errorf("backend %d: state %v weight %d, want %v %d", i, b.State, b.Weight, tt.want[i], tt.weights[i])
+				}
+			}
+			if (len(allDown) == 1 && allDown[0] == "a") != tt.allDown {
+				t.Errorf("all down reported %v", allDown)
+			}
+		})
+	}
+	// on_all_down = "drop" (VIP b): both down stay down.
+	rb0, rb1 := s0.VIPs[1].Backends[0].Ref, s0.VIPs[1].Backends[1].Ref
+	spec, allDown, _ := Compile(cfg, reg, testHost(), map[uint32]Status{rb0: {Down: true}, rb1: {Down: true}})
+	if spec.VIPs[1].Backends[0].State != dataplane.BackendDown || len(allDown) != 1 || allDown[0] != "b" {
+		t.Errorf("drop mode: state %v, all down %v", spec.VIPs[1].Backends[0].State, allDown)
+	}
+}
+
+func TestEncapSourceMissing(t *testing.T) {
+	h := testHost()
+	h.Addr4[1] = netip.Addr{}
+	_, _, err := Compile(load(t, twoVIPs), NewRegistry(), h, nil)
+	if err == nil || !strings.Contains(err.Error(), "encap_source") {
+		t.Errorf("want an error naming encap_source, got %v", err)
+	}
+}
+
+func TestRegistryReuse(t *testing.T) {
+	r := NewRegistry()
+	a, _ := r.VIPID("a")
+	b, _ := r.VIPID("b")
+	if a2, _ := r.VIPID("a"); a2 != a || a == b {
+		t.Fatalf("ids %d %d %d", a, a2, b)
+	}
+	r.Forget(map[string]bool{"b": true}, nil)
+	if c, _ := r.VIPID("c"); c == a {
+		t.Errorf("a freed ID was reused before the space ran out")
+	}
+	ra := r.Ref("x")
+	r.Forget(nil, nil)
+	if rb := r.Ref("x"); rb == ra {
+		t.Errorf("a backend reference was reused")
+	}
+}

@@ -1,0 +1,72 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+)
+
+// Queue is one NIC queue as a driver presents it to a worker. A queue is
+// used by exactly one goroutine. The batch contract:
+//
+//   - Receive fills descs[:n] with received frames (Buf with at least
+//     Headroom free before Off, RxPort set) and returns n. It waits at most
+//     timeout for the first frame; n == 0 means none arrived.
+//   - The worker then runs the pipeline on every desc, using the queue as
+//     the batch's Emitter for extra frames.
+//   - Transmit takes back every desc of the batch: frames with verdict TX
+//     or Reply are sent on their Port, frames for the kernel are handed to
+//     it where the driver can (else counted by the driver and dropped), the
+//     rest are recycled; then the emitted frames are sent. After Transmit
+//     the descs' buffers belong to the driver again.
+//
+// After Close, every call returns an error wrapping net.ErrClosed.
+type Queue interface {
+	Emitter
+	Receive(descs []Desc, timeout time.Duration) (int, error)
+	Transmit(descs []Desc) error
+	Close() error
+}
+
+// Snapshots is where workers find the current snapshot.
+type Snapshots = atomic.Pointer[Snapshot]
+
+// epoch is the origin of the monotonic clock workers give Begin.
+var epoch = time.Now()
+
+// Nanotime returns monotonic nanoseconds since process start, the clock of
+// Worker.Begin.
+func Nanotime() int64 { return int64(time.Since(epoch)) }
+
+// Run is a worker's loop: receive a batch, run the pipeline on it, hand it
+// back, until ctx is done or the queue fails. The snapshot is read once per
+// batch. pollTimeout bounds how long an idle worker waits, so that it
+// notices ctx and publishes counters.
+func (w *Worker) Run(ctx context.Context, q Queue, snaps *Snapshots, batch int, pollTimeout time.Duration) error {
+	descs := make([]Desc, batch)
+	for ctx.Err() == nil {
+		n, err := q.Receive(descs, pollTimeout)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			w.now = Nanotime()
+			w.Publish() // idle: keep what others read fresh
+			continue
+		}
+		w.Begin(snaps.Load(), Nanotime(), q)
+		for i := range descs[:n] {
+			w.Process(&descs[i])
+		}
+		w.End(n)
+		if err := q.Transmit(descs[:n]); err != nil {
+			return err
+		}
+	}
+	w.Publish()
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return nil
+	}
+	return ctx.Err()
+}
