@@ -65,20 +65,20 @@ func (w *Worker) steer4(d *Desc, frame []byte, f *packet.Frame) {
 	s := w.snap
 	ip := f.IPv4(frame)
 	ic := f.ICMPv4(frame)
-	var q dsr.Embedded
-	if !dsr.ParseEmbedded4(ic.Payload(), &q) {
+	var q quoted
+	if !parseQuote4(ic.Payload(), &q) {
 		w.drop(d, DropICMPUnmatched)
 		return
 	}
-	vipAddr, client := [4]byte(q.Src[:4]), [4]byte(q.Dst[:4])
+	vipAddr, client := [4]byte(q.src[:4]), [4]byte(q.dst[:4])
 	if vipAddr != ip.DestinationAddress() {
 		w.drop(d, DropICMPUnmatched)
 		return
 	}
 	va := u32(vipAddr)
-	vi := s.cls4.exact4.get(key4(va, q.Proto, q.SrcPort))
+	vi := s.cls4.exact4.get(key4(va, q.proto, q.sport))
 	if vi < 0 {
-		vi = s.cls4.exact4.get(key4(va, q.Proto, 0))
+		vi = s.cls4.exact4.get(key4(va, q.proto, 0))
 	}
 	if vi < 0 {
 		w.drop(d, DropICMPUnmatched)
@@ -86,14 +86,14 @@ func (w *Worker) steer4(d *Desc, frame []byte, f *packet.Frame) {
 	}
 	v := &s.vips[vi]
 	ca := u32(client)
-	h := hashing.Flow4(ca, va, q.DstPort, q.SrcPort, q.Proto, s.seed)
+	h := hashing.Flow4(ca, va, q.dport, q.sport, q.proto, s.seed)
 	hp := h
 	if v.srcHash {
 		hp = hashing.Src4(ca, s.seed)
 	}
 	var k conntrack.Key
 	binary.BigEndian.PutUint32(k.Src[:], ca)
-	k.SrcPort, k.DstPort, k.VIP, k.Proto = q.DstPort, q.SrcPort, v.id, q.Proto
+	k.SrcPort, k.DstPort, k.VIP, k.Proto = q.dport, q.sport, v.id, q.proto
 	b := w.owner(&k, h, hp, int(vi), v)
 	if b == nil {
 		w.drop(d, DropNoBackend)
@@ -124,7 +124,7 @@ func (w *Worker) steer4(d *Desc, frame []byte, f *packet.Frame) {
 		w.drop(d, DropTTLExceeded)
 		return
 	}
-	nat.ICMPErrorDNAT4(ip, ic, q.HdrLen, q.Proto, b.addr4, b.port)
+	nat.ICMPErrorDNAT4(ip, ic, q.l4Off, q.end, q.proto, b.addr4, b.port)
 	setMACs(frame, b.mac, s.mac[out])
 	d.Len = f.L3Off + f.L3Len
 	w.tx(d, out)

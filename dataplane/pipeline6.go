@@ -221,26 +221,26 @@ func (w *Worker) steer6(d *Desc, frame []byte, f *packet.Frame) {
 	s := w.snap
 	ip := f.IPv6(frame)
 	ic := f.ICMPv6(frame)
-	var q dsr.Embedded
-	if !dsr.ParseEmbedded6(ic.Payload(), &q) || q.Src != *ip.DestinationAddress() {
+	var q quoted
+	if !parseQuote6(ic.Payload(), &q) || q.src != *ip.DestinationAddress() {
 		w.drop(d, DropICMPUnmatched)
 		return
 	}
-	vi := s.cls6.exact6.get(mkKey6(&q.Src, q.Proto, q.SrcPort))
+	vi := s.cls6.exact6.get(mkKey6(&q.src, q.proto, q.sport))
 	if vi < 0 {
-		vi = s.cls6.exact6.get(mkKey6(&q.Src, q.Proto, 0))
+		vi = s.cls6.exact6.get(mkKey6(&q.src, q.proto, 0))
 	}
 	if vi < 0 {
 		w.drop(d, DropICMPUnmatched)
 		return
 	}
 	v := &s.vips[vi]
-	h := hashing.Flow6(&q.Dst, &q.Src, q.DstPort, q.SrcPort, q.Proto, s.seed)
+	h := hashing.Flow6(&q.dst, &q.src, q.dport, q.sport, q.proto, s.seed)
 	hp := h
 	if v.srcHash {
-		hp = hashing.Src6(&q.Dst, s.seed)
+		hp = hashing.Src6(&q.dst, s.seed)
 	}
-	k := conntrack.Key{Src: q.Dst, SrcPort: q.DstPort, DstPort: q.SrcPort, VIP: v.id, Proto: q.Proto, IPv6: true}
+	k := conntrack.Key{Src: q.dst, SrcPort: q.dport, DstPort: q.sport, VIP: v.id, Proto: q.proto, IPv6: true}
 	b := w.owner(&k, h, hp, int(vi), v)
 	if b == nil {
 		w.drop(d, DropNoBackend)
@@ -269,7 +269,7 @@ func (w *Worker) steer6(d *Desc, frame []byte, f *packet.Frame) {
 		w.drop(d, DropTTLExceeded)
 		return
 	}
-	nat.ICMPErrorDNAT6(ip, ic, q.HdrLen, q.Proto, &b.addr6, b.port)
+	nat.ICMPErrorDNAT6(ip, ic, q.l4Off, q.end, q.proto, &b.addr6, b.port)
 	setMACs(frame, b.mac, s.mac[out])
 	d.Len = f.L3Off + f.L3Len
 	w.tx(d, out)
@@ -341,15 +341,15 @@ func (w *Worker) natReplyICMP6(d *Desc, frame []byte, f *packet.Frame) bool {
 	s := w.snap
 	ip := f.IPv6(frame)
 	ic := f.ICMPv6(frame)
-	var q dsr.Embedded
-	if f.Frag || !dsr.ParseEmbedded6(ic.Payload(), &q) {
+	var q quoted
+	if f.Frag || !parseQuote6(ic.Payload(), &q) {
 		return false
 	}
-	vi := s.cls6.reply6.get(mkKey6(&q.Dst, q.Proto, q.DstPort))
+	vi := s.cls6.reply6.get(mkKey6(&q.dst, q.proto, q.dport))
 	if vi < 0 {
-		vi = s.cls6.reply6.get(mkKey6(&q.Dst, q.Proto, 0))
+		vi = s.cls6.reply6.get(mkKey6(&q.dst, q.proto, 0))
 	}
-	if vi < 0 || q.Src != *ip.DestinationAddress() {
+	if vi < 0 || q.src != *ip.DestinationAddress() {
 		return false
 	}
 	v := &s.vips[vi]
@@ -366,7 +366,7 @@ func (w *Worker) natReplyICMP6(d *Desc, frame []byte, f *packet.Frame) bool {
 		w.drop(d, DropTTLExceeded)
 		return true
 	}
-	nat.ICMPErrorSNAT6(ip, ic, q.HdrLen, q.Proto, &v.addr6, v.port, *ip.SourceAddress() == q.Dst)
+	nat.ICMPErrorSNAT6(ip, ic, q.l4Off, q.end, q.proto, &v.addr6, v.port, *ip.SourceAddress() == q.dst)
 	setMACs(frame, mac, s.mac[PortIngress])
 	d.Len = f.L3Off + f.L3Len
 	w.c.ICMPSteered++

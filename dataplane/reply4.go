@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"github.com/vipd/vipd/dsr"
 	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
 )
@@ -101,16 +100,16 @@ func (w *Worker) natReplyICMP4(d *Desc, frame []byte, f *packet.Frame) bool {
 	s := w.snap
 	ip := f.IPv4(frame)
 	ic := f.ICMPv4(frame)
-	var q dsr.Embedded
-	if f.Frag || !dsr.ParseEmbedded4(ic.Payload(), &q) {
+	var q quoted
+	if f.Frag || !parseQuote4(ic.Payload(), &q) {
 		return false
 	}
-	backend := u32([4]byte(q.Dst[:4]))
-	vi := s.cls4.reply4.get(key4(backend, q.Proto, q.DstPort))
+	backend := u32([4]byte(q.dst[:4]))
+	vi := s.cls4.reply4.get(key4(backend, q.proto, q.dport))
 	if vi < 0 {
-		vi = s.cls4.reply4.get(key4(backend, q.Proto, 0))
+		vi = s.cls4.reply4.get(key4(backend, q.proto, 0))
 	}
-	if vi < 0 || [4]byte(q.Src[:4]) != ip.DestinationAddress() {
+	if vi < 0 || [4]byte(q.src[:4]) != ip.DestinationAddress() {
 		return false
 	}
 	if !ip.IsChecksumValid() {
@@ -131,7 +130,7 @@ func (w *Worker) natReplyICMP4(d *Desc, frame []byte, f *packet.Frame) bool {
 		w.drop(d, DropTTLExceeded)
 		return true
 	}
-	nat.ICMPErrorSNAT4(ip, ic, q.HdrLen, q.Proto, v.addr4, v.port, ip.SourceUint32() == backend)
+	nat.ICMPErrorSNAT4(ip, ic, q.l4Off, q.end, q.proto, v.addr4, v.port, ip.SourceUint32() == backend)
 	setMACs(frame, mac, s.mac[PortIngress])
 	d.Len = f.L3Off + f.L3Len
 	w.c.ICMPSteered++

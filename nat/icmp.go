@@ -9,8 +9,9 @@ import (
 // ICMP errors about a NAT flow carry a quote of the offending datagram, and
 // the quote must be translated together with the outer header, or the host
 // receiving the error cannot match it to its socket (RFC 5508 §7). The
-// functions below take the quote's IP header length (hl) and transport
-// protocol, as found by dsr.ParseEmbedded4/6.
+// functions below take, from packet.ParseQuote4/6, the offset of the quoted
+// transport header (l4, which is also the end of the quoted IP headers),
+// the end of the quoted datagram and its transport protocol.
 //
 // Transport checksums inside a quote are updated only when the quote holds
 // the checksum field (TCP: 18 bytes, UDP: 8); the ICMP checksum, which covers
@@ -26,13 +27,13 @@ const (
 // VIP sent (the quote's source is the VIP) for delivery to the backend that
 // owns the flow: outer destination and quoted source become addr, and the
 // quoted source port becomes port when port is not 0.
-func ICMPErrorDNAT4(ip packet.IPv4, icmp packet.ICMPv4, hl int, proto uint8, addr [4]byte, port uint16) {
+func ICMPErrorDNAT4(ip packet.IPv4, icmp packet.ICMPv4, l4, end int, proto uint8, addr [4]byte, port uint16) {
 	ip.SetDestinationAddressWithChecksumUpdate(addr)
 	q := icmp.Payload()
-	inner := packet.IPv4(q[:hl])
+	inner := packet.IPv4(q[:l4])
 	old := inner.SourceAddress()
 	inner.SetSourceAddressWithChecksumUpdate(addr)
-	translateQuote4(q[hl:], proto, old, addr, srcPortOff, port)
+	translateQuote4(q[l4:end], proto, old, addr, srcPortOff, port)
 	icmp.SetChecksum(0)
 	icmp.SetChecksum(icmp.ComputeChecksum())
 }
@@ -44,15 +45,15 @@ func ICMPErrorDNAT4(ip packet.IPv4, icmp packet.ICMPv4, hl int, proto uint8, add
 // not 0. When the backend itself sent the error (outer is true), the outer
 // source becomes addr too; an error from a router on the way keeps its
 // source.
-func ICMPErrorSNAT4(ip packet.IPv4, icmp packet.ICMPv4, hl int, proto uint8, addr [4]byte, port uint16, outer bool) {
+func ICMPErrorSNAT4(ip packet.IPv4, icmp packet.ICMPv4, l4, end int, proto uint8, addr [4]byte, port uint16, outer bool) {
 	if outer {
 		ip.SetSourceAddressWithChecksumUpdate(addr)
 	}
 	q := icmp.Payload()
-	inner := packet.IPv4(q[:hl])
+	inner := packet.IPv4(q[:l4])
 	old := inner.DestinationAddress()
 	inner.SetDestinationAddressWithChecksumUpdate(addr)
-	translateQuote4(q[hl:], proto, old, addr, dstPortOff, port)
+	translateQuote4(q[l4:end], proto, old, addr, dstPortOff, port)
 	icmp.SetChecksum(0)
 	icmp.SetChecksum(icmp.ComputeChecksum())
 }
@@ -71,10 +72,10 @@ func translateQuote4(l4 []byte, proto uint8, oldAddr, newAddr [4]byte, portOff i
 }
 
 // ICMPErrorDNAT6 is ICMPErrorDNAT4 for ICMPv6.
-func ICMPErrorDNAT6(ip packet.IPv6, icmp packet.ICMPv6, hl int, proto uint8, addr *[16]byte, port uint16) {
+func ICMPErrorDNAT6(ip packet.IPv6, icmp packet.ICMPv6, l4, end int, proto uint8, addr *[16]byte, port uint16) {
 	q := icmp.Payload()
-	inner := packet.IPv6(q[:hl])
-	translateQuote6(q[hl:], proto, inner.SourceAddress(), addr, srcPortOff, port)
+	inner := packet.IPv6(q[:l4])
+	translateQuote6(q[l4:end], proto, inner.SourceAddress(), addr, srcPortOff, port)
 	inner.SetSourceAddress(addr)
 	ip.SetDestinationAddress(addr)
 	icmp.SetChecksum(0)
@@ -82,10 +83,10 @@ func ICMPErrorDNAT6(ip packet.IPv6, icmp packet.ICMPv6, hl int, proto uint8, add
 }
 
 // ICMPErrorSNAT6 is ICMPErrorSNAT4 for ICMPv6.
-func ICMPErrorSNAT6(ip packet.IPv6, icmp packet.ICMPv6, hl int, proto uint8, addr *[16]byte, port uint16, outer bool) {
+func ICMPErrorSNAT6(ip packet.IPv6, icmp packet.ICMPv6, l4, end int, proto uint8, addr *[16]byte, port uint16, outer bool) {
 	q := icmp.Payload()
-	inner := packet.IPv6(q[:hl])
-	translateQuote6(q[hl:], proto, inner.DestinationAddress(), addr, dstPortOff, port)
+	inner := packet.IPv6(q[:l4])
+	translateQuote6(q[l4:end], proto, inner.DestinationAddress(), addr, dstPortOff, port)
 	inner.SetDestinationAddress(addr)
 	if outer {
 		ip.SetSourceAddress(addr)
