@@ -16,7 +16,7 @@ func TestFragmenterOptions(t *testing.T) {
 	ip := &layers.IPv4{Version: 4, TTL: 64, Id: 77, Protocol: layers.IPProtocolUDP,
 		SrcIP: net.IP{198, 18, 0, 1}, DstIP: net.IP{198, 18, 1, 1},
 		Options: []layers.IPv4Option{
-			{OptionType: 0x94, OptionLength: 4, OptionData: []byte{0, 0}}, // router alert: copied
+			{OptionType: 0x94, OptionLength: 4, OptionData: []byte{0, 0}},    // router alert: copied
 			{OptionType: 0x07, OptionLength: 7, OptionData: make([]byte, 5)}, // record route: not copied
 		}}
 	data := make([]byte, 3000)
