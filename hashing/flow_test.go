@@ -336,3 +336,24 @@ func TestFlow4Spelled(t *testing.T) {
 		}
 	}
 }
+
+// TestAbsorb6Spelled checks absorb6, written out for the inliner, against
+// four absorb steps.
+func TestAbsorb6Spelled(t *testing.T) {
+	r := newRand(14)
+	for range 10000 {
+		var src, dst [16]byte
+		binary.LittleEndian.PutUint64(src[0:], r.Uint64())
+		binary.LittleEndian.PutUint64(src[8:], r.Uint64())
+		binary.LittleEndian.PutUint64(dst[0:], r.Uint64())
+		binary.LittleEndian.PutUint64(dst[8:], r.Uint64())
+		h := r.Uint64()
+		want := absorb(h, binary.LittleEndian.Uint64(src[0:]))
+		want = absorb(want, binary.LittleEndian.Uint64(src[8:]))
+		want = absorb(want, binary.LittleEndian.Uint64(dst[0:]))
+		want = absorb(want, binary.LittleEndian.Uint64(dst[8:]))
+		if got := absorb6(h, &src, &dst); got != want {
+			t.Fatalf("absorb6 = %#x, four absorbs = %#x", got, want)
+		}
+	}
+}
