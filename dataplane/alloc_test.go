@@ -80,7 +80,7 @@ type poolEmitter struct {
 	n    int
 }
 
-func (p *poolEmitter) Alloc() ([]byte, int, bool) {
+func (p *poolEmitter) Alloc(uint8) ([]byte, int, bool) {
 	if p.n == len(p.bufs) {
 		return nil, 0, false
 	}

@@ -217,7 +217,7 @@ func (w *Worker) fragment4(d *Desc, f *packet.Frame, e *l2, b *backend, out uint
 		return
 	}
 	for i := 1; i < n; i++ {
-		buf, off, ok := w.emit.Alloc()
+		buf, off, ok := w.emit.Alloc(out)
 		if !ok {
 			w.drop(d, DropNoTxFrame)
 			return

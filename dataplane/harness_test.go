@@ -155,7 +155,7 @@ type emitted struct {
 	port uint8
 }
 
-func (e *sliceEmitter) Alloc() ([]byte, int, bool) {
+func (e *sliceEmitter) Alloc(uint8) ([]byte, int, bool) {
 	if e.limit > 0 && e.allocs >= e.limit {
 		return nil, 0, false
 	}

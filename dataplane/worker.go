@@ -33,9 +33,11 @@ type Desc struct {
 // Emitter gives the pipeline frames beyond the one it was handed, for the
 // fragments of a packet too big for the egress MTU whose DF bit is clear.
 type Emitter interface {
-	// Alloc returns storage for one frame, to be built at buf[off:]; off
-	// leaves Headroom free. ok is false when no frame is free.
-	Alloc() (buf []byte, off int, ok bool)
+	// Alloc returns storage for one frame to be sent on port, to be built
+	// at buf[off:]; off leaves Headroom free. ok is false when no frame is
+	// free. (Drivers with per-port frame pools, like AF_XDP's UMEMs, take
+	// the frame from the port's own.)
+	Alloc(port uint8) (buf []byte, off int, ok bool)
 	// Emit queues buf[off:off+n], a frame Alloc returned, for transmission
 	// on port. Frames are sent in the order emitted, after the batch.
 	Emit(buf []byte, off, n int, port uint8)

@@ -123,7 +123,7 @@ func (q *Queue) send(c chan Frame, f Frame) {
 }
 
 // Alloc implements dataplane.Emitter.
-func (q *Queue) Alloc() ([]byte, int, bool) {
+func (q *Queue) Alloc(uint8) ([]byte, int, bool) {
 	return q.pool.Get().([]byte), dataplane.Headroom, true
 }
 

@@ -1,0 +1,235 @@
+package afxdp
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/asavie/xdp"
+	"golang.org/x/sys/unix"
+)
+
+// Options size one socket. Ring sizes and the frame count must be powers of
+// two (config validates them); the frame size 2048 or 4096.
+type Options struct {
+	FrameSize      int
+	FrameCount     int
+	RxRing         int
+	TxRing         int
+	FillRing       int
+	CompletionRing int
+	// Copy forces copy mode (XDP_COPY); otherwise the kernel picks
+	// zero-copy when the driver supports it.
+	Copy bool
+	// TxBudget raises the number of frames one sendto may transmit in copy
+	// mode (XDP_MAX_TX_SKB_BUDGET, kernel 6.17+; the default is 32). 0
+	// leaves the kernel's default.
+	TxBudget int
+}
+
+// xdpMaxTxSkbBudget is the socket option XDP_MAX_TX_SKB_BUDGET (Linux 6.17,
+// include/uapi/linux/if_xdp.h), not yet in golang.org/x/sys.
+const xdpMaxTxSkbBudget = 9
+
+// Socket is one AF_XDP socket bound to an interface queue, with its UMEM.
+type Socket struct {
+	xsk       *xdp.Socket
+	fd        int
+	umem      []byte
+	frameSize uint64
+	rx, tx    ring
+	fill, cq  ring
+	free      []uint64 // base addresses of free frames (a stack)
+	budget    bool     // TxBudget was accepted
+	zeroCopy  bool     // the kernel bound the socket in zero-copy mode
+
+	st sockStats
+}
+
+type sockStats struct {
+	fillStarved atomic.Uint64 // refills that found no free frame while the fill ring had room
+	kicks       atomic.Uint64 // sendto calls
+	kickErrors  atomic.Uint64 // sendto failures other than "try again"
+}
+
+// socketFlags serializes the use of asavie/xdp's global bind flags.
+var socketFlags sync.Mutex
+
+// Open creates a socket on queue of the interface and hands the fill ring
+// as many frames as it holds.
+func Open(ifindex, queue int, o Options) (*Socket, error) {
+	flags := uint16(unix.XDP_USE_NEED_WAKEUP)
+	if o.Copy {
+		flags |= unix.XDP_COPY
+	}
+	socketFlags.Lock()
+	saved := xdp.DefaultSocketFlags
+	xdp.DefaultSocketFlags = flags
+	xsk, err := xdp.NewSocket(ifindex, queue, &xdp.SocketOptions{
+		NumFrames:              o.FrameCount,
+		FrameSize:              o.FrameSize,
+		FillRingNumDescs:       o.FillRing,
+		CompletionRingNumDescs: o.CompletionRing,
+		RxRingNumDescs:         o.RxRing,
+		TxRingNumDescs:         o.TxRing,
+	})
+	xdp.DefaultSocketFlags = saved
+	socketFlags.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("afxdp: socket on ifindex %d queue %d: %w", ifindex, queue, err)
+	}
+	s := &Socket{xsk: xsk, fd: xsk.FD(), frameSize: uint64(o.FrameSize)}
+	// GetFrame of a descriptor spanning the whole UMEM is the UMEM.
+	s.umem = xsk.GetFrame(xdp.Desc{Addr: 0, Len: uint32(o.FrameCount * o.FrameSize)})
+	if err := s.mapRings(o); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if v, err := unix.GetsockoptInt(s.fd, unix.SOL_XDP, unix.XDP_OPTIONS); err == nil {
+		s.zeroCopy = v&unix.XDP_OPTIONS_ZEROCOPY != 0
+	}
+	if o.TxBudget > 0 {
+		s.budget = unix.SetsockoptInt(s.fd, unix.SOL_XDP, xdpMaxTxSkbBudget, o.TxBudget) == nil
+	}
+	s.free = make([]uint64, 0, o.FrameCount)
+	for i := o.FrameCount - 1; i >= 0; i-- {
+		s.free = append(s.free, uint64(i)*s.frameSize)
+	}
+	s.refill()
+	return s, nil
+}
+
+func (s *Socket) mapRings(o Options) error {
+	var off unix.XDPMmapOffsets
+	size := uint32(unsafe.Sizeof(off))
+	if _, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(s.fd), unix.SOL_XDP, unix.XDP_MMAP_OFFSETS,
+		uintptr(unsafe.Pointer(&off)), uintptr(unsafe.Pointer(&size)), 0); errno != 0 {
+		return fmt.Errorf("afxdp: getsockopt XDP_MMAP_OFFSETS: %w", errno)
+	}
+	var err error
+	desc := unsafe.Sizeof(unix.XDPDesc{})
+	if s.rx, err = mapRing(s.fd, unix.XDP_PGOFF_RX_RING, off.Rx, uint32(o.RxRing), desc); err != nil {
+		return err
+	}
+	if s.tx, err = mapRing(s.fd, unix.XDP_PGOFF_TX_RING, off.Tx, uint32(o.TxRing), desc); err != nil {
+		return err
+	}
+	if s.fill, err = mapRing(s.fd, unix.XDP_UMEM_PGOFF_FILL_RING, off.Fr, uint32(o.FillRing), 8); err != nil {
+		return err
+	}
+	s.cq, err = mapRing(s.fd, unix.XDP_UMEM_PGOFF_COMPLETION_RING, off.Cr, uint32(o.CompletionRing), 8)
+	return err
+}
+
+// FD is the socket's file descriptor, for the XDP program's XSKMAP.
+func (s *Socket) FD() int { return s.fd }
+
+// base returns the UMEM frame that holds address a.
+func (s *Socket) base(a uint64) uint64 { return a &^ (s.frameSize - 1) }
+
+// frame returns the storage of the UMEM frame at base.
+func (s *Socket) frame(base uint64) []byte { return s.umem[base : base+s.frameSize : base+s.frameSize] }
+
+// refill moves free frames to the fill ring.
+func (s *Socket) refill() {
+	room := s.fill.free(s.fill.size)
+	if room == 0 {
+		return
+	}
+	n := min(room, uint32(len(s.free)))
+	if n < room {
+		s.st.fillStarved.Add(1)
+	}
+	for i := uint32(0); i < n; i++ {
+		*s.fill.addr(s.fill.cachedProd) = s.free[len(s.free)-1]
+		s.free = s.free[:len(s.free)-1]
+		s.fill.cachedProd++
+	}
+	s.fill.submit()
+	if n > 0 && s.fill.needWakeup() {
+		// Zero-copy drivers stop polling an empty fill ring until told.
+		unix.Recvfrom(s.fd, nil, unix.MSG_DONTWAIT)
+	}
+}
+
+// reap returns transmitted frames to the free stack.
+func (s *Socket) reap() {
+	n := s.cq.avail()
+	for i := uint32(0); i < n; i++ {
+		s.free = append(s.free, s.base(*s.cq.addr(s.cq.cachedCons)))
+		s.cq.cachedCons++
+	}
+	if n > 0 {
+		s.cq.release()
+	}
+}
+
+// push queues the frame bytes at address a for transmission; false when
+// the tx ring is full (the caller keeps the frame).
+func (s *Socket) push(a uint64, n int) bool {
+	if s.tx.free(1) == 0 {
+		return false
+	}
+	*s.tx.desc(s.tx.cachedProd) = unix.XDPDesc{Addr: a, Len: uint32(n)}
+	s.tx.cachedProd++
+	return true
+}
+
+// kick publishes queued transmissions and, when the kernel asks for it,
+// wakes it up. In copy mode each sendto transmits up to the socket's
+// budget, so kick retries while the ring still holds descriptors.
+func (s *Socket) kick() error {
+	s.tx.submit()
+	for try := 0; try < 4; try++ {
+		// Copy mode transmits only inside sendto; zero-copy drivers send
+		// on their own unless they set need-wakeup.
+		if s.zeroCopy && !s.tx.needWakeup() {
+			return nil
+		}
+		if atomic.LoadUint32(s.tx.cons) == s.tx.cachedProd {
+			return nil
+		}
+		s.st.kicks.Add(1)
+		_, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		switch errno {
+		case 0, unix.EAGAIN, unix.EBUSY, unix.ENOBUFS, unix.EINTR:
+		case unix.ENETDOWN, unix.ENXIO:
+			s.st.kickErrors.Add(1)
+			return fmt.Errorf("afxdp: sendto: %w", errno)
+		default:
+			s.st.kickErrors.Add(1)
+		}
+	}
+	return nil
+}
+
+// KernelStats returns the kernel's counters for the socket (drops for a
+// full rx ring, an empty fill ring, invalid descriptors...). Safe from any
+// goroutine.
+func (s *Socket) KernelStats() (unix.XDPStatistics, error) {
+	var st unix.XDPStatistics
+	size := uint32(unsafe.Sizeof(st))
+	if _, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(s.fd), unix.SOL_XDP, unix.XDP_STATISTICS,
+		uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&size)), 0); errno != 0 {
+		return st, errno
+	}
+	return st, nil
+}
+
+// Close releases the socket and its UMEM.
+func (s *Socket) Close() error {
+	for _, r := range []*ring{&s.rx, &s.tx, &s.fill, &s.cq} {
+		r.unmap()
+	}
+	if s.xsk == nil {
+		return nil
+	}
+	err := s.xsk.Close()
+	s.xsk = nil
+	if err != nil && !errors.Is(err, unix.EBADF) {
+		return err
+	}
+	return nil
+}
