@@ -25,8 +25,9 @@ const (
 // The flow hashes are pure integer arithmetic on values whose byte order is
 // fixed by their definition, so a given tuple and seed hash to the same value
 // in every process on every architecture; the golden values in testdata pin
-// them. They are cheap (one multiply per 64-bit word plus a two-multiply
-// finalizer), allocation-free and inlinable where the compiler allows.
+// them. They cost one multiply per 64-bit word plus a two-multiply
+// finalizer, never allocate, and all but Flow6 and Frag6 inline into the
+// caller (those two inline their address step, absorb6).
 //
 // Addresses are in network byte order as read from the packet: an IPv4
 // address is binary.BigEndian.Uint32 of its four bytes and an IPv6 address is

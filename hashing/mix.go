@@ -1,13 +1,14 @@
 package hashing
 
-// The two primitives every hash in this package is built from. Both are
-// bijections on uint64, which is what lets the tests reason about collisions:
-// a chain of absorb steps followed by fmix maps two inputs that differ in only
-// one word to different outputs, always.
+// The primitives every hash in this package is built from: absorb (and its
+// variant absorbLast) and fmix. All are bijections on uint64, which is what
+// lets the tests reason about collisions: a chain of absorb steps followed by
+// fmix maps two inputs that differ in only one word to different outputs,
+// always.
 
 const (
-	// kMul is 2^64/φ rounded to odd; multiplying by an odd constant is a
-	// bijection modulo 2^64.
+	// kMul is 2^64/φ, truncated (it is odd); multiplying by an odd constant
+	// is a bijection modulo 2^64.
 	kMul = 0x9e3779b97f4a7c15
 
 	// kFin1 and kFin2 are the multipliers of the splitmix64 output function
