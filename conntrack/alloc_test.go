@@ -30,6 +30,7 @@ func TestZeroAllocs(t *testing.T) {
 			e, _ := s.Lookup(&hit, hHit)
 			s.SetBackend(e, 3)
 		}},
+		{"Prefetch", func() { s.Prefetch(hMiss) }},
 		{"Advance", func() { s.Advance(s.Now() + 1) }},
 	} {
 		if a := testing.AllocsPerRun(100, c.fn); a != 0 {

@@ -98,6 +98,43 @@ func BenchmarkLookupHit(b *testing.B) {
 	}
 }
 
+// BenchmarkLookupBatch is the random lookup as a batch-shaped pipeline can
+// do it: a Prefetch pass over 32 frames, then their lookups. ns/op is per
+// batch; ns/lookup divides it by 32.
+func BenchmarkLookupBatch(b *testing.B) {
+	const batch = 32
+	for _, sz := range sizes {
+		for _, prefetch := range []bool{false, true} {
+			name := "flows=" + sz.name + "/plain"
+			if prefetch {
+				name = "flows=" + sz.name + "/prefetch"
+			}
+			b.Run(name, func(b *testing.B) {
+				f := getFixture(b, sz.flows)
+				s, keys, hashes := f.s, f.keys, f.hashes
+				b.ReportAllocs()
+				n := 0
+				for i := 0; b.Loop(); i += batch {
+					j := i & (sampleSize - 1)
+					if prefetch {
+						for _, h := range hashes[j : j+batch] {
+							s.Prefetch(h)
+						}
+					}
+					for m := j; m < j+batch; m++ {
+						if _, ok := s.Lookup(&keys[m], hashes[m]); !ok {
+							b.Fatal("miss")
+						}
+					}
+					n += batch
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/lookup")
+				f.report(b)
+			})
+		}
+	}
+}
+
 func BenchmarkLookupMiss(b *testing.B) {
 	for _, sz := range sizes {
 		b.Run("flows="+sz.name, func(b *testing.B) {
