@@ -1,0 +1,208 @@
+package afpacket
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/vipd/vipd/dataplane"
+	"github.com/vipd/vipd/internal/nstest"
+	"golang.org/x/sys/unix"
+)
+
+var testOpts = Options{FrameSize: 2048, RxFrames: 128, TxFrames: 128}
+
+type rig struct {
+	a, b   *nstest.NS
+	q      *Queue
+	raw    int
+	bIndex int
+	macA   net.HardwareAddr
+	macB   net.HardwareAddr
+}
+
+func newRig(t *testing.T) *rig {
+	nstest.RequireRoot(t)
+	r := &rig{a: nstest.New(t, "pa"), b: nstest.New(t, "pb")}
+	an, bn := nstest.Name("pa"), nstest.Name("pb")
+	nstest.Veth(t, r.a, an, r.b, bn)
+	var port *Port
+	err := r.a.Do(func() error {
+		ifi, err := net.InterfaceByName(an)
+		if err != nil {
+			return err
+		}
+		r.macA = ifi.HardwareAddr
+		port, err = OpenPort(ifi.Index, testOpts)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.q = NewQueue(port, nil, 64)
+	t.Cleanup(func() { r.q.Close() })
+	err = r.b.Do(func() error {
+		ifi, err := net.InterfaceByName(bn)
+		if err != nil {
+			return err
+		}
+		r.bIndex, r.macB = ifi.Index, ifi.HardwareAddr
+		if r.raw, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL))); err != nil {
+			return err
+		}
+		return unix.Bind(r.raw, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(r.raw) })
+	return r
+}
+
+func (r *rig) frame(t *testing.T, seq int, vlan uint16) []byte {
+	buf := gopacket.NewSerializeBuffer()
+	ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP, SrcIP: net.IP{198, 18, 0, 2}, DstIP: net.IP{198, 18, 0, 1}}
+	udp := &layers.UDP{SrcPort: 1000, DstPort: 2000}
+	udp.SetNetworkLayerForChecksum(ip)
+	payload := make([]byte, 64)
+	binary.BigEndian.PutUint32(payload, uint32(seq))
+	ls := []gopacket.SerializableLayer{&layers.Ethernet{SrcMAC: r.macB, DstMAC: r.macA, EthernetType: layers.EthernetTypeIPv4}}
+	if vlan != 0 {
+		ls = []gopacket.SerializableLayer{&layers.Ethernet{SrcMAC: r.macB, DstMAC: r.macA, EthernetType: layers.EthernetTypeDot1Q},
+			&layers.Dot1Q{VLANIdentifier: vlan, Type: layers.EthernetTypeIPv4}}
+	}
+	ls = append(ls, ip, udp, gopacket.Payload(payload))
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ls...); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func (r *rig) receive(t *testing.T, descs []dataplane.Desc, n int) int {
+	got := 0
+	deadline := time.Now().Add(3 * time.Second)
+	for got < n && time.Now().Before(deadline) {
+		k, err := r.q.Receive(descs[got:], 50*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Keep only our test frames (the kernel may send its own, e.g. IPv6
+		// router solicitations).
+		for i := got; i < got+k; i++ {
+			f := descs[i].Buf[descs[i].Off : descs[i].Off+descs[i].Len]
+			if !bytes.Equal(f[6:12], r.macB) || len(f) < 60 {
+				descs[i].Verdict = dataplane.VerdictKernel
+			}
+		}
+		got += k
+	}
+	return got
+}
+
+func TestReceiveAndTransmit(t *testing.T) {
+	r := newRig(t)
+	const n = 30
+	sent := map[uint32][]byte{}
+	for i := 0; i < n; i++ {
+		vlan := uint16(0)
+		if i%3 == 0 {
+			vlan = 100 + uint16(i)
+		}
+		f := r.frame(t, i, vlan)
+		sent[uint32(i)] = f
+		if err := unix.Sendto(r.raw, f, 0, &unix.SockaddrLinklayer{Ifindex: r.bIndex}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	descs := make([]dataplane.Desc, 128)
+	got := r.receive(t, descs, n)
+	seen := 0
+	for i := 0; i < got; i++ {
+		d := &descs[i]
+		if d.Verdict == dataplane.VerdictKernel {
+			continue
+		}
+		if d.Off < dataplane.Headroom {
+			t.Fatalf("only %d bytes of headroom", d.Off)
+		}
+		f := d.Buf[d.Off : d.Off+d.Len]
+		l3 := 14
+		if binary.BigEndian.Uint16(f[12:]) == 0x8100 {
+			l3 = 18
+		}
+		seq := binary.BigEndian.Uint32(f[l3+28:])
+		if !bytes.Equal(f, sent[seq]) {
+			t.Errorf("frame %d differs from what was sent (VLAN tag restored?)\n got % x\nwant % x", seq, f, sent[seq])
+		}
+		seen++
+		copy(f[0:6], r.macB)
+		copy(f[6:12], r.macA)
+		d.Verdict, d.Port = dataplane.VerdictTX, dataplane.PortIngress
+	}
+	if seen != n {
+		t.Fatalf("received %d of %d test frames", seen, n)
+	}
+	if err := r.q.Transmit(descs[:got]); err != nil {
+		t.Fatal(err)
+	}
+	back := 0
+	buf := make([]byte, 2048)
+	unix.SetsockoptTimeval(r.raw, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 200000})
+	deadline := time.Now().Add(3 * time.Second)
+	for back < n && time.Now().Before(deadline) {
+		k, from, err := unix.Recvfrom(r.raw, buf, 0)
+		if err != nil {
+			continue
+		}
+		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
+			continue
+		}
+		if k >= 60 && bytes.Equal(buf[0:6], r.macB) && bytes.Equal(buf[6:12], r.macA) {
+			back++
+		}
+	}
+	if back != n {
+		t.Errorf("%d of %d frames came back", back, n)
+	}
+	if st := r.q.Stats(); st.TxFrames < n || st.TxRingFull != 0 || st.Truncated != 0 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestCheckHost(t *testing.T) {
+	dir := t.TempDir()
+	write := func(path, v string) {
+		p := filepath.Join(dir, path)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(v+"\n"), 0o644)
+	}
+	vip4 := []netip.Addr{netip.MustParseAddr("198.18.0.100")}
+	vip6 := []netip.Addr{netip.MustParseAddr("2001:2::100")}
+	write("sys/net/ipv4/ip_forward", "0")
+	write("sys/net/ipv6/conf/all/forwarding", "1")
+	if err := CheckHost(dir, vip4); err != nil {
+		t.Errorf("IPv4 VIPs with IPv4 forwarding off: %v", err)
+	}
+	if err := CheckHost(dir, vip6); !errors.Is(err, ErrHost) {
+		t.Errorf("IPv6 forwarding on with an IPv6 VIP: %v", err)
+	}
+	write("sys/net/ipv4/ip_forward", "1")
+	err := CheckHost(dir, vip4)
+	if !errors.Is(err, ErrHost) || !bytes.Contains([]byte(err.Error()), []byte("sysctl -w net.ipv4.ip_forward=0")) {
+		t.Errorf("forwarding on: %v", err)
+	}
+	if err := CheckHost(filepath.Join(dir, "missing"), vip4); err == nil {
+		t.Errorf("unreadable sysctl accepted")
+	}
+	if err := CheckHost(dir, []netip.Addr{netip.MustParseAddr("127.0.0.1")}); err == nil || !bytes.Contains([]byte(err.Error()), []byte("local interface")) {
+		t.Errorf("a local address as VIP: %v", err)
+	}
+}
