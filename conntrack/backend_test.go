@@ -54,7 +54,7 @@ func TestBackendRepickAndDrain(t *testing.T) {
 		process(s, p, testKey(n), tcpACK)
 	}
 	before := map[uint32]int{}
-	s.CountByBackend(before)
+	countAll(s, before, 3)
 	for b := range uint32(4) {
 		if before[b] == 0 {
 			t.Fatalf("backend %d got no flows: %v", b, before)
@@ -81,7 +81,7 @@ func TestBackendRepickAndDrain(t *testing.T) {
 		t.Errorf("Repicks = %d, want %d (flows of backends 2 and 3)", got, want)
 	}
 	after := map[uint32]int{}
-	s.CountByBackend(after)
+	countAll(s, after, 1000)
 	want := map[uint32]int{0: before[0] + before[2] + before[3], 1: before[1]}
 	if len(after) != len(want) || after[0] != want[0] || after[1] != want[1] {
 		t.Errorf("CountByBackend after changes = %v, want %v", after, want)
@@ -136,4 +136,33 @@ func TestForEach(t *testing.T) {
 		t.Fatalf("visited %d, deleted %d, want 10 each", visited, s.Stats().Deletes)
 	}
 	checkInvariants(t, s)
+}
+
+// countAll runs CountByBackend to completion in steps of n buckets and
+// returns how many steps it took.
+func countAll(s *Shard, dst map[uint32]int, n int) int {
+	steps := 1
+	for next := s.CountByBackend(dst, 0, n); next != 0; next = s.CountByBackend(dst, next, n) {
+		steps++
+	}
+	return steps
+}
+
+func TestCountByBackendSteps(t *testing.T) {
+	s := newShard(t, 800) // 100 buckets
+	for n := range 300 {
+		insert(t, s, testKey(n), uint32(n%3), tcpSYN, Inserted)
+	}
+	for _, c := range []struct{ n, steps int }{{1, 100}, {7, 15}, {100, 1}, {1000, 1}, {0, 100}} {
+		got := map[uint32]int{}
+		if steps := countAll(s, got, c.n); steps != c.steps {
+			t.Errorf("step %d: %d calls, want %d", c.n, steps, c.steps)
+		}
+		if got[0] != 100 || got[1] != 100 || got[2] != 100 || len(got) != 3 {
+			t.Errorf("step %d: counts %v, want 100 each of 0, 1, 2", c.n, got)
+		}
+	}
+	if next := s.CountByBackend(map[uint32]int{}, 100, 5); next != 0 {
+		t.Errorf("from past the end: next %d, want 0", next)
+	}
 }

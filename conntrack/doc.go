@@ -65,6 +65,8 @@
 // Advance examines a few buckets from a round-robin cursor per call
 // (Config.ExpiryBucketsPerAdvance), never sweeping the table; a timed-out flow
 // not reached yet is already a miss for Lookup and a free slot for Insert.
+// A worker should also call Advance when it idles (e.g. on its poll timeout),
+// so that expiry and the published counters keep moving without traffic.
 //
 // # When full
 //
@@ -81,10 +83,10 @@
 // The table stores an opaque backend reference per flow. On each hit the
 // pipeline compares it with its snapshot: a removed or down backend is
 // replaced by a fresh Maglev pick with SetBackend (counted as a repick); a
-// draining backend keeps its flows. Shard.CountByBackend (and ForEach) walk a
-// shard to count flows per backend for the control plane; they run on the
-// owning worker between batches (the worker serves the request and hands back
-// the result), like every other Shard method.
+// draining backend keeps its flows. Shard.CountByBackend counts live flows
+// per backend for the control plane in bounded steps: the owning worker runs
+// one step between batches (the control plane sends the request, the worker
+// hands back the sum), like every other Shard method.
 //
 // # Reverse lookups without a table scan
 //

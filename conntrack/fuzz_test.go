@@ -232,7 +232,7 @@ func (m *model) step(op byte, in *fuzzInput) {
 		}
 	case 7: // CountByBackend: between the model's keepers and all it holds
 		got := map[uint32]int{}
-		m.s.CountByBackend(got)
+		countAll(m.s, got, 1+int(in.byte()%4))
 		lo, hi := map[uint32]int{}, map[uint32]int{}
 		for k := range m.flows {
 			if f := m.live(k); f != nil {

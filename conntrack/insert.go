@@ -50,7 +50,8 @@ func (r InsertResult) Tracked() bool { return r != Untracked }
 //     so a flood of new flows cannot unpin established ones.
 //
 // Every outcome is counted in Stats. Insert does a bounded amount of work:
-// at most 18 bucket metadata reads (the pair plus 16 relocation probes).
+// at most about 20 bucket metadata reads (the pair, 16 relocation probes,
+// the primary of an evicted flow) and no loops over the table.
 func (s *Shard) Insert(k *Key, h uint64, backend uint32, tcpFlags uint8) (Entry, InsertResult) {
 	p, t := s.locate(h)
 	a := s.alternate(p, t)

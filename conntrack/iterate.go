@@ -6,11 +6,10 @@ import "math/bits"
 // table order, until fn returns false. fn may Touch, SetBackend, SetFlags
 // or Delete the entry it is given, but must not Insert or Advance.
 //
-// It walks the whole shard, so it is for the control plane, not the packet
-// path — and like every Shard method it runs on the owner goroutine: the
-// worker runs a requested scan between two batches and hands the result
-// back (e.g. over a channel). It does not allocate, but the time it takes
-// delays the next batch: about a millisecond per 100k slots.
+// Like every Shard method it runs on the owner goroutine, and it walks the
+// whole shard in one go: about 1 ms per 100k slots, during which the worker
+// forwards nothing. It is meant for tests and for small tables; for periodic
+// control-plane counts use the bounded steps of CountByBackend.
 func (s *Shard) ForEach(fn func(Entry) bool) {
 	for bi := range s.buckets {
 		b := &s.buckets[bi]
@@ -26,11 +25,22 @@ func (s *Shard) ForEach(fn func(Entry) bool) {
 	}
 }
 
-// CountByBackend adds to dst[r] the number of live flows pinned to backend
-// reference r, for every r. Same rules as ForEach: owner goroutine, between
-// batches. It allocates only when dst gains a key.
-func (s *Shard) CountByBackend(dst map[uint32]int) {
-	for bi := range s.buckets {
+// CountByBackend adds to dst[r], for every backend reference r, the live
+// flows pinned to r in n buckets (8 slots each) starting at bucket from,
+// and returns the bucket to continue from: 0 once the walk has passed the
+// last bucket. A full count starts at 0 and calls it until it returns 0.
+//
+// The owning worker runs one step between batches, so the pause per step
+// is bounded (n=1024 is roughly 100 µs) while the control plane waits for
+// the sum. Flows inserted, removed or moved between steps may be missed or
+// counted twice: the result is a gauge, not an invariant. It allocates only
+// when dst gains a key.
+func (s *Shard) CountByBackend(dst map[uint32]int, from, n int) int {
+	if from < 0 || from >= len(s.buckets) {
+		return 0
+	}
+	end := min(len(s.buckets), from+max(n, 1))
+	for bi := from; bi < end; bi++ {
 		b := &s.buckets[bi]
 		for u := b.used(); u != 0; u &= u - 1 {
 			i := bits.TrailingZeros32(u)
@@ -39,4 +49,8 @@ func (s *Shard) CountByBackend(dst map[uint32]int) {
 			}
 		}
 	}
+	if end == len(s.buckets) {
+		return 0
+	}
+	return end
 }
