@@ -322,18 +322,3 @@ weight = 3
 		t.Errorf("content of multi-line values was indexed as keys")
 	}
 }
-
-func TestIsPrime(t *testing.T) {
-	primes := []uint64{2, 3, 13, 65537, 655373, MaxTableSize}
-	composites := []uint64{0, 1, 4, 65536, 65535, 16777215}
-	for _, p := range primes {
-		if !isPrime(p) {
-			t.Errorf("isPrime(%d) = false", p)
-		}
-	}
-	for _, c := range composites {
-		if isPrime(c) {
-			t.Errorf("isPrime(%d) = true", c)
-		}
-	}
-}

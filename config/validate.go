@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/vipd/vipd/hashing"
 )
 
 // Limits enforced by validation. Each is chosen so that a value beyond it is
@@ -15,7 +17,7 @@ const (
 	MaxQueues        = 256
 	MinConntrack     = 1024
 	MaxConntrack     = 1 << 28  // ~16 GiB of table; beyond that a box needs a second vipd
-	MaxTableSize     = 16777213 // the largest prime below 2^24
+	MaxTableSize     = 16777213 // the largest prime below 2^24 (hashing.MaxMaglevSize)
 	MinTableFactor   = 10       // reject M < 10 × backends: the table cannot balance
 	GoodTableFactor  = 100      // warn under 100 × backends (NSDI 2016 §3.4)
 	MaxRiseFall      = 100
@@ -201,7 +203,7 @@ func (c *collector) validateTableSize(p string, v *VIP) {
 	switch {
 	case m > MaxTableSize:
 		c.errorf(key, "must be at most %d, not %d", MaxTableSize, m)
-	case !isPrime(m):
+	case !hashing.IsPrime(m):
 		c.errorf(key, "%d is not prime: Maglev needs a prime table size (for example 65537 or 655373)", m)
 	case n > 0 && m < MinTableFactor*n:
 		c.errorf(key, "%d is too small for %d backends: use at least %d× the backend count (a prime ≥ %d)", m, n, MinTableFactor, MinTableFactor*n)
@@ -424,17 +426,3 @@ func checkIfName(name string) error {
 }
 
 func pow2(n int) bool { return n > 0 && n&(n-1) == 0 }
-
-// isPrime is trial division: table sizes are at most 2^24, so at most ~2000
-// divisions, once per VIP at load.
-func isPrime(n uint64) bool {
-	if n < 2 {
-		return false
-	}
-	for d := uint64(2); d*d <= n; d++ {
-		if n%d == 0 {
-			return false
-		}
-	}
-	return true
-}
