@@ -1,0 +1,78 @@
+// Package xdpprog is vipd's XDP steering program: it decides, for every
+// frame a NIC queue receives, whether vipd's AF_XDP socket on that queue
+// gets it or the kernel does. The program is assembled in Go with
+// github.com/cilium/ebpf/asm (no C compiler, no object files) and loaded
+// with its maps by Load.
+//
+// # The steering rule
+//
+// Per frame, in order:
+//
+//  1. Ethernet, with at most one 802.1Q tag. Any EtherType but IPv4 and
+//     IPv6 (ARP, LLDP, 802.1ad double tags, ...) passes to the kernel.
+//  2. IPv4 (the IHL is honoured; options are skipped) or the fixed IPv6
+//     header. Malformed headers (wrong version, IHL < 5, frame shorter
+//     than the header) pass. IPv6 packets whose source or destination is
+//     IPv4-mapped pass, so they can never alias an IPv4 entry.
+//  3. Destination address in the VIP set: redirect. Every protocol: TCP,
+//     UDP, pings to a VIP, ICMP errors for VIP flows; the pipeline decides
+//     what to do with them. (This holds even when the L4 header is cut
+//     short: the pipeline counts that as a drop.)
+//  4. Otherwise, if the destination is not a local address, a NAT reply
+//     is redirected:
+//     - TCP/UDP, not fragmented, whose (source address, protocol, source
+//     port) or (source address, protocol, 0) is a ReplyKey;
+//     - a TCP/UDP fragment (IPv4 with MF or a nonzero offset, the first
+//     fragment included; IPv6 with a Fragment header right after the
+//     fixed header) whose (source address, protocol) belongs to any
+//     ReplyKey, whatever its port: only the first fragment has ports, and
+//     every fragment of a datagram must take the same way. This mirrors
+//     the dataplane pipeline, which matches fragments on the address
+//     alone. An IPv6 atomic fragment (offset 0, M clear) is a whole
+//     packet and is matched on its ports;
+//     - an ICMP error (v4 types 3, 11, 12; v6 types 1–4) quoting a TCP/UDP
+//     packet whose (destination, protocol, destination port) is a
+//     ReplyKey, or with port 0: an error from a NAT backend, or a router
+//     in front of it, about a client's packet, on its way to the client.
+//     Without it a NAT client would never see "fragmentation needed" for
+//     its flow. The pipeline handles exactly these (natReplyICMP4/6).
+//  5. Everything else passes. The program never drops.
+//
+// So the kernel keeps everything that is not vipd's: ARP and neighbour
+// discovery, SSH and BGP to the box, pings to the box, and replies to the
+// box's own addresses (health checks of the same backends), because rule
+// 4 never fires for a local destination. IPv6 packets with extension
+// headers other than a leading Fragment header are steered only by a VIP
+// destination; a NAT reply carrying them goes to the kernel.
+//
+// "Redirect" is bpf_redirect_map into the XSKMAP slot of the receive
+// queue, with XDP_PASS as the verdict when that slot holds no socket
+// (kernel 5.9 and later). A queue without a vipd socket therefore loses
+// nothing: its frames reach the kernel as if vipd were not there.
+//
+// # Maps
+//
+// All addresses are 16 bytes, IPv4 as ::ffff:a.b.c.d, so one map holds
+// both families. The hash maps are preallocated; values are one byte.
+//
+//	vipd_vips     hash  addr[16]                          4096 entries
+//	vipd_local    hash  addr[16]                           256 entries
+//	vipd_replies  hash  addr[16] proto pad port(BE16)    65536 entries
+//	vipd_rhosts   hash  addr[16] proto pad 0             65536 entries
+//	vipd_xsks     xskmap queue id → AF_XDP socket       queues entries
+//
+// vipd_rhosts is derived from the reply keys by Update and serves the
+// fragment rule.
+//
+// # Lifetime
+//
+// Load creates the program and maps; Attach links the program to an
+// interface through a BPF link owned by this process; Update rewrites the
+// sets while the program runs (see its transient); Close detaches and
+// frees it all. Because BPF links and maps live only as long as their
+// file descriptors, a vipd that dies leaves nothing in the kernel either.
+//
+// Kernel requirements: 5.9 (BPF links for XDP and the redirect fallback).
+// Before 5.11 the maps are charged to RLIMIT_MEMLOCK, which the caller
+// must raise.
+package xdpprog
