@@ -50,6 +50,7 @@ func (w *Worker) Run(ctx context.Context, q Queue, snaps *Snapshots, batch int, 
 		if err != nil {
 			return err
 		}
+		w.serveCount()
 		if n == 0 {
 			w.now = Nanotime()
 			w.Publish() // idle: keep what others read fresh

@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,6 +72,55 @@ type Worker struct {
 	publishEvery int64
 	lastPublish  int64
 	pub          atomic.Pointer[Counters]
+
+	countMu  sync.Mutex // one flow count at a time
+	countReq atomic.Pointer[flowCount]
+}
+
+// flowCount is a request for the live flows per backend reference, served
+// by the worker between batches in bounded steps.
+type flowCount struct {
+	dst  map[uint32]int
+	next int
+	done chan struct{}
+}
+
+// countStep is how many conntrack buckets a worker counts between two
+// batches (about 100 µs for 1024).
+const countStep = 1024
+
+// CountFlows returns the worker's live flows per backend reference. It may
+// be called from any goroutine while the worker runs (Run); the worker
+// walks its shard in steps between batches, so the answer takes a while on
+// a big table and is a gauge: flows created or ended meanwhile may be
+// missed or counted twice.
+func (w *Worker) CountFlows(ctx context.Context) (map[uint32]int, error) {
+	w.countMu.Lock()
+	defer w.countMu.Unlock()
+	r := &flowCount{dst: map[uint32]int{}, done: make(chan struct{})}
+	w.countReq.Store(r)
+	select {
+	case <-r.done:
+		return r.dst, nil
+	case <-ctx.Done():
+		// Withdraw r. A worker already in a step on it finishes that
+		// step on r's own map, which nobody reads any more.
+		w.countReq.CompareAndSwap(r, nil)
+		return nil, ctx.Err()
+	}
+}
+
+// serveCount advances a pending flow count by one step.
+func (w *Worker) serveCount() {
+	r := w.countReq.Load()
+	if r == nil {
+		return
+	}
+	r.next = w.ct.CountByBackend(r.dst, r.next, countStep)
+	if r.next == 0 || w.countReq.Load() != r {
+		w.countReq.CompareAndSwap(r, nil)
+		close(r.done)
+	}
 }
 
 // NewWorker returns a worker that tracks flows in ct.

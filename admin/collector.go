@@ -1,0 +1,135 @@
+package admin
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vipd/vipd/dataplane"
+)
+
+// collector turns a Provider's Metrics into Prometheus metrics at scrape
+// time. Counters come from the workers' published copies, so a scrape
+// never stops a worker.
+type collector struct {
+	p Provider
+}
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc("vipd_"+name, help, labels, nil)
+}
+
+var (
+	dRxFrames    = desc("rx_frames_total", "Frames received, per worker.", "worker")
+	dRxBytes     = desc("rx_bytes_total", "Bytes received, per worker.", "worker")
+	dVerdicts    = desc("verdicts_total", "Frames by pipeline verdict.", "verdict")
+	dDrops       = desc("drops_total", "Packets not forwarded, by reason.", "reason")
+	dICMPSent    = desc("icmp_sent_total", "ICMP messages vipd sent (fragmentation needed, packet too big, echo replies).")
+	dICMPLimited = desc("icmp_rate_limited_total", "ICMP messages suppressed by the per-worker rate limit.")
+	dICMPSteered = desc("icmp_steered_total", "ICMP errors steered to the backend owning their flow.")
+	dFragments   = desc("fragments_out_total", "Fragments vipd made from packets too big for the egress MTU with DF clear.")
+	dReplies     = desc("nat_replies_total", "NAT replies translated back to their VIP.")
+	dLookups     = desc("flow_lookups_total", "Connection-table lookups on the packet path.", "result")
+	dUntracked   = desc("flows_untracked_total", "New flows the connection table had no room for (forwarded statelessly).")
+	dRepicked    = desc("flows_repicked_total", "Flows moved off a backend that went down or away.")
+	dStateless   = desc("stateless_packets_total", "Packets forwarded by Maglev alone (fragments, untracked flows).")
+	dBatches     = desc("worker_batches_total", "Batches processed, per worker.", "worker")
+	dBatchSize   = desc("worker_batch_size", "Frames per batch, per worker.", "worker")
+	dVIPPackets  = desc("vip_packets_total", "Packets forwarded for a VIP (both directions in NAT mode).", "vip")
+	dVIPBytes    = desc("vip_bytes_total", "IP bytes forwarded for a VIP.", "vip")
+	dVIPNewFlows = desc("vip_new_flows_total", "New flows of a VIP.", "vip")
+	dBePackets   = desc("backend_packets_total", "Packets sent to a backend.", "vip", "backend")
+	dBeBytes     = desc("backend_bytes_total", "IP bytes sent to a backend.", "vip", "backend")
+	dBeNewFlows  = desc("backend_new_flows_total", "Flows pinned to a backend.", "vip", "backend")
+	dBeUp        = desc("backend_forwarding", "Backend forwarding state: 1 up, 0.5 draining (existing flows only), 0 down.", "vip", "backend")
+	dCTEntries   = desc("conntrack_entries", "Flows in the connection table.")
+	dCTCapacity  = desc("conntrack_capacity", "Flows the connection table can hold.")
+	dCTInserts   = desc("conntrack_inserts_total", "Flows inserted into the connection table.")
+	dCTExpired   = desc("conntrack_expirations_total", "Flows reclaimed after their idle timeout.")
+	dCTEvictions = desc("conntrack_evictions_total", "Flows evicted to make room, by reason.", "reason")
+	dCTFull      = desc("conntrack_full_total", "Inserts refused for want of room (the flow went stateless).")
+	dDriver      = desc("driver_events_total", "Driver counters, summed over queues.", "event")
+	dReloads     = desc("config_reloads_total", "Configuration reloads, by result.", "result")
+	dAllDown     = desc("all_backends_down_total", "Times every backend of a VIP was found down.", "vip")
+	dGeneration  = desc("snapshot_generation", "Snapshots published since start.")
+)
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	prometheus.DescribeByCollect(c, ch)
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	m := c.p.Metrics()
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	sum := dataplane.Sum(m.Workers...)
+	for i, w := range m.Workers {
+		id := strconv.Itoa(i)
+		counter(dRxFrames, w.RxFrames, id)
+		counter(dRxBytes, w.RxBytes, id)
+		counter(dBatches, w.Batches, id)
+		buckets := make(map[float64]uint64, len(w.BatchSizes))
+		var cum uint64
+		for b, n := range w.BatchSizes {
+			cum += n
+			if b < len(w.BatchSizes)-1 {
+				buckets[float64(uint(1)<<b)] = cum
+			}
+		}
+		ch <- prometheus.MustNewConstHistogram(dBatchSize, w.Batches, float64(w.BatchFrames), buckets, id)
+	}
+	for v := dataplane.Verdict(0); v < dataplane.Verdict(len(sum.Verdicts)); v++ {
+		counter(dVerdicts, sum.Verdicts[v], v.String())
+	}
+	for _, r := range dataplane.DropReasons() {
+		counter(dDrops, sum.Drops[r], r.String())
+	}
+	counter(dICMPSent, sum.ICMPSent)
+	counter(dICMPLimited, sum.ICMPRateLimited)
+	counter(dICMPSteered, sum.ICMPSteered)
+	counter(dFragments, sum.FragmentsOut)
+	counter(dReplies, sum.Replies)
+	counter(dLookups, sum.FlowHits, "hit")
+	counter(dLookups, sum.FlowMisses, "miss")
+	counter(dUntracked, sum.Untracked)
+	counter(dRepicked, sum.Repicked)
+	counter(dStateless, sum.Stateless)
+	for id, name := range m.VIPNames {
+		if int(id) < len(sum.VIPs) {
+			f := sum.VIPs[id]
+			counter(dVIPPackets, f.Packets, name)
+			counter(dVIPBytes, f.Bytes, name)
+			counter(dVIPNewFlows, f.NewFlows, name)
+		}
+	}
+	for ref, l := range m.Backends {
+		if int(ref) < len(sum.Backends) {
+			f := sum.Backends[ref]
+			counter(dBePackets, f.Packets, l.VIP, l.Backend)
+			counter(dBeBytes, f.Bytes, l.VIP, l.Backend)
+			counter(dBeNewFlows, f.NewFlows, l.VIP, l.Backend)
+		}
+		gauge(dBeUp, m.BackendUp[ref], l.VIP, l.Backend)
+	}
+	ct := m.Conntrack
+	gauge(dCTEntries, float64(ct.Entries))
+	gauge(dCTCapacity, float64(ct.Capacity))
+	counter(dCTInserts, ct.Inserts)
+	counter(dCTExpired, ct.Expirations)
+	counter(dCTEvictions, ct.EvictedExpired, "expired")
+	counter(dCTEvictions, ct.EvictedUnestablished, "unestablished")
+	counter(dCTFull, ct.UntrackedFull)
+	for name, v := range m.Driver {
+		counter(dDriver, v, name)
+	}
+	for result, v := range m.Reloads {
+		counter(dReloads, v, result)
+	}
+	for vip, v := range m.AllDown {
+		counter(dAllDown, v, vip)
+	}
+	gauge(dGeneration, float64(m.Generation))
+}

@@ -1,0 +1,99 @@
+package admin
+
+import (
+	"context"
+	"time"
+
+	"github.com/vipd/vipd/conntrack"
+	"github.com/vipd/vipd/dataplane"
+)
+
+// State is the answer of GET /v1/state.
+type State struct {
+	Version    string    `json:"version"`
+	ConfigFile string    `json:"config_file"`
+	LoadedAt   time.Time `json:"loaded_at"`
+	// Generation counts the snapshots published since start.
+	Generation uint64          `json:"generation"`
+	IO         string          `json:"io"`
+	Workers    int             `json:"workers"`
+	VIPs       []VIPState      `json:"vips"`
+	Conntrack  conntrack.Stats `json:"conntrack"`
+}
+
+// VIPState is one VIP in State.
+type VIPState struct {
+	Name      string `json:"name"`
+	Address   string `json:"address"`
+	Port      uint16 `json:"port"`
+	Protocol  string `json:"protocol"`
+	Mode      string `json:"mode"`
+	FlowHash  string `json:"flow_hash"`
+	TableSize uint32 `json:"table_size"`
+	// AllDown: every enabled backend failed its health check; OnAllDown
+	// says what the VIP does about it.
+	AllDown   bool           `json:"all_down"`
+	OnAllDown string         `json:"on_all_down"`
+	Packets   uint64         `json:"packets"`
+	Bytes     uint64         `json:"bytes"`
+	NewFlows  uint64         `json:"new_flows"`
+	Backends  []BackendState `json:"backends"`
+}
+
+// BackendState is one backend in State.
+type BackendState struct {
+	Address string `json:"address"`
+	Port    uint16 `json:"port"` // 0: the client's destination port
+	Ref     uint32 `json:"ref"`
+	// Weight is the configured weight; MaglevWeight what the table uses
+	// now (scaled, slow start applied; 0 when it takes no new flows).
+	Weight       uint32 `json:"weight"`
+	MaglevWeight uint32 `json:"maglev_weight"`
+	// Config is the configured state (active, draining, disabled); Health
+	// the check's verdict (up, down, unknown, none); Drained whether the
+	// admin API or the check drains it; Forwarding what the dataplane does
+	// (up: new and existing flows, draining: existing only, down: none).
+	Config     string `json:"config"`
+	Health     string `json:"health"`
+	Drained    bool   `json:"drained"`
+	Forwarding string `json:"forwarding"`
+	// SlowStart is the fraction of the weight a ramping backend has, 1 when
+	// not ramping.
+	SlowStart   float64 `json:"slow_start"`
+	ActiveFlows int     `json:"active_flows"`
+	Packets     uint64  `json:"packets"`
+	Bytes       uint64  `json:"bytes"`
+	NewFlows    uint64  `json:"new_flows"`
+}
+
+// Metrics is the raw material of /metrics, taken in one go.
+type Metrics struct {
+	Workers   []*dataplane.Counters
+	Conntrack conntrack.Stats
+	// VIPNames names VIP IDs, Backends backend references, for labels.
+	VIPNames map[uint16]string
+	Backends map[uint32]BackendLabel
+	// Driver holds driver counters by name (e.g. "tx_ring_full"), summed
+	// over queues.
+	Driver map[string]uint64
+	// Gauges: backend forwarding state (1 up, 0.5 draining, 0 down) by ref.
+	BackendUp  map[uint32]float64
+	Reloads    map[string]uint64 // by result: ok, error
+	AllDown    map[string]uint64 // events per VIP name
+	Generation uint64
+}
+
+// BackendLabel identifies a backend in metric labels.
+type BackendLabel struct {
+	VIP     string
+	Backend string // addr:port
+}
+
+// Provider is what the daemon offers the admin server.
+type Provider interface {
+	State(ctx context.Context) (*State, error)
+	Metrics() *Metrics
+	// SetDrain drains (or undrains) backend ("addr:port", or "addr" when
+	// the VIP does not rewrite ports) of the VIP named vip.
+	SetDrain(vip, backend string, drain bool) error
+}
