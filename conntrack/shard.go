@@ -3,9 +3,10 @@ package conntrack
 import "math/bits"
 
 // Shard is one worker's part of the table. It is owned by a single
-// goroutine: every method except those on Table is unsynchronized and must
-// be called by the owner only (the owner may hand a shard to another
-// goroutine with the usual happens-before, e.g. a channel).
+// goroutine: no Shard method is synchronized, and all must be called by the
+// owner only (ownership may pass to another goroutine through the usual
+// happens-before, e.g. a channel). Only Table.Stats reads a shard from
+// elsewhere, through the counters Advance publishes.
 //
 // Each flow has two candidate buckets, both derived from the flow hash h
 // passed by the caller: the primary, from the high bits of h, and the
