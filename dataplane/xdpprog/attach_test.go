@@ -1,0 +1,235 @@
+package xdpprog
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+)
+
+// xdpState is what `ip -d -j link` reports about an interface's XDP
+// attachment: mode 0 none, 1 driver, 2 generic (XDP_ATTACHED_*).
+type xdpState struct {
+	Mode int
+	Prog uint32
+}
+
+func (n *netNS) xdp(t testing.TB, dev string) xdpState {
+	t.Helper()
+	var links []struct {
+		XDP *struct {
+			Mode int `json:"mode"`
+			Prog *struct {
+				ID uint32 `json:"id"`
+			} `json:"prog"`
+		} `json:"xdp"`
+	}
+	out := n.ip(t, "-d", "-j", "link", "show", "dev", dev)
+	if err := json.Unmarshal([]byte(out), &links); err != nil || len(links) != 1 {
+		t.Fatalf("ip -d -j link show dev %s: %v: %s", dev, err, out)
+	}
+	var s xdpState
+	if x := links[0].XDP; x != nil {
+		s.Mode = x.Mode
+		if x.Prog != nil {
+			s.Prog = x.Prog.ID
+		}
+	}
+	return s
+}
+
+func progID(t testing.TB, p *Program) uint32 {
+	t.Helper()
+	info, err := p.prog.Info()
+	if err != nil {
+		t.Fatalf("program info: %v", err)
+	}
+	id, ok := info.ID()
+	if !ok {
+		t.Fatal("the kernel reports no program id")
+	}
+	return uint32(id)
+}
+
+func mapIDs(t testing.TB, p *Program) []ebpf.MapID {
+	t.Helper()
+	var ids []ebpf.MapID
+	for _, m := range p.maps {
+		info, err := m.Info()
+		if err != nil {
+			t.Fatalf("map info: %v", err)
+		}
+		id, ok := info.ID()
+		if !ok {
+			t.Fatal("the kernel reports no map id")
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// attach attaches p inside namespace n.
+func attach(t testing.TB, n *netNS, p *Program, dev string, mode Mode) (Mode, error) {
+	t.Helper()
+	idx := n.ifindex(t, dev)
+	var got Mode
+	err := n.do(func() (err error) {
+		got, err = p.Attach(idx, mode)
+		return err
+	})
+	return got, err
+}
+
+// gone waits until the kernel has freed the program and maps of the given
+// ids: it releases maps after an RCU grace period, not at close.
+func gone(t testing.TB, prog uint32, maps []ebpf.MapID) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var left []string
+		if p, err := ebpf.NewProgramFromID(ebpf.ProgramID(prog)); err == nil {
+			p.Close()
+			left = append(left, "program")
+		} else if !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("program %d: %v", prog, err)
+		}
+		for _, id := range maps {
+			if m, err := ebpf.NewMapFromID(id); err == nil {
+				m.Close()
+				left = append(left, "map")
+			} else if !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("map %d: %v", id, err)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still in the kernel 5 s after Close: %v", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestAttachClose: Auto picks native mode on a veth, generic mode can be
+// asked for, the program shows on the interfaces, and Close leaves no
+// attachment, program or map behind.
+func TestAttachClose(t *testing.T) {
+	needRoot(t)
+	ns := newNetNS(t)
+	vethPair(t, ns, "veth0", "veth1", nil)
+	p, err := Load(2)
+	skipIfDenied(t, "BPF", err)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			p.Close()
+		}
+	})
+	id, maps := progID(t, p), mapIDs(t, p)
+
+	mode, err := attach(t, ns, p, "veth0", Auto)
+	if err != nil || mode != Native {
+		t.Fatalf("Attach(veth0, Auto) = %v, %v; want native (veth has native XDP)", mode, err)
+	}
+	if s := ns.xdp(t, "veth0"); s != (xdpState{Mode: 1, Prog: id}) {
+		t.Errorf("veth0: %+v, want driver mode with program %d", s, id)
+	}
+	if _, err := attach(t, ns, p, "veth0", Generic); err == nil {
+		t.Error("a second Attach to veth0 succeeded")
+	}
+	mode, err = attach(t, ns, p, "veth1", Generic)
+	if err != nil || mode != Generic {
+		t.Fatalf("Attach(veth1, Generic) = %v, %v", mode, err)
+	}
+	if s := ns.xdp(t, "veth1"); s != (xdpState{Mode: 2, Prog: id}) {
+		t.Errorf("veth1: %+v, want generic mode with program %d", s, id)
+	}
+	if _, err := attach(t, ns, p, "veth1", Mode(7)); err == nil {
+		t.Error("Attach with an invalid mode succeeded")
+	}
+
+	closed = true
+	if err := p.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for _, dev := range []string{"veth0", "veth1"} {
+		if s := ns.xdp(t, dev); s != (xdpState{}) {
+			t.Errorf("%s after Close: %+v, want no XDP program", dev, s)
+		}
+	}
+	gone(t, id, maps)
+	if err := p.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := p.Attach(1, Auto); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Attach after Close: %v, want net.ErrClosed", err)
+	}
+	if err := p.Register(0, 0); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Register after Close: %v, want net.ErrClosed", err)
+	}
+	if err := p.Update(nil, nil, nil); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Update after Close: %v, want net.ErrClosed", err)
+	}
+}
+
+// TestAttachAutoFallsBack: on a device without native XDP (a bridge), Auto
+// falls back to generic mode and Native fails.
+func TestAttachAutoFallsBack(t *testing.T) {
+	p := load(t, 1)
+	ns := newNetNS(t)
+	ns.ip(t, "link", "add", "br0", "type", "bridge")
+	if _, err := attach(t, ns, p, "br0", Native); err == nil {
+		t.Fatal("Attach(br0, Native) succeeded; a bridge has no native XDP")
+	}
+	if s := ns.xdp(t, "br0"); s != (xdpState{}) {
+		t.Fatalf("br0 after a failed native attach: %+v", s)
+	}
+	mode, err := attach(t, ns, p, "br0", Auto)
+	if err != nil || mode != Generic {
+		t.Fatalf("Attach(br0, Auto) = %v, %v; want generic", mode, err)
+	}
+	if s := ns.xdp(t, "br0"); s != (xdpState{Mode: 2, Prog: progID(t, p)}) {
+		t.Errorf("br0: %+v, want generic mode", s)
+	}
+}
+
+// TestAttachBadInterface: an interface index that does not exist.
+func TestAttachBadInterface(t *testing.T) {
+	p := load(t, 1)
+	ns := newNetNS(t)
+	if err := ns.do(func() error {
+		_, err := p.Attach(1<<30, Auto)
+		return err
+	}); err == nil {
+		t.Error("Attach to a missing interface succeeded")
+	}
+}
+
+// TestRegisterBounds: queues outside the XSKMAP.
+func TestRegisterBounds(t *testing.T) {
+	p := load(t, 2)
+	for _, q := range []int{-1, 2} {
+		if err := p.Register(q, 0); err == nil {
+			t.Errorf("Register(%d) on a 2-queue program succeeded", q)
+		}
+		if err := p.Unregister(q); err == nil {
+			t.Errorf("Unregister(%d) on a 2-queue program succeeded", q)
+		}
+	}
+	if err := p.Register(1, 0); err == nil {
+		t.Error("Register of a non-AF_XDP fd succeeded")
+	}
+	for _, q := range []int{0, -1, maxQueues + 1} {
+		if _, err := Load(q); err == nil {
+			t.Errorf("Load(%d) succeeded", q)
+		}
+	}
+}
