@@ -140,8 +140,8 @@ func (c *collector) validateAdmin(a *Admin) {
 		c.errorf(key, "must be host:port (for example %q), not %q", DefaultAdminListen, a.Listen)
 		return
 	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		c.errorf(key, "port must be from 1 to 65535, not %q", port)
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		c.errorf(key, "port must be from 0 (any free port, logged at start) to 65535, not %q", port)
 	}
 	if host == "localhost" {
 		return

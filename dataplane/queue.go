@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync/atomic"
 	"time"
+
+	"github.com/vipd/vipd/conntrack"
 )
 
 // Queue is one NIC queue as a driver presents it to a worker. A queue is
@@ -52,8 +54,10 @@ func (w *Worker) Run(ctx context.Context, q Queue, snaps *Snapshots, batch int, 
 		}
 		w.serveCount()
 		if n == 0 {
+			// Idle: keep expiry going and what others read fresh.
 			w.now = Nanotime()
-			w.Publish() // idle: keep what others read fresh
+			w.ct.Advance(conntrack.Tick(w.now / int64(time.Second)))
+			w.Publish()
 			continue
 		}
 		w.Begin(snaps.Load(), Nanotime(), q)

@@ -1,0 +1,361 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"reflect"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/conntrack"
+	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/dataplane"
+)
+
+// Options configure a Daemon.
+type Options struct {
+	// ConfigPath is the file Reload reads again.
+	ConfigPath string
+	Platform   Platform
+	Log        *slog.Logger
+	Version    string
+	// PollTimeout bounds how long an idle worker waits for frames; it is
+	// also how quickly workers notice shutdown. Default 100 ms.
+	PollTimeout time.Duration
+	// Worker tunes the workers (ICMP rate limit, counter publication).
+	Worker dataplane.WorkerOptions
+}
+
+// Daemon is a running vipd.
+type Daemon struct {
+	opts Options
+	log  *slog.Logger
+	reg  *control.Registry
+
+	mu       sync.Mutex // guards everything below, and publication
+	cfg      *config.Config
+	loadedAt time.Time
+	health   map[uint32]control.Status // from health checks, by ref
+	drains   map[uint32]bool           // from the admin API, by ref
+	spec     *dataplane.Spec
+	allDown  map[string]bool // VIPs currently all down
+	gen      uint64
+
+	snaps   dataplane.Snapshots
+	workers []*dataplane.Worker
+	ct      *conntrack.Table
+
+	reloadOK, reloadErr atomic.Uint64
+	allDownEvents       sync.Map // VIP name → *atomic.Uint64
+	adminAddr           atomic.Pointer[string]
+}
+
+// New prepares a daemon for cfg; Run starts it.
+func New(cfg *config.Config, opts Options) *Daemon {
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.PollTimeout <= 0 {
+		opts.PollTimeout = 100 * time.Millisecond
+	}
+	return &Daemon{
+		opts: opts, log: opts.Log, reg: control.NewRegistry(),
+		cfg: cfg, loadedAt: time.Now(),
+		health: map[uint32]control.Status{}, drains: map[uint32]bool{}, allDown: map[string]bool{},
+	}
+}
+
+// Run opens the dataplane, publishes the first snapshot, starts the
+// workers, the platform's background work and the admin server, and serves
+// until ctx is done. Then it stops the workers and undoes what the
+// platform installed.
+func (d *Daemon) Run(ctx context.Context) (err error) {
+	cfg := d.config()
+	queues, err := d.opts.Platform.OpenQueues(&cfg.Dataplane)
+	if err != nil {
+		d.opts.Platform.Close()
+		return err
+	}
+	defer func() {
+		for _, q := range queues {
+			q.Close()
+		}
+		if cerr := d.opts.Platform.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	ct := cfg.Conntrack
+	d.ct, err = conntrack.New(conntrack.Config{
+		Capacity: ct.Capacity, Shards: len(queues),
+		Timeouts: conntrack.Timeouts{
+			TCPUnestablished: ct.TCPUnestablished.D(), TCPEstablished: ct.TCPEstablished.D(),
+			TCPClosing: ct.TCPClosing.D(), UDP: ct.UDP.D(),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("conntrack: %w", err)
+	}
+	for i := range queues {
+		d.workers = append(d.workers, dataplane.NewWorker(d.ct.Shard(i), d.opts.Worker))
+	}
+	if err := d.publish("start"); err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var srv *http.Server
+	if cfg.Admin.Listen != "" {
+		ln, err := net.Listen("tcp", cfg.Admin.Listen)
+		if err != nil {
+			return fmt.Errorf("admin server: %w", err)
+		}
+		addr := ln.Addr().String()
+		d.adminAddr.Store(&addr)
+		srv = &http.Server{Handler: admin.Handler(d), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				cancel(fmt.Errorf("admin server: %w", err))
+			}
+		}()
+		d.log.Info("admin server listening", "addr", addr)
+	}
+
+	var wg sync.WaitGroup
+	for i, q := range queues {
+		w := d.workers[i]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// A worker owns its queue and shard; keeping it on one thread
+			// keeps its cache and its socket's CPU affinity warm.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			if err := w.Run(ctx, q, &d.snaps, cfg.Dataplane.BatchSize, d.opts.PollTimeout); err != nil {
+				cancel(fmt.Errorf("worker %d: %w", i, err))
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := d.opts.Platform.Run(ctx, func() { d.publish("host") }); err != nil && ctx.Err() == nil {
+			cancel(fmt.Errorf("platform: %w", err))
+		}
+	}()
+	d.log.Info("vipd running", "vips", len(cfg.VIPs), "workers", len(queues), "io", cfg.Dataplane.IO)
+
+	<-ctx.Done()
+	if srv != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+		srv.Shutdown(sctx)
+		scancel()
+	}
+	wg.Wait()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	d.log.Info("vipd stopped")
+	return nil
+}
+
+// AdminAddr returns the admin server's address once it listens.
+func (d *Daemon) AdminAddr() string {
+	if p := d.adminAddr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+func (d *Daemon) config() *config.Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg
+}
+
+// publish compiles the current state into a snapshot and publishes it.
+func (d *Daemon) publish(why string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.publishLocked(why)
+}
+
+func (d *Daemon) publishLocked(why string) error {
+	host := d.opts.Platform.Host()
+	status := make(map[uint32]control.Status, len(d.health)+len(d.drains))
+	for ref, st := range d.health {
+		status[ref] = st
+	}
+	for ref, on := range d.drains {
+		st := status[ref]
+		st.Draining = st.Draining || on
+		status[ref] = st
+	}
+	spec, allDown, err := control.Compile(d.cfg, d.reg, &host, status)
+	if err != nil {
+		return err
+	}
+	snap, err := dataplane.NewSnapshot(spec)
+	if err != nil {
+		return err
+	}
+	if err := d.opts.Platform.Apply(steeringOf(spec)); err != nil {
+		return fmt.Errorf("steering: %w", err)
+	}
+	d.snaps.Store(snap)
+	d.spec = spec
+	d.gen++
+	now := map[string]bool{}
+	for _, name := range allDown {
+		now[name] = true
+		if !d.allDown[name] {
+			c, _ := d.allDownEvents.LoadOrStore(name, new(atomic.Uint64))
+			c.(*atomic.Uint64).Add(1)
+			mode := "drop"
+			for _, v := range d.cfg.VIPs {
+				if v.Name == name {
+					mode = string(v.HealthCheck.OnAllDown)
+				}
+			}
+			d.log.Warn("every backend of the VIP is down", "vip", name, "on_all_down", mode)
+		}
+	}
+	for name := range d.allDown {
+		if !now[name] {
+			d.log.Info("the VIP has a backend up again", "vip", name)
+		}
+	}
+	d.allDown = now
+	d.log.Debug("snapshot published", "generation", d.gen, "why", why)
+	return nil
+}
+
+// ErrRestartNeeded is wrapped by Reload when the new file changes settings
+// that only take effect at start.
+var ErrRestartNeeded = errors.New("needs a restart")
+
+// Reload reads the configuration file again. A file that does not load,
+// or that changes [dataplane], [conntrack] or [admin] (other than
+// egress_mtu), is refused: the running configuration stays and the error
+// says why. Otherwise VIPs and backends that stay keep their flows,
+// removed ones stop, and new VIPs are announced.
+func (d *Daemon) Reload() error {
+	cfg, warns, err := config.Load(d.opts.ConfigPath)
+	for _, w := range warns {
+		d.log.Warn("config warning", "problem", w.String())
+	}
+	if err != nil {
+		d.reloadErr.Add(1)
+		d.log.Error("reload refused: the running configuration stays", "err", err)
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := restartOnly(d.cfg, cfg); err != nil {
+		d.reloadErr.Add(1)
+		d.log.Error("reload refused: the running configuration stays", "err", err)
+		return err
+	}
+	old := d.cfg
+	d.cfg = cfg
+	if err := d.publishLocked("reload"); err != nil {
+		d.cfg = old
+		d.reloadErr.Add(1)
+		d.log.Error("reload refused: the running configuration stays", "err", err)
+		return err
+	}
+	keepVIP, keepBackend := map[string]bool{}, map[string]bool{}
+	for i := range cfg.VIPs {
+		v := &cfg.VIPs[i]
+		keepVIP[control.VIPKey(v)] = true
+		for j := range v.Backends {
+			keepBackend[control.BackendKey(v, &v.Backends[j])] = true
+		}
+	}
+	d.reg.Forget(keepVIP, keepBackend)
+	d.loadedAt = time.Now()
+	d.reloadOK.Add(1)
+	d.log.Info("configuration reloaded", "vips", len(cfg.VIPs), "generation", d.gen)
+	return nil
+}
+
+// restartOnly reports changes a reload cannot apply.
+func restartOnly(old, new *config.Config) error {
+	a, b := old.Dataplane, new.Dataplane
+	a.EgressMTU, b.EgressMTU = 0, 0
+	var changed []string
+	if !reflect.DeepEqual(a, b) {
+		changed = append(changed, "[dataplane]")
+	}
+	if old.Conntrack != new.Conntrack {
+		changed = append(changed, "[conntrack]")
+	}
+	if old.Admin != new.Admin {
+		changed = append(changed, "[admin]")
+	}
+	if len(changed) > 0 {
+		return fmt.Errorf("%v changed: %w", changed, ErrRestartNeeded)
+	}
+	return nil
+}
+
+// findBackend resolves a VIP name and a backend ("addr:port", or "addr")
+// to the backend's reference.
+func (d *Daemon) findBackend(vipName, backend string) (uint32, error) {
+	for i := range d.cfg.VIPs {
+		v := &d.cfg.VIPs[i]
+		if v.Name != vipName {
+			continue
+		}
+		for j := range v.Backends {
+			b := &v.Backends[j]
+			ap := netip.AddrPortFrom(b.Address, b.Port)
+			if backend == ap.String() || (b.Port == 0 && backend == b.Address.String()) ||
+				backend == netip.AddrPortFrom(b.Address, max(b.Port, v.Port)).String() {
+				return d.reg.Ref(control.BackendKey(v, b)), nil
+			}
+		}
+		return 0, fmt.Errorf("VIP %q has no backend %q: %w", vipName, backend, admin.ErrNotFound)
+	}
+	return 0, fmt.Errorf("no VIP %q: %w", vipName, admin.ErrNotFound)
+}
+
+// SetDrain implements admin.Provider: a drained backend keeps its flows
+// and takes no new ones, until undrained. Drains set here last until the
+// process stops; a lasting one belongs in the configuration (state =
+// "draining").
+func (d *Daemon) SetDrain(vipName, backend string, drain bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ref, err := d.findBackend(vipName, backend)
+	if err != nil {
+		return err
+	}
+	if drain {
+		d.drains[ref] = true
+	} else {
+		delete(d.drains, ref)
+	}
+	d.log.Info("backend drain changed", "vip", vipName, "backend", backend, "drain", drain)
+	return d.publishLocked("drain")
+}
+
+// SetHealth records a backend's health-check verdict and republishes.
+func (d *Daemon) SetHealth(ref uint32, st control.Status) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.health[ref] == st {
+		return nil
+	}
+	d.health[ref] = st
+	return d.publishLocked("health")
+}

@@ -1,0 +1,331 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/config"
+)
+
+const testConfig = `
+[dataplane]
+ingress = "eth0"
+egress = "eth1"
+queues = 2
+[conntrack]
+capacity = 65536
+[admin]
+listen = "127.0.0.1:0"
+[[vip]]
+name = "web"
+address = "198.18.0.100"
+port = 80
+[vip.healthcheck]
+type = "none"
+[[vip.backend]]
+address = "198.18.1.11"
+port = 8080
+[[vip.backend]]
+address = "198.18.1.12"
+port = 8080
+[[vip]]
+name = "dsr"
+address = "198.18.0.101"
+port = 80
+mode = "dsr"
+encap_source = "198.18.1.1"
+[vip.healthcheck]
+type = "none"
+[[vip.backend]]
+address = "198.18.1.11"
+`
+
+type testDaemon struct {
+	t      *testing.T
+	d      *Daemon
+	plat   *memPlatform
+	path   string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func start(t *testing.T, src string) *testDaemon {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "vipd.toml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plat := newMemPlatform()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	d := New(cfg, Options{ConfigPath: path, Platform: plat, Log: log, Version: "test", PollTimeout: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	td := &testDaemon{t: t, d: d, plat: plat, path: path, cancel: cancel, done: make(chan error, 1)}
+	go func() { td.done <- d.Run(ctx) }()
+	t.Cleanup(func() { td.stop() })
+	deadline := time.Now().Add(5 * time.Second)
+	for d.AdminAddr() == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("daemon did not start")
+		}
+		select {
+		case err := <-td.done:
+			t.Fatalf("daemon exited: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return td
+}
+
+func (td *testDaemon) stop() error {
+	if td.cancel == nil {
+		return nil
+	}
+	td.cancel()
+	td.cancel = nil
+	select {
+	case err := <-td.done:
+		return err
+	case <-time.After(5 * time.Second):
+		td.t.Fatal("daemon did not stop")
+	}
+	return nil
+}
+
+func syn(t *testing.T, vip string, sport uint16, flags string) []byte {
+	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 0x20}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 0x10}, EthernetType: layers.EthernetTypeIPv4}
+	ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: net.IP{198, 18, 0, 1}, DstIP: net.ParseIP(vip).To4()}
+	tcp := &layers.TCP{SrcPort: layers.TCPPort(sport), DstPort: 80, SYN: flags == "S", ACK: flags == "A", Window: 100}
+	tcp.SetNetworkLayerForChecksum(ip)
+	buf := gopacket.NewSerializeBuffer()
+	gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, eth, ip, tcp)
+	return buf.Bytes()
+}
+
+// send injects a frame on queue 0 and returns the address it was forwarded
+// to (the outer destination for DSR).
+func (td *testDaemon) send(frame []byte) netip.Addr {
+	td.t.Helper()
+	q := td.plat.queues[0]
+	q.Inject(frame, 0)
+	select {
+	case f := <-q.Output():
+		p := gopacket.NewPacket(f.Data, layers.LayerTypeEthernet, gopacket.Default)
+		ip, ok := p.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
+		if !ok {
+			td.t.Fatalf("forwarded frame is not IPv4:\n%s", p.Dump())
+		}
+		a, _ := netip.AddrFromSlice(ip.DstIP.To4())
+		return a
+	case <-time.After(3 * time.Second):
+		td.t.Fatalf("nothing forwarded")
+	}
+	return netip.Addr{}
+}
+
+func (td *testDaemon) rewrite(src string) {
+	if err := os.WriteFile(td.path, []byte(src), 0o644); err != nil {
+		td.t.Fatal(err)
+	}
+}
+
+func TestForwardAndStop(t *testing.T) {
+	td := start(t, testConfig)
+	if got := td.send(syn(t, "198.18.0.100", 1000, "S")); !strings.HasPrefix(got.String(), "198.18.1.1") {
+		t.Errorf("forwarded to %v", got)
+	}
+	if got := td.send(syn(t, "198.18.0.101", 1000, "S")); got != netip.MustParseAddr("198.18.1.11") {
+		t.Errorf("DSR outer destination %v", got)
+	}
+	st := td.plat.lastSteering()
+	if len(st.VIPs) != 2 || len(st.Replies) != 2 {
+		t.Errorf("steering: %+v", st)
+	}
+	if err := td.stop(); err != nil {
+		t.Errorf("Run returned %v on a clean stop", err)
+	}
+	if !td.plat.closed {
+		t.Errorf("platform not closed on stop")
+	}
+}
+
+func TestReload(t *testing.T) {
+	td := start(t, testConfig)
+	// Pin 20 flows, then add a backend: every pinned flow must stay.
+	pinned := map[uint16]netip.Addr{}
+	for p := uint16(2000); p < 2020; p++ {
+		pinned[p] = td.send(syn(t, "198.18.0.100", p, "S"))
+	}
+	added := strings.Replace(testConfig, "[[vip]]\nname = \"dsr\"", "[[vip.backend]]\naddress = \"198.18.1.13\"\nport = 8080\n\n[[vip]]\nname = \"dsr\"", 1)
+	td.rewrite(added)
+	if err := td.d.Reload(); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	for p, was := range pinned {
+		if now := td.send(syn(t, "198.18.0.100", p, "A")); now != was {
+			t.Errorf("flow %d moved from %v to %v across a reload", p, was, now)
+		}
+	}
+	newSeen := false
+	for p := uint16(3000); p < 3100 && !newSeen; p++ {
+		newSeen = td.send(syn(t, "198.18.0.100", p, "S")) == netip.MustParseAddr("198.18.1.13")
+	}
+	if !newSeen {
+		t.Errorf("the added backend got none of 100 new flows")
+	}
+	gen := td.d.gen
+
+	// A broken file changes nothing.
+	td.rewrite("[dataplane]\ningress = \n")
+	if err := td.d.Reload(); err == nil {
+		t.Fatalf("a broken file reloaded")
+	}
+	// A change that needs a restart is refused too.
+	td.rewrite(strings.Replace(added, "queues = 2", "queues = 3", 1))
+	if err := td.d.Reload(); !errors.Is(err, ErrRestartNeeded) {
+		t.Fatalf("queues change: %v", err)
+	}
+	if td.d.gen != gen {
+		t.Errorf("a refused reload published a snapshot")
+	}
+	for p, was := range pinned {
+		if now := td.send(syn(t, "198.18.0.100", p, "A")); now != was {
+			t.Errorf("after refused reloads flow %d moved from %v to %v", p, was, now)
+		}
+	}
+	m := td.d.Metrics()
+	if m.Reloads["ok"] != 1 || m.Reloads["error"] != 2 {
+		t.Errorf("reload counters %v", m.Reloads)
+	}
+}
+
+func TestAdminDrainStateMetrics(t *testing.T) {
+	td := start(t, testConfig)
+	addr := td.d.AdminAddr()
+	pinned := map[uint16]netip.Addr{}
+	for p := uint16(4000); p < 4040; p++ {
+		pinned[p] = td.send(syn(t, "198.18.0.100", p, "S"))
+	}
+	ctx := context.Background()
+	if err := admin.Drain(ctx, addr, "web", "198.18.1.11:8080", true); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	if err := admin.Drain(ctx, addr, "web", "198.18.9.9:8080", true); err == nil || !strings.Contains(err.Error(), "no backend") {
+		t.Errorf("draining an unknown backend: %v", err)
+	}
+	for p, was := range pinned {
+		if now := td.send(syn(t, "198.18.0.100", p, "A")); now != was {
+			t.Errorf("flow %d left its draining backend %v for %v", p, was, now)
+		}
+	}
+	for p := uint16(5000); p < 5050; p++ {
+		if got := td.send(syn(t, "198.18.0.100", p, "S")); got == netip.MustParseAddr("198.18.1.11") {
+			t.Fatalf("new flow %d went to the drained backend", p)
+		}
+	}
+	st, err := admin.FetchState(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := st.VIPs[0]
+	b0 := web.Backends[0]
+	if !b0.Drained || b0.Forwarding != "draining" || b0.MaglevWeight != 0 {
+		t.Errorf("drained backend state %+v", b0)
+	}
+	onDrained := 0
+	for _, a := range pinned {
+		if a == netip.MustParseAddr("198.18.1.11") {
+			onDrained++
+		}
+	}
+	if b0.ActiveFlows != onDrained {
+		t.Errorf("active flows on the drained backend: %d, want %d", b0.ActiveFlows, onDrained)
+	}
+	var out strings.Builder
+	if err := admin.WriteStatus(&out, st); err != nil || !strings.Contains(out.String(), "198.18.1.11:8080") || !strings.Contains(out.String(), "draining(drain)") {
+		t.Errorf("vipd status output:\n%s", out.String())
+	}
+
+	// /metrics parses, and its counters match the 40+40+50 packets sent.
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
+	// Counters are published by workers every 100 ms; wait for them.
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if v := metric(fams, "vipd_vip_packets_total", "vip", "web"); v == 130 || time.Now().After(deadline) {
+			if v != 130 {
+				t.Errorf("vipd_vip_packets_total{vip=web} = %v, want 130", v)
+			}
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fams, err = parser.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v := metric(fams, "vipd_vip_new_flows_total", "vip", "web"); v != 90 {
+		t.Errorf("new flows %v, want 90", v)
+	}
+	if v := metric(fams, "vipd_backend_forwarding", "backend", "198.18.1.11:8080"); v != 0.5 {
+		t.Errorf("backend_forwarding of the drained backend %v, want 0.5", v)
+	}
+	if _, ok := fams["vipd_drops_total"]; !ok {
+		t.Errorf("no drops metric")
+	}
+	if fams["vipd_worker_batch_size"].GetType().String() != "HISTOGRAM" {
+		t.Errorf("batch size is not a histogram")
+	}
+}
+
+// metric returns the value of the sample of family name whose label has
+// value val.
+func metric(fams map[string]*dto.MetricFamily, name, label, val string) float64 {
+	f, ok := fams[name]
+	if !ok {
+		return -1
+	}
+	for _, m := range f.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == label && l.GetValue() == val {
+				if c := m.GetCounter(); c != nil {
+					return c.GetValue()
+				}
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}

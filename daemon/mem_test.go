@@ -1,0 +1,73 @@
+package daemon
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+
+	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/dataplane"
+	"github.com/vipd/vipd/dataplane/memq"
+)
+
+// memPlatform is the in-memory Platform: memq queues and a fixed host.
+type memPlatform struct {
+	mu       sync.Mutex
+	queues   []*memq.Queue
+	steering []Steering
+	closed   bool
+	host     control.Host
+}
+
+func newMemPlatform() *memPlatform {
+	return &memPlatform{host: control.Host{
+		MAC:            [2][6]byte{{2, 0, 0, 0, 0, 0x10}, {2, 0, 0, 0, 0, 0x11}},
+		MTU:            [2]int{1500, 1500},
+		Addr4:          [2]netip.Addr{netip.MustParseAddr("198.18.0.254"), netip.MustParseAddr("198.18.1.1")},
+		ClientGateway4: [6]byte{2, 0, 0, 0, 0, 0x20},
+		NextHop: func(a netip.Addr) ([6]byte, bool) {
+			b := a.As4()
+			return [6]byte{2, 0, 0, 0, 1, b[3]}, true
+		},
+	}}
+}
+
+func (p *memPlatform) OpenQueues(dp *config.Dataplane) ([]dataplane.Queue, error) {
+	var qs []dataplane.Queue
+	for i := 0; i < dp.Queues; i++ {
+		q := memq.New(1024)
+		p.queues = append(p.queues, q)
+		qs = append(qs, q)
+	}
+	return qs, nil
+}
+
+func (p *memPlatform) Host() control.Host { return p.host }
+
+func (p *memPlatform) Apply(s Steering) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.steering = append(p.steering, s)
+	return nil
+}
+
+func (p *memPlatform) lastSteering() Steering {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.steering[len(p.steering)-1]
+}
+
+func (p *memPlatform) Run(ctx context.Context, changed func()) error {
+	<-ctx.Done()
+	return nil
+}
+
+func (p *memPlatform) DriverStats() map[string]uint64 { return map[string]uint64{"test": 1} }
+
+func (p *memPlatform) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	return nil
+}

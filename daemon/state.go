@@ -1,0 +1,170 @@
+package daemon
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+
+	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/dataplane"
+)
+
+var forwardingNames = map[dataplane.BackendState]string{
+	dataplane.BackendUp: "up", dataplane.BackendDraining: "draining", dataplane.BackendDown: "down",
+}
+
+// State implements admin.Provider.
+func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
+	flows, err := d.countFlows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sum := d.sumCounters()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := &admin.State{
+		Version: d.opts.Version, ConfigFile: d.opts.ConfigPath, LoadedAt: d.loadedAt,
+		Generation: d.gen, IO: string(d.cfg.Dataplane.IO), Workers: len(d.workers),
+		Conntrack: d.ct.Stats(),
+	}
+	for i := range d.cfg.VIPs {
+		v := &d.cfg.VIPs[i]
+		vs := admin.VIPState{
+			Name: v.Name, Address: v.Address.String(), Port: v.Port, Protocol: string(v.Protocol),
+			Mode: string(v.Mode), FlowHash: string(v.FlowHash), TableSize: v.TableSize,
+			AllDown: d.allDown[v.Name], OnAllDown: string(v.HealthCheck.OnAllDown),
+		}
+		var spec *dataplane.VIPSpec
+		if d.spec != nil && i < len(d.spec.VIPs) {
+			spec = &d.spec.VIPs[i]
+		}
+		if id, err := d.reg.VIPID(control.VIPKey(v)); err == nil && int(id) < len(sum.VIPs) {
+			f := sum.VIPs[id]
+			vs.Packets, vs.Bytes, vs.NewFlows = f.Packets, f.Bytes, f.NewFlows
+		}
+		for j := range v.Backends {
+			b := &v.Backends[j]
+			ref := d.reg.Ref(control.BackendKey(v, b))
+			bs := admin.BackendState{
+				Address: b.Address.String(), Port: b.Port, Ref: ref, Weight: b.Weight,
+				Config: string(b.State), Health: d.healthName(v, ref), Drained: d.drains[ref] || d.health[ref].Draining,
+				SlowStart: 1, ActiveFlows: flows[ref],
+			}
+			if r := d.health[ref].Ramp; r > 0 && r < 1 {
+				bs.SlowStart = r
+			}
+			if spec != nil && j < len(spec.Backends) {
+				sb := spec.Backends[j]
+				bs.Forwarding = forwardingNames[sb.State]
+				if sb.State == dataplane.BackendUp {
+					bs.MaglevWeight = sb.Weight
+				}
+			}
+			if int(ref) < len(sum.Backends) {
+				f := sum.Backends[ref]
+				bs.Packets, bs.Bytes, bs.NewFlows = f.Packets, f.Bytes, f.NewFlows
+			}
+			vs.Backends = append(vs.Backends, bs)
+		}
+		st.VIPs = append(st.VIPs, vs)
+	}
+	return st, nil
+}
+
+func (d *Daemon) healthName(v *config.VIP, ref uint32) string {
+	if v.HealthCheck.Type == config.CheckNone {
+		return "none"
+	}
+	st, ok := d.health[ref]
+	switch {
+	case !ok:
+		return "unknown"
+	case st.Down:
+		return "down"
+	}
+	return "up"
+}
+
+// countFlows asks every worker for its live flows per backend, in parallel.
+func (d *Daemon) countFlows(ctx context.Context) (map[uint32]int, error) {
+	total := map[uint32]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var firstErr error
+	for _, w := range d.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m, err := w.CountFlows(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				return
+			}
+			for ref, n := range m {
+				total[ref] += n
+			}
+		}()
+	}
+	wg.Wait()
+	return total, firstErr
+}
+
+func (d *Daemon) sumCounters() *dataplane.Counters {
+	cs := make([]*dataplane.Counters, len(d.workers))
+	for i, w := range d.workers {
+		cs[i] = w.Published()
+	}
+	return dataplane.Sum(cs...)
+}
+
+// Counters returns the workers' published counters, summed.
+func (d *Daemon) Counters() *dataplane.Counters { return d.sumCounters() }
+
+// Metrics implements admin.Provider.
+func (d *Daemon) Metrics() *admin.Metrics {
+	m := &admin.Metrics{
+		VIPNames: map[uint16]string{}, Backends: map[uint32]admin.BackendLabel{},
+		BackendUp: map[uint32]float64{}, AllDown: map[string]uint64{},
+		Reloads: map[string]uint64{"ok": d.reloadOK.Load(), "error": d.reloadErr.Load()},
+		Driver:  d.opts.Platform.DriverStats(),
+	}
+	for _, w := range d.workers {
+		m.Workers = append(m.Workers, w.Published())
+	}
+	if d.ct != nil {
+		m.Conntrack = d.ct.Stats()
+	}
+	d.allDownEvents.Range(func(k, v any) bool {
+		m.AllDown[k.(string)] = v.(interface{ Load() uint64 }).Load()
+		return true
+	})
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m.Generation = d.gen
+	if d.spec == nil {
+		return m
+	}
+	for _, v := range d.spec.VIPs {
+		m.VIPNames[v.ID] = v.Name
+		for _, b := range v.Backends {
+			label := b.Addr.String()
+			if b.Port != 0 {
+				label = netip.AddrPortFrom(b.Addr, b.Port).String()
+			}
+			m.Backends[b.Ref] = admin.BackendLabel{VIP: v.Name, Backend: label}
+			switch b.State {
+			case dataplane.BackendUp:
+				m.BackendUp[b.Ref] = 1
+			case dataplane.BackendDraining:
+				m.BackendUp[b.Ref] = 0.5
+			}
+		}
+	}
+	return m
+}
