@@ -1,13 +1,20 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
+	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/daemon"
 )
 
 // version is set at build time: -ldflags "-X main.version=..."
@@ -17,16 +24,41 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+const usage = `usage:
+  vipd -config FILE                   run the load balancer
+  vipd -check -config FILE            validate FILE and print a summary
+  vipd status [-admin ADDR | -config FILE]
+                                      print VIPs, backends and flows (like ipvsadm -Ln)
+  vipd drain [-undo] [-admin ADDR | -config FILE] VIP BACKEND
+                                      stop new flows to BACKEND (addr:port) of VIP, keeping its flows
+  vipd -version
+
+Signals: SIGHUP reloads the configuration (a bad file keeps the old one),
+SIGTERM and SIGINT stop vipd and remove its XDP program.
+
+flags:
+`
+
 // run is main without the process: it returns the exit status, so that tests
 // can drive every flag.
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "status":
+			return status(args[1:], stdout, stderr)
+		case "drain":
+			return drain(args[1:], stdout, stderr)
+		}
+	}
 	fs := flag.NewFlagSet("vipd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "configuration `file` (see config.toml.example)")
 	check := fs.Bool("check", false, "validate the configuration, print a summary and exit (0 valid, 1 invalid)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	logJSON := fs.Bool("log-json", false, "log in JSON instead of text")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage:\n  vipd -config FILE          run the load balancer\n  vipd -check -config FILE   validate FILE and print a summary\n  vipd -version\n\nflags:\n")
+		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -64,6 +96,136 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	fmt.Fprintln(stderr, "vipd: the dataplane is not built yet; only -check works in this version")
-	return 1
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "vipd: -log-level: %v\n", err)
+		return 2
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(stderr, hopts)
+	if *logJSON {
+		h = slog.NewJSONHandler(stderr, hopts)
+	}
+	log := slog.New(h)
+	return serve(cfg, *cfgPath, log)
+}
+
+// serve runs the daemon until SIGTERM or SIGINT, reloading on SIGHUP.
+func serve(cfg *config.Config, path string, log *slog.Logger) int {
+	if os.Geteuid() != 0 {
+		log.Warn("vipd usually needs root (or CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF) for AF_XDP, AF_PACKET and XDP")
+	}
+	d := daemon.New(cfg, daemon.Options{
+		ConfigPath: path, Platform: daemon.NewLinuxPlatform(cfg, log), Log: log, Version: version,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	for {
+		select {
+		case s := <-sigs:
+			if s == syscall.SIGHUP {
+				log.Info("SIGHUP: reloading", "file", path)
+				d.Reload() // logs its own outcome; a refused file keeps the old one
+				continue
+			}
+			log.Info("stopping", "signal", s.String())
+			cancel()
+			select {
+			case err := <-done:
+				return exitCode(err, log)
+			case <-time.After(10 * time.Second):
+				log.Error("workers did not stop within 10 s")
+				return 1
+			}
+		case err := <-done:
+			return exitCode(err, log)
+		}
+	}
+}
+
+func exitCode(err error, log *slog.Logger) int {
+	if err != nil {
+		log.Error("vipd failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// adminFlags are the flags of the admin client commands.
+func adminFlags(name string, stderr io.Writer) (*flag.FlagSet, *string, *string) {
+	fs := flag.NewFlagSet("vipd "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("admin", "", "admin server `host:port` (default: [admin] listen of -config, else "+config.DefaultAdminListen+")")
+	cfg := fs.String("config", "", "configuration `file` whose [admin] listen to use")
+	return fs, addr, cfg
+}
+
+func adminAddr(addr, cfgPath string) (string, error) {
+	if addr != "" {
+		return addr, nil
+	}
+	if cfgPath == "" {
+		return config.DefaultAdminListen, nil
+	}
+	cfg, _, err := config.Load(cfgPath)
+	if err != nil {
+		return "", err
+	}
+	if cfg.Admin.Listen == "" {
+		return "", fmt.Errorf("%s disables the admin server ([admin] listen = \"\")", cfgPath)
+	}
+	return cfg.Admin.Listen, nil
+}
+
+func status(args []string, stdout, stderr io.Writer) int {
+	fs, addrFlag, cfgFlag := adminFlags("status", stderr)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	addr, err := adminAddr(*addrFlag, *cfgFlag)
+	if err != nil {
+		fmt.Fprintf(stderr, "vipd status: %v\n", err)
+		return 1
+	}
+	st, err := admin.FetchState(context.Background(), addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "vipd status: %v\n", err)
+		return 1
+	}
+	if err := admin.WriteStatus(stdout, st); err != nil {
+		return 1
+	}
+	return 0
+}
+
+func drain(args []string, stdout, stderr io.Writer) int {
+	fs, addrFlag, cfgFlag := adminFlags("drain", stderr)
+	undo := fs.Bool("undo", false, "undrain: let the backend take new flows again")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 2 {
+		fmt.Fprintln(stderr, "usage: vipd drain [-undo] [-admin ADDR | -config FILE] VIP BACKEND")
+		return 2
+	}
+	addr, err := adminAddr(*addrFlag, *cfgFlag)
+	if err != nil {
+		fmt.Fprintf(stderr, "vipd drain: %v\n", err)
+		return 1
+	}
+	if err := admin.Drain(context.Background(), addr, fs.Arg(0), fs.Arg(1), !*undo); err != nil {
+		fmt.Fprintf(stderr, "vipd drain: %v\n", err)
+		return 1
+	}
+	verb := "draining"
+	if *undo {
+		verb = "undrained"
+	}
+	fmt.Fprintf(stdout, "%s %s of %s\n", verb, fs.Arg(1), fs.Arg(0))
+	return 0
 }

@@ -13,6 +13,10 @@ func TestRun(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("[dataplane]\nio = \"dpdk\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	noAdmin := filepath.Join(t.TempDir(), "noadmin.toml")
+	if err := os.WriteFile(noAdmin, []byte("[dataplane]\ningress = \"eth0\"\n[admin]\nlisten = \"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name       string
 		args       []string
@@ -29,6 +33,10 @@ func TestRun(t *testing.T) {
 		{"help", []string{"-h"}, 0, "", "usage:"},
 		{"unknown flag", []string{"-bogus"}, 2, "", "flag provided but not defined"},
 		{"stray argument", []string{"-config", "x", "extra"}, 2, "", "unexpected argument"},
+		{"status without a server", []string{"status", "-admin", "127.0.0.1:1"}, 1, "", "is vipd running"},
+		{"status with a config without admin", []string{"status", "-config", noAdmin}, 1, "", "disables the admin server"},
+		{"drain needs two arguments", []string{"drain", "web"}, 2, "", "usage: vipd drain"},
+		{"bad log level", []string{"-config", "../../config.toml.example", "-log-level", "loud"}, 2, "", "-log-level"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,300 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+
+	"github.com/vipd/vipd/arp"
+	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/dataplane"
+	"github.com/vipd/vipd/dataplane/afpacket"
+	"github.com/vipd/vipd/dataplane/afxdp"
+	"github.com/vipd/vipd/dataplane/xdpprog"
+)
+
+// LinuxPlatform is the real Platform: AF_XDP (with vipd's XDP steering
+// program) or AF_PACKET queues, ARP/NDP for the VIPs, next-hop resolution
+// and interface watching through rtnetlink.
+type LinuxPlatform struct {
+	log  *slog.Logger
+	cfg  *config.Config // as at start; the dataplane part never changes
+	proc string         // /proc, for the AF_PACKET host check
+
+	mu      sync.Mutex
+	links   [2]arp.Link // by port; the same link twice when one-armed
+	onLink  []netip.Prefix
+	progs   []*xdpprog.Program // one per interface (each has its own XSKMAP)
+	xdpQs   []*afxdp.Queue
+	pktQs   []*afpacket.Queue
+	resp    *arp.Responder
+	res     *arp.Resolver
+	changed func()
+}
+
+// NewLinuxPlatform returns the platform for cfg.
+func NewLinuxPlatform(cfg *config.Config, log *slog.Logger) *LinuxPlatform {
+	return &LinuxPlatform{log: log, cfg: cfg, proc: "/proc", res: arp.NewResolver(log, arp.DefaultRefresh)}
+}
+
+func (p *LinuxPlatform) names() []string {
+	dp := &p.cfg.Dataplane
+	if dp.TwoArmed() {
+		return []string{dp.Ingress, dp.Egress}
+	}
+	return []string{dp.Ingress}
+}
+
+// OpenQueues implements Platform.
+func (p *LinuxPlatform) OpenQueues(dp *config.Dataplane) ([]dataplane.Queue, error) {
+	in, err := arp.ReadLink(dp.Ingress)
+	if err != nil {
+		return nil, fmt.Errorf("ingress interface %q: %w", dp.Ingress, err)
+	}
+	eg := in
+	if dp.TwoArmed() {
+		if eg, err = arp.ReadLink(dp.Egress); err != nil {
+			return nil, fmt.Errorf("egress interface %q: %w", dp.Egress, err)
+		}
+	}
+	p.links = [2]arp.Link{in, eg}
+	if p.onLink, err = arp.OnLinkPrefixes(dp.Ingress); err != nil {
+		return nil, fmt.Errorf("routes of %q: %w", dp.Ingress, err)
+	}
+	ifi, err := net.InterfaceByIndex(in.Index)
+	if err != nil {
+		return nil, err
+	}
+	if p.resp, err = arp.NewResponder(ifi, p.log); err != nil {
+		return nil, fmt.Errorf("ARP responder on %s: %w", dp.Ingress, err)
+	}
+	switch dp.IO {
+	case config.IOAFPacket:
+		return p.openAFPacket(dp)
+	default:
+		return p.openAFXDP(dp)
+	}
+}
+
+func (p *LinuxPlatform) openAFXDP(dp *config.Dataplane) ([]dataplane.Queue, error) {
+	mode := map[config.XDPMode]xdpprog.Mode{config.XDPAuto: xdpprog.Auto, config.XDPNative: xdpprog.Native, config.XDPGeneric: xdpprog.Generic}[dp.XDPMode]
+	opts := afxdp.Options{
+		FrameSize: dp.FrameSize, FrameCount: dp.FrameCount,
+		RxRing: dp.RxRingSize, TxRing: dp.TxRingSize, FillRing: dp.FillRingSize, CompletionRing: dp.CompletionRingSize,
+		TxBudget: max(dp.BatchSize, 64),
+	}
+	links := []arp.Link{p.links[0]}
+	if dp.TwoArmed() {
+		links = append(links, p.links[1])
+	}
+	socks := make([][]*afxdp.Socket, len(links))
+	for li, l := range links {
+		prog, err := xdpprog.Load(dp.Queues)
+		if err != nil {
+			return nil, fmt.Errorf("XDP program: %w", err)
+		}
+		p.progs = append(p.progs, prog)
+		for q := 0; q < dp.Queues; q++ {
+			s, err := afxdp.Open(l.Index, q, opts)
+			if err != nil {
+				return nil, fmt.Errorf("%s queue %d: %w (does the interface have %d queues? see ethtool -l)", l.Name, q, err, dp.Queues)
+			}
+			socks[li] = append(socks[li], s)
+			if err := prog.Register(q, s.FD()); err != nil {
+				return nil, err
+			}
+		}
+		got, err := prog.Attach(l.Index, mode)
+		if err != nil {
+			return nil, fmt.Errorf("attach XDP to %s: %w", l.Name, err)
+		}
+		p.log.Info("XDP steering program attached", "interface", l.Name, "mode", got.String(), "queues", dp.Queues)
+	}
+	var qs []dataplane.Queue
+	for q := 0; q < dp.Queues; q++ {
+		var eg *afxdp.Socket
+		if dp.TwoArmed() {
+			eg = socks[1][q]
+		}
+		xq := afxdp.NewQueue(socks[0][q], eg, dp.BatchSize)
+		p.xdpQs = append(p.xdpQs, xq)
+		qs = append(qs, xq)
+	}
+	return qs, nil
+}
+
+func (p *LinuxPlatform) openAFPacket(dp *config.Dataplane) ([]dataplane.Queue, error) {
+	var vips []netip.Addr
+	for _, v := range p.cfg.VIPs {
+		vips = append(vips, v.Address)
+	}
+	if err := afpacket.CheckHost(p.proc, vips); err != nil {
+		return nil, err
+	}
+	o := afpacket.Options{FrameSize: dp.FrameSize, RxFrames: dp.RxRingSize, TxFrames: dp.TxRingSize}
+	if dp.Queues > 1 {
+		// One fanout group per interface and process.
+		o.Fanout = uint16(os.Getpid())
+	}
+	var qs []dataplane.Queue
+	for q := 0; q < dp.Queues; q++ {
+		in, err := afpacket.OpenPort(p.links[0].Index, o)
+		if err != nil {
+			return nil, err
+		}
+		var eg *afpacket.Port
+		if dp.TwoArmed() {
+			oe := o
+			if oe.Fanout != 0 {
+				oe.Fanout++
+			}
+			if eg, err = afpacket.OpenPort(p.links[1].Index, oe); err != nil {
+				in.Close()
+				return nil, err
+			}
+		}
+		pq := afpacket.NewQueue(in, eg, dp.BatchSize)
+		p.pktQs = append(p.pktQs, pq)
+		qs = append(qs, pq)
+	}
+	p.log.Info("AF_PACKET queues open", "workers", dp.Queues)
+	return qs, nil
+}
+
+// Host implements Platform.
+func (p *LinuxPlatform) Host() control.Host {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h := control.Host{ClientOnLink: p.onLink, NextHop: p.res.Lookup}
+	for port, l := range p.links {
+		h.MAC[port] = l.MAC
+		h.MTU[port] = l.MTU
+		for _, a := range l.Addrs {
+			switch {
+			case a.Addr().Is4() && !h.Addr4[port].IsValid():
+				h.Addr4[port] = a.Addr()
+			case a.Addr().Is6() && !a.Addr().IsLinkLocalUnicast() && !h.Addr6[port].IsValid():
+				h.Addr6[port] = a.Addr()
+			}
+		}
+	}
+	// NAT replies to clients off the ingress subnets go to the default
+	// gateway, when that gateway is on the ingress side.
+	if mac, ifindex, ok := p.res.Gateway(false); ok && ifindex == p.links[0].Index {
+		h.ClientGateway4 = mac
+	}
+	if mac, ifindex, ok := p.res.Gateway(true); ok && ifindex == p.links[0].Index {
+		h.ClientGateway6 = mac
+	}
+	return h
+}
+
+// Apply implements Platform.
+func (p *LinuxPlatform) Apply(s Steering) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var local []netip.Addr
+	for _, l := range p.links {
+		for _, a := range l.Addrs {
+			local = append(local, a.Addr())
+		}
+	}
+	replies := make([]xdpprog.ReplyKey, len(s.Replies))
+	for i, r := range s.Replies {
+		replies[i] = xdpprog.ReplyKey{Addr: r.Addr, Proto: r.Proto, Port: r.Port}
+	}
+	for _, prog := range p.progs {
+		if err := prog.Update(s.VIPs, replies, local); err != nil {
+			return err
+		}
+	}
+	if p.resp != nil {
+		p.resp.SetVIPs(s.VIPs)
+	}
+	p.res.SetTargets(s.NextHops)
+	return nil
+}
+
+// Run implements Platform.
+func (p *LinuxPlatform) Run(ctx context.Context, changed func()) error {
+	errc := make(chan error, 3)
+	go func() { errc <- p.resp.Run(ctx) }()
+	go func() { errc <- p.res.Run(ctx, changed) }()
+	go func() {
+		errc <- arp.WatchLinks(ctx, p.names(), func(l arp.Link) {
+			p.mu.Lock()
+			for port := range p.links {
+				if p.links[port].Index == l.Index {
+					if p.links[port].MTU != l.MTU {
+						p.log.Info("interface MTU changed", "interface", l.Name, "from", p.links[port].MTU, "to", l.MTU)
+					}
+					p.links[port] = l
+				}
+			}
+			p.mu.Unlock()
+			changed()
+		})
+	}()
+	var first error
+	for i := 0; i < 3; i++ {
+		if err := <-errc; err != nil && ctx.Err() == nil && first == nil {
+			first = err
+			return first
+		}
+	}
+	return first
+}
+
+// DriverStats implements Platform.
+func (p *LinuxPlatform) DriverStats() map[string]uint64 {
+	m := map[string]uint64{}
+	for _, q := range p.xdpQs {
+		s := q.Stats()
+		m["tx_ring_full"] += s.TxRingFull
+		m["no_free_frame"] += s.NoFrame
+		m["kernel_verdict_dropped"] += s.KernelDropped
+		m["fill_ring_starved"] += s.FillStarved
+		m["tx_kicks"] += s.Kicks
+		m["tx_kick_errors"] += s.KickErrors
+		m["xsk_rx_dropped"] += s.RxDropped
+		m["xsk_rx_ring_full"] += s.RxRingFull
+		m["xsk_fill_ring_empty"] += s.RxFillRingEmpty
+		m["xsk_tx_ring_empty"] += s.TxRingEmpty
+		m["xsk_invalid_descs"] += s.RxInvalid + s.TxInvalid
+	}
+	for _, q := range p.pktQs {
+		s := q.Stats()
+		m["tx_ring_full"] += s.TxRingFull
+		m["tx_errors"] += s.TxErrors
+		m["rx_truncated"] += s.Truncated
+		m["rx_ring_dropped"] += s.RxDropped
+	}
+	if p.resp != nil {
+		st := p.resp.Stats()
+		m["arp_requests"] = st.Requests
+		m["arp_replies"] = st.Replies
+		m["arp_announcements"] = st.Announcements
+	}
+	return m
+}
+
+// Close implements Platform: it detaches the XDP programs and frees their
+// maps, so nothing of vipd stays in the kernel.
+func (p *LinuxPlatform) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var errs []error
+	for _, prog := range p.progs {
+		if err := prog.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	p.progs = nil
+	return errors.Join(errs...)
+}
