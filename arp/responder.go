@@ -44,7 +44,10 @@ type Responder struct {
 	mac     [6]byte
 	log     *slog.Logger
 	listen  listenFunc
-	now     func() time.Time
+	// Announcement spacing by family; the RFC values, shortened by tests.
+	interval4, interval6 time.Duration
+	// clock times defences (tests move it).
+	clock func() time.Time
 
 	vips atomic.Pointer[map[netip.Addr]struct{}]
 
@@ -89,7 +92,9 @@ func NewResponder(ifi *net.Interface, log *slog.Logger) (*Responder, error) {
 		mac:       [6]byte(ifi.HardwareAddr),
 		log:       log.With("ifname", ifi.Name),
 		listen:    listenPacket,
-		now:       time.Now,
+		interval4: announceInterval4,
+		interval6: announceInterval6,
+		clock:     time.Now,
 		pending:   map[netip.Addr]*announcement{},
 		lastGuard: map[netip.Addr]time.Time{},
 		kick:      make(chan struct{}, 1),
@@ -293,7 +298,7 @@ func (r *Responder) handleNDP(c frameConn, b []byte) {
 // Override set has the same effect).
 func (r *Responder) defend(c frameConn, vip netip.Addr, other [6]byte) {
 	r.conflicts.Add(1)
-	now := r.now()
+	now := r.clock()
 	r.mu.Lock()
 	last, seen := r.lastGuard[vip]
 	act := !seen || now.Sub(last) >= defendInterval
@@ -339,7 +344,7 @@ func (r *Responder) announce(ctx context.Context, arpConn, ndpConn frameConn, fa
 	defer timer.Stop()
 	for {
 		r.syncMulticast(ndpConn, joined)
-		now := r.now()
+		now := time.Now()
 		var due []netip.Addr
 		next := now.Add(time.Hour)
 		r.mu.Lock()
@@ -347,9 +352,9 @@ func (r *Responder) announce(ctx context.Context, arpConn, ndpConn frameConn, fa
 			if !a.due.After(now) {
 				due = append(due, vip)
 				a.left--
-				interval := announceInterval4
+				interval := r.interval4
 				if vip.Is6() {
-					interval = announceInterval6
+					interval = r.interval6
 				}
 				a.due = now.Add(interval)
 				if a.left <= 0 {

@@ -1,0 +1,386 @@
+package arp
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket/layers"
+)
+
+const (
+	testIfindex = 7
+	wait        = 2 * time.Second // bound on every wait for something that should happen
+	settle      = 50 * time.Millisecond
+)
+
+var (
+	vip4   = netip.MustParseAddr("198.18.0.100")
+	vip6   = netip.MustParseAddr("2001:2::100")
+	other4 = netip.MustParseAddr("198.18.0.200")
+	peer4  = netip.MustParseAddr("198.18.0.2")
+	peer6  = netip.MustParseAddr("2001:2::2")
+)
+
+// responderHarness runs a Responder on a fakeNet and stops it at cleanup.
+type responderHarness struct {
+	r    *Responder
+	net  *fakeNet
+	done chan error
+}
+
+// testInterval replaces the RFC announcement intervals in most tests.
+const testInterval = 100 * time.Millisecond
+
+func startResponder(t *testing.T, vips ...netip.Addr) *responderHarness {
+	t.Helper()
+	return startResponderWith(t, nil, vips...)
+}
+
+// startResponderWith lets setup adjust the Responder before Run starts.
+func startResponderWith(t *testing.T, setup func(*Responder), vips ...netip.Addr) *responderHarness {
+	t.Helper()
+	r, err := NewResponder(&net.Interface{Index: testIfindex, Name: "vipd0", HardwareAddr: macA[:]}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := newFakeNet()
+	r.listen = n.listen
+	// One announcement per VIP unless a test asks for the schedule, so that
+	// repeats never interleave with what a test waits for.
+	r.interval4, r.interval6 = time.Hour, time.Hour
+	if setup != nil {
+		setup(r)
+	}
+	r.SetVIPs(vips)
+	h := &responderHarness{r: r, net: n, done: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { h.done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-h.done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(wait):
+			t.Errorf("Run did not return within %v of cancel", wait)
+		}
+		if open := n.openConns(); open != 0 {
+			t.Errorf("%d sockets left open after Run", open)
+		}
+	})
+	// Run has opened both sockets once the VIPs' first announcements went
+	// out; drain them so that tests see only what they cause.
+	for range vips {
+		n.next(t, wait)
+	}
+	return h
+}
+
+func isARPOp(op uint16) func([]byte) bool {
+	return func(f []byte) bool {
+		m, err := parseARP(f)
+		return err == nil && m.op == op && m.senderIP != m.targetIP
+	}
+}
+
+func isAnnouncement(f []byte) bool {
+	if m, err := parseARP(f); err == nil {
+		return m.op == arpRequest && m.senderIP == m.targetIP
+	}
+	if m, err := parseNDP(f); err == nil {
+		return m.dst == allNodes
+	}
+	return false
+}
+
+func TestResponderAnswersARPForVIPOnly(t *testing.T) {
+	h := startResponder(t, vip4)
+	// A request for another address, then one for the VIP: the single reader
+	// handles them in order, so the first reply proves the first was ignored.
+	h.net.deliver(testIfindex, arpFrame(broadcastMAC, arpRequest, macB, peer4, [6]byte{}, other4))
+	h.net.deliver(testIfindex, arpFrame(broadcastMAC, arpRequest, macB, peer4, [6]byte{}, vip4))
+	f := h.net.nextWhere(t, wait, func(f []byte) bool { return !isAnnouncement(f) })
+	// RFC 826: to the requester, from us, sender = (our MAC, VIP), target = requester.
+	checkARP(t, f, macB, arpReply, macA, vip4, macB, peer4)
+	h.net.quiet(t, settle)
+
+	if s := h.r.Stats(); s.Requests != 2 || s.Replies != 1 || s.Conflicts != 0 {
+		t.Errorf("Stats = %+v, want 2 requests, 1 reply", s)
+	}
+}
+
+func TestResponderIgnores(t *testing.T) {
+	h := startResponder(t, vip4)
+	for name, f := range map[string][]byte{
+		"our own request (looped back)": arpFrame(broadcastMAC, arpRequest, macA, peer4, [6]byte{}, vip4),
+		"reply for a non-VIP":           arpFrame(macA, arpReply, macB, peer4, macA, other4),
+		"request from a broadcast MAC":  arpFrame(broadcastMAC, arpRequest, broadcastMAC, peer4, [6]byte{}, vip4),
+		"request from a multicast MAC":  arpFrame(broadcastMAC, arpRequest, mustMAC("01:00:5e:00:00:01"), peer4, [6]byte{}, vip4),
+		"truncated":                     arpFrame(broadcastMAC, arpRequest, macB, peer4, [6]byte{}, vip4)[:30],
+		"non-ARP EtherType on ARP socket": func() []byte {
+			f := arpFrame(broadcastMAC, arpRequest, macB, peer4, [6]byte{}, vip4)
+			binary.BigEndian.PutUint16(f[12:], 0x0800)
+			return f
+		}(),
+	} {
+		// Deliver straight to the ARP conn: the fake net routes by EtherType.
+		t.Log("delivering:", name)
+		h.net.mu.Lock()
+		for _, c := range h.net.conns {
+			if c.etherType == etherTypeARP {
+				c.in <- f
+			}
+		}
+		h.net.mu.Unlock()
+	}
+	h.net.quiet(t, 2*settle)
+	if s := h.r.Stats(); s.Replies != 0 || s.Conflicts != 0 {
+		t.Errorf("Stats = %+v, want nothing answered", s)
+	}
+}
+
+func TestResponderAnswersARPProbe(t *testing.T) {
+	h := startResponder(t, vip4)
+	// RFC 5227 §2.1.1: a host probing for our VIP asks from 0.0.0.0; the
+	// answer tells it the address is taken.
+	h.net.deliver(testIfindex, arpFrame(broadcastMAC, arpRequest, macB, netip.IPv4Unspecified(), [6]byte{}, vip4))
+	f := h.net.nextWhere(t, wait, func(f []byte) bool { return !isAnnouncement(f) })
+	checkARP(t, f, macB, arpReply, macA, vip4, macB, netip.IPv4Unspecified())
+}
+
+func TestResponderAnnouncesNewVIPs(t *testing.T) {
+	h := startResponder(t)
+	h.r.SetVIPs([]netip.Addr{vip4})
+	f := h.net.next(t, wait).frame
+	checkARP(t, f, broadcastMAC, arpRequest, macA, vip4, [6]byte{}, vip4)
+
+	// Setting the same VIP again, or adding a second, does not re-announce
+	// the first.
+	h.r.SetVIPs([]netip.Addr{vip4, netip.MustParseAddr("::ffff:198.18.0.101")})
+	f = h.net.next(t, wait).frame
+	checkARP(t, f, broadcastMAC, arpRequest, macA, netip.MustParseAddr("198.18.0.101"), [6]byte{}, netip.MustParseAddr("198.18.0.101"))
+
+	h.r.SetVIPs([]netip.Addr{vip6})
+	f = h.net.nextWhere(t, wait, func(f []byte) bool { _, err := parseNDP(f); return err == nil })
+	eth, ip, p := decodeNDP(t, f)
+	na := p.Layer(layers.LayerTypeICMPv6NeighborAdvertisement).(*layers.ICMPv6NeighborAdvertisement)
+	if !bytes.Equal(eth.DstMAC, []byte{0x33, 0x33, 0, 0, 0, 1}) || !ip.DstIP.Equal(net.ParseIP("ff02::1")) ||
+		!na.TargetAddress.Equal(vip6.AsSlice()) || na.Solicited() || !na.Override() {
+		t.Errorf("unsolicited NA: %v → %v target %v S=%v O=%v", eth.DstMAC, ip.DstIP, na.TargetAddress, na.Solicited(), na.Override())
+	}
+	if s := h.r.Stats(); s.Announcements < 3 {
+		t.Errorf("Stats = %+v, want at least 3 announcements", s)
+	}
+}
+
+func TestResponderAnnouncementSchedule(t *testing.T) {
+	// The RFC values (RFC 5227 §1.1; RFC 4861 §10 and §7.2.6).
+	if announceNum4 != 2 || announceInterval4 != 2*time.Second || announceNum6 != 3 || announceInterval6 != time.Second || defendInterval != 10*time.Second {
+		t.Error("announcement constants differ from RFC 5227 / RFC 4861")
+	}
+	h := startResponderWith(t, shortIntervals)
+	for _, c := range []struct {
+		vip netip.Addr
+		n   int
+	}{{vip4, announceNum4}, {vip6, announceNum6}} {
+		start := time.Now()
+		h.r.SetVIPs([]netip.Addr{c.vip})
+		for i := range c.n {
+			f := h.net.next(t, wait).frame
+			if !isAnnouncement(f) {
+				t.Fatalf("%v: frame %d is not an announcement", c.vip, i)
+			}
+			if min := time.Duration(i) * testInterval; time.Since(start) < min-10*time.Millisecond {
+				t.Errorf("%v: announcement %d after %v, want ≥ %v", c.vip, i, time.Since(start), min)
+			}
+		}
+		h.net.quiet(t, 2*testInterval+settle)
+	}
+}
+
+func TestResponderAnnouncesVIPsSetBeforeRun(t *testing.T) {
+	// startResponder sets the VIPs before Run and waits for one frame per
+	// VIP; check they are the announcements.
+	r, err := NewResponder(&net.Interface{Index: testIfindex, Name: "vipd0", HardwareAddr: macA[:]}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := newFakeNet()
+	r.listen = n.listen
+	r.SetVIPs([]netip.Addr{vip4, vip6})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	got := map[bool]bool{}
+	for range 2 {
+		f := n.next(t, wait).frame
+		if !isAnnouncement(f) {
+			t.Fatalf("first frames should be announcements: % x", f)
+		}
+		_, err := parseARP(f)
+		got[err == nil] = true
+	}
+	if !got[true] || !got[false] {
+		t.Errorf("announced families %v, want both", got)
+	}
+}
+
+func shortIntervals(r *Responder) { r.interval4, r.interval6 = testInterval, testInterval }
+
+func TestResponderRemovedVIPIsNotAnnouncedOrAnswered(t *testing.T) {
+	h := startResponderWith(t, shortIntervals, vip4)
+	h.r.SetVIPs(nil)
+	h.net.deliver(testIfindex, arpFrame(broadcastMAC, arpRequest, macB, peer4, [6]byte{}, vip4))
+	h.net.quiet(t, testInterval+settle) // neither a reply nor the second announcement
+}
+
+func TestResponderAnswersNeighborSolicitation(t *testing.T) {
+	h := startResponder(t, vip6)
+	// With a source link-layer option the answer goes to that MAC, which
+	// may differ from the Ethernet source (a proxy, a bridge).
+	ns := gopacketNS(t, macC, peer6, solicitedNode(vip6), vip6, 255, macB[:])
+	h.net.deliver(testIfindex, ns)
+	f := h.net.nextWhere(t, wait, func(f []byte) bool { return !isAnnouncement(f) })
+	eth, ip, p := decodeNDP(t, f)
+	na := p.Layer(layers.LayerTypeICMPv6NeighborAdvertisement).(*layers.ICMPv6NeighborAdvertisement)
+	if !bytes.Equal(eth.DstMAC, macB[:]) || !bytes.Equal(eth.SrcMAC, macA[:]) {
+		t.Errorf("Ethernet %v → %v, want %v → %v", eth.SrcMAC, eth.DstMAC, net.HardwareAddr(macA[:]), net.HardwareAddr(macB[:]))
+	}
+	if !ip.SrcIP.Equal(vip6.AsSlice()) || !ip.DstIP.Equal(peer6.AsSlice()) {
+		t.Errorf("IPv6 %v → %v, want %v → %v", ip.SrcIP, ip.DstIP, vip6, peer6)
+	}
+	if !na.TargetAddress.Equal(vip6.AsSlice()) || !na.Solicited() || !na.Override() || na.Router() {
+		t.Errorf("NA target %v S=%v O=%v R=%v", na.TargetAddress, na.Solicited(), na.Override(), na.Router())
+	}
+	if got := optionMAC(na.Options, layers.ICMPv6OptTargetAddress); !bytes.Equal(got, macA[:]) {
+		t.Errorf("target link-layer option %x, want %x", got, macA)
+	}
+
+	// Without the option (unicast NUD probe), to the Ethernet source.
+	h.net.deliver(testIfindex, gopacketNS(t, macC, peer6, vip6, vip6, 255, nil))
+	f = h.net.nextWhere(t, wait, func(f []byte) bool { return !isAnnouncement(f) })
+	if eth, _, _ := decodeNDP(t, f); !bytes.Equal(eth.DstMAC, macC[:]) {
+		t.Errorf("NUD answer to %v, want %v", eth.DstMAC, net.HardwareAddr(macC[:]))
+	}
+
+	// For an address that is not a VIP, nothing.
+	h.net.deliver(testIfindex, gopacketNS(t, macB, peer6, solicitedNode(peer6), netip.MustParseAddr("2001:2::200"), 255, macB[:]))
+	h.net.quiet(t, settle)
+	if s := h.r.Stats(); s.Requests != 3 || s.Replies != 2 {
+		t.Errorf("Stats = %+v, want 3 requests, 2 replies", s)
+	}
+}
+
+func TestResponderDefendsAgainstDAD(t *testing.T) {
+	h := startResponder(t, vip6)
+	// Another node runs duplicate address detection for our VIP: answer to
+	// all nodes, unsolicited (RFC 4861 §7.2.4).
+	h.net.deliver(testIfindex, gopacketNS(t, macB, netip.IPv6Unspecified(), solicitedNode(vip6), vip6, 255, nil))
+	f := h.net.next(t, wait).frame
+	eth, ip, p := decodeNDP(t, f)
+	na := p.Layer(layers.LayerTypeICMPv6NeighborAdvertisement).(*layers.ICMPv6NeighborAdvertisement)
+	if !ip.DstIP.Equal(net.ParseIP("ff02::1")) || !bytes.Equal(eth.DstMAC, []byte{0x33, 0x33, 0, 0, 0, 1}) || na.Solicited() {
+		t.Errorf("DAD answer %v → %v S=%v, want all-nodes, unsolicited", eth.DstMAC, ip.DstIP, na.Solicited())
+	}
+	if s := h.r.Stats(); s.Conflicts != 1 {
+		t.Errorf("Stats = %+v, want 1 conflict", s)
+	}
+}
+
+func TestResponderDefendsVIPOncePerInterval(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	h := startResponderWith(t, func(r *Responder) {
+		r.clock = clock
+	}, vip4)
+
+	// Another host announces our VIP: defend with one announcement
+	// (RFC 5227 §2.4 (b)) ...
+	h.net.deliver(testIfindex, arpAnnouncement(macB, vip4))
+	checkARP(t, h.net.next(t, wait).frame, broadcastMAC, arpRequest, macA, vip4, [6]byte{}, vip4)
+	// ... but not again within DEFEND_INTERVAL, even to a reply claiming it.
+	h.net.deliver(testIfindex, arpFrame(macA, arpReply, macB, vip4, macA, peer4))
+	h.net.quiet(t, settle)
+	advance(defendInterval)
+	h.net.deliver(testIfindex, arpFrame(macA, arpReply, macB, vip4, macA, peer4))
+	checkARP(t, h.net.next(t, wait).frame, broadcastMAC, arpRequest, macA, vip4, [6]byte{}, vip4)
+	if s := h.r.Stats(); s.Conflicts != 3 || s.Replies != 0 {
+		t.Errorf("Stats = %+v, want 3 conflicts, no replies", s)
+	}
+}
+
+func TestResponderMulticastMembership(t *testing.T) {
+	h := startResponder(t, vip6)
+	ndpConn := func() *fakeConn {
+		h.net.mu.Lock()
+		defer h.net.mu.Unlock()
+		for _, c := range h.net.conns {
+			if c.etherType == etherTypeIPv6 {
+				return c
+			}
+		}
+		t.Fatal("no NDP socket")
+		return nil
+	}()
+	snmMAC := multicastMAC(solicitedNode(vip6))
+	waitFor(t, func() bool { return ndpConn.groups()[snmMAC] == 1 }, "join of the VIP's solicited-node group")
+
+	// A second VIP with the same low 24 bits shares the group: one join.
+	twin := netip.MustParseAddr("2001:2:0:1::100")
+	h.r.SetVIPs([]netip.Addr{vip6, twin})
+	h.net.next(t, wait) // twin's announcement
+	if g := ndpConn.groups(); g[snmMAC] != 1 || len(g) != 1 {
+		t.Errorf("groups = %v, want one membership", g)
+	}
+	h.r.SetVIPs([]netip.Addr{vip4})
+	waitFor(t, func() bool { return len(ndpConn.groups()) == 0 }, "leave of the group when no IPv6 VIP is left")
+}
+
+func TestResponderRunErrors(t *testing.T) {
+	r, err := NewResponder(&net.Interface{Index: testIfindex, Name: "vipd0", HardwareAddr: macA[:]}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := newFakeNet()
+	n.failOn = map[int]error{testIfindex: errors.New("operation not permitted")}
+	r.listen = n.listen
+	if err := r.Run(context.Background()); err == nil {
+		t.Error("Run with a failing socket returned nil")
+	}
+
+	if _, err := NewResponder(&net.Interface{Index: 1, Name: "tun0"}, nil); err == nil {
+		t.Error("NewResponder accepted an interface without a MAC")
+	}
+	if _, err := NewResponder(nil, nil); err == nil {
+		t.Error("NewResponder accepted nil")
+	}
+}
+
+func TestResponderRunTwice(t *testing.T) {
+	h := startResponder(t, vip4)
+	if err := h.r.Run(context.Background()); err == nil {
+		t.Error("second concurrent Run returned nil")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within %v", what, wait)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
