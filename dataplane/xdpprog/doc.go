@@ -17,29 +17,36 @@
 //  3. Destination address in the VIP set: redirect. Every protocol: TCP,
 //     UDP, pings to a VIP, ICMP errors for VIP flows; the pipeline decides
 //     what to do with them. (This holds even when the L4 header is cut
-//     short: the pipeline counts that as a drop.)
-//  4. Otherwise, if the destination is not a local address, a NAT reply
-//     is redirected:
-//     - TCP/UDP, not fragmented, whose (source address, protocol, source
-//     port) or (source address, protocol, 0) is a ReplyKey;
-//     - a TCP/UDP fragment (IPv4 with MF or a nonzero offset, the first
-//     fragment included; IPv6 with a Fragment header right after the
-//     fixed header) whose (source address, protocol) belongs to any
-//     ReplyKey, whatever its port: only the first fragment has ports, and
-//     every fragment of a datagram must take the same way. This mirrors
-//     the dataplane pipeline, which matches fragments on the address
-//     alone. An IPv6 atomic fragment (offset 0, M clear) is a whole
-//     packet and is matched on its ports;
-//     - an ICMP error (v4 types 3, 11, 12; v6 types 1–4) quoting a TCP/UDP
-//     packet whose (destination, protocol, destination port) is a
-//     ReplyKey, or with port 0: an error from a NAT backend, or a router
-//     in front of it, about a client's packet, on its way to the client.
-//     Without it a NAT client would never see "fragmentation needed" for
-//     its flow. The pipeline handles exactly these (natReplyICMP4/6).
+//     short: the pipeline counts that as a drop.) The one exception is
+//     IPv6 neighbour discovery (ICMPv6 133–137), which passes: vipd answers
+//     it for its VIPs from an AF_PACKET socket (package arp), and such a
+//     socket sees only what XDP passes.
+//  4. Otherwise, if the destination is not a local address and the packet
+//     is a NAT reply (below): redirect.
 //  5. Everything else passes. The program never drops.
 //
+// A NAT reply is one of:
+//
+//   - a TCP or UDP packet, not fragmented, whose (source address, protocol,
+//     source port) or (source address, protocol, 0) is a ReplyKey;
+//   - a TCP or UDP fragment (IPv4 with MF set or a nonzero offset, the first
+//     fragment included; IPv6 with a Fragment header right after the fixed
+//     header) whose (source address, protocol) belongs to any ReplyKey,
+//     whatever its port. Only the first fragment has ports, and every
+//     fragment of a datagram must take the same way; the dataplane
+//     pipeline, too, matches reply fragments on the address alone. An IPv6
+//     atomic fragment (offset 0, M clear) is a whole packet and is matched
+//     on its ports;
+//   - an ICMP error (IPv4 types 3, 11, 12; ICMPv6 types 1–4) quoting a TCP
+//     or UDP packet whose (destination, protocol, destination port), or
+//     (destination, protocol, 0), is a ReplyKey: an error from a NAT
+//     backend, or a router in front of it, about a client's packet, on its
+//     way to the client. Without it a NAT client would never learn the path
+//     MTU towards a backend. The pipeline translates these, after checking
+//     that the quoted source is the error's destination.
+//
 // So the kernel keeps everything that is not vipd's: ARP and neighbour
-// discovery, SSH and BGP to the box, pings to the box, and replies to the
+// discovery (for VIPs too), SSH and BGP to the box, pings to the box, and replies to the
 // box's own addresses (health checks of the same backends), because rule
 // 4 never fires for a local destination. IPv6 packets with extension
 // headers other than a leading Fragment header are steered only by a VIP

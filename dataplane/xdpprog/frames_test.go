@@ -24,6 +24,7 @@ type pk struct {
 	frag6        bool   // IPv6: a Fragment header (fragOff, mf) after the fixed header
 	hopByHop     bool   // IPv6: a Hop-by-Hop Options header after the fixed header
 	quote        *pk    // an ICMP error quoting this packet's IP header and 8 bytes of L4
+	icmpType     uint8  // ICMP type when there is no quote; 0 = echo request
 	cut          int    // keep only the first cut bytes of the frame
 }
 
@@ -131,9 +132,15 @@ func (p pk) l4(t testing.TB, ip gopacket.NetworkLayer) []byte {
 	case layers.IPProtocolICMPv4:
 		return serialize(t, &layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(layers.ICMPv4TypeEchoRequest, 0), Id: 1, Seq: 1}, data)
 	case layers.IPProtocolICMPv6:
-		ic := &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(layers.ICMPv6TypeEchoRequest, 0)}
+		typ := uint8(layers.ICMPv6TypeEchoRequest)
+		if p.icmpType != 0 {
+			typ = p.icmpType
+		}
+		ic := &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(typ, 0)}
 		ic.SetNetworkLayerForChecksum(ip)
-		return serialize(t, ic, gopacket.Payload("\x00\x01\x00\x01vipd"))
+		// 4 bytes of identifier and sequence (echo) or reserved (NDP), then
+		// the target address of a neighbour solicitation, or filler.
+		return serialize(t, ic, gopacket.Payload(append([]byte{0, 1, 0, 1}, netip.MustParseAddr(p.dst).AsSlice()...)))
 	}
 	t.Fatalf("pk: no L4 builder for protocol %v", p.proto)
 	return nil

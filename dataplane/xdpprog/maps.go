@@ -10,7 +10,7 @@ import (
 
 // Capacities of the steering maps. Update fails with ErrCapacity beyond
 // them; the maps are preallocated, so these bound the kernel memory vipd
-// pins (about 10 MB at these sizes).
+// pins (about 13 MB at these sizes).
 const (
 	MaxVIPs    = 4096  // distinct VIP addresses
 	MaxReplies = 65536 // distinct ReplyKeys (and so distinct (address, protocol) pairs)

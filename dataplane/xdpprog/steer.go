@@ -39,6 +39,9 @@ const (
 	protoUDP    = 17
 	protoFrag6  = 44
 	protoICMPv6 = 58
+
+	icmp6NDPFirst = 133 // router solicitation
+	icmp6NDPLast  = 137 // redirect
 )
 
 // Stack layout (offsets from the frame pointer R10; the verifier wants
@@ -402,11 +405,22 @@ func (b *builder) ipv6() {
 // icmp6 is icmp4 for ICMPv6 errors (types 1–4: destination unreachable,
 // packet too big, time exceeded, parameter problem) quoting an IPv6 packet
 // whose next header is TCP or UDP.
+//
+// Neighbour discovery (types 133–137) passes before any lookup, even to a
+// VIP: vipd's NDP responder (package arp) reads it from an AF_PACKET
+// socket, which sees only what XDP passes, and unicast solicitations for a
+// VIP (neighbour unreachability detection) must reach it.
 func (b *builder) icmp6() {
 	b.label(lblICMP6)
-	b.need(rL4, icmpHdrLen+ipv6HdrLen, lblClassify)
+	b.need(rL4, 1, lblClassify)
 	b.emit(
 		asm.LoadMem(rT1, rL4, 0, asm.Byte), // type
+		asm.JLT.Imm(rT1, icmp6NDPFirst, "icmp6_not_ndp"),
+		asm.JLE.Imm(rT1, icmp6NDPLast, lblPass),
+	)
+	b.label("icmp6_not_ndp")
+	b.need(rL4, icmpHdrLen+ipv6HdrLen, lblClassify)
+	b.emit(
 		asm.JEq.Imm(rT1, 0, lblClassify),
 		asm.JGT.Imm(rT1, 4, lblClassify),
 		asm.Mov.Reg(rQ, rL4),
