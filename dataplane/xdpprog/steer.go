@@ -63,20 +63,22 @@ const (
 	stackReplyPort  = stackReplyKey + 18
 )
 
-// Register roles. R1–R5 carry helper arguments and are clobbered by every
-// helper call, so parsing uses them as scratch and nothing in them outlives
-// the parse; R6–R9 survive calls.
+// Register roles. R6–R9 survive helper calls; R0–R5 do not (R1–R5 carry
+// helper arguments, R0 the result), so parsing, which calls no helper,
+// uses them as scratch and nothing in them outlives the parse. Only rCtx
+// and rKind are read after the first call.
 const (
 	rCtx  = asm.R6 // *xdp_md, for the whole program
-	rKind = asm.R9 // how a NAT reply is looked up: kindNone, kindPorts or kindHost
 	rPkt  = asm.R7 // packet cursor: start of the header being parsed
 	rEnd  = asm.R8 // data_end; nothing at or past it may be read
-	rL4   = asm.R4 // start of the L4 (or ICMP) header
-	rQ    = asm.R5 // cursor into the packet quoted by an ICMP error
-	rChk  = asm.R0 // scratch for bounds checks
-	rT1   = asm.R1 // scratch
-	rT2   = asm.R2 // scratch; holds the protocol while the L4 header is parsed
-	rT3   = asm.R3 // scratch
+	rKind = asm.R9 // how a NAT reply is looked up: kindNone, kindPorts or kindHost
+
+	rChk = asm.R0 // scratch for bounds checks
+	rT1  = asm.R1 // scratch
+	rT2  = asm.R2 // scratch; holds the protocol while the L4 header is parsed
+	rT3  = asm.R3 // scratch; the IPv4 header length
+	rL4  = asm.R4 // start of the L4 (or ICMP) header
+	rQ   = asm.R5 // cursor into the packet quoted by an ICMP error
 )
 
 // Values of rKind. A packet that is not a NAT-reply candidate keeps
