@@ -1,7 +1,6 @@
 package arp
 
 import (
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -282,4 +281,4 @@ func mustMAC(s string) [6]byte {
 	return [6]byte(hw)
 }
 
-func compareAddr(a, b netip.Addr) int { return cmp.Compare(a.String(), b.String()) }
+func netHW(m [6]byte) net.HardwareAddr { return net.HardwareAddr(m[:]) }

@@ -184,6 +184,12 @@ func (r *Resolver) Run(ctx context.Context, onChange func()) error {
 	defer ticker.Stop()
 	notes := map[netip.Addr]string{} // last logged outcome per target, to log changes only
 	for {
+		// This round reads the latest targets: a change signalled before
+		// it needs no round of its own.
+		select {
+		case <-r.kick:
+		default:
+		}
 		next, err := r.round(ctx, k, notes)
 		if ctx.Err() != nil {
 			return nil
