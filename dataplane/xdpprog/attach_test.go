@@ -1,10 +1,14 @@
 package xdpprog
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,6 +149,13 @@ func TestAttachClose(t *testing.T) {
 	if _, err := attach(t, ns, p, "veth0", Generic); err == nil {
 		t.Error("a second Attach to veth0 succeeded")
 	}
+	other := load(t, 1)
+	if _, err := attach(t, ns, other, "veth0", Auto); err == nil {
+		t.Error("another program attached over vipd's")
+	}
+	if s := ns.xdp(t, "veth0"); s != (xdpState{Mode: 1, Prog: id}) {
+		t.Errorf("veth0 after another program tried: %+v, want driver mode with program %d", s, id)
+	}
 	mode, err = attach(t, ns, p, "veth1", Generic)
 	if err != nil || mode != Generic {
 		t.Fatalf("Attach(veth1, Generic) = %v, %v", mode, err)
@@ -232,4 +243,87 @@ func TestRegisterBounds(t *testing.T) {
 			t.Errorf("Load(%d) succeeded", q)
 		}
 	}
+}
+
+// crashEnv names the namespace in which the child process of
+// TestCrashLeavesNothing attaches the program.
+const crashEnv = "VIPDXDP_CRASH_NETNS"
+
+// TestCrashLeavesNothing: a vipd killed with SIGKILL, which runs no Close,
+// leaves no XDP program on its interface. The test runs itself as a child
+// that attaches and waits; the parent kills that child (and only it).
+func TestCrashLeavesNothing(t *testing.T) {
+	if name := os.Getenv(crashEnv); name != "" {
+		crashChild(t, &netNS{name: name})
+		return
+	}
+	needRoot(t)
+	ns := newNetNS(t)
+	vethPair(t, ns, "veth0", "veth1", nil)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashLeavesNothing$")
+	cmd.Env = append(os.Environ(), crashEnv+"="+ns.name)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "attached ") {
+				ready <- sc.Text()
+				break
+			}
+		}
+		close(ready)
+		for sc.Scan() { // drain
+		}
+	}()
+	var line string
+	select {
+	case line = <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the child did not attach within 10 s")
+	}
+	var id uint32
+	if _, err := fmt.Sscanf(line, "attached %d", &id); err != nil {
+		t.Fatalf("child said %q: %v", line, err)
+	}
+	if s := ns.xdp(t, "veth0"); s != (xdpState{Mode: 1, Prog: id}) {
+		t.Fatalf("veth0 while the child runs: %+v, want driver mode with program %d", s, id)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for s := ns.xdp(t, "veth0"); s != (xdpState{}); s = ns.xdp(t, "veth0") {
+		if time.Now().After(deadline) {
+			t.Fatalf("veth0 5 s after the child was killed: %+v, want no XDP program", s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// crashChild attaches a program in namespace ns, says so on stdout and
+// waits (bounded) to be killed.
+func crashChild(t *testing.T, ns *netNS) {
+	p, err := Load(1)
+	if err != nil {
+		t.Fatalf("child: Load: %v", err)
+	}
+	if mode, err := attach(t, ns, p, "veth0", Native); err != nil || mode != Native {
+		t.Fatalf("child: Attach: %v, %v", mode, err)
+	}
+	fmt.Printf("attached %d\n", progID(t, p))
+	time.Sleep(30 * time.Second)
+	t.Fatal("child: not killed within 30 s")
 }
