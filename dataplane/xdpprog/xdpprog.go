@@ -17,7 +17,9 @@ type Mode int
 
 const (
 	// Auto attaches in native mode and falls back to generic mode when the
-	// driver refuses.
+	// driver refuses (no XDP support, or an MTU too large for XDP without
+	// multi-buffer support, which this program does not declare). Why
+	// native mode failed is not reported; ask for Native to see it.
 	Auto Mode = iota
 	// Native runs the program in the driver, before any socket buffer
 	// exists (XDP_FLAGS_DRV_MODE).
