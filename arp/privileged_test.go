@@ -1,0 +1,362 @@
+package arp
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mdlayher/ndp"
+)
+
+// These tests run the package against the kernel, in a throwaway pair of
+// network namespaces (see netns_test.go). They skip when not root.
+
+// runIn runs fn (a Run method) on a thread inside ns and stops it at
+// cleanup, failing the test if it returns an error or does not stop.
+func runIn(t *testing.T, ns *netns, fn func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var err error
+	wait := ns.start(t, func() { err = fn(ctx) })
+	t.Cleanup(func() {
+		cancel()
+		wait()
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+// arpAsk sends one ARP request for target from B's peer0, as arping would,
+// and returns the first reply from target within d (ok false if none).
+func arpAsk(t *testing.T, bed *testBed, target netip.Addr, d time.Duration) (reply arpMessage, ok bool) {
+	t.Helper()
+	bed.b.do(t, func() {
+		ifi, err := net.InterfaceByName(bed.ifB)
+		if err != nil {
+			t.Errorf("peer interface: %v", err)
+			return
+		}
+		c, err := listenPacket(ifi.Index, etherTypeARP, arpFilter())
+		if err != nil {
+			t.Errorf("peer ARP socket: %v", err)
+			return
+		}
+		defer c.Close()
+		got := make(chan arpMessage, 1)
+		go func() {
+			b := make([]byte, maxFrameLen)
+			for {
+				n, err := c.ReadFrame(b)
+				if err != nil {
+					return
+				}
+				if m, err := parseARP(b[:n]); err == nil && m.op == arpReply && m.senderIP == target {
+					got <- m
+					return
+				}
+			}
+		}()
+		if err := c.WriteFrame(arpFrame(broadcastMAC, arpRequest, bed.macB, netip.MustParseAddr("198.18.0.2"), [6]byte{}, target)); err != nil {
+			t.Errorf("send ARP request: %v", err)
+			return
+		}
+		select {
+		case reply, ok = <-got:
+		case <-time.After(d):
+		}
+	})
+	return reply, ok
+}
+
+// udpPoke sends one UDP datagram from B to addr, which makes B's kernel
+// resolve addr's MAC first (ARP or NDP). The datagram itself goes nowhere:
+// A does not own addr and does not forward.
+func udpPoke(t *testing.T, bed *testBed, addr netip.Addr) {
+	t.Helper()
+	bed.b.do(t, func() {
+		c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, 9)))
+		if err != nil {
+			t.Errorf("dial %v from B: %v", addr, err)
+			return
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("who has")); err != nil {
+			t.Errorf("send to %v from B: %v", addr, err)
+		}
+	})
+}
+
+func TestPrivilegedResponder(t *testing.T) {
+	bed := newTestBed(t)
+	var ifi *net.Interface
+	bed.a.do(t, func() {
+		var err error
+		if ifi, err = net.InterfaceByName(bed.ifA); err != nil {
+			t.Errorf("vipd interface: %v", err)
+		}
+	})
+	if ifi == nil {
+		t.FailNow()
+	}
+	r, err := NewResponder(ifi, testLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vip4, vip6 := netip.MustParseAddr("198.18.0.100"), netip.MustParseAddr("2001:2::100")
+	r.SetVIPs([]netip.Addr{vip4, vip6})
+	runIn(t, bed.a, r.Run)
+
+	// The VIP is answered with A's MAC, every field right; another
+	// address is not.
+	reply, ok := arpAsk(t, bed, vip4, 2*time.Second)
+	if !ok {
+		t.Fatalf("no ARP reply for VIP %v", vip4)
+	}
+	want := arpMessage{op: arpReply, ethSrc: bed.macA, senderMAC: bed.macA, senderIP: vip4,
+		targetMAC: bed.macB, targetIP: netip.MustParseAddr("198.18.0.2")}
+	if reply != want {
+		t.Errorf("ARP reply %+v, want %+v", reply, want)
+	}
+	if _, ok := arpAsk(t, bed, netip.MustParseAddr("198.18.0.200"), 300*time.Millisecond); ok {
+		t.Error("a non-VIP was answered")
+	}
+
+	// B's own kernel resolves both VIPs to A's MAC (ARP, and NDP through
+	// the solicited-node group the Responder joined).
+	for _, vip := range []netip.Addr{vip4, vip6} {
+		udpPoke(t, bed, vip)
+		waitNeigh(t, bed.b, bed.ifB, vip.String(), "lladdr "+bedMACA, 3*time.Second)
+	}
+
+	// Gratuitous ARP / unsolicited NA: B holds another MAC for two new
+	// VIPs (a previous owner); once they are set, B's entries move to A.
+	const oldMAC = "02:00:5e:0e:00:01"
+	added := []netip.Addr{netip.MustParseAddr("198.18.0.101"), netip.MustParseAddr("2001:2::101")}
+	for _, a := range added {
+		sh(t, "ip", "-n", bed.b.name, "neigh", "replace", a.String(), "lladdr", oldMAC, "dev", bed.ifB, "nud", "stale")
+	}
+	r.SetVIPs(append([]netip.Addr{vip4, vip6}, added...))
+	for _, a := range added {
+		waitNeigh(t, bed.b, bed.ifB, a.String(), "lladdr "+bedMACA, 3*time.Second)
+	}
+
+	s := r.Stats()
+	if s.Replies < 3 || s.Announcements < 4 || s.SendErrors != 0 {
+		t.Errorf("Stats = %+v, want ≥ 3 replies, ≥ 4 announcements, no errors", s)
+	}
+}
+
+func TestPrivilegedResolver(t *testing.T) {
+	bed := newTestBed(t)
+	const gwMAC, gwMAC2 = "02:00:5e:0f:00:fe", "02:00:5e:0f:00:ff"
+	for _, args := range [][]string{
+		// A routed prefix whose gateway only A's kernel knows (a static
+		// entry), and one behind B, and default routes through B.
+		{"neigh", "add", "198.18.0.254", "lladdr", gwMAC, "dev", bed.ifA, "nud", "permanent"},
+		{"route", "add", "198.19.1.0/24", "via", "198.18.0.254", "dev", bed.ifA},
+		{"route", "add", "198.19.2.0/24", "via", "198.18.0.2", "dev", bed.ifA, "mtu", "1400"},
+		{"route", "add", "default", "via", "198.18.0.2", "dev", bed.ifA},
+		{"-6", "route", "add", "default", "via", "2001:2::2", "dev", bed.ifA},
+	} {
+		sh(t, append([]string{"ip", "-n", bed.a.name}, args...)...)
+	}
+	peerB := netip.MustParseAddr("198.18.0.2")
+	if got := neigh(t, bed.a, bed.ifA, peerB.String()); got != "" {
+		t.Fatalf("A's kernel already knows B: %q", got)
+	}
+
+	r := NewResolver(testLog(t), 200*time.Millisecond)
+	onLink, viaStatic, viaB, peer6 := peerB, netip.MustParseAddr("198.19.1.10"), netip.MustParseAddr("198.19.2.10"), netip.MustParseAddr("2001:2::2")
+	r.SetTargets([]netip.Addr{onLink, viaStatic, viaB, peer6})
+	var (
+		mu      sync.Mutex
+		changes int
+	)
+	changed := make(chan struct{}, 100)
+	runIn(t, bed.a, func(ctx context.Context) error {
+		return r.Run(ctx, func() {
+			mu.Lock()
+			changes++
+			mu.Unlock()
+			changed <- struct{}{}
+		})
+	})
+	waitResolved := func(addr netip.Addr, want string) NextHop {
+		t.Helper()
+		deadline := time.After(5 * time.Second)
+		for {
+			if hop, ok := r.NextHop(addr); ok && netHW(hop.MAC).String() == want {
+				return hop
+			}
+			select {
+			case <-changed:
+			case <-deadline:
+				hop, ok := r.NextHop(addr)
+				t.Fatalf("%v resolved to %+v (ok %v), want MAC %s", addr, hop, ok, want)
+			}
+		}
+	}
+
+	var vipd0 Link
+	bed.a.do(t, func() {
+		var err error
+		if vipd0, err = ReadLink(bed.ifA); err != nil {
+			t.Errorf("ReadLink: %v", err)
+		}
+	})
+	// On-link, unknown to the kernel: the Resolver ARPed for it itself.
+	if hop := waitResolved(onLink, bedMACB); hop.Via.IsValid() || hop.Ifindex != vipd0.Index {
+		t.Errorf("NextHop(%v) = %+v, want on-link on %d", onLink, hop, vipd0.Index)
+	}
+	// Proof it was our ARP: B learned A from the request, while A's
+	// kernel, which asked nothing, still has no entry for B.
+	waitNeigh(t, bed.b, bed.ifB, "198.18.0.1", "lladdr "+bedMACA, time.Second)
+	if got := neigh(t, bed.a, bed.ifA, peerB.String()); got != "" {
+		t.Errorf("A's kernel learned B (%q): the answer may not be the Resolver's own", got)
+	}
+	// Routed: the gateway's MAC, from the kernel's table or the wire.
+	if hop := waitResolved(viaStatic, gwMAC); hop.Via != netip.MustParseAddr("198.18.0.254") {
+		t.Errorf("NextHop(%v) = %+v, want via 198.18.0.254", viaStatic, hop)
+	}
+	if hop := waitResolved(viaB, bedMACB); hop.Via != peerB || hop.MTU != 1400 {
+		t.Errorf("NextHop(%v) = %+v, want via %v with route MTU 1400", viaB, hop, peerB)
+	}
+	waitResolved(peer6, bedMACB) // Neighbor Solicitation
+	for _, v6 := range []bool{false, true} {
+		mac, ifindex, ok := r.Gateway(v6)
+		if !ok || netHW(mac).String() != bedMACB || ifindex != vipd0.Index {
+			t.Errorf("Gateway(v6=%v) = %v, %d, %v; want %s, %d", v6, netHW(mac), ifindex, ok, bedMACB, vipd0.Index)
+		}
+	}
+
+	// A refresh reports a change in the kernel's table.
+	sh(t, "ip", "-n", bed.a.name, "neigh", "replace", "198.18.0.254", "lladdr", gwMAC2, "dev", bed.ifA, "nud", "permanent")
+	waitResolved(viaStatic, gwMAC2)
+}
+
+func TestPrivilegedLinks(t *testing.T) {
+	bed := newTestBed(t)
+	var (
+		l        Link
+		prefixes []netip.Prefix
+		errs     [3]error
+	)
+	bed.a.do(t, func() {
+		l, errs[0] = ReadLink(bed.ifA)
+		prefixes, errs[1] = OnLinkPrefixes(bed.ifA)
+		_, errs[2] = ReadLink("nope0")
+	})
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("ReadLink: %v; OnLinkPrefixes: %v", errs[0], errs[1])
+	}
+	if !errors.Is(errs[2], ErrLinkNotFound) {
+		t.Errorf("ReadLink(nope0) = %v, want ErrLinkNotFound", errs[2])
+	}
+	if l.Name != bed.ifA || l.Index == 0 || l.MTU != 1500 || l.MAC != bed.macA {
+		t.Errorf("ReadLink = %+v, want %s, MTU 1500, MAC %s", l, bed.ifA, bedMACA)
+	}
+	for _, p := range []string{"198.18.0.1/24", "2001:2::1/64"} {
+		if !slices.Contains(l.Addrs, netip.MustParsePrefix(p)) {
+			t.Errorf("Addrs %v lack %s", l.Addrs, p)
+		}
+	}
+	for _, p := range []string{"198.18.0.0/24", "2001:2::/64"} {
+		if !slices.Contains(prefixes, netip.MustParsePrefix(p)) {
+			t.Errorf("OnLinkPrefixes %v lack %s", prefixes, p)
+		}
+	}
+
+	// WatchLinks: the current state, then an MTU change and an address.
+	got := make(chan Link, 100)
+	runIn(t, bed.a, func(ctx context.Context) error {
+		return WatchLinks(ctx, []string{bed.ifA}, func(l Link) { got <- l })
+	})
+	next := func(what string, ok func(Link) bool) Link {
+		t.Helper()
+		deadline := time.After(5 * time.Second)
+		for {
+			select {
+			case l := <-got:
+				if ok(l) {
+					return l
+				}
+			case <-deadline:
+				t.Fatalf("WatchLinks did not report %s within 5 s", what)
+			}
+		}
+	}
+	next("the initial state", func(l Link) bool { return l.MTU == 1500 })
+	sh(t, "ip", "-n", bed.a.name, "link", "set", bed.ifA, "mtu", "1400")
+	if l := next("MTU 1400", func(l Link) bool { return l.MTU == 1400 }); l.MAC != bed.macA {
+		t.Errorf("after the MTU change: %+v", l)
+	}
+	sh(t, "ip", "-n", bed.a.name, "addr", "add", "198.18.0.9/24", "dev", bed.ifA)
+	next("the new address", func(l Link) bool { return slices.Contains(l.Addrs, netip.MustParsePrefix("198.18.0.9/24")) })
+}
+
+// TestPrivilegedNDPSocket checks the NDP filter against the kernel's real
+// frames: the socket sees B's kernel's solicitation for an address, with the
+// group joined.
+func TestPrivilegedNDPSocket(t *testing.T) {
+	bed := newTestBed(t)
+	target := netip.MustParseAddr("2001:2::77")
+	seen := make(chan ndpMessage, 1)
+	stop := make(chan struct{})
+	var wait func()
+	ready := make(chan error, 1)
+	wait = bed.a.start(t, func() {
+		ifi, err := net.InterfaceByName(bed.ifA)
+		if err != nil {
+			ready <- err
+			return
+		}
+		c, err := listenPacket(ifi.Index, etherTypeIPv6, ndpFilter(icmpv6TypeNS))
+		if err != nil {
+			ready <- err
+			return
+		}
+		defer c.Close()
+		if err := c.JoinMulticast(multicastMAC(solicitedNode(target))); err != nil {
+			ready <- err
+			return
+		}
+		ready <- nil
+		go func() { <-stop; c.Close() }()
+		b := make([]byte, maxFrameLen)
+		for {
+			n, err := c.ReadFrame(b)
+			if err != nil {
+				return
+			}
+			m, err := parseNDP(b[:n])
+			if err != nil {
+				t.Errorf("the NS filter let through a frame parseNDP rejects: %v", err)
+				continue
+			}
+			if ns, ok := m.msg.(*ndp.NeighborSolicitation); ok && ns.TargetAddress == target {
+				seen <- m
+				return
+			}
+		}
+	})
+	defer wait()
+	defer close(stop)
+	if err := <-ready; err != nil {
+		t.Fatal(err)
+	}
+	udpPoke(t, bed, target)
+	select {
+	case m := <-seen:
+		if m.src != netip.MustParseAddr("2001:2::2") || m.dst != solicitedNode(target) || m.ethSrc != bed.macB {
+			t.Errorf("NS %v → %v from %v", m.src, m.dst, netHW(m.ethSrc))
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("B's kernel's solicitation never reached the socket")
+	}
+}
