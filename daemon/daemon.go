@@ -131,6 +131,28 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 
 	var wg sync.WaitGroup
+	// The platform starts first: its first round of next-hop resolution
+	// fills in the backends' MACs. Workers start when it has (or after
+	// firstHostWait): frames that arrive meanwhile wait in the receive
+	// rings instead of being dropped for want of a neighbor.
+	hostReady := make(chan struct{})
+	var readyOnce sync.Once
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		err := d.opts.Platform.Run(ctx, func() {
+			d.publish("host")
+			readyOnce.Do(func() { close(hostReady) })
+		})
+		if err != nil && ctx.Err() == nil {
+			cancel(fmt.Errorf("platform: %w", err))
+		}
+	}()
+	select {
+	case <-hostReady:
+	case <-time.After(firstHostWait):
+	case <-ctx.Done():
+	}
 	for i, q := range queues {
 		w := d.workers[i]
 		wg.Add(1)
@@ -145,13 +167,6 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 			}
 		}()
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := d.opts.Platform.Run(ctx, func() { d.publish("host") }); err != nil && ctx.Err() == nil {
-			cancel(fmt.Errorf("platform: %w", err))
-		}
-	}()
 	d.log.Info("vipd running", "vips", len(cfg.VIPs), "workers", len(queues), "io", cfg.Dataplane.IO)
 
 	<-ctx.Done()
@@ -235,9 +250,14 @@ func (d *Daemon) publishLocked(why string) error {
 		}
 	}
 	d.allDown = now
-	d.log.Debug("snapshot published", "generation", d.gen, "why", why)
+	d.log.Debug("snapshot published", "generation", d.gen, "why", why,
+		"client_gateway4", net.HardwareAddr(host.ClientGateway4[:]).String(), "client_onlink", host.ClientOnLink)
 	return nil
 }
+
+// firstHostWait bounds how long workers wait for the platform's first view
+// of the host (next hops) before they start anyway.
+const firstHostWait = 2 * time.Second
 
 // ErrRestartNeeded is wrapped by Reload when the new file changes settings
 // that only take effect at start.

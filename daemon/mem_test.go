@@ -59,6 +59,7 @@ func (p *memPlatform) lastSteering() Steering {
 }
 
 func (p *memPlatform) Run(ctx context.Context, changed func()) error {
+	changed() // the in-memory host is ready at once
 	<-ctx.Done()
 	return nil
 }

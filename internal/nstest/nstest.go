@@ -30,6 +30,14 @@ func RequireRoot(tb testing.TB) {
 	}
 }
 
+// T is what nstest needs of a test: testing.TB has it, and so can a
+// program (the demo) that runs cleanups at exit.
+type T interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
 var seq atomic.Uint32
 
 // Name returns a name unique to this process and call, at most 15 bytes
@@ -47,7 +55,7 @@ type NS struct {
 }
 
 // New creates a namespace with its loopback up; it is deleted at cleanup.
-func New(tb testing.TB, prefix string) *NS {
+func New(tb T, prefix string) *NS {
 	tb.Helper()
 	n := &NS{Name: Name(prefix)}
 	Must(tb, "ip", "netns", "add", n.Name)
@@ -59,7 +67,7 @@ func New(tb testing.TB, prefix string) *NS {
 }
 
 // Must runs a command on the host and fails the test if it fails.
-func Must(tb testing.TB, args ...string) string {
+func Must(tb T, args ...string) string {
 	tb.Helper()
 	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
 	if err != nil {
@@ -69,7 +77,7 @@ func Must(tb testing.TB, args ...string) string {
 }
 
 // Must runs a command inside the namespace and fails the test if it fails.
-func (n *NS) Must(tb testing.TB, args ...string) string {
+func (n *NS) Must(tb T, args ...string) string {
 	tb.Helper()
 	return Must(tb, append([]string{"ip", "netns", "exec", n.Name}, args...)...)
 }
@@ -81,7 +89,7 @@ func (n *NS) Cmd(args ...string) *exec.Cmd {
 
 // Veth creates a veth pair with one end in a (named an) and the other in b
 // (named bn), both up; deleting a's end at cleanup deletes the pair.
-func Veth(tb testing.TB, a *NS, an string, b *NS, bn string) {
+func Veth(tb T, a *NS, an string, b *NS, bn string) {
 	tb.Helper()
 	Must(tb, "ip", "link", "add", an, "netns", a.Name, "type", "veth", "peer", "name", bn, "netns", b.Name)
 	tb.Cleanup(func() { exec.Command("ip", "-n", a.Name, "link", "del", an).Run() })
@@ -117,4 +125,25 @@ func (n *NS) Do(f func() error) error {
 		return fmt.Errorf("setns back: %w (thread abandoned)", err)
 	}
 	return ferr
+}
+
+// VethNamed creates a veth pair between a and b whose ends are called an and
+// bn inside their namespaces (names that may exist elsewhere, like eth0):
+// the pair is made under unique names, then renamed.
+func VethNamed(tb T, a *NS, an string, b *NS, bn string) {
+	tb.Helper()
+	ta, tbn := Name("va"), Name("vb")
+	Must(tb, "ip", "link", "add", ta, "netns", a.Name, "type", "veth", "peer", "name", tbn, "netns", b.Name)
+	a.Must(tb, "ip", "link", "set", ta, "name", an)
+	b.Must(tb, "ip", "link", "set", tbn, "name", bn)
+	a.Must(tb, "ip", "link", "set", an, "up")
+	b.Must(tb, "ip", "link", "set", bn, "up")
+}
+
+// Sysctl sets a net.* sysctl inside the namespace (they are per
+// namespace), by writing /proc/sys from a shell running in it.
+func (n *NS) Sysctl(tb T, key, value string) {
+	tb.Helper()
+	path := "/proc/sys/" + strings.ReplaceAll(key, ".", "/")
+	n.Must(tb, "sh", "-c", "echo "+value+" > "+path)
 }

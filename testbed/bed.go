@@ -1,0 +1,284 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/vipd/vipd/internal/nstest"
+)
+
+// Addresses of the bed.
+var (
+	ClientAddr = netip.MustParseAddr("198.18.2.1")
+	RouterCli  = netip.MustParseAddr("198.18.2.254")
+	RouterBox  = netip.MustParseAddr("198.18.0.254")
+	BoxIngress = netip.MustParseAddr("198.18.0.2")
+	VIPNAT     = netip.MustParseAddr("198.18.0.100")
+	VIPDSR     = netip.MustParseAddr("198.18.0.101")
+	VIPUDP     = netip.MustParseAddr("198.18.0.102")
+)
+
+// Layout is the shape of the box's connections.
+type Layout int
+
+const (
+	TwoArmed Layout = iota // eth0 toward clients, eth1 toward backends
+	OneArmed               // eth0 for both
+)
+
+// Options shape a bed.
+type Options struct {
+	Layout   Layout
+	Backends int // default 3
+	// BackendMTU is the MTU of the links toward the backends (box eth1,
+	// switch, backends); 0 means 1500. Two-armed only.
+	BackendMTU int
+	// NoDecap skips the DSR decapsulator on the backends.
+	NoDecap bool
+}
+
+// Backend is one backend host.
+type Backend struct {
+	Name string
+	NS   *nstest.NS
+	Addr netip.Addr
+	srv  *exec.Cmd
+	bed  *Bed
+}
+
+// Bed is a running test network.
+type Bed struct {
+	t        nstest.T
+	Opts     Options
+	Bin      Binaries
+	Client   *nstest.NS
+	Router   *nstest.NS
+	Box      *nstest.NS
+	Switch   *nstest.NS
+	Backends []*Backend
+	// BackendNet is the backends' subnet, BoxEgress the box's address on
+	// it (the NAT backends' gateway).
+	BackendNet netip.Prefix
+	BoxEgress  netip.Addr
+	dir        string
+}
+
+// New builds the bed. It needs root; tests call nstest.RequireRoot first.
+func New(t nstest.T, o Options) *Bed {
+	t.Helper()
+	if o.Backends == 0 {
+		o.Backends = 3
+	}
+	bin, err := Build()
+	if err != nil {
+		t.Fatalf("testbed: %v", err)
+	}
+	dir, err := os.MkdirTemp("", "vipd-bed")
+	if err != nil {
+		t.Fatalf("testbed: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	b := &Bed{t: t, Opts: o, Bin: bin, dir: dir}
+	b.Client = nstest.New(t, "cli")
+	b.Router = nstest.New(t, "rtr")
+	b.Box = nstest.New(t, "box")
+	b.Switch = nstest.New(t, "sw")
+	b.Switch.Must(t, "ip", "link", "add", "br0", "type", "bridge")
+	b.Switch.Must(t, "ip", "link", "set", "br0", "up")
+	b.Router.Sysctl(t, "net.ipv4.ip_forward", "1")
+	b.Box.Sysctl(t, "net.ipv4.ip_forward", "0")
+
+	// client ── router
+	nstest.VethNamed(t, b.Client, "eth0", b.Router, "r0")
+	b.Client.Must(t, "ip", "addr", "add", ClientAddr.String()+"/24", "dev", "eth0")
+	b.Client.Must(t, "ip", "route", "add", "default", "via", RouterCli.String())
+	b.Router.Must(t, "ip", "addr", "add", RouterCli.String()+"/24", "dev", "r0")
+
+	if o.Layout == TwoArmed {
+		b.BackendNet = netip.MustParsePrefix("198.18.1.0/24")
+		b.BoxEgress = netip.MustParseAddr("198.18.1.1")
+		nstest.VethNamed(t, b.Router, "r1", b.Box, "eth0")
+		b.port(b.Box, "eth1", "sbox")
+		b.port(b.Router, "r2", "srtr")
+		b.Box.Must(t, "ip", "addr", "add", b.BoxEgress.String()+"/24", "dev", "eth1")
+		b.Router.Must(t, "ip", "addr", "add", "198.18.1.254/24", "dev", "r2")
+		if o.BackendMTU != 0 {
+			mtu := strconv.Itoa(o.BackendMTU)
+			b.Box.Must(t, "ip", "link", "set", "eth1", "mtu", mtu)
+			b.Switch.Must(t, "ip", "link", "set", "sbox", "mtu", mtu)
+		}
+	} else {
+		b.BackendNet = netip.MustParsePrefix("198.18.0.0/24")
+		b.BoxEgress = BoxIngress
+		b.port(b.Router, "r1", "srtr")
+		b.port(b.Box, "eth0", "sbox")
+	}
+	b.Router.Must(t, "ip", "addr", "add", RouterBox.String()+"/24", "dev", "r1")
+	b.Box.Must(t, "ip", "addr", "add", BoxIngress.String()+"/24", "dev", "eth0")
+	b.Box.Must(t, "ip", "route", "add", "default", "via", RouterBox.String())
+
+	for i := 0; i < o.Backends; i++ {
+		b.addBackend(i)
+	}
+	// Every interface that sends toward the box sends whole frames with
+	// complete checksums, as a physical wire does (see nstest.NoTxOffload).
+	b.Client.NoTxOffload(t, "eth0")
+	for _, dev := range []string{"r0", "r1", "r2"} {
+		if dev != "r2" || o.Layout == TwoArmed {
+			b.Router.NoTxOffload(t, dev)
+		}
+	}
+	for _, be := range b.Backends {
+		be.NS.NoTxOffload(t, "eth0")
+	}
+	return b
+}
+
+// port connects a namespace to the switch with a veth named name (inside
+// ns) and swname (on the bridge).
+func (b *Bed) port(ns *nstest.NS, name, swname string) {
+	nstest.VethNamed(b.t, ns, name, b.Switch, swname)
+	b.Switch.Must(b.t, "ip", "link", "set", swname, "master", "br0")
+}
+
+func (b *Bed) addBackend(i int) {
+	t := b.t
+	be := &Backend{Name: fmt.Sprintf("backend%d", i+1), bed: b}
+	be.NS = nstest.New(t, "be")
+	a := b.BackendNet.Addr().As4()
+	a[3] = byte(11 + i)
+	be.Addr = netip.AddrFrom4(a)
+	b.port(be.NS, "eth0", fmt.Sprintf("sbe%d", i))
+	if b.Opts.BackendMTU != 0 {
+		mtu := strconv.Itoa(b.Opts.BackendMTU)
+		be.NS.Must(t, "ip", "link", "set", "eth0", "mtu", mtu)
+		b.Switch.Must(t, "ip", "link", "set", fmt.Sprintf("sbe%d", i), "mtu", mtu)
+	}
+	bits := b.BackendNet.Bits()
+	be.NS.Must(t, "ip", "addr", "add", fmt.Sprintf("%s/%d", be.Addr, bits), "dev", "eth0")
+	// NAT replies go back through the box; DSR replies (source: the VIP)
+	// straight to the router.
+	be.NS.Must(t, "ip", "route", "add", "default", "via", b.BoxEgress.String())
+	routerHere := "198.18.1.254"
+	if b.Opts.Layout == OneArmed {
+		routerHere = RouterBox.String()
+	}
+	be.NS.Must(t, "ip", "route", "add", "default", "via", routerHere, "table", "100")
+	be.NS.Must(t, "ip", "rule", "add", "from", VIPDSR.String(), "lookup", "100")
+	// The DSR VIP lives on loopback and must not be announced.
+	be.NS.Must(t, "ip", "addr", "add", VIPDSR.String()+"/32", "dev", "lo")
+	be.NS.Sysctl(t, "net.ipv4.conf.all.arp_ignore", "1")
+	be.NS.Sysctl(t, "net.ipv4.conf.all.arp_announce", "2")
+	b.Backends = append(b.Backends, be)
+	be.Start()
+	if !b.Opts.NoDecap {
+		b.Spawn(be.NS, "decap-"+be.Name, b.Bin.Decap, "-fix-sysctls")
+	}
+}
+
+// Start (re)starts the backend's server: HTTP on 8080 (NAT) and 80 (DSR:
+// no port rewrite), UDP echo on 7001.
+func (be *Backend) Start() {
+	be.srv = be.bed.Spawn(be.NS, be.Name, be.bed.Bin.Backend, "-name", be.Name, "-http", ":8080,:80", "-udp", ":7001",
+		"-drain-file", be.DrainFile())
+}
+
+// Kill stops the backend's server (SIGKILL), as a crash would.
+func (be *Backend) Kill() {
+	if be.srv != nil && be.srv.Process != nil {
+		be.srv.Process.Kill()
+		be.srv.Wait()
+		be.srv = nil
+	}
+}
+
+// DrainFile is the file whose existence makes the backend's health check
+// answer 503 with X-Drain.
+func (be *Backend) DrainFile() string { return filepath.Join(be.bed.dir, be.Name+".drain") }
+
+// SetDraining makes the backend answer its health check as draining, or
+// not.
+func (be *Backend) SetDraining(on bool) {
+	if on {
+		os.WriteFile(be.DrainFile(), nil, 0o644)
+	} else {
+		os.Remove(be.DrainFile())
+	}
+}
+
+// Spawn starts a program inside ns; it is killed (by PID) at cleanup. Its
+// output goes to a log file in the bed's directory (see Log).
+func (b *Bed) Spawn(ns *nstest.NS, name, bin string, args ...string) *exec.Cmd {
+	b.t.Helper()
+	f, err := os.Create(filepath.Join(b.dir, name+".log"))
+	if err != nil {
+		b.t.Fatalf("testbed: %v", err)
+	}
+	cmd := ns.Cmd(append([]string{bin}, args...)...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		b.t.Fatalf("testbed: start %s: %v", name, err)
+	}
+	b.t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		f.Close()
+	})
+	return cmd
+}
+
+// Log returns what a spawned program wrote so far.
+func (b *Bed) Log(name string) string {
+	out, _ := os.ReadFile(filepath.Join(b.dir, name+".log"))
+	return string(out)
+}
+
+// Dialer returns a dial function that opens connections from inside ns.
+func Dialer(ns *nstest.NS) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var c net.Conn
+		err := ns.Do(func() error {
+			var d net.Dialer
+			var err error
+			c, err = d.DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}
+}
+
+// ListenPacket opens a packet socket inside ns.
+func ListenPacket(ns *nstest.NS, network, addr string) (net.PacketConn, error) {
+	var pc net.PacketConn
+	err := ns.Do(func() error {
+		var err error
+		pc, err = net.ListenPacket(network, addr)
+		return err
+	})
+	return pc, err
+}
+
+// stopProcess sends SIGTERM and waits up to d for the process to exit.
+func stopProcess(cmd *exec.Cmd, d time.Duration) (*os.ProcessState, error) {
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+		return cmd.ProcessState, nil
+	case <-time.After(d):
+		cmd.Process.Kill()
+		<-done
+		return cmd.ProcessState, fmt.Errorf("did not exit within %v of SIGTERM", d)
+	}
+}

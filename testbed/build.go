@@ -1,0 +1,67 @@
+package testbed
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// Binaries are the programs the bed runs, built once per process.
+type Binaries struct {
+	VIPD, Backend, Decap string
+}
+
+var (
+	buildOnce sync.Once
+	bins      Binaries
+	buildErr  error
+)
+
+// Build compiles vipd, the backend server and the decapsulator into a
+// temporary directory (once per process) and returns their paths.
+func Build() (Binaries, error) {
+	buildOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "vipd-bed-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		bins = Binaries{
+			VIPD:    filepath.Join(dir, "vipd"),
+			Backend: filepath.Join(dir, "vipd-backend"),
+			Decap:   filepath.Join(dir, "vipd-decap"),
+		}
+		for pkg, out := range map[string]string{"./cmd/vipd": bins.VIPD, "./testbed/backend": bins.Backend, "./cmd/vipd-decap": bins.Decap} {
+			if _, err := os.Stat(filepath.Join(root, pkg)); err != nil {
+				continue // not in this tree (yet)
+			}
+			cmd := exec.Command("go", "build", "-o", out, pkg)
+			cmd.Dir = root
+			if b, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+				return
+			}
+		}
+	})
+	return bins, buildErr
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("not inside the vipd module")
+	}
+	return filepath.Dir(mod), nil
+}

@@ -1,0 +1,61 @@
+package testbed
+
+import (
+	"fmt"
+	"strings"
+)
+
+// ConfigOptions shape the vipd configuration Config writes for a bed.
+type ConfigOptions struct {
+	IO     string // afxdp (default) or afpacket
+	Queues int    // default 1
+	// Health is the health-check block of every VIP ("" = none).
+	Health string
+	// Weights of the backends of the NAT VIP, default all 1.
+	Weights []int
+	// Extra is appended verbatim (more VIPs, ...).
+	Extra string
+}
+
+// Config returns a vipd configuration for the bed: a NAT VIP (TCP 80 →
+// backends' 8080), a DSR VIP (TCP 80) and a UDP NAT VIP (7000 → 7001).
+func (b *Bed) Config(o ConfigOptions) string {
+	if o.IO == "" {
+		o.IO = "afxdp"
+	}
+	if o.Queues == 0 {
+		o.Queues = 1
+	}
+	var s strings.Builder
+	fmt.Fprintf(&s, "[dataplane]\ningress = \"eth0\"\n")
+	if b.Opts.Layout == TwoArmed {
+		fmt.Fprintf(&s, "egress = \"eth1\"\n")
+	}
+	fmt.Fprintf(&s, "io = %q\nqueues = %d\nframe_count = 4096\n\n[conntrack]\ncapacity = 65536\n\n[admin]\nlisten = %q\n\n", o.IO, o.Queues, AdminAddr)
+	health := "[vip.healthcheck]\ntype = \"none\"\n"
+	if o.Health != "" {
+		health = o.Health
+	}
+	vip := func(name string, addr any, port int, proto, mode string, bport int, weights []int) {
+		fmt.Fprintf(&s, "[[vip]]\nname = %q\naddress = \"%v\"\nport = %d\nprotocol = %q\nmode = %q\n", name, addr, port, proto, mode)
+		if mode == "dsr" {
+			fmt.Fprintf(&s, "encap_source = \"%v\"\n", b.BoxEgress)
+		}
+		s.WriteString(health)
+		for i, be := range b.Backends {
+			fmt.Fprintf(&s, "[[vip.backend]]\naddress = \"%v\"\n", be.Addr)
+			if bport != 0 {
+				fmt.Fprintf(&s, "port = %d\n", bport)
+			}
+			if i < len(weights) {
+				fmt.Fprintf(&s, "weight = %d\n", weights[i])
+			}
+		}
+		s.WriteString("\n")
+	}
+	vip("web-nat", VIPNAT, 80, "tcp", "nat", 8080, o.Weights)
+	vip("web-dsr", VIPDSR, 80, "tcp", "dsr", 0, nil)
+	vip("udp-nat", VIPUDP, 7000, "udp", "nat", 7001, nil)
+	s.WriteString(o.Extra)
+	return s.String()
+}

@@ -1,0 +1,204 @@
+package testbed
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/vipd/vipd/admin"
+)
+
+// AdminAddr is where the bed's vipd serves its admin API (inside the box
+// namespace).
+const AdminAddr = "127.0.0.1:9180"
+
+// VIPD is a vipd process running in the box.
+type VIPD struct {
+	bed    *Bed
+	cmd    *exec.Cmd
+	Config string // path of its configuration file
+	name   string
+	client *http.Client
+}
+
+// StartVIPD writes cfg and runs vipd on it in the box, with extra flags,
+// waiting until its admin API answers.
+func (b *Bed) StartVIPD(cfg string, flags ...string) *VIPD {
+	b.t.Helper()
+	v := &VIPD{bed: b, Config: filepath.Join(b.dir, "vipd.toml")}
+	v.name = fmt.Sprintf("vipd-%d", time.Now().UnixNano())
+	if err := os.WriteFile(v.Config, []byte(cfg), 0o644); err != nil {
+		b.t.Fatalf("testbed: %v", err)
+	}
+	v.client = &http.Client{Transport: &http.Transport{DialContext: Dialer(b.Box), DisableKeepAlives: true}, Timeout: 20 * time.Second}
+	v.cmd = b.Spawn(b.Box, v.name, b.Bin.VIPD, append([]string{"-config", v.Config, "-log-level", "debug"}, flags...)...)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := v.client.Get("http://" + AdminAddr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return v
+			}
+		}
+		if v.cmd.ProcessState != nil || time.Now().After(deadline) {
+			b.t.Fatalf("testbed: vipd did not come up: %v\n%s", err, b.Log(v.name))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Log returns vipd's output so far.
+func (v *VIPD) Log() string { return v.bed.Log(v.name) }
+
+// PID is the vipd process id.
+func (v *VIPD) PID() int { return v.cmd.Process.Pid }
+
+// State fetches /v1/state.
+func (v *VIPD) State() (*admin.State, error) {
+	resp, err := v.client.Get("http://" + AdminAddr + "/v1/state")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	var st admin.State
+	return &st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// Metrics fetches and parses /metrics.
+func (v *VIPD) Metrics() (map[string]*dto.MetricFamily, error) {
+	resp, err := v.client.Get("http://" + AdminAddr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(resp.Body)
+}
+
+// Metric returns the sum of the samples of family name whose labels
+// include all of want (name=value pairs), or 0.
+func Metric(fams map[string]*dto.MetricFamily, name string, want ...string) float64 {
+	f, ok := fams[name]
+	if !ok {
+		return 0
+	}
+	total := 0.0
+next:
+	for _, m := range f.GetMetric() {
+		for i := 0; i+1 < len(want); i += 2 {
+			found := false
+			for _, l := range m.GetLabel() {
+				found = found || (l.GetName() == want[i] && l.GetValue() == want[i+1])
+			}
+			if !found {
+				continue next
+			}
+		}
+		switch {
+		case m.GetCounter() != nil:
+			total += m.GetCounter().GetValue()
+		case m.GetGauge() != nil:
+			total += m.GetGauge().GetValue()
+		}
+	}
+	return total
+}
+
+// Drain drains or undrains a backend through the admin API.
+func (v *VIPD) Drain(vip, backend string, on bool) error {
+	body := fmt.Sprintf(`{"vip": %q, "backend": %q, "drain": %v}`, vip, backend, on)
+	resp, err := v.client.Post("http://"+AdminAddr+"/v1/drain", "application/json", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	return nil
+}
+
+// Reload rewrites the configuration and sends SIGHUP, then waits until the
+// reload counter of the given result (ok or error) moves.
+func (v *VIPD) Reload(cfg, wantResult string) error {
+	before := v.reloads(wantResult)
+	if err := os.WriteFile(v.Config, []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	v.cmd.Process.Signal(syscall.SIGHUP)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if v.reloads(wantResult) > before {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("no %s reload within 10 s:\n%s", wantResult, v.Log())
+}
+
+func (v *VIPD) reloads(result string) float64 {
+	fams, err := v.Metrics()
+	if err != nil {
+		return -1
+	}
+	return Metric(fams, "vipd_config_reloads_total", "result", result)
+}
+
+// Stop sends SIGTERM and waits for a clean exit.
+func (v *VIPD) Stop() error {
+	st, err := stopProcess(v.cmd, 15*time.Second)
+	if err != nil {
+		return err
+	}
+	if !st.Success() {
+		return fmt.Errorf("vipd exited with %v:\n%s", st, v.Log())
+	}
+	return nil
+}
+
+// HTTPClient returns a client whose connections start in the client
+// namespace, one connection per request (a fresh flow each time).
+func (b *Bed) HTTPClient(timeout time.Duration) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{DialContext: Dialer(b.Client), DisableKeepAlives: true},
+		Timeout:   timeout,
+	}
+}
+
+// Get fetches url from the client namespace and returns the body.
+func Get(ctx context.Context, c *http.Client, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	return string(b), nil
+}
