@@ -111,6 +111,8 @@ func TestPrivilegedResponder(t *testing.T) {
 	vip4, vip6 := netip.MustParseAddr("198.18.0.100"), netip.MustParseAddr("2001:2::100")
 	r.SetVIPs([]netip.Addr{vip4, vip6})
 	runIn(t, bed.a, r.Run)
+	// Run has its sockets once the first announcements are out.
+	waitFor(t, func() bool { return r.Stats().Announcements >= 2 }, "first announcements")
 
 	// The VIP is answered with A's MAC, every field right; another
 	// address is not.
@@ -144,6 +146,17 @@ func TestPrivilegedResponder(t *testing.T) {
 	r.SetVIPs(append([]netip.Addr{vip4, vip6}, added...))
 	for _, a := range added {
 		waitNeigh(t, bed.b, bed.ifB, a.String(), "lladdr "+bedMACA, 3*time.Second)
+	}
+
+	// The link goes down and up: the sockets report it once and go on.
+	sh(t, "ip", "-n", bed.a.name, "link", "set", bed.ifA, "down")
+	sh(t, "ip", "-n", bed.a.name, "link", "set", bed.ifA, "up")
+	ok = false
+	for deadline := time.Now().Add(5 * time.Second); !ok && time.Now().Before(deadline); {
+		_, ok = arpAsk(t, bed, vip4, 500*time.Millisecond)
+	}
+	if !ok {
+		t.Error("VIP no longer answered after the link went down and up")
 	}
 
 	s := r.Stats()

@@ -3,6 +3,7 @@ package arp
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -101,6 +102,19 @@ func (r *Resolver) probe(ctx context.Context, links []Link, ws []want) map[hopKe
 		}
 		senders = append(senders, sender{c, f, w.hopKey})
 	}
+
+	// Hops no request could be sent for are given up now, so that allDone
+	// can fire once the others have answered.
+	mu.Lock()
+	for key := range pending {
+		if !slices.ContainsFunc(senders, func(s sender) bool { return s.key == key }) {
+			delete(pending, key)
+		}
+	}
+	if len(pending) == 0 {
+		close(allDone)
+	}
+	mu.Unlock()
 
 	timer := time.NewTimer(0)
 	<-timer.C

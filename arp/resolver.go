@@ -333,6 +333,11 @@ func (r *Resolver) round(ctx context.Context, k kernel, notes map[netip.Addr]str
 			r.log.Info("next hop resolved", "addr", t, "mac", net.HardwareAddr(mac[:]).String(), "via", p.hop.Via, "ifindex", p.hop.Ifindex)
 		}
 	}
+	for t := range notes {
+		if !slices.Contains(targets, t) {
+			delete(notes, t)
+		}
+	}
 	for i, p := range gws {
 		if p == nil {
 			continue

@@ -75,7 +75,8 @@ type ResponderStats struct {
 }
 
 // NewResponder returns a Responder for the Ethernet interface ifi. It opens
-// nothing: Run does. A nil log discards.
+// nothing: Run does. A nil log discards. The MAC it answers with is ifi's at
+// this call; if WatchLinks reports a new one, make a new Responder.
 func NewResponder(ifi *net.Interface, log *slog.Logger) (*Responder, error) {
 	if ifi == nil || ifi.Index <= 0 {
 		return nil, errors.New("arp: responder needs an interface")
@@ -221,6 +222,11 @@ func (r *Responder) serve(ctx context.Context, c frameConn, handle func(frameCon
 			// socket bound to it, then delivers again when it comes back.
 			if errors.Is(err, unix.ENETDOWN) {
 				r.log.Warn("link down; waiting for it", "err", err)
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(100 * time.Millisecond): // never spin
+				}
 				continue
 			}
 			return fmt.Errorf("arp: read on %s: %w", r.ifname, err)
