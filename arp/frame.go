@@ -14,35 +14,45 @@ import (
 // path: allocation is fine.
 
 const (
+	ethHeaderLen  = 14 // destination, source, EtherType; no VLAN tag (the kernel strips it before AF_PACKET)
 	etherTypeARP  = 0x0806
 	etherTypeIPv6 = 0x86dd
 
+	// maxFrameLen sizes read buffers: a whole frame at a 1500-byte MTU.
+	// ARP and NDP frames are far smaller; a longer one is truncated and
+	// then fails validation, which is the right outcome.
+	maxFrameLen = ethHeaderLen + 1500
+
 	// ARP hardware type for Ethernet (RFC 826 ar$hrd; IANA "Ethernet (10Mb)").
 	arpHardwareEthernet = 1
+)
 
-	// IPv6 fixed header (RFC 8200 §3):
-	//
-	//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-	//	|Version| Traffic Class |           Flow Label                  |
-	//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-	//	|         Payload Length        |  Next Header  |   Hop Limit   |
-	//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-	//	|                     Source Address (16)                       |
-	//	|                   Destination Address (16)                    |
-	//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-	ipv6HeaderLen   = 40
-	ipv6PayloadLen  = 4
-	ipv6NextHeader  = 6
-	ipv6HopLimit    = 7
-	ipv6Src         = 8
-	ipv6Dst         = 24
-	protocolICMPv6  = 58
-	ethHeaderLen    = 14
-	icmpv6TypeNS    = 135
-	icmpv6TypeNA    = 136
-	ndpMinNSNALen   = 24 // ICMPv6 header (4) + reserved/flags (4) + target (16)
-	maxFrameLen     = 1514
-	ndpHopLimitWant = ndp.HopLimit // RFC 4861 §7.1: 255, proves the sender is on-link
+// IPv6 fixed header (RFC 8200 §3):
+//
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|Version| Traffic Class |           Flow Label                  |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|         Payload Length        |  Next Header  |   Hop Limit   |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|                     Source Address (16)                       |
+//	|                   Destination Address (16)                    |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+const (
+	ipv6HeaderLen  = 40
+	ipv6PayloadLen = 4
+	ipv6NextHeader = 6
+	ipv6HopLimit   = 7
+	ipv6Src        = 8
+	ipv6Dst        = 24
+	protocolICMPv6 = 58
+
+	// NDP (RFC 4861 §4.3, §4.4).
+	icmpv6TypeNS  = 135
+	icmpv6TypeNA  = 136
+	ndpMinNSNALen = 24 // ICMPv6 header (4) + reserved/flags (4) + target (16)
+	// ndpHopLimit is required on every NDP message (RFC 4861 §7.1): a
+	// router would have decremented it, so 255 proves the sender on-link.
+	ndpHopLimit = ndp.HopLimit
 )
 
 var (
@@ -168,7 +178,7 @@ func ndpFrame(ethSrc, ethDst [6]byte, src, dst netip.Addr, m ndp.Message) ([]byt
 	ip[0] = 6 << 4 // version 6, traffic class 0, flow label 0
 	binary.BigEndian.PutUint16(ip[ipv6PayloadLen:], uint16(len(icmp)))
 	ip[ipv6NextHeader] = protocolICMPv6
-	ip[ipv6HopLimit] = ndp.HopLimit
+	ip[ipv6HopLimit] = ndpHopLimit
 	s, d := src.As16(), dst.As16()
 	copy(ip[ipv6Src:], s[:])
 	copy(ip[ipv6Dst:], d[:])
@@ -197,7 +207,7 @@ func parseNDP(b []byte) (ndpMessage, error) {
 	var m ndpMessage
 	copy(m.ethSrc[:], b[6:12])
 	ip := b[ethHeaderLen:]
-	if ip[0]>>4 != 6 || ip[ipv6NextHeader] != protocolICMPv6 || ip[ipv6HopLimit] != ndpHopLimitWant {
+	if ip[0]>>4 != 6 || ip[ipv6NextHeader] != protocolICMPv6 || ip[ipv6HopLimit] != ndpHopLimit {
 		return ndpMessage{}, errNotNDP
 	}
 	n := int(binary.BigEndian.Uint16(ip[ipv6PayloadLen:]))

@@ -118,6 +118,7 @@ func (r *Resolver) probe(ctx context.Context, links []Link, ws []want) map[hopKe
 
 	timer := time.NewTimer(0)
 	<-timer.C
+tries:
 	for try := 0; try < r.tries && len(senders) > 0; try++ {
 		for _, s := range senders {
 			mu.Lock()
@@ -132,9 +133,9 @@ func (r *Resolver) probe(ctx context.Context, links []Link, ws []want) map[hopKe
 		timer.Reset(r.wait)
 		select {
 		case <-ctx.Done():
-			try = r.tries
+			break tries
 		case <-allDone:
-			try = r.tries
+			break tries
 		case <-timer.C:
 		}
 	}

@@ -61,8 +61,15 @@ type Responder struct {
 }
 
 type announcement struct {
-	left int
-	due  time.Time
+	left int       // announcements still to send
+	due  time.Time // when the next one is; zero: at once
+}
+
+func newAnnouncement(vip netip.Addr) *announcement {
+	if vip.Is6() {
+		return &announcement{left: announceNum6}
+	}
+	return &announcement{left: announceNum4}
 }
 
 // ResponderStats counts what a Responder saw and sent since it was created.
@@ -104,9 +111,9 @@ func NewResponder(ifi *net.Interface, log *slog.Logger) (*Responder, error) {
 	return r, nil
 }
 
-// SetVIPs replaces the set of addresses answered for. Addresses new to the
-// set are announced (first at once, then on the RFC schedule) by Run; if Run
-// has not started, when it starts. SetVIPs never blocks on the network and is
+// SetVIPs replaces the set of addresses answered for. Run announces
+// addresses new to the set (first at once, then on the RFC schedule), as it
+// announces all of them when it starts. SetVIPs never blocks on the network and is
 // safe to call from any goroutine. IPv4-mapped IPv6 addresses count as IPv4;
 // zones are dropped; unspecified and multicast addresses are ignored.
 func (r *Responder) SetVIPs(addrs []netip.Addr) {
@@ -122,11 +129,7 @@ func (r *Responder) SetVIPs(addrs []netip.Addr) {
 	old := *r.vips.Load()
 	for a := range set {
 		if _, ok := old[a]; !ok {
-			n := announceNum4
-			if a.Is6() {
-				n = announceNum6
-			}
-			r.pending[a] = &announcement{left: n}
+			r.pending[a] = newAnnouncement(a)
 		}
 	}
 	for a := range r.pending {
@@ -167,6 +170,11 @@ func (r *Responder) Run(ctx context.Context) error {
 		return errors.New("arp: Responder.Run called twice")
 	}
 	r.running = true
+	// Every VIP is announced when Run starts: this box may be taking over
+	// from another, or coming back after a restart or a link failure.
+	for vip := range *r.vips.Load() {
+		r.pending[vip] = newAnnouncement(vip)
+	}
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()

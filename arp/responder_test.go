@@ -384,3 +384,29 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestResponderReannouncesOnRestart(t *testing.T) {
+	r, err := NewResponder(&net.Interface{Index: testIfindex, Name: "vipd0", HardwareAddr: macA[:]}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := newFakeNet()
+	r.listen = n.listen
+	r.interval4 = time.Hour
+	r.SetVIPs([]netip.Addr{vip4})
+	for run := range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		if f := n.next(t, wait).frame; !isAnnouncement(f) {
+			t.Errorf("run %d: first frame is not an announcement", run)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+	}
+	if open := n.openConns(); open != 0 {
+		t.Errorf("%d sockets left open", open)
+	}
+}
