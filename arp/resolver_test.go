@@ -476,3 +476,33 @@ func TestProbeSource(t *testing.T) {
 		}
 	}
 }
+
+// Lookup may be called from anywhere, a packet worker included: one atomic
+// load and a map read, no allocation.
+func TestLookupDoesNotAllocate(t *testing.T) {
+	r := NewResolver(nil, time.Hour)
+	backend := netip.MustParseAddr("198.18.0.5")
+	r.state.Store(&resolution{hops: map[netip.Addr]NextHop{backend: {MAC: macB, Ifindex: eth0}}})
+	if n := testing.AllocsPerRun(100, func() {
+		if _, ok := r.Lookup(backend); !ok {
+			t.Fatal("not found")
+		}
+		r.Gateway(false)
+	}); n != 0 {
+		t.Errorf("Lookup allocates %v times per call", n)
+	}
+}
+
+func BenchmarkLookup(b *testing.B) {
+	r := NewResolver(nil, time.Hour)
+	hops := map[netip.Addr]NextHop{}
+	for i := range 1000 {
+		hops[netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)})] = NextHop{MAC: macB, Ifindex: eth0}
+	}
+	r.state.Store(&resolution{hops: hops})
+	addr := netip.MustParseAddr("198.18.1.7")
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Lookup(addr)
+	}
+}
