@@ -19,6 +19,7 @@ import (
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/dataplane"
+	"github.com/vipd/vipd/health"
 )
 
 // Options configure a Daemon.
@@ -33,6 +34,8 @@ type Options struct {
 	PollTimeout time.Duration
 	// Worker tunes the workers (ICMP rate limit, counter publication).
 	Worker dataplane.WorkerOptions
+	// HealthProbe replaces the real health probes (tests); nil: health.Probe.
+	HealthProbe health.Prober
 }
 
 // Daemon is a running vipd.
@@ -45,7 +48,9 @@ type Daemon struct {
 	cfg      *config.Config
 	loadedAt time.Time
 	health   map[uint32]control.Status // from health checks, by ref
+	checked  map[uint32]bool           // refs with at least one finished check
 	drains   map[uint32]bool           // from the admin API, by ref
+	checks   *health.Manager
 	spec     *dataplane.Spec
 	allDown  map[string]bool // VIPs currently all down
 	gen      uint64
@@ -70,7 +75,7 @@ func New(cfg *config.Config, opts Options) *Daemon {
 	return &Daemon{
 		opts: opts, log: opts.Log, reg: control.NewRegistry(),
 		cfg: cfg, loadedAt: time.Now(),
-		health: map[uint32]control.Status{}, drains: map[uint32]bool{}, allDown: map[string]bool{},
+		health: map[uint32]control.Status{}, checked: map[uint32]bool{}, drains: map[uint32]bool{}, allDown: map[string]bool{},
 	}
 }
 
@@ -110,6 +115,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if err := d.publish("start"); err != nil {
 		return err
 	}
+	d.checks = health.NewManager(d.log, d.opts.HealthProbe, d.setHealth)
+	d.checks.Set(d.healthTargets(cfg))
+	defer d.checks.Stop()
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -153,6 +161,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	case <-time.After(firstHostWait):
 	case <-ctx.Done():
 	}
+	d.checks.Start(ctx)
 	for i, q := range queues {
 		w := d.workers[i]
 		wg.Add(1)
@@ -302,6 +311,20 @@ func (d *Daemon) Reload() error {
 		}
 	}
 	d.reg.Forget(keepVIP, keepBackend)
+	if d.checks != nil {
+		targets := d.healthTargets(cfg)
+		d.checks.Set(targets)
+		live := map[uint32]bool{}
+		for _, t := range targets {
+			live[t.Ref] = true
+		}
+		for ref := range d.health {
+			if !live[ref] {
+				delete(d.health, ref)
+				delete(d.checked, ref)
+			}
+		}
+	}
 	d.loadedAt = time.Now()
 	d.reloadOK.Add(1)
 	d.log.Info("configuration reloaded", "vips", len(cfg.VIPs), "generation", d.gen)
@@ -369,13 +392,52 @@ func (d *Daemon) SetDrain(vipName, backend string, drain bool) error {
 	return d.publishLocked("drain")
 }
 
-// SetHealth records a backend's health-check verdict and republishes.
-func (d *Daemon) SetHealth(ref uint32, st control.Status) error {
+// setHealth records a backend's health status (from the checks) and
+// republishes when it changed.
+func (d *Daemon) setHealth(ref uint32, st control.Status, up, known bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.health[ref] == st {
-		return nil
+	if cur, ok := d.health[ref]; ok && cur == st && d.checked[ref] == known {
+		return
 	}
 	d.health[ref] = st
-	return d.publishLocked("health")
+	d.checked[ref] = known
+	if err := d.publishLocked("health"); err != nil {
+		d.log.Error("publishing a health change failed", "err", err)
+	}
+}
+
+// healthTargets lists the backends to check: every backend not disabled
+// of every VIP whose check is not "none", probed on its own address.
+func (d *Daemon) healthTargets(cfg *config.Config) []health.Target {
+	var ts []health.Target
+	for i := range cfg.VIPs {
+		v := &cfg.VIPs[i]
+		hc := v.HealthCheck
+		if hc.Type == config.CheckNone {
+			continue
+		}
+		for j := range v.Backends {
+			b := &v.Backends[j]
+			if b.State == config.StateDisabled {
+				continue
+			}
+			port := hc.Port
+			if port == 0 {
+				port = b.Port
+			}
+			if port == 0 {
+				port = v.Port
+			}
+			label := b.Address.String()
+			if b.Port != 0 {
+				label = netip.AddrPortFrom(b.Address, b.Port).String()
+			}
+			ts = append(ts, health.Target{
+				Ref: d.reg.Ref(control.BackendKey(v, b)), VIP: v.Name, Label: label,
+				Addr: netip.AddrPortFrom(b.Address, port), Check: hc,
+			})
+		}
+	}
+	return ts
 }

@@ -77,9 +77,9 @@ func (d *Daemon) healthName(v *config.VIP, ref uint32) string {
 	if v.HealthCheck.Type == config.CheckNone {
 		return "none"
 	}
-	st, ok := d.health[ref]
+	st := d.health[ref]
 	switch {
-	case !ok:
+	case !d.checked[ref]:
 		return "unknown"
 	case st.Down:
 		return "down"

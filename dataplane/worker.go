@@ -110,16 +110,19 @@ func (w *Worker) CountFlows(ctx context.Context) (map[uint32]int, error) {
 	}
 }
 
-// serveCount advances a pending flow count by one step.
-func (w *Worker) serveCount() {
+// serveCount advances a pending flow count by up to steps steps.
+func (w *Worker) serveCount(steps int) {
 	r := w.countReq.Load()
 	if r == nil {
 		return
 	}
-	r.next = w.ct.CountByBackend(r.dst, r.next, countStep)
-	if r.next == 0 || w.countReq.Load() != r {
-		w.countReq.CompareAndSwap(r, nil)
-		close(r.done)
+	for i := 0; i < steps; i++ {
+		r.next = w.ct.CountByBackend(r.dst, r.next, countStep)
+		if r.next == 0 || w.countReq.Load() != r {
+			w.countReq.CompareAndSwap(r, nil)
+			close(r.done)
+			return
+		}
 	}
 }
 

@@ -1,5 +1,18 @@
-// Package health runs active health checks (TCP connect, HTTP GET) against
-// backends with interval, timeout, rise and fall, and manages draining (lame
-// duck) and slow start. It never touches packets; state changes become new
-// dataplane snapshots.
+// Package health runs vipd's active health checks and turns their results
+// into backend status: up or down with rise/fall hysteresis, draining (lame
+// duck) when an HTTP check answers the configured drain status, and a
+// slow-start ramp of the weight after a backend comes (back) up.
+//
+// A Checker is the pure state machine of one backend: it takes results and
+// the time, and says what the backend's status is; it has no clock and no
+// I/O, so every transition is tested with a fake clock. The Manager runs one
+// goroutine per backend that probes it (TCP connect or HTTP GET) every
+// interval, with jitter so that a thousand backends are not probed in
+// lockstep, and reports status changes to the daemon, which builds a new
+// snapshot. Nothing here touches a packet.
+//
+// A backend starts up ("unknown" until its first check): at start every
+// backend is assumed able to serve rather than taking the whole service
+// down for rise × interval. It goes down after fall failures in a row and
+// comes back after rise successes in a row.
 package health

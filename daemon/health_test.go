@@ -1,0 +1,179 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/health"
+)
+
+// fakeProbes answers health probes from a table the test edits.
+type fakeProbes struct {
+	mu  sync.Mutex
+	res map[netip.Addr]health.Result
+}
+
+func (f *fakeProbes) set(a string, r health.Result) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.res[netip.MustParseAddr(a)] = r
+}
+
+func (f *fakeProbes) probe(_ context.Context, t *health.Target) health.Result {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r, ok := f.res[t.Addr.Addr()]; ok {
+		return r
+	}
+	return health.Result{OK: true}
+}
+
+const healthConfig = `
+[dataplane]
+ingress = "eth0"
+egress = "eth1"
+[admin]
+listen = "127.0.0.1:0"
+[[vip]]
+name = "web"
+address = "198.18.0.100"
+port = 80
+[vip.healthcheck]
+type = "http"
+path = "/healthz"
+interval = "20ms"
+timeout = "10ms"
+rise = 2
+fall = 2
+slow_start = "SLOW"
+on_all_down = "ALLDOWN"
+drain_status = 503
+[[vip.backend]]
+address = "198.18.1.11"
+port = 8080
+[[vip.backend]]
+address = "198.18.1.12"
+port = 8080
+`
+
+func startHealth(t *testing.T, slow, allDown string) (*testDaemon, *fakeProbes) {
+	t.Helper()
+	src := strings.NewReplacer("SLOW", slow, "ALLDOWN", allDown).Replace(healthConfig)
+	path := filepath.Join(t.TempDir(), "vipd.toml")
+	os.WriteFile(path, []byte(src), 0o644)
+	cfg, _, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := &fakeProbes{res: map[netip.Addr]health.Result{}}
+	plat := newMemPlatform()
+	d := New(cfg, Options{ConfigPath: path, Platform: plat, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		PollTimeout: 10 * time.Millisecond, HealthProbe: fp.probe})
+	ctx, cancel := context.WithCancel(context.Background())
+	td := &testDaemon{t: t, d: d, plat: plat, path: path, cancel: cancel, done: make(chan error, 1)}
+	go func() { td.done <- d.Run(ctx) }()
+	t.Cleanup(func() { td.stop() })
+	waitUntil(t, "admin up", func() bool { return d.AdminAddr() != "" })
+	return td, fp
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (td *testDaemon) backend(i int) map[string]string {
+	st, err := td.d.State(context.Background())
+	if err != nil {
+		td.t.Fatal(err)
+	}
+	b := st.VIPs[0].Backends[i]
+	return map[string]string{"health": b.Health, "forwarding": b.Forwarding}
+}
+
+func TestHealthDownAndUp(t *testing.T) {
+	td, fp := startHealth(t, "0s", "drop")
+	waitUntil(t, "checks known", func() bool { return td.backend(0)["health"] == "up" && td.backend(1)["health"] == "up" })
+	fp.set("198.18.1.11", health.Result{})
+	waitUntil(t, "backend 1 down", func() bool { return td.backend(0)["forwarding"] == "down" })
+	for p := uint16(100); p < 150; p++ {
+		if got := td.send(syn(t, "198.18.0.100", p, "S")); got != netip.MustParseAddr("198.18.1.12") {
+			t.Fatalf("new flow %d went to %v while .11 is down", p, got)
+		}
+	}
+	fp.set("198.18.1.11", health.Result{OK: true})
+	waitUntil(t, "backend 1 back", func() bool { return td.backend(0)["forwarding"] == "up" })
+}
+
+func TestHealthAllDown(t *testing.T) {
+	for _, mode := range []string{"drop", "ignore_health"} {
+		t.Run(mode, func(t *testing.T) {
+			td, fp := startHealth(t, "0s", mode)
+			waitUntil(t, "checks known", func() bool { return td.backend(1)["health"] == "up" })
+			fp.set("198.18.1.11", health.Result{})
+			fp.set("198.18.1.12", health.Result{})
+			waitUntil(t, "all down", func() bool { return td.backend(0)["health"] == "down" && td.backend(1)["health"] == "down" })
+			q := td.plat.queues[0]
+			q.Inject(syn(t, "198.18.0.100", 999, "S"), 0)
+			select {
+			case <-q.Output():
+				if mode == "drop" {
+					t.Errorf("forwarded a new flow while every backend is down")
+				}
+			case <-time.After(300 * time.Millisecond):
+				if mode == "ignore_health" {
+					t.Errorf("ignore_health dropped the flow")
+				}
+			}
+			if n := td.d.Metrics().AllDown["web"]; n != 1 {
+				t.Errorf("all-down events %d", n)
+			}
+		})
+	}
+}
+
+func TestHealthDrainAndSlowStart(t *testing.T) {
+	td, fp := startHealth(t, "1s", "drop")
+	waitUntil(t, "checks known", func() bool { return td.backend(1)["health"] == "up" })
+	fp.set("198.18.1.12", health.Result{OK: true, Draining: true})
+	waitUntil(t, "drain", func() bool { return td.backend(1)["forwarding"] == "draining" })
+	fp.set("198.18.1.12", health.Result{OK: true})
+	waitUntil(t, "undrain", func() bool { return td.backend(1)["forwarding"] == "up" })
+
+	// Down then up: the weight ramps over slow_start.
+	fp.set("198.18.1.11", health.Result{})
+	waitUntil(t, "down", func() bool { return td.backend(0)["forwarding"] == "down" })
+	fp.set("198.18.1.11", health.Result{OK: true})
+	var ramps []float64
+	waitUntil(t, "ramp done", func() bool {
+		st, _ := td.d.State(context.Background())
+		b := st.VIPs[0].Backends[0]
+		if b.Forwarding == "up" && (len(ramps) == 0 || ramps[len(ramps)-1] != b.SlowStart) {
+			ramps = append(ramps, b.SlowStart)
+		}
+		return b.SlowStart == 1 && len(ramps) >= 3
+	})
+	for i := 1; i < len(ramps); i++ {
+		if ramps[i] < ramps[i-1] {
+			t.Errorf("slow start went backwards: %v", ramps)
+		}
+	}
+	if ramps[0] >= 0.5 {
+		t.Errorf("slow start began at %v, want a small share: %v", ramps[0], ramps)
+	}
+}

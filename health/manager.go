@@ -1,0 +1,175 @@
+package health
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/vipd/vipd/control"
+)
+
+// Report receives a backend's new status. It is called from the checking
+// goroutines, one call at a time per backend.
+type Report func(ref uint32, st control.Status, up, known bool)
+
+// rampSteps is how many weight updates a slow start publishes: each one
+// rebuilds the VIP's Maglev table, so a ramp is a few steps, not a curve.
+const rampSteps = 10
+
+// Manager runs the checks of a changing set of backends.
+type Manager struct {
+	log    *slog.Logger
+	probe  Prober
+	report Report
+
+	mu      sync.Mutex
+	ctx     context.Context
+	running map[uint32]*runner
+	started bool
+}
+
+type runner struct {
+	t      Target
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewManager returns a manager that reports through report; probe nil
+// means Probe.
+func NewManager(log *slog.Logger, probe Prober, report Report) *Manager {
+	if probe == nil {
+		probe = Probe
+	}
+	return &Manager{log: log, probe: probe, report: report, running: map[uint32]*runner{}}
+}
+
+// Start begins checking under ctx; Set may be called before or after.
+func (m *Manager) Start(ctx context.Context) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ctx = ctx
+	m.started = true
+	for _, r := range m.running {
+		m.launch(r, false)
+	}
+}
+
+// Set replaces the checked backends. A backend whose target is unchanged
+// keeps its checker and state (a reload must not reset health); a new one
+// starts up, ramping if the service is already running and it has a slow
+// start; a removed one stops. Backends with type "none" are not checked.
+func (m *Manager) Set(targets []Target) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	want := map[uint32]Target{}
+	for _, t := range targets {
+		if t.Check.Type != "none" {
+			want[t.Ref] = t
+		}
+	}
+	for ref, r := range m.running {
+		if t, ok := want[ref]; !ok || t != r.t {
+			r.cancel()
+			delete(m.running, ref)
+		}
+	}
+	for ref, t := range want {
+		if _, ok := m.running[ref]; ok {
+			continue
+		}
+		r := &runner{t: t, done: make(chan struct{})}
+		m.running[ref] = r
+		if m.started {
+			m.launch(r, true)
+		}
+	}
+}
+
+func (m *Manager) launch(r *runner, added bool) {
+	ctx, cancel := context.WithCancel(m.ctx)
+	r.cancel = cancel
+	go m.run(ctx, r, added)
+}
+
+// run checks one backend until ctx ends.
+func (m *Manager) run(ctx context.Context, r *runner, added bool) {
+	defer close(r.done)
+	t := &r.t
+	now := time.Now()
+	c := NewChecker(t.Check, added, now)
+	if c.Ramping(now) {
+		m.report(t.Ref, c.Status(now), c.Up(), false)
+	}
+	interval := t.Check.Interval.D()
+	timer := time.NewTimer(jitter(interval, true, rand.Float64()))
+	defer timer.Stop()
+	var ramp <-chan time.Time
+	var rampTick *time.Ticker
+	setRamp := func(now time.Time) {
+		if c.Ramping(now) && rampTick == nil {
+			rampTick = time.NewTicker(max(t.Check.SlowStart.D()/rampSteps, 10*time.Millisecond))
+			ramp = rampTick.C
+		} else if !c.Ramping(now) && rampTick != nil {
+			rampTick.Stop()
+			rampTick, ramp = nil, nil
+		}
+	}
+	setRamp(now)
+	defer func() {
+		if rampTick != nil {
+			rampTick.Stop()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-ramp:
+			m.report(t.Ref, c.Status(now), c.Up(), c.Known())
+			setRamp(now)
+		case <-timer.C:
+			res := m.probe(ctx, t)
+			if ctx.Err() != nil {
+				return
+			}
+			now := time.Now()
+			wasKnown := c.Known()
+			if c.Observe(res, now) || !wasKnown {
+				m.logChange(t, c, res)
+				m.report(t.Ref, c.Status(now), c.Up(), true)
+			}
+			setRamp(now)
+			timer.Reset(jitter(interval, false, rand.Float64()))
+		}
+	}
+}
+
+func (m *Manager) logChange(t *Target, c *Checker, res Result) {
+	args := []any{"vip", t.VIP, "backend", t.Label, "up", c.Up(), "draining", res.Draining && c.Up()}
+	if res.Err != nil {
+		args = append(args, "last_error", res.Err.Error())
+	}
+	m.log.Info("backend health changed", args...)
+}
+
+// Stop stops every check and waits for the goroutines.
+func (m *Manager) Stop() {
+	m.mu.Lock()
+	rs := make([]*runner, 0, len(m.running))
+	for _, r := range m.running {
+		rs = append(rs, r)
+		if r.cancel != nil {
+			r.cancel()
+		}
+	}
+	started := m.started
+	m.mu.Unlock()
+	if !started {
+		return
+	}
+	for _, r := range rs {
+		<-r.done
+	}
+}

@@ -1,0 +1,144 @@
+package health
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control"
+)
+
+type reports struct {
+	mu   sync.Mutex
+	last map[uint32]control.Status
+	n    map[uint32]int
+}
+
+func (r *reports) report(ref uint32, st control.Status, up, known bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.last[ref] = st
+	r.n[ref]++
+}
+
+func (r *reports) get(ref uint32) (control.Status, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last[ref], r.n[ref]
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func fastCheck() config.HealthCheck {
+	return config.HealthCheck{Type: config.CheckTCP, Interval: config.Duration(20 * time.Millisecond),
+		Timeout: config.Duration(10 * time.Millisecond), Rise: 2, Fall: 2}
+}
+
+// TestManagerSetKeepsState: a Set with the same targets keeps the state, a
+// removed target stops being probed.
+func TestManagerSetKeepsState(t *testing.T) {
+	var probes [3]atomic.Int64
+	healthy := [3]atomic.Bool{}
+	healthy[0].Store(true)
+	probe := func(_ context.Context, tg *Target) Result {
+		probes[tg.Ref].Add(1)
+		if healthy[tg.Ref].Load() {
+			return Result{OK: true}
+		}
+		return Result{}
+	}
+	r := &reports{last: map[uint32]control.Status{}, n: map[uint32]int{}}
+	m := NewManager(slog.New(slog.NewTextHandler(io.Discard, nil)), probe, r.report)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	targets := []Target{{Ref: 0, Check: fastCheck()}, {Ref: 1, Check: fastCheck()}, {Ref: 2, Check: config.HealthCheck{Type: config.CheckNone}}}
+	m.Set(targets)
+	m.Start(ctx)
+	waitFor(t, "backend 1 down", func() bool { st, _ := r.get(1); return st.Down })
+	if st, n := r.get(0); st.Down || n == 0 {
+		t.Errorf("backend 0: %+v after %d reports", st, n)
+	}
+	m.Set(targets) // unchanged: backend 1 stays down without a new report
+	_, before := r.get(1)
+	time.Sleep(100 * time.Millisecond)
+	if st, n := r.get(1); !st.Down || n != before {
+		t.Errorf("re-Set reset backend 1: %+v, %d reports (was %d)", st, n, before)
+	}
+	if probes[2].Load() != 0 {
+		t.Errorf("type none was probed")
+	}
+	healthy[1].Store(true)
+	waitFor(t, "backend 1 back up", func() bool { st, _ := r.get(1); return !st.Down })
+	m.Set(targets[:1])
+	time.Sleep(50 * time.Millisecond)
+	n := probes[1].Load()
+	time.Sleep(100 * time.Millisecond)
+	if probes[1].Load() != n {
+		t.Errorf("a removed backend is still probed")
+	}
+	m.Stop()
+}
+
+// TestProbes runs the real TCP and HTTP probes against local servers.
+func TestProbes(t *testing.T) {
+	var status atomic.Int32
+	status.Store(200)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			http.NotFound(w, r)
+			return
+		}
+		if status.Load() == 503 {
+			w.Header().Set("X-Drain", "1")
+		}
+		w.WriteHeader(int(status.Load()))
+	}))
+	defer srv.Close()
+	ap := netip.MustParseAddrPort(srv.Listener.Addr().String())
+	check := config.HealthCheck{Type: config.CheckHTTP, Path: "/healthz", Timeout: config.Duration(time.Second), DrainStatus: 503, DrainHeader: "X-Drain"}
+	tg := &Target{Addr: ap, Check: check}
+	for _, tc := range []struct {
+		status    int32
+		ok, drain bool
+	}{{200, true, false}, {302, true, false}, {404, false, false}, {500, false, false}, {503, true, true}} {
+		status.Store(tc.status)
+		res := Probe(context.Background(), tg)
+		if res.OK != tc.ok || res.Draining != tc.drain {
+			t.Errorf("HTTP %d: %+v", tc.status, res)
+		}
+	}
+	// 503 without the header is a failure.
+	check.DrainHeader = "X-Other"
+	if res := Probe(context.Background(), &Target{Addr: ap, Check: check}); res.OK {
+		t.Errorf("503 without the drain header counted as healthy")
+	}
+	tcp := &Target{Addr: ap, Check: config.HealthCheck{Type: config.CheckTCP, Timeout: config.Duration(time.Second)}}
+	if res := Probe(context.Background(), tcp); !res.OK {
+		t.Errorf("TCP probe of a listening port: %v", res.Err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	closed := netip.MustParseAddrPort(ln.Addr().String())
+	ln.Close()
+	tcp.Addr = closed
+	if res := Probe(context.Background(), tcp); res.OK {
+		t.Errorf("TCP probe of a closed port succeeded")
+	}
+}
