@@ -150,7 +150,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		defer wg.Done()
 		err := d.opts.Platform.Run(ctx, func() {
 			d.publish("host")
-			readyOnce.Do(func() { close(hostReady) })
+			if d.resolved() {
+				readyOnce.Do(func() { close(hostReady) })
+			}
 		})
 		if err != nil && ctx.Err() == nil {
 			cancel(fmt.Errorf("platform: %w", err))
@@ -262,6 +264,24 @@ func (d *Daemon) publishLocked(why string) error {
 	d.log.Debug("snapshot published", "generation", d.gen, "why", why,
 		"client_gateway4", net.HardwareAddr(host.ClientGateway4[:]).String(), "client_onlink", host.ClientOnLink)
 	return nil
+}
+
+// resolved reports whether the current snapshot knows the next hop of
+// every backend.
+func (d *Daemon) resolved() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.spec == nil {
+		return false
+	}
+	for _, v := range d.spec.VIPs {
+		for _, b := range v.Backends {
+			if b.MAC == ([6]byte{}) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // firstHostWait bounds how long workers wait for the platform's first view

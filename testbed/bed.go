@@ -38,9 +38,16 @@ const (
 type Options struct {
 	Layout   Layout
 	Backends int // default 3
-	// BackendMTU is the MTU of the links toward the backends (box eth1,
-	// switch, backends); 0 means 1500. Two-armed only.
-	BackendMTU int
+	// BoxEgressMTU is the MTU of the box's eth1 (and its switch port):
+	// the link toward the backends is smaller than the client's, while the
+	// backends keep 1500 and advertise the MSS that goes with it. 0 means
+	// 1500. Two-armed only.
+	BoxEgressMTU int
+	// ClientLinkMTU is the MTU of the router's interface toward the client
+	// (the client keeps 1500): the router then sends ICMP
+	// fragmentation-needed for large packets toward the client. 0 means
+	// 1500.
+	ClientLinkMTU int
 	// NoDecap skips the DSR decapsulator on the backends.
 	NoDecap bool
 }
@@ -101,6 +108,9 @@ func New(t nstest.T, o Options) *Bed {
 	b.Client.Must(t, "ip", "addr", "add", ClientAddr.String()+"/24", "dev", "eth0")
 	b.Client.Must(t, "ip", "route", "add", "default", "via", RouterCli.String())
 	b.Router.Must(t, "ip", "addr", "add", RouterCli.String()+"/24", "dev", "r0")
+	if o.ClientLinkMTU != 0 {
+		b.Router.Must(t, "ip", "link", "set", "r0", "mtu", strconv.Itoa(o.ClientLinkMTU))
+	}
 
 	if o.Layout == TwoArmed {
 		b.BackendNet = netip.MustParsePrefix("198.18.1.0/24")
@@ -110,8 +120,8 @@ func New(t nstest.T, o Options) *Bed {
 		b.port(b.Router, "r2", "srtr")
 		b.Box.Must(t, "ip", "addr", "add", b.BoxEgress.String()+"/24", "dev", "eth1")
 		b.Router.Must(t, "ip", "addr", "add", "198.18.1.254/24", "dev", "r2")
-		if o.BackendMTU != 0 {
-			mtu := strconv.Itoa(o.BackendMTU)
+		if o.BoxEgressMTU != 0 {
+			mtu := strconv.Itoa(o.BoxEgressMTU)
 			b.Box.Must(t, "ip", "link", "set", "eth1", "mtu", mtu)
 			b.Switch.Must(t, "ip", "link", "set", "sbox", "mtu", mtu)
 		}
@@ -157,11 +167,6 @@ func (b *Bed) addBackend(i int) {
 	a[3] = byte(11 + i)
 	be.Addr = netip.AddrFrom4(a)
 	b.port(be.NS, "eth0", fmt.Sprintf("sbe%d", i))
-	if b.Opts.BackendMTU != 0 {
-		mtu := strconv.Itoa(b.Opts.BackendMTU)
-		be.NS.Must(t, "ip", "link", "set", "eth0", "mtu", mtu)
-		b.Switch.Must(t, "ip", "link", "set", fmt.Sprintf("sbe%d", i), "mtu", mtu)
-	}
 	bits := b.BackendNet.Bits()
 	be.NS.Must(t, "ip", "addr", "add", fmt.Sprintf("%s/%d", be.Addr, bits), "dev", "eth0")
 	// NAT replies go back through the box; DSR replies (source: the VIP)

@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testbed/stream"
+)
+
+// env is one scenario's bed and vipd.
+type env struct {
+	t   *testing.T
+	bed *testbed.Bed
+	v   *testbed.VIPD
+	c   *http.Client
+}
+
+func setup(t *testing.T, o testbed.Options, co testbed.ConfigOptions) *env {
+	t.Helper()
+	nstest.RequireRoot(t)
+	bed := testbed.New(t, o)
+	e := &env{t: t, bed: bed, c: bed.HTTPClient(60 * time.Second)}
+	e.v = bed.StartVIPD(bed.Config(co))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("vipd log:\n%s", tail(e.v.Log(), 60))
+		}
+	})
+	return e
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// urls of the bed's VIPs.
+var (
+	natURL = fmt.Sprintf("http://%s", testbed.VIPNAT)
+	dsrURL = fmt.Sprintf("http://%s", testbed.VIPDSR)
+)
+
+// names sends n requests on fresh connections and counts answers per
+// backend. Every request must succeed.
+func (e *env) names(url string, n int) map[string]int {
+	e.t.Helper()
+	counts := map[string]int{}
+	for i := 0; i < n; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		body, err := testbed.Get(ctx, e.c, url+"/")
+		cancel()
+		if err != nil {
+			e.t.Fatalf("request %d of %d to %s: %v", i+1, n, url, err)
+		}
+		counts[strings.TrimSpace(body)]++
+	}
+	return counts
+}
+
+// download fetches n bytes and checks them against the stream.
+func (e *env) download(url string, n int64) (backend string, err error) {
+	resp, err := e.c.Get(fmt.Sprintf("%s/bytes?n=%d", url, n))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	want := sha256.New()
+	io.CopyN(want, stream.New(), n)
+	got := sha256.New()
+	m, err := io.Copy(got, resp.Body)
+	if err != nil {
+		return "", fmt.Errorf("after %d bytes: %w", m, err)
+	}
+	if m != n || hex.EncodeToString(got.Sum(nil)) != hex.EncodeToString(want.Sum(nil)) {
+		return "", fmt.Errorf("downloaded %d bytes, sha256 mismatch (want %d bytes)", m, n)
+	}
+	return resp.Header.Get("X-Backend"), nil
+}
+
+// upload posts n bytes of the stream and checks the backend's sha256.
+func (e *env) upload(url string, n int64) (backend string, err error) {
+	resp, err := e.c.Post(url+"/upload", "application/octet-stream", io.LimitReader(stream.New(), n))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	want := sha256.New()
+	io.CopyN(want, stream.New(), n)
+	var name, sum string
+	var got int64
+	if _, err := fmt.Sscanf(string(body), "%s %d %s", &name, &got, &sum); err != nil {
+		return "", fmt.Errorf("upload answer %q: %v", body, err)
+	}
+	if got != n || sum != hex.EncodeToString(want.Sum(nil)) {
+		return name, fmt.Errorf("backend received %d bytes with sha256 %s, want %d bytes", got, sum, n)
+	}
+	return name, nil
+}
+
+// checkShares checks per-backend counts against weights. Each backend's
+// count is binomial(n, p_i) if flows hash like independent draws (Maglev
+// over kernel-chosen source ports); the bound is 4.5 standard deviations,
+// so a correct balancer fails it with probability below 1e-5 per backend,
+// while a backend missing or taking twice its share fails it for n=300.
+func checkShares(t *testing.T, counts map[string]int, weights map[string]int, n int) {
+	t.Helper()
+	total := 0
+	for _, w := range weights {
+		total += w
+	}
+	for name, w := range weights {
+		p := float64(w) / float64(total)
+		mean := p * float64(n)
+		sd := math.Sqrt(float64(n) * p * (1 - p))
+		if got := float64(counts[name]); math.Abs(got-mean) > 4.5*sd {
+			t.Errorf("%s took %v of %d requests, want %.0f ± %.0f (weight %d/%d): %v", name, got, n, mean, 4.5*sd, w, total, counts)
+		}
+	}
+	for name := range counts {
+		if _, ok := weights[name]; !ok {
+			t.Errorf("unexpected backend %q answered", name)
+		}
+	}
+}
+
+// parallel runs fs at once and returns their errors.
+func parallel(fs ...func() error) []error {
+	errs := make([]error, len(fs))
+	var wg sync.WaitGroup
+	for i, f := range fs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f()
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// metric reads one metric from vipd.
+func (e *env) metric(name string, labels ...string) float64 {
+	e.t.Helper()
+	fams, err := e.v.Metrics()
+	if err != nil {
+		e.t.Fatalf("metrics: %v", err)
+	}
+	return testbed.Metric(fams, name, labels...)
+}

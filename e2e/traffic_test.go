@@ -1,0 +1,46 @@
+package e2e
+
+import (
+	"testing"
+
+	"github.com/vipd/vipd/testbed"
+)
+
+var drivers = []string{"afxdp", "afpacket"}
+
+// TestBalance: 300 requests on fresh connections all succeed and spread by
+// weight (NAT 2:1:1, DSR 1:1:1), with both drivers.
+func TestBalance(t *testing.T) {
+	for _, io := range drivers {
+		t.Run(io, func(t *testing.T) {
+			e := setup(t, testbed.Options{}, testbed.ConfigOptions{IO: io, Weights: []int{2, 1, 1}})
+			const n = 300
+			checkShares(t, e.names(natURL, n), map[string]int{"backend1": 2, "backend2": 1, "backend3": 1}, n)
+			checkShares(t, e.names(dsrURL, n), map[string]int{"backend1": 1, "backend2": 1, "backend3": 1}, n)
+			if v := e.metric("vipd_vip_new_flows_total", "vip", "web-nat"); v < n {
+				t.Errorf("vipd counted %v new NAT flows for %d connections", v, n)
+			}
+			if err := e.v.Stop(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestLargeTransfers: 64 MiB down and up through each VIP arrive intact.
+func TestLargeTransfers(t *testing.T) {
+	for _, io := range drivers {
+		t.Run(io, func(t *testing.T) {
+			e := setup(t, testbed.Options{}, testbed.ConfigOptions{IO: io})
+			const size = 64 << 20
+			for _, url := range []string{natURL, dsrURL} {
+				if _, err := e.download(url, size); err != nil {
+					t.Errorf("download from %s: %v", url, err)
+				}
+				if _, err := e.upload(url, size); err != nil {
+					t.Errorf("upload to %s: %v", url, err)
+				}
+			}
+		})
+	}
+}
