@@ -1,0 +1,91 @@
+// Package decap is a user-space decapsulator for vipd's DSR mode: it takes
+// the IPv4-in-IPv4 packets (RFC 2003) — and, optionally, IPv6-in-IPv6
+// packets (RFC 2473) — that vipd sends to a backend, checks them, and
+// hands the inner packets to the backend's own stack through a TUN
+// device. It is what the kernel's ipip and ip6_tunnel modules would do,
+// for hosts that lack them: kernels built without the modules, and
+// containers that may not load modules. cmd/vipd-decap is its command.
+//
+// # Data path
+//
+// vipd wraps the client's packet, untouched, in an outer header from its
+// encapsulation address to the backend's address (IPv4: protocol 4, DF,
+// TTL 64, no options; IPv6: next header 41). The kernel delivers that to
+// a raw socket of protocol 4 (whole packets, outer header included) or,
+// for IPv6, of protocol 41 (the payload after the outer header, the
+// source in the socket address). Having a raw socket open also keeps the
+// kernel from answering "protocol unreachable" for protocols it has no
+// handler for. The inner packet is written to the TUN device: the kernel
+// receives it as if it had arrived on that interface, finds the VIP on
+// loopback, and the backend's sockets answer the client directly with
+// the VIP as source.
+//
+// Checks, each counted as a Reason in Stats: the outer header is whole
+// and of protocol 4; the outer source is in Options.AllowedSources (when
+// set); the inner packet is of the tunnel's version, its length fields
+// add up to exactly what follows the outer header, and (IPv4) its header
+// checksum is right; with Options.CheckLocal, its destination is an
+// address of this host. Nothing allocates per packet.
+//
+// # Receive offload (GRO)
+//
+// The kernel's GRO understands IPIP and IPv6-in-IPv6 even without the
+// tunnel modules, so on an interface with GRO on (the default on real
+// NICs; off on veth) consecutive segments of one tunnelled flow reach
+// the raw socket merged into one packet of up to 64 KiB. The inner
+// lengths are fixed up, but the TCP or UDP checksum field holds only the
+// pseudo-header sum, meant to be finished later. Written to the TUN as
+// is, the packet fails the kernel's checksum check. Measured on Linux
+// 6.18 with GRO on a veth: 40 segments arrived as one 40040-byte packet,
+// and without repair TcpInCsumErrors counted it.
+//
+//   - TCP segments are repaired: the checksum is finished (Stats.Completed)
+//     and the merged segment is delivered, which TCP accepts.
+//   - UDP datagrams are merged only when the backend's socket asked for
+//     UDP_GRO (QUIC servers do) or the interface forwards UDP GRO. They
+//     cannot be split again without the segment size, which a raw socket
+//     does not return; they are dropped as DropMergedUDP. On such hosts
+//     turn GRO off on the interface vipd's packets arrive on
+//     (ethtool -K IFACE gro off).
+//
+// # Host setup
+//
+// New does what the TUN path needs, in the namespace of the calling
+// thread, and Close undoes it (measured on Linux 6.18, no ipip module):
+//
+//   - net.ipv4.conf.<tun>.rp_filter=0 and net.ipv4.conf.all.rp_filter=0.
+//     The inner source is a client whose route points elsewhere, and the
+//     kernel filters with the maximum of all and the interface. Loose mode
+//     (2) does not help: on an interface without an IPv4 address it drops
+//     too (TcpExtIPReversePathFilter counted the SYN with all=2 and with
+//     <tun>=2; all=1 likewise). When all is not 0, New fails and names the
+//     command, unless Options.FixSysctls: then New sets all=0 after
+//     raising every other interface's own rp_filter (and default's) to the
+//     old value of all, so that only the TUN loses filtering; Close puts
+//     all of them back.
+//   - net.ipv6.conf.<tun>.disable_ipv6: 0 with Options.IPv6, else 1 (no
+//     router solicitations or MLD reports into a device nobody reads).
+//     IPv6 has no reverse-path filter to turn off.
+//   - accept_local stays 0: it matters only when the inner source is an
+//     address of the backend itself (measured: such a SYN was dropped as
+//     a martian source with 0 and accepted with 1). Set
+//     net.ipv4.conf.<tun>.accept_local=1 by hand if the backend must be
+//     its own client through vipd.
+//   - The TUN device is not persistent: the kernel removes it when its
+//     file is closed, by Close or by the process dying.
+//
+// The backend itself needs, as with the kernel module: the VIP on
+// loopback (ip addr add VIP/32 dev lo; IPv6: VIP/128) and ARP kept quiet
+// about it, net.ipv4.conf.all.arp_ignore=1 and
+// net.ipv4.conf.all.arp_announce=2, so that it neither answers ARP for
+// the VIP nor uses the VIP as the source of its own ARP requests.
+//
+// # Namespaces and privileges
+//
+// New needs CAP_NET_ADMIN (TUN device, sysctls, receive buffers) and
+// CAP_NET_RAW (raw sockets). Everything it opens — sockets, TUN device,
+// the netlink socket that lists local addresses for CheckLocal — belongs
+// to the network namespace of the OS thread that calls it, and keeps
+// working there when used from other threads: a test or a supervisor can
+// lock a thread, setns into a namespace, call New, and switch back.
+package decap

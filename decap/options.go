@@ -1,0 +1,96 @@
+package decap
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultTUN           = "vipd-tun0"
+	DefaultLocalRefresh  = 2 * time.Second
+	DefaultReceiveBuffer = 4 << 20 // bytes per socket
+)
+
+// Options configures New. The zero value is usable: IPv4 only, any outer
+// source, no local-destination check, host sysctls checked but not changed.
+type Options struct {
+	// TUN is the name of the TUN device New creates; "" means DefaultTUN.
+	// A device of that name must not exist already (another decapsulator
+	// holding it makes New fail with EBUSY rather than share it).
+	TUN string
+
+	// IPv6 also receives IPv6-in-IPv6 (outer next header 41, RFC 2473).
+	IPv6 bool
+
+	// AllowedSources lists the outer source addresses accepted, normally
+	// vipd's encapsulation addresses. Empty accepts any source: then anyone
+	// who can reach this host can have packets of any source address
+	// delivered to its stack, so set it on every host that is reachable
+	// from outside a trusted network.
+	AllowedSources []netip.Prefix
+
+	// CheckLocal drops inner packets whose destination is not an address
+	// of this host. Without it, and with forwarding enabled, the host
+	// would route decapsulated packets onwards.
+	CheckLocal bool
+
+	// LocalRefresh is how often the local addresses are re-read when
+	// CheckLocal is set; 0 means DefaultLocalRefresh. A VIP added to
+	// loopback is accepted at most this long after it is added.
+	LocalRefresh time.Duration
+
+	// FixSysctls lets New change host-wide sysctls that would make the
+	// kernel drop decapsulated packets (net.ipv4.conf.all.rp_filter; see
+	// the package documentation), keeping every other interface's
+	// effective setting; Close restores them. Without it New fails and
+	// names the command to run.
+	FixSysctls bool
+
+	// ReceiveBuffer is the receive buffer size in bytes asked for each raw
+	// socket; 0 means DefaultReceiveBuffer. The kernel doubles it for its
+	// bookkeeping, as for SO_RCVBUF.
+	ReceiveBuffer int
+
+	// Logger receives what New and Run change or fail to do in the
+	// background (sysctls set, local address refresh errors); nil
+	// discards it. Nothing is logged per packet.
+	Logger *slog.Logger
+}
+
+// ifNameMax is the longest interface name Linux accepts (IFNAMSIZ - 1).
+const ifNameMax = 15
+
+// withDefaults validates o and fills in its defaults.
+func (o Options) withDefaults() (Options, error) {
+	if o.TUN == "" {
+		o.TUN = DefaultTUN
+	}
+	if len(o.TUN) > ifNameMax || strings.ContainsAny(o.TUN, "/ :%") || o.TUN == "." || o.TUN == ".." {
+		// '%' would let the kernel pick the name ("tun%d"); the sysctl
+		// paths need the name before the device exists.
+		return o, fmt.Errorf("decap: bad TUN name %q: at most %d bytes, no '/', ' ', ':' or '%%'", o.TUN, ifNameMax)
+	}
+	for _, p := range o.AllowedSources {
+		if !p.IsValid() {
+			return o, errors.New("decap: invalid prefix in AllowedSources")
+		}
+	}
+	if o.LocalRefresh < 0 || o.ReceiveBuffer < 0 {
+		return o, errors.New("decap: negative LocalRefresh or ReceiveBuffer")
+	}
+	if o.LocalRefresh == 0 {
+		o.LocalRefresh = DefaultLocalRefresh
+	}
+	if o.ReceiveBuffer == 0 {
+		o.ReceiveBuffer = DefaultReceiveBuffer
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o, nil
+}
