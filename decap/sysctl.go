@@ -5,10 +5,13 @@ package decap
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // procSys is where the calling thread's network namespace shows its
@@ -57,31 +60,43 @@ func writeSysctl(path string, v int) error {
 }
 
 // sysctlChange is a host-wide setting New changed and Close puts back.
+//
+// The file stays open from New to Close because a sysctl file belongs to
+// the namespace it was opened in: Close may run on any thread, in any
+// namespace, and reopening the path there would change that namespace's
+// setting instead.
 type sysctlChange struct {
-	path     string
+	f        *os.File
 	old, new int
 }
 
-// restore puts back the changes in reverse order, skipping any that
-// someone else changed meanwhile.
+func (c sysctlChange) read() (int, error) {
+	var b [32]byte
+	n, err := c.f.ReadAt(b[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, fmt.Errorf("decap: read %s: %w", sysctlName(c.f.Name()), err)
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b[:n])))
+}
+
+// restoreSysctls puts back the changes in reverse order, skipping any that
+// someone else changed meanwhile, and closes their files.
 func restoreSysctls(changes []sysctlChange) error {
 	var errs []error
 	for i := len(changes) - 1; i >= 0; i-- {
 		c := changes[i]
-		cur, err := readSysctl(c.path)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // the interface is gone
-		}
-		if err != nil {
+		cur, err := c.read()
+		switch {
+		case errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT):
+			// The interface is gone.
+		case err != nil:
 			errs = append(errs, err)
-			continue
+		case cur == c.new:
+			if _, err := c.f.WriteAt([]byte(strconv.Itoa(c.old)), 0); err != nil {
+				errs = append(errs, fmt.Errorf("decap: restore %s=%d: %w", sysctlName(c.f.Name()), c.old, err))
+			}
 		}
-		if cur != c.new {
-			continue
-		}
-		if err := writeSysctl(c.path, c.old); err != nil {
-			errs = append(errs, err)
-		}
+		c.f.Close()
 	}
 	return errors.Join(errs...)
 }
@@ -161,10 +176,15 @@ func (d *Decap) setupAllRPFilter() error {
 }
 
 func (d *Decap) changeSysctl(path string, old, new int) error {
-	if err := writeSysctl(path, new); err != nil {
-		return err
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("decap: set %s=%d: %w", sysctlName(path), new, err)
 	}
-	d.restore = append(d.restore, sysctlChange{path: path, old: old, new: new})
+	if _, err := f.WriteAt([]byte(strconv.Itoa(new)), 0); err != nil {
+		f.Close()
+		return fmt.Errorf("decap: set %s=%d: %w", sysctlName(path), new, err)
+	}
+	d.restore = append(d.restore, sysctlChange{f: f, old: old, new: new})
 	d.opts.Logger.Info("sysctl changed", "name", sysctlName(path), "from", old, "to", new)
 	return nil
 }

@@ -1,0 +1,269 @@
+//go:build linux
+
+package decap
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"golang.org/x/sys/unix"
+
+	"github.com/vipd/vipd/internal/nstest"
+)
+
+// rig is the end-to-end topology: namespace lb (playing vipd, and the
+// router toward the clients) and namespace be (a DSR backend) joined by a
+// veth pair. be holds the VIPs on loopback and routes the client prefixes
+// back via lb, where the replies are captured.
+//
+//	lb  lbIf 198.18.1.1/24  2001:2:0:1::1/64 ──veth── beIf 198.18.1.11/24  2001:2:0:1::11/64  be
+//	                                                   lo 198.18.0.101/32 2001:2::101/128
+type rig struct {
+	lb, be     *nstest.NS
+	lbIf, beIf string
+}
+
+// replyTimeout bounds every wait for a packet in the end-to-end tests.
+const replyTimeout = 3 * time.Second
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	nstest.RequireRoot(t)
+	r := &rig{lb: nstest.New(t, "lb"), be: nstest.New(t, "be"), lbIf: nstest.Name("vl"), beIf: nstest.Name("vb")}
+	nstest.Veth(t, r.lb, r.lbIf, r.be, r.beIf)
+	r.lb.Must(t, "ip", "addr", "add", lbAddr4.String()+"/24", "dev", r.lbIf)
+	r.be.Must(t, "ip", "addr", "add", beAddr4.String()+"/24", "dev", r.beIf)
+	r.lb.Must(t, "ip", "addr", "add", lbAddr6.String()+"/64", "dev", r.lbIf, "nodad")
+	r.be.Must(t, "ip", "addr", "add", beAddr6.String()+"/64", "dev", r.beIf, "nodad")
+	// The DSR backend: VIPs on loopback, not announced by ARP.
+	r.be.Must(t, "ip", "addr", "add", vip4.String()+"/32", "dev", "lo")
+	r.be.Must(t, "ip", "addr", "add", vip6.String()+"/128", "dev", "lo")
+	r.be.Must(t, "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.all.arp_announce=2")
+	r.be.Must(t, "ip", "route", "add", "198.18.2.0/24", "via", lbAddr4.String())
+	r.be.Must(t, "ip", "-6", "route", "add", "2001:2:0:2::/64", "via", lbAddr6.String())
+	return r
+}
+
+// newDecap creates a Decap inside be; it is closed at cleanup.
+func (r *rig) newDecap(t *testing.T, o Options) *Decap {
+	t.Helper()
+	var d *Decap
+	err := r.be.Do(func() (err error) {
+		d, err = New(o)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("New in %s: %v", r.be.Name, err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// run runs d until the test ends, or until the returned function is
+// called; either checks that Run stopped cleanly and in time.
+func run(t *testing.T, d *Decap) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(replyTimeout):
+				t.Errorf("Run did not return within %v of cancel", replyTimeout)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// echo starts a TCP echo server on addr inside be; it stops at cleanup.
+func (r *rig) echo(t *testing.T, addr netip.AddrPort) {
+	t.Helper()
+	var ln net.Listener
+	err := r.be.Do(func() (err error) {
+		ln, err = net.Listen("tcp", addr.String())
+		return err
+	})
+	if err != nil {
+		t.Fatalf("listen %v in %s: %v", addr, r.be.Name, err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(replyTimeout))
+				// Plain reads and writes: io.Copy between two TCP
+				// conns would splice through pipes that a pool keeps
+				// open, which TestMain would report as leaked.
+				io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+}
+
+// sender injects whole IP packets from lb (IPPROTO_RAW: the header is the
+// caller's, outer source included).
+type sender struct {
+	fd4, fd6 int
+}
+
+func (r *rig) sender(t *testing.T) *sender {
+	t.Helper()
+	s := &sender{fd4: -1, fd6: -1}
+	err := r.lb.Do(func() (err error) {
+		if s.fd4, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW); err != nil {
+			return err
+		}
+		s.fd6, err = unix.Socket(unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+		return err
+	})
+	t.Cleanup(func() {
+		for _, fd := range []int{s.fd4, s.fd6} {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatalf("raw sockets in lb: %v", err)
+	}
+	return s
+}
+
+// send sends pkt, an IPv4 or IPv6 packet, toward its destination address.
+func (s *sender) send(t *testing.T, pkt []byte) {
+	t.Helper()
+	var err error
+	switch pkt[0] >> 4 {
+	case 4:
+		err = unix.Sendto(s.fd4, pkt, 0, &unix.SockaddrInet4{Addr: [4]byte(pkt[16:20])})
+	case 6:
+		err = unix.Sendto(s.fd6, pkt, 0, &unix.SockaddrInet6{Addr: [16]byte(pkt[24:40])})
+	}
+	if err != nil {
+		t.Fatalf("send: %v", err)
+	}
+}
+
+// capture reads the IP packets arriving on lb's veth (AF_PACKET, cooked:
+// no Ethernet header).
+type capture struct {
+	fd  int
+	buf []byte
+}
+
+func (r *rig) capture(t *testing.T) *capture {
+	t.Helper()
+	c := &capture{fd: -1, buf: make([]byte, 1<<16)}
+	err := r.lb.Do(func() error {
+		ifi, err := net.InterfaceByName(r.lbIf)
+		if err != nil {
+			return err
+		}
+		proto := int(htons(unix.ETH_P_ALL))
+		if c.fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, proto); err != nil {
+			return err
+		}
+		if err := unix.Bind(c.fd, &unix.SockaddrLinklayer{Protocol: uint16(proto), Ifindex: ifi.Index}); err != nil {
+			return err
+		}
+		// Reads wake up every 100 ms so that waits stay bounded.
+		return unix.SetsockoptTimeval(c.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 100_000})
+	})
+	t.Cleanup(func() {
+		if c.fd >= 0 {
+			unix.Close(c.fd)
+		}
+	})
+	if err != nil {
+		t.Fatalf("capture in lb: %v", err)
+	}
+	return c
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// waitTCP returns the first captured TCP segment for which match is true,
+// decoded by gopacket, or fails the test after replyTimeout.
+func (c *capture) waitTCP(t *testing.T, match func(nl gopacket.NetworkLayer, tcp *layers.TCP) bool) gopacket.Packet {
+	t.Helper()
+	deadline := time.Now().Add(replyTimeout)
+	for time.Now().Before(deadline) {
+		n, from, err := unix.Recvfrom(c.fd, c.buf, 0)
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("capture: %v", err)
+		}
+		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
+			continue
+		}
+		first := layers.LayerTypeIPv4
+		if n > 0 && c.buf[0]>>4 == 6 {
+			first = layers.LayerTypeIPv6
+		}
+		p := gopacket.NewPacket(append([]byte(nil), c.buf[:n]...), first, gopacket.Default)
+		tcp, _ := p.Layer(layers.LayerTypeTCP).(*layers.TCP)
+		if tcp == nil || p.NetworkLayer() == nil {
+			continue
+		}
+		if match(p.NetworkLayer(), tcp) {
+			return p
+		}
+	}
+	t.Fatalf("no matching TCP segment captured in %v", replyTimeout)
+	return nil
+}
+
+// synAckFrom matches the backend's SYN-ACK from vip:80 to client:sport.
+func synAckFrom(vip, client netip.Addr, sport uint16) func(gopacket.NetworkLayer, *layers.TCP) bool {
+	return func(nl gopacket.NetworkLayer, tcp *layers.TCP) bool {
+		src, _ := netip.AddrFromSlice(nl.NetworkFlow().Src().Raw())
+		dst, _ := netip.AddrFromSlice(nl.NetworkFlow().Dst().Raw())
+		return src == vip && dst == client && tcp.SrcPort == 80 && tcp.DstPort == layers.TCPPort(sport) && tcp.SYN && tcp.ACK
+	}
+}
+
+// links lists the interface names of ns.
+func links(t *testing.T, ns *nstest.NS) string {
+	t.Helper()
+	out, err := exec.Command("ip", "-n", ns.Name, "-o", "link", "show").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip link in %s: %v\n%s", ns.Name, err, out)
+	}
+	var names []string
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		if f := strings.Fields(line); len(f) > 1 {
+			names = append(names, strings.TrimSuffix(strings.Split(f[1], "@")[0], ":"))
+		}
+	}
+	return strings.Join(names, " ")
+}
