@@ -93,6 +93,8 @@ func New(t nstest.T, o Options) *Bed {
 		t.Fatalf("testbed: %v", err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	// Leftovers of a run that was killed before its cleanups ran.
+	nstest.SweepStale()
 	b := &Bed{t: t, Opts: o, Bin: bin, dir: dir}
 	b.Client = nstest.New(t, "cli")
 	b.Router = nstest.New(t, "rtr")

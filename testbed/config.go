@@ -15,7 +15,27 @@ type ConfigOptions struct {
 	Weights []int
 	// Extra is appended verbatim (more VIPs, ...).
 	Extra string
+	// ClosingTimeout is conntrack's tcp_closing_timeout ("" = default).
+	ClosingTimeout string
+	// Backends limits the backends listed (0 = all of the bed's).
+	Backends int
 }
+
+// FastHealth is a health check for tests: HTTP /healthz on 8080 every
+// 200 ms, down after 2 failures, up after 2 successes, lame duck on 503
+// with X-Drain. A dead backend leaves the pool within
+// fall × interval + interval = 600 ms (+10% jitter).
+const FastHealth = `[vip.healthcheck]
+type = "http"
+port = 8080
+path = "/healthz"
+interval = "200ms"
+timeout = "100ms"
+rise = 2
+fall = 2
+drain_status = 503
+drain_header = "X-Drain"
+`
 
 // Config returns a vipd configuration for the bed: a NAT VIP (TCP 80 →
 // backends' 8080), a DSR VIP (TCP 80) and a UDP NAT VIP (7000 → 7001).
@@ -31,7 +51,15 @@ func (b *Bed) Config(o ConfigOptions) string {
 	if b.Opts.Layout == TwoArmed {
 		fmt.Fprintf(&s, "egress = \"eth1\"\n")
 	}
-	fmt.Fprintf(&s, "io = %q\nqueues = %d\nframe_count = 4096\n\n[conntrack]\ncapacity = 65536\n\n[admin]\nlisten = %q\n\n", o.IO, o.Queues, AdminAddr)
+	fmt.Fprintf(&s, "io = %q\nqueues = %d\nframe_count = 4096\n\n[conntrack]\ncapacity = 65536\n", o.IO, o.Queues)
+	if o.ClosingTimeout != "" {
+		fmt.Fprintf(&s, "tcp_closing_timeout = %q\n", o.ClosingTimeout)
+	}
+	fmt.Fprintf(&s, "\n[admin]\nlisten = %q\n\n", AdminAddr)
+	backends := b.Backends
+	if o.Backends > 0 && o.Backends < len(backends) {
+		backends = backends[:o.Backends]
+	}
 	health := "[vip.healthcheck]\ntype = \"none\"\n"
 	if o.Health != "" {
 		health = o.Health
@@ -42,7 +70,7 @@ func (b *Bed) Config(o ConfigOptions) string {
 			fmt.Fprintf(&s, "encap_source = \"%v\"\n", b.BoxEgress)
 		}
 		s.WriteString(health)
-		for i, be := range b.Backends {
+		for i, be := range backends {
 			fmt.Fprintf(&s, "[[vip.backend]]\naddress = \"%v\"\n", be.Addr)
 			if bport != 0 {
 				fmt.Fprintf(&s, "port = %d\n", bport)

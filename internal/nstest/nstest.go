@@ -40,13 +40,65 @@ type T interface {
 
 var seq atomic.Uint32
 
+// Marker starts every name nstest makes, so that leftovers of a killed run
+// can be recognised (see SweepStale).
+const Marker = "vt"
+
 // Name returns a name unique to this process and call, at most 15 bytes
-// (an interface name's limit): prefix (up to 5 bytes) + pid + sequence.
+// (an interface name's limit): the marker, prefix (up to 3 bytes), the pid
+// and a sequence letter.
 func Name(prefix string) string {
-	if len(prefix) > 5 {
-		prefix = prefix[:5]
+	if len(prefix) > 3 {
+		prefix = prefix[:3]
 	}
-	return fmt.Sprintf("%s%d%c", prefix, os.Getpid()%1000000, 'a'+rune(seq.Add(1)%26))
+	return fmt.Sprintf("%s%s%d%c", Marker, prefix, os.Getpid(), 'a'+rune(seq.Add(1)%26))
+}
+
+// SweepStale deletes the namespaces that a test process which is no longer
+// running left behind (killed before its cleanups ran): names that nstest
+// made (marker, prefix, pid, letter) whose pid is gone. It returns their
+// names. Namespaces of live processes, and every other namespace, are left
+// alone.
+func SweepStale() []string {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return nil
+	}
+	var gone []string
+	for _, line := range strings.Split(string(out), "\n") {
+		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		pid, ok := parseName(name)
+		if !ok || pid == os.Getpid() || unix.Kill(pid, 0) == nil {
+			continue
+		}
+		if exec.Command("ip", "netns", "del", name).Run() == nil {
+			gone = append(gone, name)
+		}
+	}
+	return gone
+}
+
+// parseName extracts the pid from a name Name made.
+func parseName(name string) (int, bool) {
+	if !strings.HasPrefix(name, Marker) || len(name) < len(Marker)+2 {
+		return 0, false
+	}
+	s := name[len(Marker) : len(name)-1] // drop the marker and the letter
+	i := 0
+	for i < len(s) && (s[i] < '0' || s[i] > '9') {
+		i++
+	}
+	if i == 0 || i > 3 || i == len(s) {
+		return 0, false
+	}
+	pid := 0
+	for _, c := range s[i:] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		pid = pid*10 + int(c-'0')
+	}
+	return pid, pid > 0
 }
 
 // NS is a network namespace created for one test.

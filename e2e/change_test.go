@@ -1,0 +1,172 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/testbed"
+)
+
+// slowDownload fetches n bytes reading at most rate bytes/s, so that the
+// transfer is in flight while the test changes things. It reports the
+// backend as soon as the headers arrive.
+func (e *env) slowDownload(url string, n int64, rate int, backend chan<- string) error {
+	resp, err := e.c.Get(fmt.Sprintf("%s/bytes?n=%d", url, n))
+	if err != nil {
+		backend <- ""
+		return err
+	}
+	defer resp.Body.Close()
+	backend <- resp.Header.Get("X-Backend")
+	got := int64(0)
+	buf := make([]byte, rate/20)
+	for got < n {
+		k, err := io.ReadFull(resp.Body, buf[:min(int64(len(buf)), n-got)])
+		got += int64(k)
+		if err != nil {
+			return fmt.Errorf("after %d of %d bytes: %w", got, n, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
+}
+
+// TestFailover: a backend killed mid-run stops receiving new connections
+// within the health-check bound; transfers on the other backends complete.
+func TestFailover(t *testing.T) {
+	e := setup(t, testbed.Options{}, testbed.ConfigOptions{Health: testbed.FastHealth})
+	time.Sleep(500 * time.Millisecond) // first checks
+	// Transfers in flight, ~2.5 s each at 4 MiB/s.
+	type xfer struct {
+		backend string
+		err     error
+	}
+	var wg sync.WaitGroup
+	results := make([]xfer, 6)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			be := make(chan string, 1)
+			url := natURL
+			if i%2 == 1 {
+				url = dsrURL
+			}
+			err := e.slowDownload(url, 10<<20, 4<<20, be)
+			results[i] = xfer{<-be, err}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	victim := e.bed.Backends[0]
+	killed := time.Now()
+	victim.Kill()
+	// New connections, every 20 ms, for 2 s.
+	const interval, fall = 200 * time.Millisecond, 2
+	bound := time.Duration(float64((fall+1)*interval)*1.1) + 100*time.Millisecond
+	type attempt struct {
+		at  time.Duration
+		err error
+		who string
+	}
+	var attempts []attempt
+	c := e.bed.HTTPClient(2 * time.Second)
+	for time.Since(killed) < 2*time.Second {
+		start := time.Since(killed)
+		body, err := testbed.Get(context.Background(), c, natURL+"/")
+		attempts = append(attempts, attempt{start, err, strings.TrimSpace(body)})
+		time.Sleep(20 * time.Millisecond)
+	}
+	wg.Wait()
+	failedLate := 0
+	for _, a := range attempts {
+		if a.at > bound && (a.err != nil || a.who == victim.Name) {
+			failedLate++
+			t.Errorf("connection at +%v after the kill (bound %v): %v %q", a.at.Round(time.Millisecond), bound, a.err, a.who)
+		}
+	}
+	for i, r := range results {
+		if r.backend != victim.Name && r.err != nil {
+			t.Errorf("transfer %d on %s (not the killed backend) failed: %v", i, r.backend, r.err)
+		}
+	}
+	st, err := e.v.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := st.VIPs[0].Backends[0]; b.Health != "down" || b.Forwarding != "down" {
+		t.Errorf("killed backend state: %+v", b)
+	}
+	t.Logf("%d connections after the kill; bound %v", len(attempts), bound)
+}
+
+// TestDrain: a backend drained by its own health check (503 + X-Drain)
+// finishes its in-flight 64 MiB transfer and gets no new connection; its
+// active flows then go to zero.
+func TestDrain(t *testing.T) {
+	e := setup(t, testbed.Options{}, testbed.ConfigOptions{Health: testbed.FastHealth, ClosingTimeout: "1s"})
+	time.Sleep(500 * time.Millisecond)
+	be := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- e.slowDownload(natURL, 64<<20, 32<<20, be) }()
+	name := <-be
+	var target *testbed.Backend
+	for _, b := range e.bed.Backends {
+		if b.Name == name {
+			target = b
+		}
+	}
+	if target == nil {
+		t.Fatalf("transfer did not start: %v", <-done)
+	}
+	target.SetDraining(true)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := e.v.State()
+		if err == nil && backendByName(st, "web-nat", target).Forwarding == "draining" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backend never went draining")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	counts := e.names(natURL, 60)
+	if counts[target.Name] != 0 {
+		t.Errorf("the draining backend got %d new connections: %v", counts[target.Name], counts)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the draining backend's transfer failed: %v", err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		st, err := e.v.State()
+		if err == nil && backendByName(st, "web-nat", target).ActiveFlows == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("active flows of the drained backend did not reach 0: %+v", backendByName(st, "web-nat", target))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// backendByName finds a backend of a VIP in the admin state.
+func backendByName(st *admin.State, vip string, b *testbed.Backend) admin.BackendState {
+	for _, v := range st.VIPs {
+		if v.Name != vip {
+			continue
+		}
+		for _, x := range v.Backends {
+			if x.Address == b.Addr.String() {
+				return x
+			}
+		}
+	}
+	return admin.BackendState{}
+}

@@ -1,0 +1,227 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testbed"
+)
+
+// TestReload: SIGHUP with a new backend keeps existing connections on
+// their backends (a long transfer survives) and brings the new backend
+// into rotation; SIGHUP with a broken file changes nothing.
+func TestReload(t *testing.T) {
+	nstest.RequireRoot(t)
+	bed := testbed.New(t, testbed.Options{Backends: 4})
+	e := &env{t: t, bed: bed, c: bed.HTTPClient(60 * time.Second)}
+	three := testbed.ConfigOptions{Backends: 3}
+	e.v = bed.StartVIPD(bed.Config(three))
+	be := make(chan string, 2)
+	done := make(chan error, 2)
+	go func() { done <- e.slowDownload(natURL, 24<<20, 8<<20, be) }()
+	go func() { done <- e.slowDownload(dsrURL, 24<<20, 8<<20, be) }()
+	<-be
+	<-be
+	if err := e.v.Reload(bed.Config(testbed.ConfigOptions{}), "ok"); err != nil {
+		t.Fatal(err)
+	}
+	counts := e.names(natURL, 100)
+	if counts["backend4"] == 0 {
+		t.Errorf("the added backend got none of 100 new connections: %v", counts)
+	}
+	if err := e.v.Reload("[dataplane]\ningress = \"eth0\"\nthis is not toml\n", "error"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.download(natURL, 1<<20); err != nil {
+		t.Errorf("forwarding after a refused reload: %v", err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-done; err != nil {
+			t.Errorf("a transfer did not survive the reloads: %v", err)
+		}
+	}
+	if !strings.Contains(e.v.Log(), "reload refused") {
+		t.Errorf("the refused reload was not logged")
+	}
+}
+
+// TestRestart: vipd stopped and started again. Flows started before keep
+// their backend, because Maglev with the same configuration maps every flow
+// the same way — for established TCP connections the transfer survives the
+// restart (DSR and NAT: NAT replies are translated without state).
+func TestRestart(t *testing.T) {
+	e := setup(t, testbed.Options{}, testbed.ConfigOptions{})
+	be := make(chan string, 2)
+	done := make(chan error, 2)
+	go func() { done <- e.slowDownload(dsrURL, 16<<20, 4<<20, be) }()
+	go func() { done <- e.slowDownload(natURL, 16<<20, 4<<20, be) }()
+	<-be
+	<-be
+	time.Sleep(300 * time.Millisecond)
+	if err := e.v.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.bed.Box.Must(t, "ip", "-o", "link"); strings.Contains(out, "xdp") {
+		t.Errorf("an XDP program is still attached after vipd stopped:\n%s", out)
+	}
+	e.v = e.bed.StartVIPD(e.bed.Config(testbed.ConfigOptions{}))
+	for i := 0; i < 2; i++ {
+		if err := <-done; err != nil {
+			t.Errorf("a transfer did not survive the restart: %v", err)
+		}
+	}
+}
+
+// TestOwnTraffic: the box's own address keeps answering pings and TCP while
+// vipd runs (the XDP program passes everything that is not vipd's).
+func TestOwnTraffic(t *testing.T) {
+	for _, io := range drivers {
+		t.Run(io, func(t *testing.T) {
+			e := setup(t, testbed.Options{}, testbed.ConfigOptions{IO: io})
+			if n, err := testbed.Ping(e.bed.Client, testbed.BoxIngress, 3, 2*time.Second); n != 3 {
+				t.Errorf("ping to the box: %d of 3 answered (%v)", n, err)
+			}
+			var ln net.Listener
+			if err := e.bed.Box.Do(func() (err error) {
+				ln, err = net.Listen("tcp", testbed.BoxIngress.String()+":2222")
+				return
+			}); err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			go func() {
+				c, err := ln.Accept()
+				if err == nil {
+					c.Write([]byte("box\n"))
+					c.Close()
+				}
+			}()
+			dial := testbed.Dialer(e.bed.Client)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			c, err := dial(ctx, "tcp", testbed.BoxIngress.String()+":2222")
+			if err != nil {
+				t.Fatalf("TCP to the box's own address: %v", err)
+			}
+			buf := make([]byte, 8)
+			n, _ := c.Read(buf)
+			c.Close()
+			if string(buf[:n]) != "box\n" {
+				t.Errorf("got %q from the box", buf[:n])
+			}
+			// And vipd still serves the VIP.
+			e.names(natURL, 5)
+		})
+	}
+}
+
+// TestTeardown: a run that fails leaves nothing behind, and one killed
+// outright is swept by the next run. The failing run is a child test
+// process: its namespaces carry its pid.
+func TestTeardown(t *testing.T) {
+	if os.Getenv("VIPD_TEARDOWN_CHILD") != "" {
+		return
+	}
+	nstest.RequireRoot(t)
+	for _, kill := range []bool{false, true} {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestTeardownChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "VIPD_TEARDOWN_CHILD=1")
+		if kill {
+			cmd.Env = append(cmd.Env, "VIPD_TEARDOWN_HANG=1")
+		}
+		out, _ := startAndMaybeKill(t, cmd, kill)
+		pid := strconv.Itoa(cmd.Process.Pid)
+		if !kill && !strings.Contains(out, "deliberate failure") {
+			t.Fatalf("child did not fail as planned:\n%s", out)
+		}
+		if kill {
+			nstest.SweepStale()
+		}
+		left := nstest.Must(t, "ip", "netns", "list")
+		for _, l := range strings.Split(left, "\n") {
+			if strings.HasPrefix(l, nstest.Marker) && strings.Contains(l, pid) {
+				t.Errorf("killed=%v: namespace left behind: %s", kill, l)
+			}
+		}
+		if vipdAlive(pid) {
+			t.Errorf("killed=%v: a vipd started by the child still runs", kill)
+		}
+	}
+	// And a new run starts clean.
+	e := setup(t, testbed.Options{}, testbed.ConfigOptions{})
+	e.names(natURL, 3)
+}
+
+func TestTeardownChild(t *testing.T) {
+	if os.Getenv("VIPD_TEARDOWN_CHILD") == "" {
+		t.Skip("run by TestTeardown")
+	}
+	e := setup(t, testbed.Options{}, testbed.ConfigOptions{})
+	e.names(natURL, 3)
+	fmt.Println("bed up")
+	if os.Getenv("VIPD_TEARDOWN_HANG") != "" {
+		time.Sleep(time.Minute) // killed by the parent
+	}
+	t.Fatal("deliberate failure")
+}
+
+// startAndMaybeKill runs cmd; with kill, it waits for "bed up" then
+// SIGKILLs it (no cleanup runs), and kills the vipd it started.
+func startAndMaybeKill(t *testing.T, cmd *exec.Cmd, kill bool) (string, error) {
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !kill {
+		err := cmd.Wait()
+		return out.String(), err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(out.String(), "bed up") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	// Its children (vipd, backends, decapsulators) were started with
+	// Setpgid unset, so they outlive it: find them by their namespaces
+	// and kill them by PID, as a supervisor would.
+	pid := strconv.Itoa(cmd.Process.Pid)
+	for _, ns := range strings.Split(nstest.Must(t, "ip", "netns", "list"), "\n") {
+		name, _, _ := strings.Cut(ns, " ")
+		if strings.HasPrefix(name, nstest.Marker) && strings.Contains(name, pid) {
+			for _, p := range strings.Fields(nstest.Must(t, "ip", "netns", "pids", name)) {
+				if n, err := strconv.Atoi(p); err == nil {
+					if proc, err := os.FindProcess(n); err == nil {
+						proc.Kill()
+					}
+				}
+			}
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	return out.String(), nil
+}
+
+// vipdAlive reports whether a process running the bed's vipd binary has
+// the child's pid in its namespace (by name).
+func vipdAlive(childPid string) bool {
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	for _, ns := range strings.Split(string(out), "\n") {
+		name, _, _ := strings.Cut(ns, " ")
+		if strings.HasPrefix(name, nstest.Marker) && strings.Contains(name, childPid) {
+			if p, _ := exec.Command("ip", "netns", "pids", name).Output(); len(strings.TrimSpace(string(p))) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}

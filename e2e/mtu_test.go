@@ -1,0 +1,47 @@
+package e2e
+
+import (
+	"testing"
+
+	"github.com/vipd/vipd/testbed"
+)
+
+// TestPathMTU: the link toward the backends is smaller than the client's
+// (box eth1 MTU 1400, read by vipd through rtnetlink). The client's
+// 1500-byte segments do not fit — in NAT mode the backends advertise a
+// 1460-byte MSS, in DSR mode encapsulation adds 20 bytes — so vipd answers
+// fragmentation-needed and the client's TCP adapts: a 16 MiB upload with DF
+// set completes, and the ICMP counter shows it.
+func TestPathMTU(t *testing.T) {
+	e := setup(t, testbed.Options{BoxEgressMTU: 1400}, testbed.ConfigOptions{})
+	for _, url := range []string{natURL, dsrURL} {
+		before := e.metric("vipd_icmp_sent_total")
+		if _, err := e.upload(url, 16<<20); err != nil {
+			t.Fatalf("upload to %s: %v", url, err)
+		}
+		if after := e.metric("vipd_icmp_sent_total"); after <= before {
+			t.Errorf("%s: no fragmentation-needed sent (icmp_sent %v -> %v)", url, before, after)
+		}
+	}
+	if v := e.metric("vipd_drops_total", "reason", "too_big"); v == 0 {
+		t.Errorf("too_big drops not counted")
+	}
+}
+
+// TestICMPFromNetwork: the router's link toward the client is smaller
+// (1300) than what backends send, so the router sends ICMP
+// fragmentation-needed to the VIP (the source of the replies). vipd must
+// steer each error to the backend that owns the flow, or the download
+// stalls (a PMTU black hole).
+func TestICMPFromNetwork(t *testing.T) {
+	e := setup(t, testbed.Options{ClientLinkMTU: 1300}, testbed.ConfigOptions{})
+	for _, url := range []string{natURL, dsrURL} {
+		before := e.metric("vipd_icmp_steered_total")
+		if _, err := e.download(url, 16<<20); err != nil {
+			t.Fatalf("download from %s: %v", url, err)
+		}
+		if after := e.metric("vipd_icmp_steered_total"); after <= before {
+			t.Errorf("%s: no ICMP error steered (%v -> %v)", url, before, after)
+		}
+	}
+}

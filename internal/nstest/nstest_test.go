@@ -1,0 +1,46 @@
+package nstest
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestNames(t *testing.T) {
+	n := Name("backend")
+	if len(n) > 15 || !strings.HasPrefix(n, Marker+"bac") {
+		t.Errorf("Name = %q", n)
+	}
+	if pid, ok := parseName(n); !ok || pid != os.Getpid() {
+		t.Errorf("parseName(%q) = %d, %v", n, pid, ok)
+	}
+	for _, bad := range []string{"vt", "box123a", "vtbox", "vtabcd12a", "vt12a"} {
+		if _, ok := parseName(bad); ok {
+			t.Errorf("parseName(%q) accepted", bad)
+		}
+	}
+}
+
+// TestSweepStale leaves a namespace named for a dead process and checks
+// that SweepStale removes it and nothing else.
+func TestSweepStale(t *testing.T) {
+	RequireRoot(t)
+	// A pid that is surely not running: a child that has exited.
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := Marker + "box" + strconv.Itoa(cmd.Process.Pid) + "z"
+	mine := New(t, "box")
+	Must(t, "ip", "netns", "add", dead)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", dead).Run() })
+	gone := SweepStale()
+	if len(gone) != 1 || gone[0] != dead {
+		t.Errorf("swept %v, want [%s]", gone, dead)
+	}
+	if out := Must(t, "ip", "netns", "list"); !strings.Contains(out, mine.Name) {
+		t.Errorf("a live test's namespace %s was swept", mine.Name)
+	}
+}
