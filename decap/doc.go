@@ -13,9 +13,11 @@
 // TTL 64, no options; IPv6: next header 41). The kernel delivers that to
 // a raw socket of protocol 4 (whole packets, outer header included) or,
 // for IPv6, of protocol 41 (the payload after the outer header, the
-// source in the socket address). Having a raw socket open also keeps the
-// kernel from answering "protocol unreachable" for protocols it has no
-// handler for. The inner packet is written to the TUN device: the kernel
+// source in the socket address). The open raw socket also counts as the
+// protocol's handler: without it the kernel answers vipd with ICMP
+// "protocol unreachable" (IPv6: parameter problem) for every packet
+// (measured: IcmpOutDestUnreachs and Icmp6OutParmProblems move without a
+// Decap, stay 0 with one). The inner packet is written to the TUN device: the kernel
 // receives it as if it had arrived on that interface, finds the VIP on
 // loopback, and the backend's sockets answer the client directly with
 // the VIP as source.

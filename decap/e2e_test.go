@@ -79,6 +79,15 @@ func TestSYNACK4(t *testing.T) {
 	if st.Dropped[DropSource] != 1 || st.Dropped[DropNotLocal] != 1 || st.TotalDropped() != 2 {
 		t.Errorf("drops %v, want one source and one not_local", st.Dropped)
 	}
+	// The open raw socket counts as a handler for protocol 4: the kernel
+	// neither counts the packets as of an unknown protocol nor answers
+	// vipd with "protocol unreachable" (it does both without a Decap).
+	if n := snmp(t, r.be, "Ip", "InUnknownProtos"); n != 0 {
+		t.Errorf("Ip InUnknownProtos = %d, want 0", n)
+	}
+	if n := snmp(t, r.be, "Icmp", "OutDestUnreachs"); n != 0 {
+		t.Errorf("Icmp OutDestUnreachs = %d, want 0", n)
+	}
 }
 
 // TestSYNACK6 is TestSYNACK4 for IPv6 in IPv6.
@@ -100,6 +109,42 @@ func TestSYNACK6(t *testing.T) {
 	if st.Decapsulated != 1 || st.Dropped[DropSource] != 1 {
 		t.Errorf("stats %+v, want 1 decapsulated and 1 dropped for its source", st)
 	}
+	// Without the raw socket the kernel would answer with a parameter
+	// problem (unknown next header).
+	if n := snmp(t, r.be, "Ip6", "InUnknownProtos"); n != 0 {
+		t.Errorf("Ip6InUnknownProtos = %d, want 0", n)
+	}
+	if n := snmp(t, r.be, "Icmp6", "OutParmProblems"); n != 0 {
+		t.Errorf("Icmp6OutParmProblems = %d, want 0", n)
+	}
+}
+
+// TestLocalRefresh: with CheckLocal, a VIP added to loopback after New is
+// accepted once the address list is read again — from the backend's
+// namespace, though the refresh runs on whatever thread the runtime picks.
+func TestLocalRefresh(t *testing.T) {
+	r := newRig(t)
+	d := r.newDecap(t, Options{CheckLocal: true, LocalRefresh: 50 * time.Millisecond})
+	run(t, d)
+	vip2 := netip.MustParseAddr("198.18.0.102")
+	s, c := r.sender(t), r.capture(t)
+	s.send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip2, 40001, 80, true, false, 1000, nil)))
+	waitStats(t, d, "drop before the VIP exists", func(s Stats) bool { return s.Dropped[DropNotLocal] == 1 })
+
+	r.be.Must(t, "ip", "addr", "add", vip2.String()+"/32", "dev", "lo")
+	r.echo(t, netip.AddrPortFrom(vip2, 80))
+	// Two refresh periods are enough; send until then, bounded.
+	for i := range 20 {
+		s.send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip2, uint16(40100+i), 80, true, false, 1000, nil)))
+		time.Sleep(25 * time.Millisecond)
+		if d.Stats().Decapsulated > 0 {
+			break
+		}
+	}
+	c.waitTCP(t, func(nl gopacket.NetworkLayer, tcp *layers.TCP) bool {
+		src, _ := netip.AddrFromSlice(nl.NetworkFlow().Src().Raw())
+		return src == vip2 && tcp.SYN && tcp.ACK
+	})
 }
 
 // TestCloseRemovesTUN checks that Close makes Run return and that the

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -266,4 +267,35 @@ func links(t *testing.T, ns *nstest.NS) string {
 		}
 	}
 	return strings.Join(names, " ")
+}
+
+// snmp returns a counter of ns from /proc/net/snmp ("Ip", "InUnknownProtos")
+// or, for group "Ip6"/"Icmp6", from /proc/net/snmp6 ("Ip6InUnknownProtos").
+func snmp(t *testing.T, ns *nstest.NS, group, name string) int {
+	t.Helper()
+	if strings.HasSuffix(group, "6") {
+		for line := range strings.SplitSeq(ns.Must(t, "cat", "/proc/net/snmp6"), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == group+name {
+				n, _ := strconv.Atoi(f[1])
+				return n
+			}
+		}
+		t.Fatalf("no %s%s in /proc/net/snmp6", group, name)
+	}
+	// Pairs of lines: "Group: names..." then "Group: values...".
+	lines := strings.Split(ns.Must(t, "cat", "/proc/net/snmp"), "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) == 0 || names[0] != group+":" || len(values) != len(names) {
+			continue
+		}
+		for j, n := range names {
+			if n == name {
+				v, _ := strconv.Atoi(values[j])
+				return v
+			}
+		}
+	}
+	t.Fatalf("no %s %s in /proc/net/snmp", group, name)
+	return 0
 }
