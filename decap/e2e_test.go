@@ -90,6 +90,24 @@ func TestSYNACK4(t *testing.T) {
 	}
 }
 
+// TestSYNACKPolicyRouting: backends often send DSR replies by a rule
+// ("from VIP lookup T"). With any rule in place the kernel validates the
+// source of packets from the TUN the long way, even with rp_filter 0;
+// they must still be accepted, with no route to the client in the main
+// table.
+func TestSYNACKPolicyRouting(t *testing.T) {
+	r := newRig(t)
+	r.be.Must(t, "ip", "route", "del", "198.18.2.0/24")
+	r.be.Must(t, "ip", "route", "add", "default", "via", lbAddr4.String(), "table", "100")
+	r.be.Must(t, "ip", "rule", "add", "from", vip4.String(), "lookup", "100")
+	d := r.newDecap(t, Options{})
+	run(t, d)
+	r.echo(t, netip.AddrPortFrom(vip4, 80))
+	s, c := r.sender(t), r.capture(t)
+	s.send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip4, 40001, 80, true, false, 1000, nil)))
+	c.waitTCP(t, synAckFrom(vip4, client4, 40001))
+}
+
 // TestSYNACK6 is TestSYNACK4 for IPv6 in IPv6.
 func TestSYNACK6(t *testing.T) {
 	r := newRig(t)

@@ -162,6 +162,9 @@ func (d *Decap) setupAllRPFilter() error {
 		}
 		p := conf("ipv4", name, "rp_filter")
 		v, err := readSysctl(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since the listing
+		}
 		if err != nil {
 			return err
 		}
