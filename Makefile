@@ -17,9 +17,10 @@ build: deps
 	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/vipd ./cmd/vipd
 
 # Unit tests (the fuzz seed corpora under */testdata/fuzz run as part of
-# them), the race detector, and a one-iteration run of every benchmark so
-# none rots. Privileged tests (network namespaces, AF_XDP) run when make is
-# run as root and skip with a message otherwise.
+# them) and the end-to-end suite (e2e/), the race detector (-short: without
+# the end-to-end suite), and a one-iteration run of every benchmark so none
+# rots. Privileged tests (network namespaces, AF_XDP, the end-to-end suite)
+# run when make is run as root and skip with a message otherwise.
 test: deps lint test-unit test-race test-bench-smoke
 
 test-unit:
@@ -36,14 +37,11 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
+# Needs root: builds vipd, brings up the namespaces, runs vipd with
+# config.toml.example, sends NAT and DSR traffic, prints what happened and
+# removes everything.
 demo: build
-	@echo "make demo: the dataplane (issue 6) and the namespace test bed (issue 8) are not built yet."
-	@echo "What exists today is the configuration layer; here is the example config it validates:"
-	@echo
-	@$(BIN)/vipd -check -config config.toml.example
-	@echo
-	@echo "No traffic was sent: there is no forwarding yet."
-	@exit 1
+	$(GO) run ./testbed/demo
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -26,9 +26,20 @@ type env struct {
 	c   *http.Client
 }
 
+// requireE2E skips unless the suite can run: as root, and not in -short
+// mode (make test runs it once, in the unit-test pass, not again under the
+// race detector).
+func requireE2E(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end suite skipped in -short mode")
+	}
+	nstest.RequireRoot(t)
+}
+
 func setup(t *testing.T, o testbed.Options, co testbed.ConfigOptions) *env {
 	t.Helper()
-	nstest.RequireRoot(t)
+	requireE2E(t)
 	bed := testbed.New(t, o)
 	e := &env{t: t, bed: bed, c: bed.HTTPClient(60 * time.Second)}
 	e.v = bed.StartVIPD(bed.Config(co))

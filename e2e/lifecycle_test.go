@@ -19,7 +19,7 @@ import (
 // their backends (a long transfer survives) and brings the new backend
 // into rotation; SIGHUP with a broken file changes nothing.
 func TestReload(t *testing.T) {
-	nstest.RequireRoot(t)
+	requireE2E(t)
 	bed := testbed.New(t, testbed.Options{Backends: 4})
 	e := &env{t: t, bed: bed, c: bed.HTTPClient(60 * time.Second)}
 	three := testbed.ConfigOptions{Backends: 3}
@@ -130,7 +130,7 @@ func TestTeardown(t *testing.T) {
 	if os.Getenv("VIPD_TEARDOWN_CHILD") != "" {
 		return
 	}
-	nstest.RequireRoot(t)
+	requireE2E(t)
 	for _, kill := range []bool{false, true} {
 		cmd := exec.Command(os.Args[0], "-test.run", "^TestTeardownChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), "VIPD_TEARDOWN_CHILD=1")

@@ -1,0 +1,224 @@
+// Command demo is `make demo`: it builds vipd, brings up the test bed
+// (client, router, the vipd box and three backends in throwaway network
+// namespaces), runs vipd with config.toml.example, sends real HTTP requests
+// through the NAT VIP and then the DSR VIP plus a short bounded burst of
+// TCP SYNs, prints what happened, and removes everything it created. It
+// needs root and finishes in well under a minute.
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"golang.org/x/sys/unix"
+
+	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/testbed"
+)
+
+// run is the demo's nstest.T: cleanups run in reverse at the end, or on a
+// fatal error, or on Ctrl-C.
+type run struct {
+	mu       sync.Mutex
+	cleanups []func()
+}
+
+func (r *run) Helper() {}
+
+func (r *run) Cleanup(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cleanups = append(r.cleanups, f)
+}
+
+func (r *run) Fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "demo: "+format+"\n", args...)
+	r.finish()
+	os.Exit(1)
+}
+
+func (r *run) finish() {
+	r.mu.Lock()
+	cs := r.cleanups
+	r.cleanups = nil
+	r.mu.Unlock()
+	for i := len(cs) - 1; i >= 0; i-- {
+		cs[i]()
+	}
+}
+
+func main() {
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "make demo needs root: it creates network namespaces and attaches an XDP program inside them (sudo make demo)")
+		os.Exit(1)
+	}
+	r := &run{}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		fmt.Fprintln(os.Stderr, "\ninterrupted: cleaning up")
+		r.finish()
+		os.Exit(130)
+	}()
+	start := time.Now()
+	demo(r)
+	r.finish()
+	fmt.Printf("\nAll namespaces, links and processes removed. Demo took %.1f s.\n", time.Since(start).Seconds())
+}
+
+func demo(r *run) {
+	fmt.Println("== building vipd and bringing up the test bed (client, router, vipd box, 3 backends)")
+	bed := testbed.New(r, testbed.Options{})
+	cfg, err := os.ReadFile(exampleConfig())
+	if err != nil {
+		r.Fatalf("%v", err)
+	}
+	v := bed.StartVIPD(string(cfg))
+	fmt.Printf("   vipd running in namespace %s with config.toml.example (io afxdp, pid %d)\n", bed.Box.Name, v.PID())
+	// Wait for the first health checks (interval 2 s / 1 s).
+	time.Sleep(2500 * time.Millisecond)
+
+	c := bed.HTTPClient(10 * time.Second)
+	for _, vip := range []struct{ name, url string }{
+		{"NAT", "http://198.18.0.100/"}, {"DSR", "http://198.18.0.101/"},
+	} {
+		fmt.Printf("\n== 200 HTTP requests, each on a new connection, to the %s VIP %s\n", vip.name, vip.url)
+		counts := map[string]int{}
+		failed := 0
+		t0 := time.Now()
+		for i := 0; i < 200; i++ {
+			body, err := testbed.Get(context.Background(), c, vip.url)
+			if err != nil {
+				failed++
+				continue
+			}
+			counts[strings.TrimSpace(body)]++
+		}
+		fmt.Printf("   %d ok, %d failed in %.2f s; per backend:", 200-failed, failed, time.Since(t0).Seconds())
+		var names []string
+		for n := range counts {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			fmt.Printf("  %s=%d", n, counts[n])
+		}
+		fmt.Println()
+	}
+	fmt.Printf("\n== a bounded burst: 20000 TCP SYNs from 20000 client ports to the NAT VIP, as fast as a raw socket sends\n")
+	sent := burst(r, bed, 20000)
+	time.Sleep(500 * time.Millisecond)
+	fmt.Printf("   sent %d frames\n", sent)
+
+	fams, err := v.Metrics()
+	if err != nil {
+		r.Fatalf("metrics: %v", err)
+	}
+	m := func(name string, labels ...string) float64 { return testbed.Metric(fams, name, labels...) }
+	fmt.Printf("\n== what vipd counted (from /metrics)\n")
+	fmt.Printf("   frames received %.0f, transmitted %.0f (ICMP replies %.0f), to the kernel %.0f, dropped %.0f\n",
+		m("vipd_rx_frames_total"), m("vipd_verdicts_total", "verdict", "tx"), m("vipd_verdicts_total", "verdict", "reply"),
+		m("vipd_verdicts_total", "verdict", "kernel"), m("vipd_verdicts_total", "verdict", "drop"))
+	fmt.Printf("   NAT VIP: %.0f packets, %.0f new flows; NAT replies translated %.0f\n",
+		m("vipd_vip_packets_total", "vip", "web-nat"), m("vipd_vip_new_flows_total", "vip", "web-nat"), m("vipd_nat_replies_total"))
+	fmt.Printf("   DSR VIP: %.0f packets, %.0f new flows\n", m("vipd_vip_packets_total", "vip", "web-dsr"), m("vipd_vip_new_flows_total", "vip", "web-dsr"))
+	fmt.Printf("   ICMP sent %.0f, ICMP errors steered %.0f, conntrack entries %.0f\n",
+		m("vipd_icmp_sent_total"), m("vipd_icmp_steered_total"), m("vipd_conntrack_entries"))
+	fmt.Printf("   before the pipeline: AF_XDP receive ring full %.0f, fill ring empty %.0f (frames the kernel could not hand to vipd)\n",
+		m("vipd_driver_events_total", "event", "xsk_rx_ring_full"), m("vipd_driver_events_total", "event", "xsk_fill_ring_empty"))
+	fmt.Printf("   drops by reason:")
+	any := false
+	for _, mt := range fams["vipd_drops_total"].GetMetric() {
+		if v := mt.GetCounter().GetValue(); v > 0 {
+			fmt.Printf("  %s=%.0f", mt.GetLabel()[0].GetValue(), v)
+			any = true
+		}
+	}
+	if !any {
+		fmt.Printf("  none")
+	}
+	fmt.Println()
+
+	st, err := v.State()
+	if err != nil {
+		r.Fatalf("state: %v", err)
+	}
+	fmt.Printf("\n== vipd status\n")
+	admin.WriteStatus(os.Stdout, st)
+
+	fmt.Printf("\n== stopping vipd (SIGTERM)\n")
+	if err := v.Stop(); err != nil {
+		r.Fatalf("%v", err)
+	}
+	if out := bed.Box.Must(r, "ip", "-o", "link"); strings.Contains(out, "xdp") {
+		r.Fatalf("an XDP program is still attached after vipd stopped")
+	}
+	fmt.Println("   stopped cleanly; no XDP program left on the box's interfaces")
+}
+
+// burst sends n crafted TCP SYNs from the client namespace to the NAT VIP
+// through a raw packet socket, as fast as the socket takes them.
+func burst(r *run, bed *testbed.Bed, n int) int {
+	var fd int
+	var ifindex int
+	var src, dst net.HardwareAddr
+	err := bed.Client.Do(func() error {
+		ifi, err := net.InterfaceByName("eth0")
+		if err != nil {
+			return err
+		}
+		ifindex, src = ifi.Index, ifi.HardwareAddr
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
+		return err
+	})
+	if err != nil {
+		r.Fatalf("burst socket: %v", err)
+	}
+	defer unix.Close(fd)
+	// The router's MAC: the client's gateway.
+	out := bed.Client.Must(r, "ip", "neigh", "show", testbed.RouterCli.String())
+	fields := strings.Fields(out)
+	for i, f := range fields {
+		if f == "lladdr" && i+1 < len(fields) {
+			dst, _ = net.ParseMAC(fields[i+1])
+		}
+	}
+	if dst == nil {
+		r.Fatalf("the client has no ARP entry for its router")
+	}
+	sent := 0
+	buf := gopacket.NewSerializeBuffer()
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; i < n && time.Now().Before(deadline); i++ {
+		ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: net.IP(testbed.ClientAddr.AsSlice()), DstIP: net.IP(testbed.VIPNAT.AsSlice())}
+		tcp := &layers.TCP{SrcPort: layers.TCPPort(20000 + i), DstPort: 80, SYN: true, Seq: rand.Uint32(), Window: 1024}
+		tcp.SetNetworkLayerForChecksum(ip)
+		gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
+			&layers.Ethernet{SrcMAC: src, DstMAC: dst, EthernetType: layers.EthernetTypeIPv4}, ip, tcp)
+		if unix.Sendto(fd, buf.Bytes(), 0, &unix.SockaddrLinklayer{Ifindex: ifindex}) == nil {
+			sent++
+		}
+	}
+	return sent
+}
+
+func exampleConfig() string {
+	if _, err := os.Stat("config.toml.example"); err == nil {
+		return "config.toml.example"
+	}
+	exe, _ := os.Executable()
+	return filepath.Join(filepath.Dir(exe), "config.toml.example")
+}
