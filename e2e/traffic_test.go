@@ -44,3 +44,21 @@ func TestLargeTransfers(t *testing.T) {
 		})
 	}
 }
+
+// TestOneArmed: the box has one interface for clients and backends; NAT and
+// DSR still balance and carry a large transfer.
+func TestOneArmed(t *testing.T) {
+	for _, io := range drivers {
+		t.Run(io, func(t *testing.T) {
+			e := setup(t, testbed.Options{Layout: testbed.OneArmed}, testbed.ConfigOptions{IO: io})
+			const n = 150
+			checkShares(t, e.names(natURL, n), map[string]int{"backend1": 1, "backend2": 1, "backend3": 1}, n)
+			checkShares(t, e.names(dsrURL, n), map[string]int{"backend1": 1, "backend2": 1, "backend3": 1}, n)
+			for _, url := range []string{natURL, dsrURL} {
+				if _, err := e.download(url, 16<<20); err != nil {
+					t.Errorf("download from %s: %v", url, err)
+				}
+			}
+		})
+	}
+}
