@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/netip"
 
+	mdarp "github.com/mdlayher/arp"
+	"github.com/mdlayher/ethernet"
 	"github.com/mdlayher/ndp"
 )
 
@@ -78,16 +80,7 @@ var (
 //	|  Target hardware address (6) | Target protocol address (4)    |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 const (
-	arpHrd       = 0
-	arpPro       = 2
-	arpHln       = 4
-	arpPln       = 5
-	arpOp        = 6
-	arpSHA       = 8
-	arpSPA       = 14
-	arpTHA       = 18
-	arpTPA       = 24
-	arpLen       = 28
+	arpLen       = 28 // the packet above, for Ethernet and IPv4
 	arpRequest   = 1
 	arpReply     = 2
 	etherTypeIP4 = 0x0800
@@ -108,20 +101,21 @@ func ethFrame(dst, src [6]byte, etherType uint16, n int) []byte {
 }
 
 // arpFrame returns an Ethernet frame to ethDst, from senderMAC, carrying an
-// ARP packet. Both protocol addresses must be IPv4.
+// ARP packet. Both protocol addresses must be IPv4. The ARP packet and the
+// Ethernet frame are encoded by github.com/mdlayher/arp and
+// github.com/mdlayher/ethernet (which pads to the Ethernet minimum).
 func arpFrame(ethDst [6]byte, op uint16, senderMAC [6]byte, senderIP netip.Addr, targetMAC [6]byte, targetIP netip.Addr) []byte {
-	b := ethFrame(ethDst, senderMAC, etherTypeARP, arpLen)
-	a := b[ethHeaderLen:]
-	binary.BigEndian.PutUint16(a[arpHrd:], arpHardwareEthernet)
-	binary.BigEndian.PutUint16(a[arpPro:], etherTypeIP4)
-	a[arpHln] = 6
-	a[arpPln] = 4
-	binary.BigEndian.PutUint16(a[arpOp:], op)
-	spa, tpa := senderIP.As4(), targetIP.As4()
-	copy(a[arpSHA:], senderMAC[:])
-	copy(a[arpSPA:], spa[:])
-	copy(a[arpTHA:], targetMAC[:])
-	copy(a[arpTPA:], tpa[:])
+	p, err := mdarp.NewPacket(mdarp.Operation(op), net.HardwareAddr(senderMAC[:]), senderIP, net.HardwareAddr(targetMAC[:]), targetIP)
+	if err != nil {
+		// Only non-IPv4 addresses or short MACs fail, which callers never pass.
+		panic("arp: " + err.Error())
+	}
+	payload, _ := p.MarshalBinary() // never fails (mdlayher/arp)
+	f := ethernet.Frame{Destination: net.HardwareAddr(ethDst[:]), Source: net.HardwareAddr(senderMAC[:]), EtherType: ethernet.EtherTypeARP, Payload: payload}
+	b, err := f.MarshalBinary()
+	if err != nil {
+		panic("arp: " + err.Error())
+	}
 	return b
 }
 
@@ -144,25 +138,25 @@ type arpMessage struct {
 }
 
 // parseARP parses an Ethernet frame carrying an ARP packet for IPv4 over
-// Ethernet; any other ARP (other hardware or protocol types) is errNotARP.
-// Trailing bytes (Ethernet padding) are ignored.
+// Ethernet (with github.com/mdlayher/arp); any other ARP (other hardware or
+// protocol types) is errNotARP. Trailing bytes (Ethernet padding) are
+// ignored.
 func parseARP(b []byte) (arpMessage, error) {
 	if len(b) < ethHeaderLen+arpLen || binary.BigEndian.Uint16(b[12:14]) != etherTypeARP {
 		return arpMessage{}, errNotARP
 	}
-	a := b[ethHeaderLen:]
-	if binary.BigEndian.Uint16(a[arpHrd:]) != arpHardwareEthernet ||
-		binary.BigEndian.Uint16(a[arpPro:]) != etherTypeIP4 || a[arpHln] != 6 || a[arpPln] != 4 {
+	var p mdarp.Packet
+	if err := p.UnmarshalBinary(b[ethHeaderLen:]); err != nil {
 		return arpMessage{}, errNotARP
 	}
-	m := arpMessage{
-		op:       binary.BigEndian.Uint16(a[arpOp:]),
-		senderIP: netip.AddrFrom4([4]byte(a[arpSPA : arpSPA+4])),
-		targetIP: netip.AddrFrom4([4]byte(a[arpTPA : arpTPA+4])),
+	if p.HardwareType != arpHardwareEthernet || p.ProtocolType != etherTypeIP4 ||
+		p.HardwareAddrLength != 6 || p.IPLength != 4 {
+		return arpMessage{}, errNotARP
 	}
+	m := arpMessage{op: uint16(p.Operation), senderIP: p.SenderIP, targetIP: p.TargetIP}
 	copy(m.ethSrc[:], b[6:12])
-	copy(m.senderMAC[:], a[arpSHA:arpSHA+6])
-	copy(m.targetMAC[:], a[arpTHA:arpTHA+6])
+	copy(m.senderMAC[:], p.SenderHardwareAddr)
+	copy(m.targetMAC[:], p.TargetHardwareAddr)
 	return m, nil
 }
 
