@@ -8,10 +8,14 @@ BIN     := bin
 
 all: build
 
-# Everything the tests need from the network: Go modules. (Debian packages,
-# when a test starts to need one, are installed here with apt-get.)
+# Everything the tests need from the network: Go modules, and iproute2 (the
+# ip tool, used by the privileged tests to build namespaces) when missing.
 deps:
 	$(GO) mod download
+	@if [ "$$(id -u)" = 0 ] && ! command -v ip >/dev/null; then \
+		echo "installing iproute2 (the privileged tests need the ip tool)"; \
+		apt-get install -y iproute2; \
+	fi
 
 build: deps
 	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/vipd ./cmd/vipd
