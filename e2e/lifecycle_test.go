@@ -225,3 +225,19 @@ func vipdAlive(childPid string) bool {
 	}
 	return false
 }
+
+// TestAFPacketHostCheck: in AF_PACKET mode the kernel gets a copy of every
+// frame, so vipd refuses to start while the box forwards IP, and says how
+// to fix it.
+func TestAFPacketHostCheck(t *testing.T) {
+	requireE2E(t)
+	bed := testbed.New(t, testbed.Options{})
+	bed.Box.Sysctl(t, "net.ipv4.ip_forward", "1")
+	out, err := bed.RunVIPDExpectExit(bed.Config(testbed.ConfigOptions{IO: "afpacket"}), 10*time.Second)
+	if err == nil {
+		t.Fatalf("vipd started in AF_PACKET mode with forwarding on:\n%s", out)
+	}
+	if !strings.Contains(out, "IPv4 forwarding is on") || !strings.Contains(out, "sysctl -w net.ipv4.ip_forward=0") {
+		t.Errorf("the refusal does not say why and how to fix it:\n%s", out)
+	}
+}

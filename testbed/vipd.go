@@ -202,3 +202,27 @@ func Get(ctx context.Context, c *http.Client, url string) (string, error) {
 	}
 	return string(b), nil
 }
+
+// RunVIPDExpectExit runs vipd on cfg in the box and waits (at most
+// timeout) for it to exit, for configurations it must refuse. It returns
+// vipd's output and its exit error (nil for status 0).
+func (b *Bed) RunVIPDExpectExit(cfg string, timeout time.Duration) (string, error) {
+	b.t.Helper()
+	path := filepath.Join(b.dir, "refused.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		b.t.Fatalf("testbed: %v", err)
+	}
+	name := fmt.Sprintf("vipd-refused-%d", time.Now().UnixNano())
+	cmd := b.Spawn(b.Box, name, b.Bin.VIPD, "-config", path)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return b.Log(name), err
+	case <-time.After(timeout):
+		cmd.Process.Kill()
+		<-done
+		b.t.Fatalf("testbed: vipd did not exit within %v:\n%s", timeout, b.Log(name))
+	}
+	return "", nil
+}
