@@ -44,24 +44,27 @@ func (w *Worker) forward4(d *Desc, frame []byte, f *packet.Frame, vi int) {
 	bc := &w.c.Backends[ref]
 	bc.Packets++
 	bc.Bytes += uint64(f.L3Len)
-	e := readL2(frame, f)
 	out := s.egress()
 	if v.mode == ModeDSR {
+		e := readL2(frame, f)
 		w.encap4(d, frame, f, &e, v, b, out)
 		return
 	}
 	mtu := s.mtu[out]
-	if f.L3Len > mtu && ip.DF() {
-		w.tooBig4(d, f, &e, mtu, v.addr4)
-		return
+	var e l2 // read only when the packet does not fit: the common path needs none of it
+	if f.L3Len > mtu {
+		e = readL2(frame, f)
+		if ip.DF() {
+			w.tooBig4(d, f, &e, mtu, v.addr4)
+			return
+		}
 	}
 	var l4 nat.L4
 	l4.Proto = f.Proto
 	if f.HasL4 {
 		l4.Hdr = frame[f.L4Off : f.L3Off+f.L3Len]
 	}
-	nat.DNAT4(ip, l4, b.addr4, b.port)
-	ip.DecTTL()
+	nat.DNAT4(ip, l4, b.addr4, b.port) // and the TTL, checked above
 	setMACs(frame, b.mac, s.mac[out])
 	d.Len = f.L3Off + f.L3Len // drop Ethernet padding
 	if f.L3Len > mtu {

@@ -168,3 +168,14 @@ func udpChecksumFix(updated uint16) uint16 {
 	}
 	return updated
 }
+
+// ChecksumUpdate48 is ChecksumUpdate16 for a 32-bit field and a 16-bit
+// word changing together (an address and a port, or an address and the
+// TTL/protocol word), folded once: the cost of one update for two.
+func ChecksumUpdate48(csum uint16, old32, new32 uint32, old16, new16 uint16) uint16 {
+	s := uint32(^csum) +
+		uint32(^uint16(old32>>16)) + uint32(^uint16(old32)) +
+		uint32(uint16(new32>>16)) + uint32(uint16(new32)) +
+		uint32(^old16) + uint32(new16)
+	return ^fold32(s)
+}

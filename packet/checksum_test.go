@@ -203,3 +203,69 @@ func FuzzSum(f *testing.F) {
 		}
 	})
 }
+
+// TestChecksumUpdate48 checks the combined update against two single ones
+// and against recomputation, over random changes.
+func TestChecksumUpdate48(t *testing.T) {
+	r := rand.New(rand.NewPCG(48, 48))
+	for i := 0; i < 20000; i++ {
+		b := make([]byte, 20)
+		for j := range b {
+			b[j] = byte(r.Uint32())
+		}
+		csum := Checksum(b, 0)
+		o32 := binary.BigEndian.Uint32(b[4:8])
+		o16 := binary.BigEndian.Uint16(b[12:14])
+		n32, n16 := r.Uint32(), uint16(r.Uint32())
+		binary.BigEndian.PutUint32(b[4:8], n32)
+		binary.BigEndian.PutUint16(b[12:14], n16)
+		want := Checksum(b, 0)
+		if got := ChecksumUpdate48(csum, o32, n32, o16, n16); got != want {
+			t.Fatalf("ChecksumUpdate48 = %#04x, recomputed %#04x", got, want)
+		}
+		if two := ChecksumUpdate16(ChecksumUpdate32(csum, o32, n32), o16, n16); two != want {
+			t.Fatalf("two updates %#04x, recomputed %#04x", two, want)
+		}
+	}
+}
+
+// TestIPv4ChecksumFastPath checks the loop-free header check against Sum,
+// on random headers with and without a correct checksum.
+func TestIPv4ChecksumFastPath(t *testing.T) {
+	r := rand.New(rand.NewPCG(20, 20))
+	for i := 0; i < 50000; i++ {
+		h := make([]byte, 20)
+		for j := range h {
+			h[j] = byte(r.Uint32())
+		}
+		h[0] = 0x45
+		if i%2 == 0 {
+			binary.BigEndian.PutUint16(h[10:], 0)
+			binary.BigEndian.PutUint16(h[10:], Checksum(h, 0))
+		}
+		want := Sum(h, 0) == 0xffff
+		if got := IPv4(h).IsChecksumValid(); got != want {
+			t.Fatalf("IsChecksumValid = %v, Sum says %v for % x", got, want, h)
+		}
+		if i%2 == 0 && !want {
+			t.Fatalf("a computed checksum does not verify: % x", h)
+		}
+	}
+}
+
+// TestIPv4ComputeChecksumFastPath checks the loop-free computation against
+// the generic one on random option-less headers.
+func TestIPv4ComputeChecksumFastPath(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 21))
+	for i := 0; i < 50000; i++ {
+		h := make([]byte, 20)
+		for j := range h {
+			h[j] = byte(r.Uint32())
+		}
+		h[0] = 0x45
+		want := Checksum(h[12:20], Sum(h[:10], 0))
+		if got := IPv4(h).ComputeChecksum(); got != want {
+			t.Fatalf("ComputeChecksum = %#04x, generic %#04x for % x", got, want, h)
+		}
+	}
+}
