@@ -280,6 +280,8 @@ func (p *LinuxPlatform) DriverStats() map[string]uint64 {
 		m["arp_requests"] = st.Requests
 		m["arp_replies"] = st.Replies
 		m["arp_announcements"] = st.Announcements
+		m["arp_conflicts"] = st.Conflicts
+		m["arp_send_errors"] = st.SendErrors
 	}
 	return m
 }
