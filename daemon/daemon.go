@@ -109,6 +109,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("conntrack: %w", err)
 	}
+	if d.opts.Worker.Neighbors == nil {
+		// One cache for all workers: a NAT reply may arrive on another
+		// queue than the request its client's MAC was learned from.
+		d.opts.Worker.Neighbors = dataplane.NewNeighborCache(1 << 16)
+	}
 	for i := range queues {
 		d.workers = append(d.workers, dataplane.NewWorker(d.ct.Shard(i), d.opts.Worker))
 	}

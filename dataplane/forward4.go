@@ -44,6 +44,12 @@ func (w *Worker) forward4(d *Desc, frame []byte, f *packet.Frame, vi int) {
 	bc := &w.c.Backends[ref]
 	bc.Packets++
 	bc.Bytes += uint64(f.L3Len)
+	if v.mode == ModeNAT && len(s.onLink4) > 0 && d.RxPort == PortIngress {
+		// A client on a connected subnet: its replies will need its MAC.
+		if src := ip.SourceUint32(); s.onLinkClient4(src) {
+			w.neigh.learn(0, 0xffff<<32|uint64(src), [6]byte(frame[6:12]))
+		}
+	}
 	out := s.egress()
 	if v.mode == ModeDSR {
 		e := readL2(frame, f)

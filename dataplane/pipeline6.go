@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"net/netip"
+
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/dsr"
 	"github.com/vipd/vipd/hashing"
@@ -79,6 +81,9 @@ func (w *Worker) forward6(d *Desc, frame []byte, f *packet.Frame, vi int) {
 	if v.mode == ModeDSR {
 		w.encap6(d, frame, f, &e, v, b, out, ref)
 		return
+	}
+	if len(s.onLink) > 0 && d.RxPort == PortIngress {
+		w.learn6(ip.SourceAddress(), e.src)
 	}
 	if mtu := s.mtu[out]; f.L3Len > mtu {
 		w.tooBig6(d, f, &e, mtu, &v.addr6)
@@ -309,7 +314,7 @@ func (w *Worker) natReply6(d *Desc, frame []byte, f *packet.Frame) bool {
 		w.drop(d, DropTTLExceeded)
 		return true
 	}
-	mac, ok := s.clientMAC6(ip.DestinationAddress())
+	mac, ok := s.clientMAC6(ip.DestinationAddress(), w.neigh)
 	if !ok {
 		w.drop(d, DropNoNeighbor)
 		return true
@@ -353,7 +358,7 @@ func (w *Worker) natReplyICMP6(d *Desc, frame []byte, f *packet.Frame) bool {
 		return false
 	}
 	v := &s.vips[vi]
-	mac, ok := s.clientMAC6(ip.DestinationAddress())
+	mac, ok := s.clientMAC6(ip.DestinationAddress(), w.neigh)
 	if !ok {
 		w.drop(d, DropNoNeighbor)
 		return true
@@ -372,4 +377,17 @@ func (w *Worker) natReplyICMP6(d *Desc, frame []byte, f *packet.Frame) bool {
 	w.c.ICMPSteered++
 	w.tx(d, PortIngress)
 	return true
+}
+
+// learn6 records an IPv6 client's MAC when it is on a connected subnet of
+// the ingress port.
+func (w *Worker) learn6(src *[16]byte, mac [6]byte) {
+	addr := netip.AddrFrom16(*src)
+	for _, p := range w.snap.onLink {
+		if p.Addr().Is6() && p.Contains(addr) {
+			hi, lo := nkey6(src)
+			w.neigh.learn(hi, lo, mac)
+			return
+		}
+	}
 }

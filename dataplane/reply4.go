@@ -51,7 +51,7 @@ func (w *Worker) natReply4(d *Desc, frame []byte, f *packet.Frame) bool {
 		w.drop(d, DropTTLExceeded)
 		return true
 	}
-	mac, ok := s.clientMAC4(ip.DestinationAddress())
+	mac, ok := s.clientMAC4(ip.DestinationAddress(), w.neigh)
 	if !ok {
 		w.drop(d, DropNoNeighbor)
 		return true
@@ -116,7 +116,7 @@ func (w *Worker) natReplyICMP4(d *Desc, frame []byte, f *packet.Frame) bool {
 		return true
 	}
 	v := &s.vips[vi]
-	mac, ok := s.clientMAC4(ip.DestinationAddress())
+	mac, ok := s.clientMAC4(ip.DestinationAddress(), w.neigh)
 	if !ok {
 		w.drop(d, DropNoNeighbor)
 		return true

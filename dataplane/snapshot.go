@@ -119,8 +119,23 @@ type Snapshot struct {
 	cls4, cls6 classifiers
 	gw4, gw6   [6]byte
 	onLink     []netip.Prefix
+	onLink4    []prefix4 // onLink's IPv4 prefixes, for the per-packet check
 	neighbors  map[netip.Addr][6]byte
 	spec       *Spec
+}
+
+// prefix4 is an IPv4 prefix as network and mask words.
+type prefix4 struct{ net, mask uint32 }
+
+// onLinkClient4 reports whether an IPv4 client is on a connected subnet of
+// the ingress port.
+func (s *Snapshot) onLinkClient4(a uint32) bool {
+	for _, p := range s.onLink4 {
+		if a&p.mask == p.net {
+			return true
+		}
+	}
+	return false
 }
 
 // classifiers maps packets to VIPs for one address family.
@@ -195,6 +210,16 @@ func NewSnapshot(spec *Spec) (*Snapshot, error) {
 		onLink:    spec.ClientOnLink,
 		neighbors: spec.Neighbors,
 		spec:      spec,
+	}
+	for _, p := range spec.ClientOnLink {
+		if p.Addr().Is4() {
+			bits := p.Bits()
+			mask := uint32(0)
+			if bits > 0 {
+				mask = ^uint32(0) << (32 - bits)
+			}
+			s.onLink4 = append(s.onLink4, prefix4{u32(p.Masked().Addr().As4()), mask})
+		}
 	}
 	for p := 0; p < 2; p++ {
 		if s.mtu[p] == 0 {
@@ -377,28 +402,28 @@ func (s *Snapshot) Pick(vi int, h uint64) (uint32, bool) {
 
 // clientMAC4 returns the next hop toward an IPv4 client, for NAT replies:
 // the client itself when it is on a connected subnet of the ingress port
-// (and its MAC is known), else the gateway.
-func (s *Snapshot) clientMAC4(a [4]byte) ([6]byte, bool) {
-	if len(s.onLink) > 0 {
-		addr := netip.AddrFrom4(a)
-		for _, p := range s.onLink {
-			if p.Contains(addr) {
-				mac, ok := s.neighbors[addr]
-				return mac, ok
-			}
+// (from the snapshot's neighbors, else what the workers learned from the
+// client's own frames), else the gateway.
+func (s *Snapshot) clientMAC4(a [4]byte, learned *NeighborCache) ([6]byte, bool) {
+	if len(s.onLink4) > 0 && s.onLinkClient4(u32(a)) {
+		if mac, ok := s.neighbors[netip.AddrFrom4(a)]; ok {
+			return mac, true
 		}
+		return learned.lookup(nkey4(a))
 	}
 	return s.gw4, s.gw4 != [6]byte{}
 }
 
 // clientMAC6 is clientMAC4 for IPv6.
-func (s *Snapshot) clientMAC6(a *[16]byte) ([6]byte, bool) {
+func (s *Snapshot) clientMAC6(a *[16]byte, learned *NeighborCache) ([6]byte, bool) {
 	if len(s.onLink) > 0 {
 		addr := netip.AddrFrom16(*a)
 		for _, p := range s.onLink {
-			if p.Contains(addr) {
-				mac, ok := s.neighbors[addr]
-				return mac, ok
+			if p.Addr().Is6() && p.Contains(addr) {
+				if mac, ok := s.neighbors[addr]; ok {
+					return mac, true
+				}
+				return learned.lookup(nkey6(a))
 			}
 		}
 	}

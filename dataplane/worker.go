@@ -55,6 +55,10 @@ type WorkerOptions struct {
 	// PublishEvery is how often End publishes counters for other
 	// goroutines. Default 100 ms.
 	PublishEvery time.Duration
+	// Neighbors is where workers learn the MACs of clients on the ingress
+	// subnets; the daemon gives all workers the same one. nil: a private
+	// cache.
+	Neighbors *NeighborCache
 }
 
 // Worker runs the pipeline for one NIC queue. It owns its conntrack shard
@@ -65,8 +69,9 @@ type Worker struct {
 	ct   *conntrack.Shard
 	emit Emitter
 	now  int64 // nanoseconds, from Begin: the pipeline never reads a clock
-	icmp limiter
-	c    Counters
+	icmp  limiter
+	neigh *NeighborCache
+	c     Counters
 	frag dsr.Fragmenter4
 
 	publishEvery int64
@@ -137,7 +142,10 @@ func NewWorker(ct *conntrack.Shard, opts WorkerOptions) *Worker {
 	if opts.PublishEvery <= 0 {
 		opts.PublishEvery = 100 * time.Millisecond
 	}
-	w := &Worker{ct: ct, publishEvery: int64(opts.PublishEvery)}
+	if opts.Neighbors == nil {
+		opts.Neighbors = NewNeighborCache(1024)
+	}
+	w := &Worker{ct: ct, publishEvery: int64(opts.PublishEvery), neigh: opts.Neighbors}
 	w.icmp = newLimiter(opts.ICMPRate, opts.ICMPBurst)
 	w.pub.Store(w.c.clone())
 	return w

@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"context"
+	"net/http"
 	"testing"
+	"time"
 
 	"github.com/vipd/vipd/testbed"
 )
@@ -60,5 +63,21 @@ func TestOneArmed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOnLinkClient: a client on the box's own subnet (the router's
+// namespace, 198.18.0.254) gets its NAT replies addressed to the MAC vipd
+// learned from its requests; the kernel never resolved it.
+func TestOnLinkClient(t *testing.T) {
+	e := setup(t, testbed.Options{}, testbed.ConfigOptions{})
+	c := &http.Client{Transport: &http.Transport{DialContext: testbed.Dialer(e.bed.Router), DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	for i := 0; i < 20; i++ {
+		if _, err := testbed.Get(context.Background(), c, natURL+"/"); err != nil {
+			t.Fatalf("request %d from the on-link router: %v", i, err)
+		}
+	}
+	if v := e.metric("vipd_drops_total", "reason", "no_neighbor"); v != 0 {
+		t.Errorf("%v replies dropped for want of the client's MAC", v)
 	}
 }
