@@ -65,14 +65,14 @@ type WorkerOptions struct {
 // and its counters; nothing in it is shared with other workers, and all of
 // its methods except Published must be called from one goroutine.
 type Worker struct {
-	snap *Snapshot
-	ct   *conntrack.Shard
-	emit Emitter
-	now  int64 // nanoseconds, from Begin: the pipeline never reads a clock
+	snap  *Snapshot
+	ct    *conntrack.Shard
+	emit  Emitter
+	now   int64 // nanoseconds, from Begin: the pipeline never reads a clock
 	icmp  limiter
 	neigh *NeighborCache
 	c     Counters
-	frag dsr.Fragmenter4
+	frag  dsr.Fragmenter4
 
 	publishEvery int64
 	lastPublish  int64
