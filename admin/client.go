@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -96,4 +97,24 @@ func hostPort(addr string, port uint16) string {
 		return "[" + addr + "]:" + p
 	}
 	return addr + ":" + p
+}
+
+// Where asks the admin server at addr which backend a new flow would get.
+func Where(ctx context.Context, addr, vip, client string, port uint16) (*WhereAnswer, error) {
+	u := fmt.Sprintf("http://%s/v1/where?vip=%s&client=%s&port=%d", addr, url.QueryEscape(vip), url.QueryEscape(client), port)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("admin server at %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return nil, fmt.Errorf("%s", strings.TrimSpace(string(b)))
+	}
+	var a WhereAnswer
+	return &a, json.NewDecoder(resp.Body).Decode(&a)
 }

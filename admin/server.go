@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +39,33 @@ func Handler(p Provider) http.Handler {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		enc.Encode(st)
+	})
+	mux.HandleFunc("GET /v1/where", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		port := uint16(0)
+		if ps := q.Get("port"); ps != "" {
+			n, err := strconv.ParseUint(ps, 10, 16)
+			if err != nil {
+				http.Error(w, "port must be 0..65535", http.StatusBadRequest)
+				return
+			}
+			port = uint16(n)
+		}
+		if q.Get("vip") == "" || q.Get("client") == "" {
+			http.Error(w, "want ?vip=NAME&client=ADDR:PORT[&port=VIPPORT]", http.StatusBadRequest)
+			return
+		}
+		ans, err := p.Where(q.Get("vip"), q.Get("client"), port)
+		if err != nil {
+			code := http.StatusBadRequest
+			if errors.Is(err, ErrNotFound) {
+				code = http.StatusNotFound
+			}
+			http.Error(w, err.Error(), code)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(ans)
 	})
 	mux.HandleFunc("POST /v1/drain", func(w http.ResponseWriter, r *http.Request) {
 		var req DrainRequest

@@ -96,4 +96,15 @@ type Provider interface {
 	// SetDrain drains (or undrains) backend ("addr:port", or "addr" when
 	// the VIP does not rewrite ports) of the VIP named vip.
 	SetDrain(vip, backend string, drain bool) error
+	// Where answers which backend a new flow from client ("addr:port") to
+	// the VIP named vip (on port, for every-port VIPs) would get.
+	Where(vip, client string, port uint16) (*WhereAnswer, error)
+}
+
+// WhereAnswer is the answer of GET /v1/where.
+type WhereAnswer struct {
+	VIP     string `json:"vip"`
+	Client  string `json:"client"`
+	Backend string `json:"backend"` // addr:port, or addr for DSR
+	Note    string `json:"note"`
 }

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"sync"
 
@@ -167,4 +168,51 @@ func (d *Daemon) Metrics() *admin.Metrics {
 		}
 	}
 	return m
+}
+
+// Where implements admin.Provider.
+func (d *Daemon) Where(vipName, client string, port uint16) (*admin.WhereAnswer, error) {
+	c, err := netip.ParseAddrPort(client)
+	if err != nil {
+		return nil, fmt.Errorf("client %q: want ADDR:PORT", client)
+	}
+	d.mu.Lock()
+	var v *config.VIP
+	for i := range d.cfg.VIPs {
+		if d.cfg.VIPs[i].Name == vipName {
+			v = &d.cfg.VIPs[i]
+		}
+	}
+	d.mu.Unlock()
+	if v == nil {
+		return nil, fmt.Errorf("no VIP %q: %w", vipName, admin.ErrNotFound)
+	}
+	vport := v.Port
+	if vport == 0 {
+		if port == 0 {
+			return nil, fmt.Errorf("VIP %q serves every port: give port", vipName)
+		}
+		vport = port
+	}
+	snap := d.snaps.Load()
+	ref, ok := snap.Where(v.Address, v.Protocol.Number(), vport, netip.AddrPortFrom(c.Addr().Unmap(), c.Port()))
+	ans := &admin.WhereAnswer{VIP: vipName, Client: client,
+		Note: "for a new flow; a flow pinned in the connection table keeps its backend while that backend is up or draining"}
+	if !ok {
+		ans.Note = "no backend takes new flows"
+		return ans, nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, vs := range d.spec.VIPs {
+		for _, b := range vs.Backends {
+			if b.Ref == ref {
+				ans.Backend = b.Addr.String()
+				if b.Port != 0 {
+					ans.Backend = netip.AddrPortFrom(b.Addr, b.Port).String()
+				}
+			}
+		}
+	}
+	return ans, nil
 }

@@ -282,3 +282,32 @@ func ipLen(b []byte) int {
 	}
 	return 40 + (int(b[4])<<8 | int(b[5]))
 }
+
+// TestWhere: the control plane's "where would this flow go?" agrees with
+// the pipeline for new flows, for 5-tuple and source-affinity VIPs.
+func TestWhere(t *testing.T) {
+	spec := testSpec()
+	h := newHarness(t, spec)
+	for _, tc := range []struct {
+		vip   netip.Addr
+		port  uint16
+		id    uint16
+		dport uint16
+	}{{vipNAT4, 80, idNAT4, 80}, {vipAll4, 0, idAll4, 4443}, {vipDSR6, 80, idDSR6, 80}} {
+		client := client4
+		if tc.vip.Is6() {
+			client = client6
+		}
+		for sport := uint16(100); sport < 140; sport++ {
+			d := h.run(build(t, pk{src: client, dst: tc.vip, sport: sport, dport: tc.dport, flags: "S"}))[0]
+			got := refOf(t, spec, tc.id, outerDst(t, decode(t, d.frame()), ModeNAT))
+			want, ok := h.snap.Where(tc.vip, 6, tc.dport, netip.AddrPortFrom(client, sport))
+			if !ok || want != got {
+				t.Fatalf("%v:%d from port %d: pipeline chose ref %d, Where says %d (%v)", tc.vip, tc.dport, sport, got, want, ok)
+			}
+		}
+	}
+	if _, ok := h.snap.Where(vipNAT4, 6, 443, netip.AddrPortFrom(client4, 1)); ok {
+		t.Errorf("Where answered for a port no VIP serves")
+	}
+}

@@ -31,6 +31,8 @@ const usage = `usage:
                                       print VIPs, backends and flows (like ipvsadm -Ln)
   vipd drain [-undo] [-admin ADDR | -config FILE] VIP BACKEND
                                       stop new flows to BACKEND (addr:port) of VIP, keeping its flows
+  vipd where [-port P] [-admin ADDR | -config FILE] VIP CLIENT:PORT
+                                      which backend a new flow from CLIENT gets
   vipd -version
 
 Signals: SIGHUP reloads the configuration (a bad file keeps the old one),
@@ -48,6 +50,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return status(args[1:], stdout, stderr)
 		case "drain":
 			return drain(args[1:], stdout, stderr)
+		case "where":
+			return where(args[1:], stdout, stderr)
 		}
 	}
 	fs := flag.NewFlagSet("vipd", flag.ContinueOnError)
@@ -227,5 +231,33 @@ func drain(args []string, stdout, stderr io.Writer) int {
 		verb = "undrained"
 	}
 	fmt.Fprintf(stdout, "%s %s of %s\n", verb, fs.Arg(1), fs.Arg(0))
+	return 0
+}
+
+func where(args []string, stdout, stderr io.Writer) int {
+	fs, addrFlag, cfgFlag := adminFlags("where", stderr)
+	port := fs.Uint("port", 0, "the VIP port, for VIPs that serve every port")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 2 || *port > 65535 {
+		fmt.Fprintln(stderr, "usage: vipd where [-port P] [-admin ADDR | -config FILE] VIP CLIENT:PORT")
+		return 2
+	}
+	addr, err := adminAddr(*addrFlag, *cfgFlag)
+	if err != nil {
+		fmt.Fprintf(stderr, "vipd where: %v\n", err)
+		return 1
+	}
+	ans, err := admin.Where(context.Background(), addr, fs.Arg(0), fs.Arg(1), uint16(*port))
+	if err != nil {
+		fmt.Fprintf(stderr, "vipd where: %v\n", err)
+		return 1
+	}
+	if ans.Backend == "" {
+		fmt.Fprintf(stdout, "%s from %s: %s\n", ans.VIP, ans.Client, ans.Note)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s from %s -> %s (%s)\n", ans.VIP, ans.Client, ans.Backend, ans.Note)
 	return 0
 }

@@ -36,6 +36,8 @@ func TestRun(t *testing.T) {
 		{"status without a server", []string{"status", "-admin", "127.0.0.1:1"}, 1, "", "is vipd running"},
 		{"status with a config without admin", []string{"status", "-config", noAdmin}, 1, "", "disables the admin server"},
 		{"drain needs two arguments", []string{"drain", "web"}, 2, "", "usage: vipd drain"},
+		{"where needs two arguments", []string{"where", "web"}, 2, "", "usage: vipd where"},
+		{"where without a server", []string{"where", "-admin", "127.0.0.1:1", "web", "198.18.0.1:5"}, 1, "", "admin server"},
 		{"bad log level", []string{"-config", "../../config.toml.example", "-log-level", "loud"}, 2, "", "-log-level"},
 	}
 	for _, tt := range tests {
