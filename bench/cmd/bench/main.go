@@ -1,0 +1,260 @@
+// Command bench is `make bench`: it runs vipd's Go benchmarks (the
+// in-memory pipeline, conntrack, hashing), then the on-interface rig of
+// package bench/rig — every scenario in throwaway network namespaces,
+// measured over fixed windows and removed again — and writes one report:
+// OUT/latest.md (tables, environment, counters, profiles) and
+// OUT/latest.svg (the chart).
+//
+// The rig needs root, trafgen (netsniff-ng), nft (nftables), taskset and
+// ip; perf (linux-perf) is optional and adds CPU profiles. The Makefile
+// installs the Debian packages when they are missing. Ctrl-C removes
+// everything the run created.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vipd/vipd/bench"
+	"github.com/vipd/vipd/bench/rig"
+	"github.com/vipd/vipd/internal/nstest"
+)
+
+// scope owns everything the run creates; fatal and Ctrl-C close it.
+var scope = &rig.Scope{}
+
+func main() {
+	out := flag.String("out", "bench/results", "directory for latest.md and latest.svg")
+	window := flag.Duration("window", 5*time.Second, "measured window per repetition")
+	reps := flag.Int("reps", 3, "repetitions per scenario")
+	only := flag.String("only", "", "run only the rig scenarios whose name matches this regexp")
+	skipInMem := flag.Bool("skip-inmem", false, "skip the Go benchmarks")
+	skipRig := flag.Bool("skip-rig", false, "skip the on-interface rig")
+	benchtime := flag.String("benchtime", "0.5s", "go test -benchtime of the in-memory benchmarks")
+	command := flag.String("command", "make bench", "the command line to print in the report")
+	threaded := flag.Bool("threaded-napi", false, "switch the box's receive veth to threaded NAPI")
+	genProcs := flag.Int("gen-procs", 1, "trafgen processes (CPUs 0..n-1)")
+	flag.Parse()
+	var filter *regexp.Regexp
+	if *only != "" {
+		filter = regexp.MustCompile(*only)
+	}
+	if !*skipRig && os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "bench: the rig needs root (network namespaces, XDP): run `sudo make bench`, or -skip-rig")
+		os.Exit(1)
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		fatal(err)
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		fmt.Fprintln(os.Stderr, "\nbench: interrupted: removing namespaces and processes")
+		scope.Close()
+		os.Exit(130)
+	}()
+	defer scope.Close()
+
+	rep := &bench.Report{Env: environment(root, *command)}
+	start := time.Now()
+	if !*skipInMem {
+		fmt.Println("== in-memory Go benchmarks (dataplane, conntrack, hashing)")
+		rep.InMem, err = goBench(root, *benchtime)
+		if err != nil {
+			fatal(err)
+		}
+	}
+	if !*skipRig {
+		runRig(rep, root, rig.Options{
+			Window: *window, Reps: *reps, Threaded: *threaded, GenProcs: *genProcs,
+			GenCPUs: cpuList(*genProcs),
+		}, filter)
+	}
+	rep.Env.LoadAfter = loadavg()
+	rep.Env.Notes = append(rep.Env.Notes, fmt.Sprintf("run took %s", time.Since(start).Round(time.Second)))
+	if err := write(rep, *out); err != nil {
+		fatal(err)
+	}
+	fmt.Printf("\nwrote %s and %s (%s)\n", filepath.Join(*out, "latest.md"), filepath.Join(*out, "latest.svg"), time.Since(start).Round(time.Second))
+}
+
+func runRig(rep *bench.Report, root string, o rig.Options, filter *regexp.Regexp) {
+	for _, tool := range []string{"trafgen", "nft", "taskset", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			fatal(fmt.Errorf("the rig needs %s (make bench installs netsniff-ng and nftables)", tool))
+		}
+	}
+	if p, err := exec.LookPath("perf"); err == nil && exec.Command(p, "--version").Run() == nil {
+		o.Perf = p
+	} else {
+		rep.Env.Notes = append(rep.Env.Notes, "perf not available: no CPU profiles")
+	}
+	// Leftovers of a run that was killed before its cleanups ran.
+	if gone := nstest.SweepStale(); len(gone) > 0 {
+		fmt.Printf("removed stale namespaces of dead runs: %v\n", gone)
+	}
+	dir, err := os.MkdirTemp("", "vipd-bench")
+	if err != nil {
+		fatal(err)
+	}
+	scope.Cleanup(func() { os.RemoveAll(dir) })
+	o.Dir = dir
+	o.Log = os.Stdout
+	fmt.Println("== building vipd and the bare AF_XDP forwarder")
+	o.VIPD, o.XDPFwd = filepath.Join(dir, "vipd"), filepath.Join(dir, "xdpfwd")
+	for pkg, bin := range map[string]string{"./cmd/vipd": o.VIPD, "./bench/cmd/xdpfwd": o.XDPFwd} {
+		cmd := exec.Command("go", "build", "-o", bin, pkg)
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			fatal(fmt.Errorf("go build %s: %v\n%s", pkg, err, b))
+		}
+	}
+	o.Defaults()
+	rep.Env.Notes = append(rep.Env.Notes, layoutNotes(o)...)
+	for _, sc := range rig.Scenarios() {
+		if filter != nil && !filter.MatchString(sc.Name) {
+			continue
+		}
+		fmt.Printf("== %s\n", sc.Name)
+		res, prof := rig.Run(scope, sc, o)
+		if res.Err != "" {
+			fmt.Printf("    failed: %s\n", res.Err)
+		} else {
+			fmt.Printf("    median %s Mpps (%s–%s), offered %s Mpps\n", bench.Mpps(res.Forwarded.Median),
+				bench.Mpps(res.Forwarded.Min), bench.Mpps(res.Forwarded.Max), bench.Mpps(res.Offered.Median))
+		}
+		rep.Rig = append(rep.Rig, res)
+		if prof != nil {
+			rep.Sections = append(rep.Sections, *prof)
+		}
+	}
+}
+
+// cpuList is "0" or "0-N" for the first n CPUs.
+func cpuList(n int) string {
+	if n <= 1 {
+		return "0"
+	}
+	return fmt.Sprintf("0-%d", n-1)
+}
+
+func layoutNotes(o rig.Options) []string {
+	n := []string{
+		fmt.Sprintf("rig: %d windows of %v per scenario after a %v warm-up each, trafgen restarted per window; forwarded = packets counted at the sink's veth, offered = the generator's veth tx packets + tx drops", o.Reps, o.Window, o.Warmup),
+		fmt.Sprintf("traffic: %d-byte UDP frames (64 with FCS), %d flows (63 client addresses × 1000 source ports), trafgen through the kernel's qdisc path (-q) so that its transmit hash spreads flows over the veth queues", rig.FrameLen, rig.Flows),
+		fmt.Sprintf("CPUs: trafgen on CPU %s (%d process); the box's program (vipd or the forwarder) pinned to CPU 1 with one queue, free on CPUs 0-1 with two", o.GenCPUs, max(o.GenProcs, 1)),
+		"veth receive work (the box's XDP program and AF_XDP copy, or the kernel's whole forwarding path) runs in the softirq of the CPU that sends into the veth: the generator's CPU for the box's receive side, the box program's CPU for the sink's",
+	}
+	if o.Threaded {
+		n = append(n, "threaded NAPI on the box's receive veth")
+	}
+	return n
+}
+
+// goBench runs the in-memory benchmarks and parses their output; the full
+// output is kept next to the report's working files only on failure.
+func goBench(root, benchtime string) ([]bench.GoBench, error) {
+	cmd := exec.Command("go", "test", "-run", "^$", "-bench", ".", "-benchmem", "-benchtime", benchtime, "-count", "1", "-timeout", "20m",
+		"./dataplane", "./conntrack", "./hashing")
+	cmd.Dir = root
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("go test -bench: %v\n%s", err, buf.String())
+	}
+	return bench.ParseGoBench(&buf)
+}
+
+func write(rep *bench.Report, out string) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	var svg bytes.Buffer
+	if len(rep.Rig) > 0 {
+		if err := rep.WriteSVG(&svg, "vipd rig: forwarded packets per second ("+rep.Env.Date+")"); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(out, "latest.svg"), svg.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	var md bytes.Buffer
+	chart := ""
+	if len(rep.Rig) > 0 {
+		chart = "latest.svg"
+	}
+	rep.WriteMarkdown(&md, chart)
+	return os.WriteFile(filepath.Join(out, "latest.md"), md.Bytes(), 0o644)
+}
+
+func environment(root, command string) bench.Env {
+	e := bench.Env{
+		Date:       time.Now().UTC().Format("2006-01-02 15:04 UTC"),
+		Kernel:     strings.TrimSpace(readFile("/proc/sys/kernel/osrelease")),
+		CPU:        cpuModel(),
+		CPUs:       runtime.NumCPU(),
+		GoVersion:  runtime.Version(),
+		Command:    command,
+		LoadBefore: loadavg(),
+	}
+	cmd := exec.Command("git", "describe", "--always", "--dirty")
+	cmd.Dir = root
+	if b, err := cmd.Output(); err == nil {
+		e.Commit = strings.TrimSpace(string(b))
+	} else {
+		e.Commit = "unknown (not a git checkout)"
+	}
+	return e
+}
+
+func cpuModel() string {
+	for _, l := range strings.Split(readFile("/proc/cpuinfo"), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+func loadavg() string {
+	f := strings.Fields(readFile("/proc/loadavg"))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func readFile(p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("run bench inside the vipd module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	scope.Close()
+	os.Exit(1)
+}

@@ -1,0 +1,265 @@
+package rig
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/vipd/vipd/bench"
+)
+
+// Scenario is one row of the rig's table.
+type Scenario struct {
+	Name   string
+	Kind   string // bench.Kind*
+	Mode   string // vipd: "nat" or "dsr"; kernel: "fwd" or "nft"
+	IO     string // vipd: "afxdp" or "afpacket"
+	Queues int
+	// Profile records a CPU profile of the whole machine (perf) during one
+	// extra window after the measured ones.
+	Profile bool
+}
+
+// Scenarios is the standard list, in the order of the report.
+func Scenarios() []Scenario {
+	s := []Scenario{
+		{Name: "ceiling: generator → sink", Kind: bench.KindCeiling, Queues: 1},
+		{Name: "Linux IP forwarding", Kind: bench.KindKernel, Mode: "fwd", Queues: 1},
+		{Name: bench.NameNFT, Kind: bench.KindKernel, Mode: "nft", Queues: 1, Profile: true},
+		{Name: "bare AF_XDP forwarder, 1 queue", Kind: bench.KindForwarder, IO: "afxdp", Queues: 1, Profile: true},
+		{Name: "bare AF_XDP forwarder, 2 queues", Kind: bench.KindForwarder, IO: "afxdp", Queues: 2},
+	}
+	for _, mode := range []string{"nat", "dsr"} {
+		for _, io := range []string{"afxdp", "afpacket"} {
+			for _, q := range []int{1, 2} {
+				s = append(s, Scenario{
+					Name: fmt.Sprintf("vipd %s, %s, %d queue%s", map[string]string{"nat": "NAT", "dsr": "DSR"}[mode],
+						map[string]string{"afxdp": "AF_XDP", "afpacket": "AF_PACKET"}[io], q, map[bool]string{true: "s"}[q > 1]),
+					Kind: bench.KindVIPD, Mode: mode, IO: io, Queues: q,
+					Profile: mode == "nat" && io == "afxdp" && q == 1,
+				})
+			}
+		}
+	}
+	return s
+}
+
+// Options shape a run.
+type Options struct {
+	Window time.Duration // one measured window (default 5 s)
+	Reps   int           // windows per scenario (default 3)
+	Warmup time.Duration // generator running before each window (default 700 ms)
+	VIPD   string        // vipd binary
+	XDPFwd string        // bench/cmd/xdpfwd binary
+	Dir    string        // scratch directory
+	Log    io.Writer     // progress
+	// GenCPUs and GenProcs place trafgen (default CPU 0, one process);
+	// GenBypass keeps trafgen's qdisc bypass (then a single process sends
+	// on one queue only).
+	GenCPUs   string
+	GenProcs  int
+	GenBypass bool
+	// BoxCPUs is where the box program runs, by queue count (default "1"
+	// for one queue, "0-1" for more).
+	BoxCPUs func(queues int) string
+	// Threaded switches the box's receive interface to threaded NAPI.
+	Threaded bool
+	// Perf is the perf binary for profiles; "" skips them.
+	Perf string
+}
+
+// Defaults fills in the zero fields.
+func (o *Options) Defaults() {
+	if o.Window <= 0 {
+		o.Window = 5 * time.Second
+	}
+	if o.Reps <= 0 {
+		o.Reps = 3
+	}
+	if o.Warmup <= 0 {
+		o.Warmup = 700 * time.Millisecond
+	}
+	if o.GenCPUs == "" {
+		o.GenCPUs = "0"
+	}
+	if o.GenProcs <= 0 {
+		o.GenProcs = 1
+	}
+	if o.BoxCPUs == nil {
+		o.BoxCPUs = func(q int) string {
+			if q > 1 {
+				return "0-1"
+			}
+			return "1"
+		}
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+}
+
+// sample is everything read at one instant.
+type sample struct {
+	at               time.Time
+	gen, box, sink   LinkStats // g0, eth0, s0
+	boxc             BoxCounters
+	cpu              CPUTimes
+	genOK, haveBoxes bool
+}
+
+// Run builds the scenario's rig inside a child of parent, measures it and
+// removes it. A failure is returned in the result's Err.
+func Run(parent *Scope, sc Scenario, o Options) (bench.RigResult, *bench.Section) {
+	o.Defaults()
+	res := bench.RigResult{Name: sc.Name, Kind: sc.Kind, Mode: sc.Mode, IO: sc.IO, Queues: sc.Queues, Extra: map[string]float64{}}
+	var prof *bench.Section
+	s := parent.Child()
+	defer s.Close()
+	dir, err := os.MkdirTemp(o.Dir, "scenario")
+	if err != nil {
+		res.Err = err.Error()
+		return res, nil
+	}
+	s.Cleanup(func() { os.RemoveAll(dir) })
+	err = Try(func() {
+		r := New(s, sc.Queues, sc.Kind == bench.KindCeiling)
+		tr := Traffic{DstMAC: r.FirstHopMAC(), Dst: VIPNAT, DstPort: VIPPort}
+		var box Box
+		boxCPUs := o.BoxCPUs(sc.Queues)
+		switch {
+		case sc.Kind == bench.KindCeiling:
+			tr.Dst, tr.DstPort = Backends[0], BackendPort
+		case sc.Kind == bench.KindKernel && sc.Mode == "fwd":
+			r.Box.Sysctl(s, "net.ipv4.ip_forward", "1")
+			tr.Dst, tr.DstPort = Backends[0], BackendPort
+		case sc.Kind == bench.KindKernel:
+			SetupNFT(s, r, dir)
+		case sc.Kind == bench.KindForwarder:
+			r.Box.Sysctl(s, "net.ipv4.ip_forward", "0")
+			box = StartForwarder(s, r, o.XDPFwd, boxCPUs, dir)
+		case sc.Kind == bench.KindVIPD:
+			// AF_PACKET mode requires it; AF_XDP mode does not care.
+			r.Box.Sysctl(s, "net.ipv4.ip_forward", "0")
+			box = StartVIPD(s, r, o.VIPD, boxCPUs, sc.IO, dir)
+			if sc.Mode == "dsr" {
+				tr.Dst = VIPDSR
+			}
+		}
+		if o.Threaded && r.Box != nil {
+			Sysfs(s, r.Box, BoxIn, "threaded", "1")
+		}
+		gopts := GenOptions{CPUs: o.GenCPUs, Procs: o.GenProcs, Bypass: o.GenBypass}
+		limit := o.Warmup + o.Window + 10*time.Second
+		var fwd, off, vdrop, sdrop []float64
+		var busy [][]float64
+		extra := map[string][]float64{}
+		var share []float64
+		for rep := 0; rep < o.Reps; rep++ {
+			g := StartGenerator(s, r, tr, gopts, limit, dir)
+			time.Sleep(o.Warmup)
+			a := take(s, r, box, g)
+			time.Sleep(o.Window)
+			b := take(s, r, box, g)
+			g.Stop()
+			dt := b.at.Sub(a.at).Seconds()
+			fwd = append(fwd, (b.sink.RxPackets-a.sink.RxPackets)/dt)
+			off = append(off, (b.gen.TxPackets+b.gen.TxDropped-a.gen.TxPackets-a.gen.TxDropped)/dt)
+			vd := b.gen.TxDropped - a.gen.TxDropped
+			if r.Direct {
+				vd += b.sink.RxDropped - a.sink.RxDropped
+			} else {
+				vd += b.box.RxDropped - a.box.RxDropped
+			}
+			vdrop = append(vdrop, vd/dt)
+			busy = append(busy, BusyBetween(a.cpu, b.cpu))
+			if box != nil {
+				sdrop = append(sdrop, (b.boxc.SockDrops-a.boxc.SockDrops)/dt)
+				frames := 0.0
+				var perQ []float64
+				for i := range b.boxc.QueueRx {
+					d := b.boxc.QueueRx[i]
+					if i < len(a.boxc.QueueRx) {
+						d -= a.boxc.QueueRx[i]
+					}
+					perQ = append(perQ, d)
+					frames += d
+				}
+				if nb := b.boxc.Batches - a.boxc.Batches; nb > 0 {
+					extra["frames per batch"] = append(extra["frames per batch"], frames/nb)
+					extra["sendto per batch"] = append(extra["sendto per batch"], (b.boxc.Kicks-a.boxc.Kicks)/nb)
+				}
+				extra["fill ring empty /s"] = append(extra["fill ring empty /s"], (b.boxc.FillEmpty-a.boxc.FillEmpty)/dt)
+				extra["pipeline drops /s"] = append(extra["pipeline drops /s"], (b.boxc.PipelineDrops-a.boxc.PipelineDrops)/dt)
+				if b.boxc.Flows >= 0 {
+					extra["flows tracked"] = append(extra["flows tracked"], b.boxc.Flows)
+				}
+				if frames > 0 && len(perQ) > 1 && rep == o.Reps-1 {
+					for _, d := range perQ {
+						share = append(share, d/frames)
+					}
+				}
+			}
+			fmt.Fprintf(o.Log, "    rep %d: forwarded %s Mpps, offered %s Mpps\n", rep+1, bench.Mpps(fwd[rep]), bench.Mpps(off[rep]))
+		}
+		res.Forwarded, res.Offered = bench.Summarize(fwd), bench.Summarize(off)
+		res.VethDrops, res.SockDrops = bench.Summarize(vdrop), bench.Summarize(sdrop)
+		res.QueueShare = share
+		for k, v := range extra {
+			res.Extra[k] = bench.Summarize(v).Median
+		}
+		for c := 0; len(busy) > 0 && c < len(busy[0]); c++ {
+			var xs []float64
+			for _, b := range busy {
+				if c < len(b) {
+					xs = append(xs, b[c])
+				}
+			}
+			res.CPUBusy = append(res.CPUBusy, bench.Summarize(xs).Median)
+		}
+		if sc.Profile && o.Perf != "" {
+			g := StartGenerator(s, r, tr, gopts, limit, dir)
+			time.Sleep(o.Warmup)
+			prof = Profile(o.Perf, sc.Name, dir, o.Window)
+			g.Stop()
+		}
+	})
+	if err != nil {
+		res.Err = err.Error()
+	}
+	return res, prof
+}
+
+// take reads every counter of the rig.
+func take(s *Scope, r *Rig, box Box, g *Generator) sample {
+	if !g.Running() {
+		s.Fatalf("trafgen exited early:\n%s", g.Log())
+	}
+	var x sample
+	x.cpu = ReadCPU()
+	x.at = time.Now()
+	gl, err := Links(r.Gen)
+	if err != nil {
+		s.Fatalf("%v", err)
+	}
+	sl, err := Links(r.Sink)
+	if err != nil {
+		s.Fatalf("%v", err)
+	}
+	x.gen, x.sink = gl[GenIf], sl[SinkIf]
+	if r.Box != nil {
+		bl, err := Links(r.Box)
+		if err != nil {
+			s.Fatalf("%v", err)
+		}
+		x.box = bl[BoxIn]
+	}
+	if box != nil {
+		c, err := box.Counters()
+		if err != nil {
+			s.Fatalf("box counters: %v", err)
+		}
+		x.boxc = c
+	}
+	return x
+}
