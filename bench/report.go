@@ -169,14 +169,19 @@ func (r *Report) Limit(x *RigResult) string {
 	if x.Kind == KindCeiling {
 		return "generator CPU"
 	}
-	drops := x.VethDrops.Median + x.SockDrops.Median
-	if x.Offered.Median > 0 && drops > 0.02*x.Offered.Median {
-		return fmt.Sprintf("box: drops %s of offered", pct(drops/x.Offered.Median))
+	if r.boxLimited(x) {
+		return fmt.Sprintf("box: drops %s of offered", pct((x.VethDrops.Median+x.SockDrops.Median)/x.Offered.Median))
 	}
 	if c := r.Ceiling(); c != nil && c.Offered.Median > 0 {
 		return fmt.Sprintf("sender CPU: offered %s of ceiling", pct(x.Offered.Median/c.Offered.Median))
 	}
 	return "sender CPU"
+}
+
+// boxLimited reports whether the box dropped more than 2% of the offer.
+func (r *Report) boxLimited(x *RigResult) bool {
+	drops := x.VethDrops.Median + x.SockDrops.Median
+	return x.Offered.Median > 0 && drops > 0.02*x.Offered.Median
 }
 
 func oneLine(s string) string {
@@ -197,8 +202,12 @@ func (r *Report) GoalLines() []string {
 			continue
 		}
 		n, _, f := r.Ratios(x)
-		out = append(out, fmt.Sprintf("%s: %s nftables (goal ≥ %.1f×: %s), %s of the bare forwarder (goal ≥ %.0f%%: %s)",
-			x.Name, ratio(n), GoalVsNFT, met(n >= GoalVsNFT), pctOrDash(f), 100*GoalVsForwarder, met(f >= GoalVsForwarder)))
+		l := fmt.Sprintf("%s: %s nftables (goal ≥ %.1f×: %s), %s of the bare forwarder (goal ≥ %.0f%%: %s)",
+			x.Name, ratio(n), GoalVsNFT, met(n >= GoalVsNFT), pctOrDash(f), 100*GoalVsForwarder, met(f >= GoalVsForwarder))
+		if fw := r.Find(KindForwarder, "", x.Queues); fw != nil && !r.boxLimited(x) && !r.boxLimited(fw) {
+			l += "; neither dropped: both rates are what the sending CPU had left after the box's receive work"
+		}
+		out = append(out, l)
 	}
 	return out
 }
@@ -247,8 +256,8 @@ func (r *Report) hasBoxCounters() bool {
 // forwarded packet is the box's cost per packet on that side, whatever
 // limited the rate.
 func (r *Report) WriteCountersTable(w io.Writer) {
-	fmt.Fprintln(w, "| scenario | CPU 1 ns per packet | frames per batch | sendto per batch | fill ring empty /s | frames per queue | flows tracked | pipeline drops /s |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
+	fmt.Fprintln(w, "| scenario | CPU 1 ns per packet | frames per batch | sendto per batch | fill ring empty /s | frames per queue | flows tracked | pipeline drops /s | trafgen restarts |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
 	for i := range r.Rig {
 		x := &r.Rig[i]
 		if len(x.Extra) == 0 || x.Err != "" {
@@ -266,9 +275,13 @@ func (r *Report) WriteCountersTable(w io.Writer) {
 		if x.Queues == 1 && len(x.CPUBusy) > 1 && x.Forwarded.Median > 0 {
 			perPkt = fmt.Sprintf("%.0f", x.CPUBusy[1]*1e9/x.Forwarded.Median)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", x.Name, perPkt, num(x.Extra, "frames per batch", "%.1f"),
+		restarts := "0"
+		if v, ok := x.Extra["trafgen restarts"]; ok {
+			restarts = fmt.Sprintf("%.0f", v)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", x.Name, perPkt, num(x.Extra, "frames per batch", "%.1f"),
 			num(x.Extra, "sendto per batch", "%.2f"), num(x.Extra, "fill ring empty /s", "%.0f"), split,
-			num(x.Extra, "flows tracked", "%.0f"), num(x.Extra, "pipeline drops /s", "%.0f"))
+			num(x.Extra, "flows tracked", "%.0f"), num(x.Extra, "pipeline drops /s", "%.0f"), restarts)
 	}
 }
 

@@ -15,7 +15,9 @@ import (
 // hardware counters) for window and summarizes where the time went: by
 // process and object, then the hottest symbols. A failure is reported in
 // the section's text.
-func Profile(perf, name, dir string, window time.Duration) *bench.Section {
+// comm, when set, names the box program whose own code gets a symbol
+// table of its own.
+func Profile(perf, name, dir string, window time.Duration, comm string) *bench.Section {
 	data := filepath.Join(dir, "perf.data")
 	sec := &bench.Section{Title: "Profile: " + name,
 		Intro: fmt.Sprintf("`perf record -a -F 999` over one %v window with the generator running (all CPUs; "+
@@ -50,6 +52,9 @@ func Profile(perf, name, dir string, window time.Duration) *bench.Section {
 	}
 	report("by process and object", "--sort", "comm,dso", "--percent-limit", "0.5")
 	report("hottest symbols (all processes)", "--sort", "comm,sym", "--percent-limit", "0.7")
+	if comm != "" {
+		report(comm+"'s own code (share of all samples)", "--comms", comm, "--dsos", comm, "--sort", "sym", "--percent-limit", "0.2")
+	}
 	sec.Text = b.String()
 	return sec
 }

@@ -1,9 +1,11 @@
 package rig
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/vipd/vipd/bench"
@@ -155,13 +157,27 @@ func Run(parent *Scope, sc Scenario, o Options) (bench.RigResult, *bench.Section
 		var busy [][]float64
 		extra := map[string][]float64{}
 		var share []float64
+		restarts := 0
 		for rep := 0; rep < o.Reps; rep++ {
-			g := StartGenerator(s, r, tr, gopts, limit, dir)
-			time.Sleep(o.Warmup)
-			a := take(s, r, box, g)
-			time.Sleep(o.Window)
-			b := take(s, r, box, g)
-			g.Stop()
+			var a, b sample
+			for attempt := 0; ; attempt++ {
+				g := StartGenerator(s, r, tr, gopts, limit, dir)
+				time.Sleep(o.Warmup)
+				var err error
+				if a, err = take(r, box, g); err == nil {
+					time.Sleep(o.Window)
+					b, err = take(r, box, g)
+				}
+				g.Stop()
+				if err == nil {
+					break
+				}
+				if !errors.Is(err, errGenExited) || attempt == maxRestarts {
+					s.Fatalf("%v", err)
+				}
+				restarts++
+				fmt.Fprintf(o.Log, "    trafgen aborted (%s); window restarted\n", lastLine(g.Log()))
+			}
 			dt := b.at.Sub(a.at).Seconds()
 			fwd = append(fwd, (b.sink.RxPackets-a.sink.RxPackets)/dt)
 			off = append(off, (b.gen.TxPackets+b.gen.TxDropped-a.gen.TxPackets-a.gen.TxDropped)/dt)
@@ -202,6 +218,9 @@ func Run(parent *Scope, sc Scenario, o Options) (bench.RigResult, *bench.Section
 			}
 			fmt.Fprintf(o.Log, "    rep %d: forwarded %s Mpps, offered %s Mpps\n", rep+1, bench.Mpps(fwd[rep]), bench.Mpps(off[rep]))
 		}
+		if restarts > 0 {
+			res.Extra["trafgen restarts"] = float64(restarts)
+		}
 		res.Forwarded, res.Offered = bench.Summarize(fwd), bench.Summarize(off)
 		res.VethDrops, res.SockDrops = bench.Summarize(vdrop), bench.Summarize(sdrop)
 		res.QueueShare = share
@@ -220,8 +239,12 @@ func Run(parent *Scope, sc Scenario, o Options) (bench.RigResult, *bench.Section
 		if sc.Profile && o.Perf != "" {
 			g := StartGenerator(s, r, tr, gopts, limit, dir)
 			time.Sleep(o.Warmup)
-			prof = Profile(o.Perf, sc.Name, dir, o.Window)
-			g.Stop()
+			prof = Profile(o.Perf, sc.Name, dir, o.Window, boxComm(sc))
+			if g.Running() {
+				g.Stop()
+			} else {
+				prof.Text = "trafgen aborted during the profile: " + lastLine(g.Log()) + "\n\n" + prof.Text
+			}
 		}
 	})
 	if err != nil {
@@ -230,36 +253,66 @@ func Run(parent *Scope, sc Scenario, o Options) (bench.RigResult, *bench.Section
 	return res, prof
 }
 
-// take reads every counter of the rig.
-func take(s *Scope, r *Rig, box Box, g *Generator) sample {
-	if !g.Running() {
-		s.Fatalf("trafgen exited early:\n%s", g.Log())
+// maxRestarts bounds how often a window is restarted because trafgen
+// aborted. It aborts ("Flushing TX_RING failed: Resource temporarily
+// unavailable") when its socket's send buffer fills: frames queued at the
+// box's receive side still count against it, and a namespace cannot raise
+// net.core.wmem_max. That happens whenever the receive work is deferred
+// (ksoftirqd) or runs on another CPU (threaded NAPI, RPS).
+const maxRestarts = 3
+
+var errGenExited = errors.New("trafgen exited early")
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// boxComm is the process name of the scenario's box program in profiles.
+func boxComm(sc Scenario) string {
+	switch sc.Kind {
+	case bench.KindVIPD:
+		return "vipd"
+	case bench.KindForwarder:
+		return "xdpfwd"
 	}
+	return ""
+}
+
+// take reads every counter of the rig; the sink first, right after the
+// clock, since its counter is the result.
+func take(r *Rig, box Box, g *Generator) (sample, error) {
 	var x sample
+	if !g.Running() {
+		return x, fmt.Errorf("%w: %s", errGenExited, lastLine(g.Log()))
+	}
 	x.cpu = ReadCPU()
 	x.at = time.Now()
-	gl, err := Links(r.Gen)
-	if err != nil {
-		s.Fatalf("%v", err)
-	}
 	sl, err := Links(r.Sink)
 	if err != nil {
-		s.Fatalf("%v", err)
+		return x, err
+	}
+	gl, err := Links(r.Gen)
+	if err != nil {
+		return x, err
 	}
 	x.gen, x.sink = gl[GenIf], sl[SinkIf]
 	if r.Box != nil {
 		bl, err := Links(r.Box)
 		if err != nil {
-			s.Fatalf("%v", err)
+			return x, err
 		}
 		x.box = bl[BoxIn]
 	}
 	if box != nil {
 		c, err := box.Counters()
 		if err != nil {
-			s.Fatalf("box counters: %v", err)
+			return x, fmt.Errorf("box counters: %w", err)
 		}
 		x.boxc = c
 	}
-	return x
+	if !g.Running() {
+		return x, fmt.Errorf("%w: %s", errGenExited, lastLine(g.Log()))
+	}
+	return x, nil
 }
