@@ -107,6 +107,10 @@ func (m *Manager) run(ctx context.Context, r *runner, added bool) {
 	defer timer.Stop()
 	var ramp <-chan time.Time
 	var rampTick *time.Ticker
+	// setRamp starts the ramp ticker while the weight climbs and stops it
+	// when it is done, reporting the full weight then: whichever event
+	// (tick or probe) notices the end must publish it, or the backend
+	// would stay at its last partial weight.
 	setRamp := func(now time.Time) {
 		if c.Ramping(now) && rampTick == nil {
 			rampTick = time.NewTicker(max(t.Check.SlowStart.D()/rampSteps, 10*time.Millisecond))
@@ -114,6 +118,7 @@ func (m *Manager) run(ctx context.Context, r *runner, added bool) {
 		} else if !c.Ramping(now) && rampTick != nil {
 			rampTick.Stop()
 			rampTick, ramp = nil, nil
+			m.report(t.Ref, c.Status(now), c.Up(), c.Known())
 		}
 	}
 	setRamp(now)
@@ -127,7 +132,9 @@ func (m *Manager) run(ctx context.Context, r *runner, added bool) {
 		case <-ctx.Done():
 			return
 		case now := <-ramp:
-			m.report(t.Ref, c.Status(now), c.Up(), c.Known())
+			if c.Ramping(now) {
+				m.report(t.Ref, c.Status(now), c.Up(), c.Known())
+			}
 			setRamp(now)
 		case <-timer.C:
 			res := m.probe(ctx, t)

@@ -142,3 +142,29 @@ func TestProbes(t *testing.T) {
 		t.Errorf("TCP probe of a closed port succeeded")
 	}
 }
+
+// TestManagerRampEnds: the slow-start ramp always ends with a report of the
+// full weight, also when a probe (not a ramp tick) is the first to notice
+// the end — probes here are 5 ms apart, ramp ticks 10 ms.
+func TestManagerRampEnds(t *testing.T) {
+	for round := 0; round < 5; round++ {
+		var up atomic.Bool
+		probe := func(context.Context, *Target) Result { return Result{OK: up.Load()} }
+		r := &reports{last: map[uint32]control.Status{}, n: map[uint32]int{}}
+		m := NewManager(slog.New(slog.NewTextHandler(io.Discard, nil)), probe, r.report)
+		check := fastCheck()
+		check.Interval = config.Duration(5 * time.Millisecond)
+		check.Timeout = config.Duration(5 * time.Millisecond)
+		check.Rise, check.Fall = 1, 1
+		check.SlowStart = config.Duration(100 * time.Millisecond)
+		m.Set([]Target{{Ref: 7, Check: check}})
+		ctx, cancel := context.WithCancel(context.Background())
+		m.Start(ctx)
+		waitFor(t, "down", func() bool { st, _ := r.get(7); return st.Down })
+		up.Store(true)
+		waitFor(t, "ramp started", func() bool { st, _ := r.get(7); return !st.Down && st.Ramp > 0 })
+		waitFor(t, "full weight reported", func() bool { st, _ := r.get(7); return !st.Down && st.Ramp == 0 })
+		cancel()
+		m.Stop()
+	}
+}
