@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -49,6 +50,7 @@ type Decap struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	closed    atomic.Bool // set by Close before it closes the files
 }
 
 // New creates the TUN device, sets it up and opens the raw sockets. It
@@ -189,10 +191,15 @@ func (d *Decap) Run(ctx context.Context) error {
 }
 
 // stopped tells a receive loop what to do with a read error: nil when ctx
-// is done (a clean stop), err otherwise.
-func stopped(ctx context.Context, err error) (retry bool, _ error) {
+// is done (a clean stop), os.ErrClosed after Close (a raw-connection read
+// reports the closing as the runtime's unexported "use of closed file"),
+// err otherwise.
+func (d *Decap) stopped(ctx context.Context, err error) (retry bool, _ error) {
 	if ctx.Err() != nil {
 		return false, nil
+	}
+	if d.closed.Load() {
+		return false, os.ErrClosed
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return true, nil // not ours: someone else set a deadline
@@ -204,7 +211,7 @@ func (d *Decap) loop4(ctx context.Context) error {
 	buf := make([]byte, bufSize)
 	for {
 		if err := d.receive4(buf); err != nil {
-			if retry, err := stopped(ctx, err); !retry {
+			if retry, err := d.stopped(ctx, err); !retry {
 				return err
 			}
 		}
@@ -225,7 +232,7 @@ func (d *Decap) receive4(buf []byte) error {
 func (d *Decap) loop6(ctx context.Context) error {
 	for {
 		if err := d.receive6(); err != nil {
-			if retry, err := stopped(ctx, err); !retry {
+			if retry, err := d.stopped(ctx, err); !retry {
 				return err
 			}
 		}
@@ -278,6 +285,7 @@ func (d *Decap) refreshLoop(ctx context.Context) {
 // progress returns. Close is idempotent.
 func (d *Decap) Close() error {
 	d.closeOnce.Do(func() {
+		d.closed.Store(true)
 		var errs []error
 		for _, f := range []*os.File{d.raw4, d.raw6, d.tun} {
 			if f != nil {
