@@ -62,6 +62,7 @@ func TestValidationErrors(t *testing.T) {
 		{"batch larger than ring", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nrx_ring_size = 64\nbatch_size = 128 #!", 1), "dataplane.batch_size", "larger than rx_ring_size"},
 		{"zero queues", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nqueues = 0 #!", 1), "dataplane.queues", "from 1 to"},
 		{"xdp mode", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nxdp_mode = \"offload\" #!", 1), "dataplane.xdp_mode", `not "offload"`},
+		{"egress mtu too small for IPv6 DSR", "[dataplane]\ningress = \"eth0\"\negress_mtu = 1300 #!\n[[vip]]\nname = \"v6\"\naddress = \"2001:2::100\"\nport = 80\nmode = \"dsr\"\nencap_source = \"2001:2:1::1\"\n[[vip.backend]]\naddress = \"2001:2:1::11\"\n", "dataplane.egress_mtu", "from 1320"},
 		{"egress mtu too small", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\negress_mtu = 500 #!", 1), "dataplane.egress_mtu", "from 576"},
 		{"string where integer", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nqueues = \"two\" #!", 1), "dataplane.queues", `not the string "two"`},
 		{"negative port out of range", strings.Replace(base, `port = 80`, `port = 70000 #!`, 1), "vip[0].port", "from 0 to 65535"},

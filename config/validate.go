@@ -97,7 +97,12 @@ func (c *collector) validateDataplane(d *Dataplane, cfg *Config) {
 		minMTU := 576 // RFC 791: every IPv4 host accepts 576-byte datagrams
 		for _, v := range cfg.VIPs {
 			if v.Address.Is6() {
-				minMTU = 1280 // RFC 8200 §5
+				minMTU = max(minMTU, 1280) // RFC 8200 §5
+			}
+			if v.Address.Is6() && v.Mode == ModeDSR {
+				// 1280-byte inner packets plus the 40-byte outer header:
+				// vipd does not fragment outer IPv6 packets.
+				minMTU = 1320
 			}
 		}
 		if d.EgressMTU < minMTU || d.EgressMTU > 65535 {
