@@ -62,6 +62,12 @@ func TestOneArmed(t *testing.T) {
 					t.Errorf("download from %s: %v", url, err)
 				}
 			}
+			time.Sleep(200 * time.Millisecond) // counters are published every 100 ms
+			for _, vip := range []string{"web6-nat", "web6-dsr"} {
+				if v := e.metric("vipd_vip_new_flows_total", "vip", vip); v < n {
+					t.Errorf("vipd counted %v new flows for %s, want at least %d", v, vip, n)
+				}
+			}
 		})
 	}
 }
@@ -79,5 +85,28 @@ func TestOnLinkClient(t *testing.T) {
 	}
 	if v := e.metric("vipd_drops_total", "reason", "no_neighbor"); v != 0 {
 		t.Errorf("%v replies dropped for want of the client's MAC", v)
+	}
+}
+
+// TestIPv6: IPv6 VIPs in NAT and DSR mode (6in6 to backends that
+// decapsulate in user space), with neighbor discovery answered by vipd.
+func TestIPv6(t *testing.T) {
+	for _, io := range drivers {
+		t.Run(io, func(t *testing.T) {
+			e := setup(t, testbed.Options{IPv6: true}, testbed.ConfigOptions{IO: io, IPv6: true})
+			const n = 150
+			for _, url := range []string{"http://[" + testbed.VIPNAT6.String() + "]", "http://[" + testbed.VIPDSR6.String() + "]"} {
+				checkShares(t, e.names(url, n), map[string]int{"backend1": 1, "backend2": 1, "backend3": 1}, n)
+				if _, err := e.download(url, 16<<20); err != nil {
+					t.Errorf("download from %s: %v", url, err)
+				}
+			}
+			time.Sleep(200 * time.Millisecond) // counters are published every 100 ms
+			for _, vip := range []string{"web6-nat", "web6-dsr"} {
+				if v := e.metric("vipd_vip_new_flows_total", "vip", vip); v < n {
+					t.Errorf("vipd counted %v new flows for %s, want at least %d", v, vip, n)
+				}
+			}
+		})
 	}
 }

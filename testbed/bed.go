@@ -24,6 +24,13 @@ var (
 	VIPNAT     = netip.MustParseAddr("198.18.0.100")
 	VIPDSR     = netip.MustParseAddr("198.18.0.101")
 	VIPUDP     = netip.MustParseAddr("198.18.0.102")
+
+	// IPv6 (Options.IPv6), from the benchmarking range 2001:2::/48 (RFC 5180).
+	ClientAddr6 = netip.MustParseAddr("2001:2:2::1")
+	BoxIngress6 = netip.MustParseAddr("2001:2::2")
+	BoxEgress6  = netip.MustParseAddr("2001:2:1::1")
+	VIPNAT6     = netip.MustParseAddr("2001:2::100")
+	VIPDSR6     = netip.MustParseAddr("2001:2::101")
 )
 
 // Layout is the shape of the box's connections.
@@ -50,13 +57,18 @@ type Options struct {
 	ClientLinkMTU int
 	// NoDecap skips the DSR decapsulator on the backends.
 	NoDecap bool
+	// IPv6 adds IPv6 addressing and routes next to IPv4 (two-armed only):
+	// client 2001:2:2::1, box 2001:2::2 and 2001:2:1::1, backends
+	// 2001:2:1::11.., VIPs 2001:2::100 (NAT) and 2001:2::101 (DSR).
+	IPv6 bool
 }
 
 // Backend is one backend host.
 type Backend struct {
-	Name string
-	NS   *nstest.NS
-	Addr netip.Addr
+	Name  string
+	NS    *nstest.NS
+	Addr  netip.Addr
+	Addr6 netip.Addr // with Options.IPv6
 	srv  *exec.Cmd
 	bed  *Bed
 }
@@ -137,6 +149,9 @@ func New(t nstest.T, o Options) *Bed {
 	b.Box.Must(t, "ip", "addr", "add", BoxIngress.String()+"/24", "dev", "eth0")
 	b.Box.Must(t, "ip", "route", "add", "default", "via", RouterBox.String())
 
+	if o.IPv6 {
+		b.addIPv6()
+	}
 	for i := 0; i < o.Backends; i++ {
 		b.addBackend(i)
 	}
@@ -184,11 +199,43 @@ func (b *Bed) addBackend(i int) {
 	be.NS.Must(t, "ip", "addr", "add", VIPDSR.String()+"/32", "dev", "lo")
 	be.NS.Sysctl(t, "net.ipv4.conf.all.arp_ignore", "1")
 	be.NS.Sysctl(t, "net.ipv4.conf.all.arp_announce", "2")
+	decapArgs := []string{"-fix-sysctls"}
+	if b.Opts.IPv6 {
+		be.Addr6 = netip.AddrFrom16([16]byte{0x20, 0x01, 0, 2, 0, 1, 15: byte(0x11 + i)})
+		v6 := func(args ...string) { be.NS.Must(t, append([]string{"ip", "-6"}, args...)...) }
+		v6("addr", "add", be.Addr6.String()+"/64", "dev", "eth0", "nodad")
+		v6("route", "add", "default", "via", BoxEgress6.String())
+		v6("route", "add", "default", "via", "2001:2:1::fe", "table", "100")
+		v6("rule", "add", "from", VIPDSR6.String(), "lookup", "100")
+		v6("addr", "add", VIPDSR6.String()+"/128", "dev", "lo", "nodad")
+		decapArgs = append(decapArgs, "-ipv6")
+	}
 	b.Backends = append(b.Backends, be)
 	be.Start()
 	if !b.Opts.NoDecap {
-		b.Spawn(be.NS, "decap-"+be.Name, b.Bin.Decap, "-fix-sysctls")
+		b.Spawn(be.NS, "decap-"+be.Name, b.Bin.Decap, decapArgs...)
 	}
+}
+
+// addIPv6 gives the client, router and box their IPv6 addresses and routes
+// (two-armed layout). Addresses skip duplicate address detection, which
+// would hold them tentative for a second or two.
+func (b *Bed) addIPv6() {
+	t := b.t
+	if b.Opts.Layout != TwoArmed {
+		t.Fatalf("testbed: IPv6 is set up for the two-armed layout only")
+	}
+	b.Router.Sysctl(t, "net.ipv6.conf.all.forwarding", "1")
+	b.Box.Sysctl(t, "net.ipv6.conf.all.forwarding", "0")
+	add := func(ns *nstest.NS, addr, dev string) { ns.Must(t, "ip", "-6", "addr", "add", addr, "dev", dev, "nodad") }
+	add(b.Client, ClientAddr6.String()+"/64", "eth0")
+	b.Client.Must(t, "ip", "-6", "route", "add", "default", "via", "2001:2:2::fe")
+	add(b.Router, "2001:2:2::fe/64", "r0")
+	add(b.Router, "2001:2::fe/64", "r1")
+	add(b.Router, "2001:2:1::fe/64", "r2")
+	add(b.Box, BoxIngress6.String()+"/64", "eth0")
+	add(b.Box, BoxEgress6.String()+"/64", "eth1")
+	b.Box.Must(t, "ip", "-6", "route", "add", "default", "via", "2001:2::fe")
 }
 
 // Start (re)starts the backend's server: HTTP on 8080 (NAT) and 80 (DSR:

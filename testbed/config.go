@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 )
 
@@ -19,6 +20,8 @@ type ConfigOptions struct {
 	ClosingTimeout string
 	// Backends limits the backends listed (0 = all of the bed's).
 	Backends int
+	// IPv6 adds the IPv6 VIPs web6-nat and web6-dsr (needs Options.IPv6).
+	IPv6 bool
 }
 
 // FastHealth is a health check for tests: HTTP /healthz on 8080 every
@@ -64,14 +67,22 @@ func (b *Bed) Config(o ConfigOptions) string {
 	if o.Health != "" {
 		health = o.Health
 	}
-	vip := func(name string, addr any, port int, proto, mode string, bport int, weights []int) {
+	vip := func(name string, addr netip.Addr, port int, proto, mode string, bport int, weights []int) {
 		fmt.Fprintf(&s, "[[vip]]\nname = %q\naddress = \"%v\"\nport = %d\nprotocol = %q\nmode = %q\n", name, addr, port, proto, mode)
 		if mode == "dsr" {
-			fmt.Fprintf(&s, "encap_source = \"%v\"\n", b.BoxEgress)
+			src := b.BoxEgress
+			if addr.Is6() {
+				src = BoxEgress6
+			}
+			fmt.Fprintf(&s, "encap_source = \"%v\"\n", src)
 		}
 		s.WriteString(health)
 		for i, be := range backends {
-			fmt.Fprintf(&s, "[[vip.backend]]\naddress = \"%v\"\n", be.Addr)
+			a := be.Addr
+			if addr.Is6() {
+				a = be.Addr6
+			}
+			fmt.Fprintf(&s, "[[vip.backend]]\naddress = \"%v\"\n", a)
 			if bport != 0 {
 				fmt.Fprintf(&s, "port = %d\n", bport)
 			}
@@ -84,6 +95,10 @@ func (b *Bed) Config(o ConfigOptions) string {
 	vip("web-nat", VIPNAT, 80, "tcp", "nat", 8080, o.Weights)
 	vip("web-dsr", VIPDSR, 80, "tcp", "dsr", 0, nil)
 	vip("udp-nat", VIPUDP, 7000, "udp", "nat", 7001, nil)
+	if o.IPv6 {
+		vip("web6-nat", VIPNAT6, 80, "tcp", "nat", 8080, nil)
+		vip("web6-dsr", VIPDSR6, 80, "tcp", "dsr", 0, nil)
+	}
 	s.WriteString(o.Extra)
 	return s.String()
 }
