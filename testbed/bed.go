@@ -69,8 +69,8 @@ type Backend struct {
 	NS    *nstest.NS
 	Addr  netip.Addr
 	Addr6 netip.Addr // with Options.IPv6
-	srv  *exec.Cmd
-	bed  *Bed
+	srv   *exec.Cmd
+	bed   *Bed
 }
 
 // Bed is a running test network.
@@ -227,7 +227,9 @@ func (b *Bed) addIPv6() {
 	}
 	b.Router.Sysctl(t, "net.ipv6.conf.all.forwarding", "1")
 	b.Box.Sysctl(t, "net.ipv6.conf.all.forwarding", "0")
-	add := func(ns *nstest.NS, addr, dev string) { ns.Must(t, "ip", "-6", "addr", "add", addr, "dev", dev, "nodad") }
+	add := func(ns *nstest.NS, addr, dev string) {
+		ns.Must(t, "ip", "-6", "addr", "add", addr, "dev", dev, "nodad")
+	}
 	add(b.Client, ClientAddr6.String()+"/64", "eth0")
 	b.Client.Must(t, "ip", "-6", "route", "add", "default", "via", "2001:2:2::fe")
 	add(b.Router, "2001:2:2::fe/64", "r0")
