@@ -263,3 +263,33 @@ func TestReplyTooBig(t *testing.T) {
 		t.Errorf("MTU %d, want 1300", ic.Seq)
 	}
 }
+
+// TestFragmentReply: a NAT reply too big for the client-side MTU with DF
+// clear is translated, then fragmented toward the client's next hop.
+func TestFragmentReply(t *testing.T) {
+	spec := testSpec()
+	spec.MTU[PortIngress] = 1000
+	h := newHarness(t, spec)
+	p := pk{src: netip.MustParseAddr("198.18.1.11"), dst: client4, sport: 8080, dport: 40001, flags: "PA", payload: payloadOf(2500), noDF: true, srcMAC: macOf(1)}
+	h.emit.frames = nil
+	d := h.runOn(PortEgress, build(t, p))
+	if d.Port != PortIngress {
+		t.Fatalf("sent on port %d", d.Port)
+	}
+	var frags []*layers.IPv4
+	for _, pkt := range outputs(t, h, d) {
+		if eth := layerOf[*layers.Ethernet](t, pkt, 0); mac(eth.DstMAC) != macGateway {
+			t.Errorf("fragment to %v, want the gateway", eth.DstMAC)
+		}
+		frags = append(frags, layerOf[*layers.IPv4](t, pkt, 0))
+	}
+	first, data := reassemble4(t, frags, 1000)
+	if addrOf(first.SrcIP) != vipNAT4 || first.TTL != 63 {
+		t.Errorf("reply fragments from %v ttl %d, want from the VIP, ttl 63", first.SrcIP, first.TTL)
+	}
+	whole := &layers.IPv4{Version: 4, TTL: first.TTL, Protocol: first.Protocol, SrcIP: first.SrcIP, DstIP: first.DstIP, Id: first.Id}
+	pkt := decode(t, serialize(t, &layers.Ethernet{SrcMAC: net.HardwareAddr(macClient[:]), DstMAC: net.HardwareAddr(macClient[:]), EthernetType: layers.EthernetTypeIPv4}, whole, gopacket.Payload(data)))
+	if tcp := layerOf[*layers.TCP](t, pkt, 0); tcp.SrcPort != 80 || !bytes.Equal(tcp.Payload, p.payload) {
+		t.Errorf("reassembled reply: source port %d, payload intact %v", tcp.SrcPort, bytes.Equal(tcp.Payload, p.payload))
+	}
+}
