@@ -14,7 +14,7 @@ deps:
 	$(GO) mod download
 	@if [ "$$(id -u)" = 0 ] && ! command -v ip >/dev/null; then \
 		echo "installing iproute2 (the privileged tests need the ip tool)"; \
-		apt-get install -y iproute2; \
+		apt-get update -qq && apt-get install -y iproute2; \
 	fi
 
 build: deps
