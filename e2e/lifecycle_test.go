@@ -30,8 +30,23 @@ func TestReload(t *testing.T) {
 	go func() { done <- e.slowDownload(dsrURL, 24<<20, 8<<20, be) }()
 	<-be
 	<-be
-	if err := e.v.Reload(bed.Config(testbed.ConfigOptions{}), "ok"); err != nil {
+	// The reload also adds a VIP: vipd must announce it (gratuitous ARP),
+	// which the router records since it accepts unsolicited ARP here.
+	bed.Router.Sysctl(t, "net.ipv4.conf.r1.arp_accept", "1")
+	const newVIP = "198.18.0.110"
+	extra := "[[vip]]\nname = \"added\"\naddress = \"" + newVIP + "\"\nport = 80\n[vip.healthcheck]\ntype = \"none\"\n[[vip.backend]]\naddress = \"198.18.1.12\"\nport = 80\n"
+	if err := e.v.Reload(bed.Config(testbed.ConfigOptions{Extra: extra}), "ok"); err != nil {
 		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(bed.Router.Must(t, "ip", "neigh", "show", newVIP), "lladdr") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the added VIP was not announced: the router has no ARP entry for %s", newVIP)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := e.names("http://"+newVIP, 5); got["backend2"] != 5 {
+		t.Errorf("the added VIP answered %v, want backend2 only", got)
 	}
 	counts := e.names(natURL, 100)
 	if counts["backend4"] == 0 {
