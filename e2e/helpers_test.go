@@ -173,3 +173,17 @@ func (e *env) metric(name string, labels ...string) float64 {
 	}
 	return testbed.Metric(fams, name, labels...)
 }
+
+// eventually reads a metric until cond holds (workers publish their
+// counters every 100 ms) or 3 s pass, and returns the last value.
+func (e *env) eventually(cond func(float64) bool, name string, labels ...string) float64 {
+	e.t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		v := e.metric(name, labels...)
+		if cond(v) || time.Now().After(deadline) {
+			return v
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

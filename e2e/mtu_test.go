@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/vipd/vipd/testbed"
 )
@@ -19,11 +21,11 @@ func TestPathMTU(t *testing.T) {
 		if _, err := e.upload(url, 16<<20); err != nil {
 			t.Fatalf("upload to %s: %v", url, err)
 		}
-		if after := e.metric("vipd_icmp_sent_total"); after <= before {
+		if after := e.eventually(func(v float64) bool { return v > before }, "vipd_icmp_sent_total"); after <= before {
 			t.Errorf("%s: no fragmentation-needed sent (icmp_sent %v -> %v)", url, before, after)
 		}
 	}
-	if v := e.metric("vipd_drops_total", "reason", "too_big"); v == 0 {
+	if v := e.eventually(func(v float64) bool { return v > 0 }, "vipd_drops_total", "reason", "too_big"); v == 0 {
 		t.Errorf("too_big drops not counted")
 	}
 }
@@ -40,8 +42,38 @@ func TestICMPFromNetwork(t *testing.T) {
 		if _, err := e.download(url, 16<<20); err != nil {
 			t.Fatalf("download from %s: %v", url, err)
 		}
-		if after := e.metric("vipd_icmp_steered_total"); after <= before {
+		if after := e.eventually(func(v float64) bool { return v > before }, "vipd_icmp_steered_total"); after <= before {
 			t.Errorf("%s: no ICMP error steered (%v -> %v)", url, before, after)
 		}
+	}
+}
+
+// TestMTUChange: vipd follows the egress interface's MTU while it runs
+// (rtnetlink link notifications): lowering it makes the next large NAT
+// packets draw fragmentation-needed. (NAT, because DSR draws them even at
+// equal MTUs: encapsulation adds 20 bytes to a full-size packet.)
+func TestMTUChange(t *testing.T) {
+	e := setup(t, testbed.Options{}, testbed.ConfigOptions{})
+	if _, err := e.upload(natURL, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(250 * time.Millisecond) // let the workers publish their counters
+	if v := e.metric("vipd_icmp_sent_total"); v != 0 {
+		t.Fatalf("frag-needed sent before the MTU changed: %v", v)
+	}
+	e.bed.Box.Must(t, "ip", "link", "set", "eth1", "mtu", "1400")
+	e.bed.Switch.Must(t, "ip", "link", "set", "sbox", "mtu", "1400")
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(e.v.Log(), "interface MTU changed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("vipd did not notice the MTU change")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := e.upload(natURL, 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	if v := e.eventually(func(v float64) bool { return v > 0 }, "vipd_icmp_sent_total"); v == 0 {
+		t.Errorf("no fragmentation-needed after the egress MTU dropped to 1400")
 	}
 }

@@ -20,7 +20,7 @@ func TestBalance(t *testing.T) {
 			const n = 300
 			checkShares(t, e.names(natURL, n), map[string]int{"backend1": 2, "backend2": 1, "backend3": 1}, n)
 			checkShares(t, e.names(dsrURL, n), map[string]int{"backend1": 1, "backend2": 1, "backend3": 1}, n)
-			if v := e.metric("vipd_vip_new_flows_total", "vip", "web-nat"); v < n {
+			if v := e.eventually(func(v float64) bool { return v >= n }, "vipd_vip_new_flows_total", "vip", "web-nat"); v < n {
 				t.Errorf("vipd counted %v new NAT flows for %d connections", v, n)
 			}
 			if err := e.v.Stop(); err != nil {
@@ -62,9 +62,8 @@ func TestOneArmed(t *testing.T) {
 					t.Errorf("download from %s: %v", url, err)
 				}
 			}
-			time.Sleep(200 * time.Millisecond) // counters are published every 100 ms
 			for _, vip := range []string{"web6-nat", "web6-dsr"} {
-				if v := e.metric("vipd_vip_new_flows_total", "vip", vip); v < n {
+				if v := e.eventually(func(v float64) bool { return v >= n }, "vipd_vip_new_flows_total", "vip", vip); v < n {
 					t.Errorf("vipd counted %v new flows for %s, want at least %d", v, vip, n)
 				}
 			}
@@ -83,6 +82,7 @@ func TestOnLinkClient(t *testing.T) {
 			t.Fatalf("request %d from the on-link router: %v", i, err)
 		}
 	}
+	time.Sleep(250 * time.Millisecond) // let the workers publish their counters
 	if v := e.metric("vipd_drops_total", "reason", "no_neighbor"); v != 0 {
 		t.Errorf("%v replies dropped for want of the client's MAC", v)
 	}
@@ -101,9 +101,8 @@ func TestIPv6(t *testing.T) {
 					t.Errorf("download from %s: %v", url, err)
 				}
 			}
-			time.Sleep(200 * time.Millisecond) // counters are published every 100 ms
 			for _, vip := range []string{"web6-nat", "web6-dsr"} {
-				if v := e.metric("vipd_vip_new_flows_total", "vip", vip); v < n {
+				if v := e.eventually(func(v float64) bool { return v >= n }, "vipd_vip_new_flows_total", "vip", vip); v < n {
 					t.Errorf("vipd counted %v new flows for %s, want at least %d", v, vip, n)
 				}
 			}
