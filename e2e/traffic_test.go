@@ -62,11 +62,6 @@ func TestOneArmed(t *testing.T) {
 					t.Errorf("download from %s: %v", url, err)
 				}
 			}
-			for _, vip := range []string{"web6-nat", "web6-dsr"} {
-				if v := e.eventually(func(v float64) bool { return v >= n }, "vipd_vip_new_flows_total", "vip", vip); v < n {
-					t.Errorf("vipd counted %v new flows for %s, want at least %d", v, vip, n)
-				}
-			}
 		})
 	}
 }
