@@ -175,6 +175,3 @@ func Sum(cs ...*Counters) *Counters {
 	}
 	return &t
 }
-
-// Drop returns the count for one reason.
-func (c *Counters) Drop(r DropReason) uint64 { return c.Drops[r] }

@@ -121,7 +121,6 @@ type Snapshot struct {
 	onLink     []netip.Prefix
 	onLink4    []prefix4 // onLink's IPv4 prefixes, for the per-packet check
 	neighbors  map[netip.Addr][6]byte
-	spec       *Spec
 }
 
 // prefix4 is an IPv4 prefix as network and mask words.
@@ -197,8 +196,8 @@ var ErrSpec = errors.New("dataplane: invalid spec")
 
 // NewSnapshot builds a Snapshot from spec: classifier tables and one Maglev
 // table per VIP over its backends that are up. It is a pure function of
-// spec; the result keeps a reference to spec, which must not be modified
-// afterwards.
+// spec; the result shares spec's ClientOnLink and Neighbors, which must not
+// be modified afterwards.
 func NewSnapshot(spec *Spec) (*Snapshot, error) {
 	s := &Snapshot{
 		seed:      spec.Seed,
@@ -209,7 +208,6 @@ func NewSnapshot(spec *Spec) (*Snapshot, error) {
 		gw6:       spec.ClientGateway6,
 		onLink:    spec.ClientOnLink,
 		neighbors: spec.Neighbors,
-		spec:      spec,
 	}
 	for _, p := range spec.ClientOnLink {
 		if p.Addr().Is4() {
@@ -370,9 +368,6 @@ func share6(t *table6, k key6, i int32) {
 func u32(a [4]byte) uint32 {
 	return uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
 }
-
-// Spec returns the spec the snapshot was built from (read-only).
-func (s *Snapshot) Spec() *Spec { return s.spec }
 
 // backendFor returns the backend a conntrack entry points at, if it still
 // keeps flows and belongs to VIP vi.
