@@ -17,11 +17,13 @@ import (
 //     timeout for the first frame; n == 0 means none arrived.
 //   - The worker then runs the pipeline on every desc, using the queue as
 //     the batch's Emitter for extra frames.
-//   - Transmit takes back every desc of the batch: frames with verdict TX
-//     or Reply are sent on their Port, frames for the kernel are handed to
-//     it where the driver can (else counted by the driver and dropped), the
-//     rest are recycled; then the emitted frames are sent. After Transmit
-//     the descs' buffers belong to the driver again.
+//   - Transmit takes back the batch — exactly descs[:n] of the preceding
+//     Receive, in the same order, before the next Receive (drivers keep
+//     per-position bookkeeping): frames with verdict TX or Reply are sent
+//     on their Port, frames for the kernel are handed to it where the
+//     driver can (else counted by the driver and dropped), the rest are
+//     recycled; then the emitted frames are sent. After Transmit the descs'
+//     buffers belong to the driver again.
 //
 // After Close, every call returns an error wrapping net.ErrClosed.
 type Queue interface {
