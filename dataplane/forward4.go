@@ -38,12 +38,7 @@ func (w *Worker) forward4(d *Desc, frame []byte, f *packet.Frame, vi int) {
 		w.drop(d, DropNoNeighbor)
 		return
 	}
-	vc := &w.c.VIPs[v.id]
-	vc.Packets++
-	vc.Bytes += uint64(f.L3Len)
-	bc := &w.c.Backends[ref]
-	bc.Packets++
-	bc.Bytes += uint64(f.L3Len)
+	w.count(v, ref, f.L3Len)
 	if v.mode == ModeNAT && len(s.onLink4) > 0 && d.RxPort == PortIngress {
 		// A client on a connected subnet: its replies will need its MAC.
 		if src := ip.SourceUint32(); s.onLinkClient4(src) {

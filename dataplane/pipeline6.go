@@ -70,12 +70,7 @@ func (w *Worker) forward6(d *Desc, frame []byte, f *packet.Frame, vi int) {
 		w.drop(d, DropNoNeighbor)
 		return
 	}
-	vc := &w.c.VIPs[v.id]
-	vc.Packets++
-	vc.Bytes += uint64(f.L3Len)
-	bc := &w.c.Backends[ref]
-	bc.Packets++
-	bc.Bytes += uint64(f.L3Len)
+	w.count(v, ref, f.L3Len)
 	e := readL2(frame, f)
 	out := s.egress()
 	if v.mode == ModeDSR {
@@ -335,9 +330,7 @@ func (w *Worker) natReply6(d *Desc, frame []byte, f *packet.Frame) bool {
 	setMACs(frame, mac, s.mac[PortIngress])
 	d.Len = f.L3Off + f.L3Len
 	w.c.Replies++
-	vc := &w.c.VIPs[v.id]
-	vc.Packets++
-	vc.Bytes += uint64(f.L3Len)
+	w.countVIP(v, f.L3Len)
 	w.tx(d, PortIngress)
 	return true
 }

@@ -71,9 +71,7 @@ func (w *Worker) natReply4(d *Desc, frame []byte, f *packet.Frame) bool {
 	setMACs(frame, mac, s.mac[PortIngress])
 	d.Len = f.L3Off + f.L3Len
 	w.c.Replies++
-	vc := &w.c.VIPs[v.id]
-	vc.Packets++
-	vc.Bytes += uint64(f.L3Len)
+	w.countVIP(v, f.L3Len)
 	if f.L3Len > mtu {
 		w.fragmentReply4(d, f, &e, mac, mtu)
 		return true

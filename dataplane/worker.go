@@ -256,3 +256,18 @@ func (l *limiter) allow(now int64) bool {
 	l.tat = tat + l.interval
 	return true
 }
+
+// countVIP counts a forwarded packet of n IP bytes for VIP v.
+func (w *Worker) countVIP(v *vip, n int) {
+	c := &w.c.VIPs[v.id]
+	c.Packets++
+	c.Bytes += uint64(n)
+}
+
+// count counts a packet of n IP bytes sent to backend ref of VIP v.
+func (w *Worker) count(v *vip, ref uint32, n int) {
+	w.countVIP(v, n)
+	c := &w.c.Backends[ref]
+	c.Packets++
+	c.Bytes += uint64(n)
+}
