@@ -75,7 +75,11 @@ func TestSYNACK4(t *testing.T) {
 		}
 		return synAckFrom(vip4, client4, 40004)(nl, tcp)
 	})
-	st := waitStats(t, d, "drops", func(s Stats) bool { return s.Received == 4 && s.Decapsulated == 2 })
+	// Received is read before the outcome counters (Stats): wait until
+	// every packet received has its outcome counted.
+	st := waitStats(t, d, "drops", func(s Stats) bool {
+		return s.Received == 4 && s.Decapsulated+s.TotalDropped() == 4
+	})
 	if st.Dropped[DropSource] != 1 || st.Dropped[DropNotLocal] != 1 || st.TotalDropped() != 2 {
 		t.Errorf("drops %v, want one source and one not_local", st.Dropped)
 	}
@@ -123,7 +127,9 @@ func TestSYNACK6(t *testing.T) {
 	s.send(t, ip6ip6(t, lbAddr6, beAddr6, tcp6(t, client6, vip6, 40001, 80, true, false, 1000, nil)))
 	c.waitTCP(t, synAckFrom(vip6, client6, 40001))
 	s.send(t, ip6ip6(t, stranger6, beAddr6, tcp6(t, client6, vip6, 40002, 80, true, false, 1000, nil)))
-	st := waitStats(t, d, "drop", func(s Stats) bool { return s.Received == 2 })
+	st := waitStats(t, d, "drop", func(s Stats) bool {
+		return s.Received == 2 && s.Decapsulated+s.TotalDropped() == 2
+	})
 	if st.Decapsulated != 1 || st.Dropped[DropSource] != 1 {
 		t.Errorf("stats %+v, want 1 decapsulated and 1 dropped for its source", st)
 	}
