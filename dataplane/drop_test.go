@@ -24,15 +24,28 @@ func TestVerdicts(t *testing.T) {
 		verdict Verdict
 		reason  DropReason
 	}{
-		{"truncated ethernet", func(t *testing.T) []byte { return []byte{1, 2, 3} }, VerdictDrop, DropTruncated},
+		// Malformed frames are vipd's, and dropped, only when the steering
+		// rule (which reads no more than it needs) gives them to vipd.
+		{"truncated ethernet", func(t *testing.T) []byte { return []byte{1, 2, 3} }, VerdictKernel, DropNone},
 		{"truncated ip", func(t *testing.T) []byte {
 			return tcp(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, flags: "S"})[:30]
-		}, VerdictDrop, DropTruncated},
+		}, VerdictKernel, DropNone},
+		{"truncated tcp to a VIP", func(t *testing.T) []byte {
+			return tcp(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, flags: "S"})[:14+20+10]
+		}, VerdictDrop, DropBadIPHeader}, // Total Length past the frame
+		{"truncated tcp to another host", func(t *testing.T) []byte {
+			return tcp(t, pk{src: client4, dst: netip.MustParseAddr("198.18.0.9"), sport: 1, dport: 80, flags: "S"})[:14+20+10]
+		}, VerdictKernel, DropNone},
 		{"bad IHL", func(t *testing.T) []byte {
 			f := tcp(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, flags: "S"})
 			f[14] = 0x43
 			return f
-		}, VerdictDrop, DropBadIPHeader},
+		}, VerdictKernel, DropNone},
+		{"IHL past the frame, to a VIP", func(t *testing.T) []byte {
+			f := tcp(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, flags: "S"})[:14+24]
+			f[14] = 0x4f
+			return f
+		}, VerdictDrop, DropTruncated},
 		{"total length past frame", func(t *testing.T) []byte {
 			f := tcp(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, flags: "S"})
 			f[16], f[17] = 0x05, 0xdc
@@ -76,7 +89,7 @@ func TestVerdicts(t *testing.T) {
 			return serialize(t, &layers.Ethernet{SrcMAC: net.HardwareAddr(macClient[:]), DstMAC: net.HardwareAddr(macIngress[:]), EthernetType: layers.EthernetTypeIPv4},
 				&layers.IPv4{Version: 4, TTL: 9, Protocol: layers.IPProtocolICMPv4, SrcIP: net.IP(client4.AsSlice()), DstIP: net.IP(vipNAT4.AsSlice())},
 				&layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(13, 0)}, gopacket.Payload(make([]byte, 12)))
-		}, VerdictDrop, DropVIPProto},
+		}, VerdictDrop, DropICMPType},
 		{"ICMP error with a foreign quote", func(t *testing.T) []byte {
 			return icmpError(t, router4, vipNAT4, quotedTCP(t, client4, vipNAT4, 1234, 80))
 		}, VerdictDrop, DropICMPUnmatched},

@@ -17,16 +17,20 @@ const (
 )
 
 // icmpToVIP4 handles ICMP addressed to a VIP: echo requests are answered,
-// errors about a VIP flow are steered to the backend that owns the flow.
+// errors about a VIP flow are steered to the backend that owns the flow,
+// every other type (redirects, source quench, timestamps, ...) and every
+// fragment is dropped and counted.
 func (w *Worker) icmpToVIP4(d *Desc, frame []byte, f *packet.Frame) {
 	ic := f.ICMPv4(frame)
 	switch {
-	case ic.Type() == icmpEchoRequest && ic.Code() == 0 && !f.Frag:
+	case f.Frag:
+		w.drop(d, DropICMPType)
+	case ic.Type() == icmpEchoRequest && ic.Code() == 0:
 		w.echo4(d, frame, f)
-	case ic.IsError() && !f.Frag:
+	case ic.IsFlowError():
 		w.steer4(d, frame, f)
 	default:
-		w.drop(d, DropVIPProto)
+		w.drop(d, DropICMPType)
 	}
 }
 
@@ -82,6 +86,10 @@ func (w *Worker) steer4(d *Desc, frame []byte, f *packet.Frame) {
 	}
 	if vi < 0 {
 		w.drop(d, DropICMPUnmatched)
+		return
+	}
+	if !ic.IsChecksumValid() {
+		w.drop(d, DropBadICMPChecksum)
 		return
 	}
 	v := &s.vips[vi]

@@ -17,7 +17,14 @@ func (w *Worker) Process(d *Desc) {
 	frame := d.Buf[d.Off : d.Off+d.Len]
 	var f packet.Frame
 	if err := packet.Parse(frame, &f); err != nil {
-		w.drop(d, reasonOf(err))
+		// Malformed: dropped if the steering rule makes it vipd's (the
+		// XDP program would have redirected it), else the kernel's, as
+		// the XDP program would have passed it.
+		if w.snap.Claims(frame) {
+			w.drop(d, reasonOf(err))
+		} else {
+			w.kernel(d)
+		}
 		return
 	}
 	switch f.EtherType {
@@ -71,10 +78,12 @@ func (w *Worker) ipv4(d *Desc, frame []byte, f *packet.Frame) {
 	ip := f.IPv4(frame)
 	dst := ip.DestinationUint32()
 	vi := int32(-1)
-	if f.Frag {
-		// Fragments carry no ports beyond the first: they are classified by
-		// address and protocol alone, so all of a datagram's fragments land
-		// on the same VIP and backend.
+	if f.Frag && !f.FirstFrag {
+		// Fragments after the first carry no ports: they are classified by
+		// address and protocol alone. A first fragment has its ports and
+		// is classified like a whole packet; all fragments are hashed on
+		// addresses and protocol (pick4), so a datagram's fragments that
+		// are forwarded land on one backend.
 		vi = s.cls4.addr4.get(key4(dst, f.Proto, 0))
 		if vi == ambiguous {
 			w.checkedDrop(d, ip, DropFragAmbiguous)

@@ -16,8 +16,14 @@ func (w *Worker) ipv6(d *Desc, frame []byte, f *packet.Frame) {
 	s := w.snap
 	ip := f.IPv6(frame)
 	dst := ip.DestinationAddress()
+	if mapped(dst[:]) || mapped(ip.SourceAddress()[:]) {
+		// Not on the wire (RFC 4291 §2.5.5.2); the steering rule leaves
+		// them to the kernel rather than let one alias an IPv4 entry.
+		w.kernel(d)
+		return
+	}
 	vi := int32(-1)
-	if f.Frag {
+	if f.Frag && !f.FirstFrag {
 		vi = s.cls6.addr6.get(mkKey6(dst, f.Proto, 0))
 		if vi == ambiguous {
 			w.drop(d, DropFragAmbiguous)
@@ -171,26 +177,29 @@ func (w *Worker) tooBig6(d *Desc, f *packet.Frame, e *l2, mtu int, src *[16]byte
 	w.reply(d, d.RxPort)
 }
 
-// ICMPv6 types (RFC 4443, RFC 4861).
+// ICMPv6 echo types (RFC 4443 §4).
 const (
 	icmp6EchoRequest = 128
 	icmp6EchoReply   = 129
-	icmp6NDPFirst    = 133 // router solicitation
-	icmp6NDPLast     = 137 // redirect
 )
 
+// icmpToVIP6 is icmpToVIP4 for ICMPv6. Neighbour discovery directly after
+// the fixed header is the kernel's (vipd answers it for VIPs off the packet
+// path); behind extension headers it is not NDP the steering rule
+// recognises, and is dropped with the other types vipd does not handle.
 func (w *Worker) icmpToVIP6(d *Desc, frame []byte, f *packet.Frame) {
 	ic := f.ICMPv6(frame)
 	switch t := ic.Type(); {
-	case t >= icmp6NDPFirst && t <= icmp6NDPLast:
-		// Neighbor discovery for a VIP is answered off the packet path.
+	case t >= packet.ICMPv6NDPFirst && t <= packet.ICMPv6NDPLast && f.L4Off == f.L3Off+packet.IPv6Size:
 		w.kernel(d)
-	case t == icmp6EchoRequest && ic.Code() == 0 && !f.Frag:
+	case f.Frag:
+		w.drop(d, DropICMPType)
+	case t == icmp6EchoRequest && ic.Code() == 0:
 		w.echo6(d, frame, f)
-	case ic.IsError() && !f.Frag:
+	case ic.IsFlowError():
 		w.steer6(d, frame, f)
 	default:
-		w.drop(d, DropVIPProto)
+		w.drop(d, DropICMPType)
 	}
 }
 
@@ -240,6 +249,10 @@ func (w *Worker) steer6(d *Desc, frame []byte, f *packet.Frame) {
 	if v.srcHash {
 		hp = hashing.Src6(&q.dst, s.seed)
 	}
+	if !ic.IsChecksumValid(packet.PseudoHeaderSum6(ip.SourceAddress(), ip.DestinationAddress(), packet.ProtoICMPv6, uint32(len(ic)))) {
+		w.drop(d, DropBadICMPChecksum)
+		return
+	}
 	k := conntrack.Key{Src: q.dst, SrcPort: q.dport, DstPort: q.sport, VIP: v.id, Proto: q.proto, IPv6: true}
 	b := w.owner(&k, h, hp, int(vi), v)
 	if b == nil {
@@ -275,20 +288,30 @@ func (w *Worker) steer6(d *Desc, frame []byte, f *packet.Frame) {
 	w.tx(d, out)
 }
 
+// natReply6 is natReply4 for IPv6. The steering rule reads no extension
+// header but a Fragment header directly after the fixed header, so a
+// packet carrying any other is no reply (it is the kernel's).
 func (w *Worker) natReply6(d *Desc, frame []byte, f *packet.Frame) bool {
 	s := w.snap
 	ip := f.IPv6(frame)
 	src := ip.SourceAddress()
+	fragFirst := f.FragHdrOff == f.L3Off+packet.IPv6Size
 	vi := int32(-1)
 	switch {
-	case f.Frag:
-		vi = s.cls6.replyAddr6.get(mkKey6(src, f.Proto, 0))
-	case f.Proto == packet.ProtoICMPv6 && f.HasL4:
-		if f.ICMPv6(frame).IsError() {
-			return w.natReplyICMP6(d, frame, f)
+	case f.Frag && !f.FirstFrag:
+		if !fragFirst {
+			return false
 		}
-		return false
+		vi = s.cls6.replyAddr6.get(mkKey6(src, f.Proto, 0))
+	case f.Proto == packet.ProtoICMPv6:
+		if f.L4Off != f.L3Off+packet.IPv6Size {
+			return false
+		}
+		return w.natReplyICMP6(d, frame, f)
 	default:
+		if f.L4Off != f.L3Off+packet.IPv6Size && !(fragFirst && f.L4Off == f.FragHdrOff+packet.IPv6FragmentSize) {
+			return false
+		}
 		sp, _, ok := ports(frame, f)
 		if !ok {
 			return false
@@ -297,12 +320,12 @@ func (w *Worker) natReply6(d *Desc, frame []byte, f *packet.Frame) bool {
 			vi = s.cls6.reply6.get(mkKey6(src, f.Proto, 0))
 		}
 	}
+	if vi == empty || s.isLocal6(ip.DestinationAddress()) {
+		return false
+	}
 	if vi == ambiguous {
 		w.drop(d, DropFragAmbiguous)
 		return true
-	}
-	if vi < 0 {
-		return false
 	}
 	v := &s.vips[vi]
 	if ip.HopLimit() <= 1 {
@@ -335,20 +358,32 @@ func (w *Worker) natReply6(d *Desc, frame []byte, f *packet.Frame) bool {
 	return true
 }
 
+// natReplyICMP6 is natReplyICMP4 for ICMPv6 directly after the fixed
+// header.
 func (w *Worker) natReplyICMP6(d *Desc, frame []byte, f *packet.Frame) bool {
 	s := w.snap
 	ip := f.IPv6(frame)
+	key, kind := icmpReplyKey6(frame[f.L3Off:])
+	if !s.isReply6(ip.DestinationAddress(), key, kind) {
+		return false
+	}
 	ic := f.ICMPv6(frame)
 	var q quoted
-	if f.Frag || !parseQuote6(ic.Payload(), &q) {
-		return false
+	if !parseQuote6(ic.Payload(), &q) || q.src != *ip.DestinationAddress() {
+		w.drop(d, DropICMPUnmatched)
+		return true
 	}
 	vi := s.cls6.reply6.get(mkKey6(&q.dst, q.proto, q.dport))
 	if vi < 0 {
 		vi = s.cls6.reply6.get(mkKey6(&q.dst, q.proto, 0))
 	}
-	if vi < 0 || q.src != *ip.DestinationAddress() {
-		return false
+	if vi < 0 {
+		w.drop(d, DropICMPUnmatched)
+		return true
+	}
+	if !ic.IsChecksumValid(packet.PseudoHeaderSum6(ip.SourceAddress(), ip.DestinationAddress(), packet.ProtoICMPv6, uint32(len(ic)))) {
+		w.drop(d, DropBadICMPChecksum)
+		return true
 	}
 	v := &s.vips[vi]
 	mac, ok := s.clientMAC6(ip.DestinationAddress(), w.neigh)

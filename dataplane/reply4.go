@@ -13,19 +13,24 @@ import (
 // (backend address, protocol, port) belongs to one NAT VIP, so the reverse
 // translation is a function of the packet. That matters because a reply
 // may arrive on another NIC queue, and so another worker, than its flow.
+//
+// It follows the steering rule (steer.go): a packet to one of the box's
+// own addresses is never a reply (a health check's answer from a NAT
+// backend to the box is the kernel's), a first fragment is matched on its
+// ports like a whole packet, later fragments on (source, protocol).
 func (w *Worker) natReply4(d *Desc, frame []byte, f *packet.Frame) bool {
 	s := w.snap
 	ip := f.IPv4(frame)
 	src := ip.SourceUint32()
 	vi := int32(-1)
 	switch {
-	case f.Frag:
+	case f.Frag && !f.FirstFrag:
 		vi = s.cls4.replyAddr4.get(key4(src, f.Proto, 0))
-	case f.Proto == packet.ProtoICMPv4 && f.HasL4:
-		if f.ICMPv4(frame).IsError() {
-			return w.natReplyICMP4(d, frame, f)
+	case f.Proto == packet.ProtoICMPv4:
+		if f.Frag {
+			return false // the rule never relays a fragmented ICMP error
 		}
-		return false
+		return w.natReplyICMP4(d, frame, f)
 	default:
 		sp, _, ok := ports(frame, f)
 		if !ok {
@@ -35,12 +40,12 @@ func (w *Worker) natReply4(d *Desc, frame []byte, f *packet.Frame) bool {
 			vi = s.cls4.reply4.get(key4(src, f.Proto, 0))
 		}
 	}
+	if vi == empty || s.isLocal4(ip.DestinationUint32()) {
+		return false
+	}
 	if vi == ambiguous {
 		w.checkedDrop(d, ip, DropFragAmbiguous)
 		return true
-	}
-	if vi < 0 {
-		return false
 	}
 	if !ip.IsChecksumValid() {
 		w.drop(d, DropBadIPChecksum)
@@ -93,24 +98,38 @@ func (w *Worker) ownAddr4(p uint8, ip packet.IPv4) [4]byte {
 // natReplyICMP4 translates an ICMP error headed for a client about a packet
 // the client sent to a NAT backend, sent by the backend or by a router
 // between vipd and the backend.
+//
+// Whether it is one is the steering rule's call, made on the same bytes
+// the XDP program reads (the frame up to its end); once it is, every
+// failure below is a counted drop.
 func (w *Worker) natReplyICMP4(d *Desc, frame []byte, f *packet.Frame) bool {
 	s := w.snap
 	ip := f.IPv4(frame)
+	key, kind := icmpReplyKey4(frame[f.L3Off:], f.L4Off-f.L3Off)
+	if !s.isReply4(ip.DestinationUint32(), key, kind) {
+		return false
+	}
+	if !ip.IsChecksumValid() {
+		w.drop(d, DropBadIPChecksum)
+		return true
+	}
 	ic := f.ICMPv4(frame)
 	var q quoted
-	if f.Frag || !parseQuote4(ic.Payload(), &q) {
-		return false
+	if !parseQuote4(ic.Payload(), &q) || [4]byte(q.src[:4]) != ip.DestinationAddress() {
+		w.drop(d, DropICMPUnmatched)
+		return true
 	}
 	backend := u32([4]byte(q.dst[:4]))
 	vi := s.cls4.reply4.get(key4(backend, q.proto, q.dport))
 	if vi < 0 {
 		vi = s.cls4.reply4.get(key4(backend, q.proto, 0))
 	}
-	if vi < 0 || [4]byte(q.src[:4]) != ip.DestinationAddress() {
-		return false
+	if vi < 0 {
+		w.drop(d, DropICMPUnmatched)
+		return true
 	}
-	if !ip.IsChecksumValid() {
-		w.drop(d, DropBadIPChecksum)
+	if !ic.IsChecksumValid() {
+		w.drop(d, DropBadICMPChecksum)
 		return true
 	}
 	v := &s.vips[vi]

@@ -61,7 +61,11 @@ type Spec struct {
 	ClientGateway6 [6]byte
 	ClientOnLink   []netip.Prefix
 	Neighbors      map[netip.Addr][6]byte
-	VIPs           []VIPSpec
+	// Local lists the box's own addresses, on every interface. Packets to
+	// them are the kernel's, never NAT replies (health checks of a NAT
+	// backend from the box), and no VIP may be one of them.
+	Local []netip.Addr
+	VIPs  []VIPSpec
 }
 
 // VIPSpec describes one VIP.
@@ -117,10 +121,14 @@ type Snapshot struct {
 	maxVIPID int
 
 	cls4, cls6 classifiers
-	gw4, gw6   [6]byte
-	onLink     []netip.Prefix
-	onLink4    []prefix4 // onLink's IPv4 prefixes, for the per-packet check
-	neighbors  map[netip.Addr][6]byte
+	// local4 and local6 hold the box's own addresses (Spec.Local) under
+	// key4(addr, 0, 0) and mkKey6(addr, 0, 0).
+	local4    table4
+	local6    table6
+	gw4, gw6  [6]byte
+	onLink    []netip.Prefix
+	onLink4   []prefix4 // onLink's IPv4 prefixes, for the per-packet check
+	neighbors map[netip.Addr][6]byte
 }
 
 // prefix4 is an IPv4 prefix as network and mask words.
@@ -245,6 +253,19 @@ func NewSnapshot(spec *Spec) (*Snapshot, error) {
 	}
 	s.cls4 = classifiers{exact4: newTable4(n), addr4: newTable4(2 * n), reply4: newTable4(nb), replyAddr4: newTable4(nb)}
 	s.cls6 = classifiers{exact6: newTable6(n), addr6: newTable6(2 * n), reply6: newTable6(nb), replyAddr6: newTable6(nb)}
+	// The ports' own addresses are the box's too, whether or not the
+	// caller listed them in Local.
+	local := append(append(append([]netip.Addr(nil), spec.Local...), spec.Addr4[:]...), spec.Addr6[:]...)
+	s.local4, s.local6 = newTable4(len(local)), newTable6(len(local))
+	for _, a := range local {
+		switch {
+		case a.Is4() || a.Is4In6():
+			s.local4.put(key4(u32(a.Unmap().As4()), 0, 0), 0)
+		case a.Is6():
+			a16 := a.As16()
+			s.local6.put(mkKey6(&a16, 0, 0), 0)
+		}
+	}
 	for i := range spec.VIPs {
 		if err := s.addVIP(i, &spec.VIPs[i]); err != nil {
 			return nil, err
@@ -252,6 +273,18 @@ func NewSnapshot(spec *Spec) (*Snapshot, error) {
 	}
 	return s, nil
 }
+
+// ErrVIPIsLocal is wrapped by NewSnapshot's error when a VIP address is
+// also one of the box's own addresses. Such a VIP would take every packet
+// to that address, the box's SSH and BGP included, from the kernel: the
+// steering rule gives a VIP address to vipd whatever its protocol and port.
+var ErrVIPIsLocal = errors.New("a VIP address is one of the box's own addresses")
+
+// isLocal4 reports whether a is one of the box's addresses.
+func (s *Snapshot) isLocal4(a uint32) bool { return s.local4.get(key4(a, 0, 0)) != empty }
+
+// isLocal6 reports whether a is one of the box's addresses.
+func (s *Snapshot) isLocal6(a *[16]byte) bool { return s.local6.get(mkKey6(a, 0, 0)) != empty }
 
 func (s *Snapshot) addVIP(i int, vs *VIPSpec) error {
 	if !vs.Addr.IsValid() || vs.Addr.Is4In6() {
@@ -264,6 +297,9 @@ func (s *Snapshot) addVIP(i int, vs *VIPSpec) error {
 		v.addr6 = vs.Addr.As16()
 	} else {
 		v.addr4 = vs.Addr.As4()
+	}
+	if (v.v6 && s.isLocal6(&v.addr6)) || (!v.v6 && s.isLocal4(u32(v.addr4))) {
+		return fmt.Errorf("%w: VIP %q: %v: %w; remove the address from the box's interfaces, or give the VIP another address", ErrSpec, vs.Name, vs.Addr, ErrVIPIsLocal)
 	}
 	if vs.Mode == ModeDSR {
 		if !vs.EncapSrc.IsValid() || vs.EncapSrc.Is6() != v.v6 {

@@ -13,9 +13,15 @@ import (
 // transport header (l4, which is also the end of the quoted IP headers),
 // the end of the quoted datagram and its transport protocol.
 //
-// Transport checksums inside a quote are updated only when the quote holds
-// the checksum field (TCP: 18 bytes, UDP: 8); the ICMP checksum, which covers
-// the whole quote, is recomputed, since an error is rare and short.
+// Checksums are updated incrementally (RFC 1624), never recomputed: the
+// ICMP checksum covers the whole quote (and, for ICMPv6, a pseudo-header
+// with the outer addresses), so every field rewritten in the quote or the
+// pseudo-header is folded into it as it changes, and an error that arrived
+// corrupt leaves corrupt. (The pipeline drops corrupt errors before they
+// get here; this keeps a slip from laundering one.) The transport checksum
+// inside a quote cannot be verified — the quote is cut short — and is
+// updated only when the quote holds it (TCP: 18 bytes, UDP: 8); a zero
+// UDP checksum, which means "none", stays zero in either family.
 
 // transport checksum field offsets
 const (
@@ -31,11 +37,10 @@ func ICMPErrorDNAT4(ip packet.IPv4, icmp packet.ICMPv4, l4, end int, proto uint8
 	ip.SetDestinationAddressWithChecksumUpdate(addr)
 	q := icmp.Payload()
 	inner := packet.IPv4(q[:l4])
-	old := inner.SourceAddress()
+	old, oldSum := inner.SourceAddress(), inner.Checksum()
 	inner.SetSourceAddressWithChecksumUpdate(addr)
-	translateQuote4(q[l4:end], proto, old, addr, srcPortOff, port)
-	icmp.SetChecksum(0)
-	icmp.SetChecksum(icmp.ComputeChecksum())
+	c := packet.ChecksumUpdate48(icmp.Checksum(), be32(old), be32(addr), oldSum, inner.Checksum())
+	icmp.SetChecksum(translateQuote4(q[l4:end], proto, old, addr, srcPortOff, port, c))
 }
 
 // ICMPErrorSNAT4 translates an ICMPv4 error on its way to a client about a
@@ -51,59 +56,72 @@ func ICMPErrorSNAT4(ip packet.IPv4, icmp packet.ICMPv4, l4, end int, proto uint8
 	}
 	q := icmp.Payload()
 	inner := packet.IPv4(q[:l4])
-	old := inner.DestinationAddress()
+	old, oldSum := inner.DestinationAddress(), inner.Checksum()
 	inner.SetDestinationAddressWithChecksumUpdate(addr)
-	translateQuote4(q[l4:end], proto, old, addr, dstPortOff, port)
-	icmp.SetChecksum(0)
-	icmp.SetChecksum(icmp.ComputeChecksum())
+	c := packet.ChecksumUpdate48(icmp.Checksum(), be32(old), be32(addr), oldSum, inner.Checksum())
+	icmp.SetChecksum(translateQuote4(q[l4:end], proto, old, addr, dstPortOff, port, c))
 }
 
-func translateQuote4(l4 []byte, proto uint8, oldAddr, newAddr [4]byte, portOff int, port uint16) {
-	o, n := binary.BigEndian.Uint32(oldAddr[:]), binary.BigEndian.Uint32(newAddr[:])
+func be32(a [4]byte) uint32 { return binary.BigEndian.Uint32(a[:]) }
+
+// translateQuote4 rewrites the quoted transport header l4 for an address
+// change oldAddr → newAddr (its pseudo-header) and the port at portOff
+// (when port is not 0), and returns the ICMP checksum icmpSum updated for
+// what changed.
+func translateQuote4(l4 []byte, proto uint8, oldAddr, newAddr [4]byte, portOff int, port uint16, icmpSum uint16) uint16 {
 	csumOff, ok := quotedChecksum(l4, proto)
 	if ok {
 		c := binary.BigEndian.Uint16(l4[csumOff:])
 		if proto == packet.ProtoTCP || c != 0 { // a zero UDP checksum means none
-			c = packet.ChecksumUpdate32(c, o, n)
-			binary.BigEndian.PutUint16(l4[csumOff:], nonZeroUDP(proto, c))
+			n := nonZeroUDP(proto, packet.ChecksumUpdate32(c, be32(oldAddr), be32(newAddr)))
+			binary.BigEndian.PutUint16(l4[csumOff:], n)
+			icmpSum = packet.ChecksumUpdate16(icmpSum, c, n)
 		}
 	}
-	rewriteQuotedPort(l4, proto, portOff, port, csumOff, ok)
+	return rewriteQuotedPort(l4, proto, portOff, port, csumOff, ok, icmpSum)
 }
 
 // ICMPErrorDNAT6 is ICMPErrorDNAT4 for ICMPv6.
 func ICMPErrorDNAT6(ip packet.IPv6, icmp packet.ICMPv6, l4, end int, proto uint8, addr *[16]byte, port uint16) {
 	q := icmp.Payload()
 	inner := packet.IPv6(q[:l4])
-	translateQuote6(q[l4:end], proto, inner.SourceAddress(), addr, srcPortOff, port)
+	c := icmp.Checksum()
+	c = packet.ChecksumUpdate128(c, ip.DestinationAddress(), addr) // pseudo-header
+	c = packet.ChecksumUpdate128(c, inner.SourceAddress(), addr)
+	c = translateQuote6(q[l4:end], proto, inner.SourceAddress(), addr, srcPortOff, port, c)
 	inner.SetSourceAddress(addr)
 	ip.SetDestinationAddress(addr)
-	icmp.SetChecksum(0)
-	icmp.SetChecksum(icmp.ComputeChecksum(packet.PseudoHeaderSum6(ip.SourceAddress(), ip.DestinationAddress(), packet.ProtoICMPv6, uint32(len(icmp)))))
+	icmp.SetChecksum(c)
 }
 
 // ICMPErrorSNAT6 is ICMPErrorSNAT4 for ICMPv6.
 func ICMPErrorSNAT6(ip packet.IPv6, icmp packet.ICMPv6, l4, end int, proto uint8, addr *[16]byte, port uint16, outer bool) {
 	q := icmp.Payload()
 	inner := packet.IPv6(q[:l4])
-	translateQuote6(q[l4:end], proto, inner.DestinationAddress(), addr, dstPortOff, port)
+	c := icmp.Checksum()
+	c = packet.ChecksumUpdate128(c, inner.DestinationAddress(), addr)
+	c = translateQuote6(q[l4:end], proto, inner.DestinationAddress(), addr, dstPortOff, port, c)
 	inner.SetDestinationAddress(addr)
 	if outer {
+		c = packet.ChecksumUpdate128(c, ip.SourceAddress(), addr) // pseudo-header
 		ip.SetSourceAddress(addr)
 	}
-	icmp.SetChecksum(0)
-	icmp.SetChecksum(icmp.ComputeChecksum(packet.PseudoHeaderSum6(ip.SourceAddress(), ip.DestinationAddress(), packet.ProtoICMPv6, uint32(len(icmp)))))
+	icmp.SetChecksum(c)
 }
 
-// translateQuote6 must run before the quoted address is overwritten: old
-// points into the packet.
-func translateQuote6(l4 []byte, proto uint8, old, new *[16]byte, portOff int, port uint16) {
+// translateQuote6 is translateQuote4 for a quoted IPv6 packet. It must run
+// before the quoted address is overwritten: old points into the packet.
+func translateQuote6(l4 []byte, proto uint8, old, new *[16]byte, portOff int, port uint16, icmpSum uint16) uint16 {
 	csumOff, ok := quotedChecksum(l4, proto)
 	if ok {
-		c := packet.ChecksumUpdate128(binary.BigEndian.Uint16(l4[csumOff:]), old, new)
-		binary.BigEndian.PutUint16(l4[csumOff:], nonZeroUDP(proto, c))
+		c := binary.BigEndian.Uint16(l4[csumOff:])
+		if proto == packet.ProtoTCP || c != 0 { // a zero UDP checksum stays zero
+			n := nonZeroUDP(proto, packet.ChecksumUpdate128(c, old, new))
+			binary.BigEndian.PutUint16(l4[csumOff:], n)
+			icmpSum = packet.ChecksumUpdate16(icmpSum, c, n)
+		}
 	}
-	rewriteQuotedPort(l4, proto, portOff, port, csumOff, ok)
+	return rewriteQuotedPort(l4, proto, portOff, port, csumOff, ok, icmpSum)
 }
 
 // quotedChecksum returns where the transport checksum of a quote is and
@@ -118,20 +136,26 @@ func quotedChecksum(l4 []byte, proto uint8) (int, bool) {
 	return 0, false
 }
 
-func rewriteQuotedPort(l4 []byte, proto uint8, portOff int, port uint16, csumOff int, hasCsum bool) {
+// rewriteQuotedPort sets the quoted port at portOff to port (unless port
+// is 0), updates the quoted transport checksum when the quote holds it, and
+// returns icmpSum updated for both.
+func rewriteQuotedPort(l4 []byte, proto uint8, portOff int, port uint16, csumOff int, hasCsum bool, icmpSum uint16) uint16 {
 	if port == 0 || (proto != packet.ProtoTCP && proto != packet.ProtoUDP) || len(l4) < portOff+2 {
-		return
+		return icmpSum
 	}
 	old := binary.BigEndian.Uint16(l4[portOff:])
 	binary.BigEndian.PutUint16(l4[portOff:], port)
+	icmpSum = packet.ChecksumUpdate16(icmpSum, old, port)
 	if !hasCsum {
-		return
+		return icmpSum
 	}
 	c := binary.BigEndian.Uint16(l4[csumOff:])
 	if proto == packet.ProtoUDP && c == 0 {
-		return
+		return icmpSum
 	}
-	binary.BigEndian.PutUint16(l4[csumOff:], nonZeroUDP(proto, packet.ChecksumUpdate16(c, old, port)))
+	n := nonZeroUDP(proto, packet.ChecksumUpdate16(c, old, port))
+	binary.BigEndian.PutUint16(l4[csumOff:], n)
+	return packet.ChecksumUpdate16(icmpSum, c, n)
 }
 
 // nonZeroUDP maps a computed UDP checksum of 0 to 0xFFFF (RFC 768).

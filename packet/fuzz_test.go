@@ -142,19 +142,19 @@ func readAll(frame []byte, f *Frame) {
 	case ProtoICMPv4:
 		m := f.ICMPv4(frame)
 		_, _, _, _, _ = m.Type(), m.Code(), m.Checksum(), m.RestOfHeader(), m.Ident()
-		_, _, _, _, _ = m.Sequence(), m.MTU(), m.Payload(), m.IsError(), m.ComputeChecksum()
+		_, _, _, _, _ = m.Sequence(), m.MTU(), m.Payload(), m.IsFlowError(), m.ComputeChecksum()
 		_ = m.IsChecksumValid()
 		var q Quote
-		if m.IsError() && ParseQuote4(m.Payload(), &q) == nil && q.HasPorts {
+		if m.IsFlowError() && ParseQuote4(m.Payload(), &q) == nil && q.HasPorts {
 			_ = UDP(m.Payload()[q.L4Off:q.End]).DestinationPort()
 		}
 	case ProtoICMPv6:
 		m := f.ICMPv6(frame)
 		_, _, _, _, _ = m.Type(), m.Code(), m.Checksum(), m.RestOfHeader(), m.Ident()
-		_, _, _, _, _ = m.Sequence(), m.MTU(), m.Payload(), m.IsError(), m.ComputeChecksum(0)
+		_, _, _, _, _ = m.Sequence(), m.MTU(), m.Payload(), m.IsFlowError(), m.ComputeChecksum(0)
 		_ = m.IsChecksumValid(0)
 		var q Quote
-		if m.IsError() && ParseQuote6(m.Payload(), &q) == nil && q.HasPorts {
+		if m.IsFlowError() && ParseQuote6(m.Payload(), &q) == nil && q.HasPorts {
 			_ = UDP(m.Payload()[q.L4Off:q.End]).DestinationPort()
 		}
 	}

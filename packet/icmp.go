@@ -61,9 +61,44 @@ const (
 	ICMPv6ParamProblem          uint8 = 4
 	ICMPv6EchoRequest           uint8 = 128
 	ICMPv6EchoReply             uint8 = 129
+	ICMPv6RouterSolicitation    uint8 = 133
+	ICMPv6RouterAdvertisement   uint8 = 134
 	ICMPv6NeighborSolicitation  uint8 = 135
 	ICMPv6NeighborAdvertisement uint8 = 136
+	ICMPv6Redirect              uint8 = 137
 )
+
+// The ICMP errors vipd relays: it steers them to the backend that owns the
+// flow they quote, or translates them on their way to a NAT client. They
+// are the errors a host acts on for a connection (path MTU, unreachable,
+// time exceeded, parameter problem). Every other type — redirects, source
+// quench (deprecated, RFC 6633), informational messages — is not relayed:
+// addressed to a VIP it is dropped and counted; on its way elsewhere it is
+// the kernel's. The XDP steering program is built from these same values.
+var ICMPv4FlowErrors = [...]uint8{ICMPv4DstUnreachable, ICMPv4TimeExceeded, ICMPv4ParamProblem}
+
+// ICMPv6FlowErrorFirst..ICMPv6FlowErrorLast are the ICMPv6 errors vipd
+// relays (see ICMPv4FlowErrors): destination unreachable, packet too big,
+// time exceeded, parameter problem — every error type RFC 4443 defines.
+const (
+	ICMPv6FlowErrorFirst = ICMPv6DstUnreachable
+	ICMPv6FlowErrorLast  = ICMPv6ParamProblem
+)
+
+// ICMPv6NDPFirst..ICMPv6NDPLast are the neighbour discovery types (RFC
+// 4861 §4): router and neighbour solicitation and advertisement, redirect.
+const (
+	ICMPv6NDPFirst = ICMPv6RouterSolicitation
+	ICMPv6NDPLast  = ICMPv6Redirect
+)
+
+// IsICMPv4FlowError reports whether t is in ICMPv4FlowErrors.
+func IsICMPv4FlowError(t uint8) bool {
+	return t == ICMPv4DstUnreachable || t == ICMPv4TimeExceeded || t == ICMPv4ParamProblem
+}
+
+// IsICMPv6FlowError reports whether t is an ICMPv6 error vipd relays.
+func IsICMPv6FlowError(t uint8) bool { return t >= ICMPv6FlowErrorFirst && t <= ICMPv6FlowErrorLast }
 
 // ICMPv4 is a view of an ICMPv4 message, at least ICMPSize bytes (Parse
 // checks), cut at the end of the IP payload.
@@ -110,17 +145,10 @@ func (b ICMPv4) SetMTU(v uint16) { binary.BigEndian.PutUint16(b[icmpV4MTU:], v) 
 // quoted datagram.
 func (b ICMPv4) Payload() []byte { return b[ICMPSize:] }
 
-// IsError reports whether the type is an error message, whose payload quotes
-// the datagram that caused it: destination unreachable, source quench,
-// redirect, time exceeded, parameter problem.
-func (b ICMPv4) IsError() bool {
-	switch b.Type() {
-	case ICMPv4DstUnreachable, ICMPv4SourceQuench, ICMPv4Redirect,
-		ICMPv4TimeExceeded, ICMPv4ParamProblem:
-		return true
-	}
-	return false
-}
+// IsFlowError reports whether the message is an error vipd relays (see
+// ICMPv4FlowErrors). Redirects and source quench quote a datagram too, but
+// are not relayed.
+func (b ICMPv4) IsFlowError() bool { return IsICMPv4FlowError(b.Type()) }
 
 // ComputeChecksum returns the checksum the whole of b should carry, as if
 // the field were zero. b must hold the whole message (not a fragment).
@@ -175,9 +203,10 @@ func (b ICMPv6) SetMTU(v uint32) { binary.BigEndian.PutUint32(b[icmpV6MTU:], v) 
 // quoted packet.
 func (b ICMPv6) Payload() []byte { return b[ICMPSize:] }
 
-// IsError reports whether the type is an error message: types 0..127 (RFC
-// 4443 §2.1).
-func (b ICMPv6) IsError() bool { return b.Type() < 128 }
+// IsFlowError reports whether the message is an error vipd relays: types
+// 1 to 4 (RFC 4443 §3). Types 0 and 5..127 are errors too, but none is
+// defined that a host would act on.
+func (b ICMPv6) IsFlowError() bool { return IsICMPv6FlowError(b.Type()) }
 
 // ComputeChecksum returns the checksum the whole of b should carry, given
 // the pseudo-header sum (PseudoHeaderSum6 with ProtoICMPv6 and len(b)), as

@@ -6,51 +6,50 @@
 //
 // # The steering rule
 //
-// Per frame, in order:
+// The rule is stated once, in Go, by dataplane.Snapshot.Claims (see
+// dataplane/steer.go for the text); this program is its BPF translation,
+// and a differential test (diff_test.go) runs one corpus — every fuzz seed
+// of the project plus generated frames — through both and fails on any
+// frame they disagree on. In short, per frame:
 //
 //  1. Ethernet, with at most one 802.1Q tag. Any EtherType but IPv4 and
 //     IPv6 (ARP, LLDP, 802.1ad double tags, ...) passes to the kernel.
 //  2. IPv4 (the IHL is honoured; options are skipped) or the fixed IPv6
 //     header. Malformed headers (wrong version, IHL < 5, frame shorter
 //     than the header) pass. IPv6 packets whose source or destination is
-//     IPv4-mapped pass, so they can never alias an IPv4 entry.
-//  3. Destination address in the VIP set: redirect. Every protocol: TCP,
-//     UDP, pings to a VIP, ICMP errors for VIP flows; the pipeline decides
-//     what to do with them. (This holds even when the L4 header is cut
-//     short: the pipeline counts that as a drop.) The one exception is
-//     IPv6 neighbour discovery (ICMPv6 133–137), which passes: vipd answers
-//     it for its VIPs from an AF_PACKET socket (package arp), and such a
-//     socket sees only what XDP passes.
+//     IPv4-mapped pass, so they can never alias an IPv4 entry, and so does
+//     neighbour discovery (ICMPv6 133–137 directly after the fixed header):
+//     vipd answers it for its VIPs from an AF_PACKET socket (package arp),
+//     and such a socket sees only what XDP passes.
+//  3. Destination address in the VIP set: redirect, every protocol (the
+//     pipeline decides, and counts what it drops).
 //  4. Otherwise, if the destination is not a local address and the packet
 //     is a NAT reply (below): redirect.
 //  5. Everything else passes. The program never drops.
 //
 // A NAT reply is one of:
 //
-//   - a TCP or UDP packet, not fragmented, whose (source address, protocol,
-//     source port) or (source address, protocol, 0) is a ReplyKey;
-//   - a TCP or UDP fragment (IPv4 with MF set or a nonzero offset, the first
-//     fragment included; IPv6 with a Fragment header right after the fixed
-//     header) whose (source address, protocol) belongs to any ReplyKey,
-//     whatever its port. Only the first fragment has ports, and every
-//     fragment of a datagram must take the same way; the dataplane
-//     pipeline, too, matches reply fragments on the address alone. An IPv6
-//     atomic fragment (offset 0, M clear) is a whole packet and is matched
-//     on its ports;
-//   - an ICMP error (IPv4 types 3, 11, 12; ICMPv6 types 1–4) quoting a TCP
-//     or UDP packet whose (destination, protocol, destination port), or
-//     (destination, protocol, 0), is a ReplyKey: an error from a NAT
-//     backend, or a router in front of it, about a client's packet, on its
-//     way to the client. Without it a NAT client would never learn the path
-//     MTU towards a backend. The pipeline translates these, after checking
-//     that the quoted source is the error's destination.
+//   - a TCP or UDP packet, whole or a first fragment (IPv4 offset 0; IPv6
+//     offset 0 with a Fragment header directly after the fixed header),
+//     whose (source address, protocol, source port) or (source address,
+//     protocol, 0) is a ReplyKey;
+//   - a later TCP or UDP fragment (IPv6: Fragment header directly after the
+//     fixed header), whose (source address, protocol) belongs to any
+//     ReplyKey: it carries no ports;
+//   - an ICMP error vipd relays (packet.ICMPv4FlowErrors; ICMPv6 types
+//     1–4), not fragmented, quoting a TCP or UDP packet whose
+//     (destination, protocol, destination port), or (destination,
+//     protocol, 0), is a ReplyKey: an error from a NAT backend, or a router
+//     in front of it, about a client's packet, on its way to the client.
+//     Without it a NAT client would never learn the path MTU towards a
+//     backend.
 //
 // So the kernel keeps everything that is not vipd's: ARP and neighbour
-// discovery (for VIPs too), SSH and BGP to the box, pings to the box, and replies to the
-// box's own addresses (health checks of the same backends), because rule
-// 4 never fires for a local destination. IPv6 packets with extension
-// headers other than a leading Fragment header are steered only by a VIP
-// destination; a NAT reply carrying them goes to the kernel.
+// discovery (for VIPs too), SSH and BGP to the box, pings to the box, and
+// replies to the box's own addresses (health checks of the same backends),
+// because rule 4 never fires for a local destination. IPv6 packets with
+// extension headers other than a leading Fragment header are steered only
+// by a VIP destination; a NAT reply carrying them goes to the kernel.
 //
 // "Redirect" is bpf_redirect_map into the XSKMAP slot of the receive
 // queue, with XDP_PASS as the verdict when that slot holds no socket

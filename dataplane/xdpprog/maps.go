@@ -138,7 +138,7 @@ func build(vips []netip.Addr, replies []ReplyKey, local []netip.Addr) (*contents
 		if !r.Addr.IsValid() {
 			return nil, fmt.Errorf("xdpprog: invalid reply address")
 		}
-		if r.Proto != protoTCP && r.Proto != protoUDP {
+		if int32(r.Proto) != protoTCP && int32(r.Proto) != protoUDP {
 			return nil, fmt.Errorf("xdpprog: reply %v: protocol %d: only TCP (6) and UDP (17) replies can be steered", r.Addr, r.Proto)
 		}
 		a := keyOf(r.Addr)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf/asm"
+	"github.com/vipd/vipd/packet"
 )
 
 // XDP verdicts (enum xdp_action in <linux/bpf.h>). The program returns
@@ -21,27 +22,33 @@ const (
 	mdRxQueueIndex = 16
 )
 
-// Wire constants.
+// Wire constants. Everything the Go statement of the steering rule
+// (dataplane.Snapshot.Claims) compares against comes from package packet,
+// so the two cannot drift apart by a typo; the differential test in this
+// package checks the rest.
 const (
-	etherTypeIPv4  = 0x0800
-	etherTypeIPv6  = 0x86dd
-	etherType8021Q = 0x8100
+	etherTypeIPv4  = packet.EtherTypeIPv4
+	etherTypeIPv6  = packet.EtherTypeIPv6
+	etherType8021Q = packet.EtherTypeVLAN
 
-	ethHdrLen   = 14
-	vlanTagLen  = 4
-	ipv4MinLen  = 20
-	ipv6HdrLen  = 40
-	ipv6FragLen = 8
-	icmpHdrLen  = 8 // type, code, checksum, 4 bytes before the quoted packet (ICMPv4 and ICMPv6)
+	ethHdrLen   = packet.EthernetSize
+	vlanTagLen  = packet.VLANTagSize
+	ipv4MinLen  = packet.IPv4MinSize
+	ipv6HdrLen  = packet.IPv6Size
+	ipv6FragLen = packet.IPv6FragmentSize
+	icmpHdrLen  = packet.ICMPSize // type, code, checksum, 4 bytes before the quoted packet (ICMPv4 and ICMPv6)
 
-	protoICMP   = 1
-	protoTCP    = 6
-	protoUDP    = 17
-	protoFrag6  = 44
-	protoICMPv6 = 58
+	protoICMP   = int32(packet.ProtoICMPv4)
+	protoTCP    = int32(packet.ProtoTCP)
+	protoUDP    = int32(packet.ProtoUDP)
+	protoFrag6  = int32(packet.ProtoFragment)
+	protoICMPv6 = int32(packet.ProtoICMPv6)
 
-	icmp6NDPFirst = 133 // router solicitation
-	icmp6NDPLast  = 137 // redirect
+	icmp6NDPFirst = int32(packet.ICMPv6NDPFirst) // router solicitation
+	icmp6NDPLast  = int32(packet.ICMPv6NDPLast)  // redirect
+
+	icmp6ErrFirst = int32(packet.ICMPv6FlowErrorFirst)
+	icmp6ErrLast  = int32(packet.ICMPv6FlowErrorLast)
 )
 
 // Stack layout (offsets from the frame pointer R10; the verifier wants
@@ -290,19 +297,26 @@ func (b *builder) ipv4() {
 	b.mapped4Key(stackReplyKey, rPkt, 12)
 	b.emit(asm.LoadMem(rT2, rPkt, 9, asm.Byte)) // protocol
 	b.replyTail()
-	// MF set or a nonzero offset: a fragment.
-	b.emit(
-		asm.LoadMem(rT1, rPkt, 6, asm.Half),
-		asm.And.Imm(rT1, be16(0x3fff)),
-		asm.JEq.Imm(rT1, 0, "ipv4_whole"),
-	)
-	b.fragment("ipv4")
-	b.label("ipv4_whole")
+	// A nonzero offset: a later fragment, matched on (source, protocol).
+	// MF with offset 0: a first fragment, matched on its ports like a
+	// whole packet, except that a fragmented ICMP error is never relayed.
 	b.emit(
 		asm.Mov.Reg(rL4, rPkt),
 		asm.Add.Reg(rL4, rT3), // rL4 = rPkt + 20..60: its own bounds check follows before any read
-		asm.JEq.Imm(rT2, protoICMP, lblICMP4),
+		asm.LoadMem(rT1, rPkt, 6, asm.Half),
+		asm.And.Imm(rT1, be16(0x1fff)),
+		asm.JEq.Imm(rT1, 0, "ipv4_first"),
 	)
+	b.fragment("ipv4")
+	b.label("ipv4_first")
+	b.emit(
+		asm.JNE.Imm(rT2, protoICMP, "ipv4_ports"),
+		asm.LoadMem(rT1, rPkt, 6, asm.Half),
+		asm.And.Imm(rT1, be16(0x2000)), // MF
+		asm.JEq.Imm(rT1, 0, lblICMP4),
+		asm.Ja.Label(lblClassify),
+	)
+	b.label("ipv4_ports")
 	b.ports("ipv4")
 }
 
@@ -315,12 +329,11 @@ func (b *builder) ipv4() {
 func (b *builder) icmp4() {
 	b.label(lblICMP4)
 	b.need(rL4, icmpHdrLen+ipv4MinLen, lblClassify)
-	b.emit(
-		asm.LoadMem(rT1, rL4, 0, asm.Byte), // type
-		asm.JEq.Imm(rT1, 3, "icmp4_error"),
-		asm.JEq.Imm(rT1, 11, "icmp4_error"),
-		asm.JNE.Imm(rT1, 12, lblClassify),
-	)
+	b.emit(asm.LoadMem(rT1, rL4, 0, asm.Byte)) // type
+	for _, t := range packet.ICMPv4FlowErrors {
+		b.emit(asm.JEq.Imm(rT1, int32(t), "icmp4_error"))
+	}
+	b.emit(asm.Ja.Label(lblClassify))
 	b.label("icmp4_error")
 	b.emit(
 		asm.Mov.Reg(rQ, rL4),
@@ -393,12 +406,13 @@ func (b *builder) ipv6() {
 		asm.LoadMem(rT2, rL4, 0, asm.Byte), // protocol of the fragmented payload
 		asm.StoreMem(asm.RFP, stackReplyProto, rT2, asm.Byte),
 		asm.LoadMem(rT1, rL4, 2, asm.Half),
-		asm.And.Imm(rT1, be16(0xfff9)),
+		asm.And.Imm(rT1, be16(0xfff8)),
 		asm.JEq.Imm(rT1, 0, "ipv6_atomic"),
 	)
 	b.fragment("ipv6")
-	// Offset 0 and M clear: an atomic fragment is a whole packet (RFC 6946)
-	// and its ports follow the Fragment header.
+	// Offset 0: a first fragment, or an atomic one (M clear, a whole
+	// packet: RFC 6946); either is matched on the ports that follow the
+	// Fragment header, like a whole packet.
 	b.label("ipv6_atomic")
 	b.emit(asm.Add.Imm(rL4, ipv6FragLen))
 	b.ports("ipv6_atomic")
@@ -423,8 +437,8 @@ func (b *builder) icmp6() {
 	b.label("icmp6_not_ndp")
 	b.need(rL4, icmpHdrLen+ipv6HdrLen, lblClassify)
 	b.emit(
-		asm.JEq.Imm(rT1, 0, lblClassify),
-		asm.JGT.Imm(rT1, 4, lblClassify),
+		asm.JLT.Imm(rT1, icmp6ErrFirst, lblClassify),
+		asm.JGT.Imm(rT1, icmp6ErrLast, lblClassify),
 		asm.Mov.Reg(rQ, rL4),
 		asm.Add.Imm(rQ, icmpHdrLen), // rQ = quoted IPv6 header, 40 bytes readable
 		asm.LoadMem(rT2, rQ, 6, asm.Byte),

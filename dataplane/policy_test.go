@@ -1,0 +1,188 @@
+package dataplane
+
+import (
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"testing"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+)
+
+// The tests in this file pin the edges of the pipeline's policy: what is
+// vipd's to forward, translate or relay, and what is not. Drop reasons
+// are compared by name.
+
+// frag6 inserts an IPv6 Fragment header (offset in bytes, M flag) directly
+// after the fixed header of an untagged IPv6 frame. The rest of the packet
+// stays: for a first fragment, its transport header.
+func frag6(frame []byte, off uint16, more bool) []byte {
+	out := append([]byte(nil), frame[:14+40]...)
+	nh := out[14+6]
+	out[14+6] = 44
+	fo := off &^ 7
+	if more {
+		fo |= 1
+	}
+	out = append(out, nh, 0, byte(fo>>8), byte(fo), 0, 0, 0x42, 0x42)
+	out = append(out, frame[14+40:]...)
+	binary.BigEndian.PutUint16(out[14+4:], uint16(len(out)-14-40))
+	return out
+}
+
+// icmpErrorOf builds an ICMP error of the given type and code from a
+// router to dst quoting q (an IPv4 or IPv6 packet).
+func icmpErrorOf(t testing.TB, from, dst netip.Addr, typ, code uint8, q []byte) []byte {
+	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr(macClient[:]), DstMAC: net.HardwareAddr(macIngress[:]), EthernetType: layers.EthernetTypeIPv4}
+	if from.Is4() {
+		ip := &layers.IPv4{Version: 4, TTL: 60, Protocol: layers.IPProtocolICMPv4, SrcIP: net.IP(from.AsSlice()), DstIP: net.IP(dst.AsSlice())}
+		ic := &layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(typ, code)}
+		return serialize(t, eth, ip, ic, gopacket.Payload(q))
+	}
+	eth.EthernetType = layers.EthernetTypeIPv6
+	ip := &layers.IPv6{Version: 6, HopLimit: 60, NextHeader: layers.IPProtocolICMPv6, SrcIP: net.IP(from.AsSlice()), DstIP: net.IP(dst.AsSlice())}
+	ic := &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(typ, code)}
+	ic.SetNetworkLayerForChecksum(ip)
+	return serialize(t, eth, ip, ic, gopacket.Payload(append([]byte{0, 0, 0x05, 0x14}, q...)))
+}
+
+// quotedTo returns the IP packet a client sent to a NAT backend, as an ICMP
+// error about it quotes it.
+func quotedTo(t testing.TB, client, backend netip.Addr, cport, bport uint16, proto layers.IPProtocol) []byte {
+	f := build(t, pk{src: client, dst: backend, sport: cport, dport: bport, proto: proto, flags: "PA", payload: payloadOf(40)})
+	return f[14 : 14+ipLen(f[14:])]
+}
+
+// corruptICMP flips a bit of the ICMP payload's last byte (not covered by
+// any header checksum vipd checks first).
+func corruptICMP(f []byte) []byte {
+	f[len(f)-1] ^= 0x10
+	return f
+}
+
+var (
+	nat4Backend = netip.MustParseAddr("198.18.1.11")  // of vipNAT4, TCP 8080
+	udp4Backend = netip.MustParseAddr("198.18.1.31")  // of vipUDP4, UDP 7001
+	nat6Backend = netip.MustParseAddr("2001:2:1::11") // of vipNAT6, TCP 8080
+	own6In      = netip.MustParseAddr("2001:2::254")
+)
+
+func TestPolicy(t *testing.T) {
+	udp := layers.IPProtocolUDP
+	tests := []struct {
+		name    string
+		frame   func(t *testing.T) []byte
+		verdict Verdict
+		reason  string // for drops
+		port    uint8  // for transmissions
+	}{
+		// A first fragment carries its ports: it is classified like a
+		// whole packet. Only later fragments follow the 3-tuple policy.
+		{"whole datagram to a port no VIP serves", func(t *testing.T) []byte {
+			return build(t, pk{src: client4, dst: vipUDP4, sport: 1000, dport: 9999, proto: udp, payload: payloadOf(64)})
+		}, VerdictDrop, "vip_port", 0},
+		{"first fragment to a port no VIP serves", func(t *testing.T) []byte {
+			return build(t, pk{src: client4, dst: vipUDP4, sport: 1000, dport: 9999, proto: udp, mf: true, noDF: true, payload: payloadOf(64)})
+		}, VerdictDrop, "vip_port", 0},
+		{"first fragment to the VIP's port", func(t *testing.T) []byte {
+			return build(t, pk{src: client4, dst: vipUDP4, sport: 1000, dport: 7000, proto: udp, mf: true, noDF: true, payload: payloadOf(64)})
+		}, VerdictTX, "", PortEgress},
+		{"later fragment to the VIP's address and protocol", func(t *testing.T) []byte {
+			return build(t, pk{src: client4, dst: vipUDP4, proto: udp, fragOff: 1480, noDF: true, payload: payloadOf(64)})
+		}, VerdictTX, "", PortEgress},
+		{"v6 first fragment to a port no VIP serves", func(t *testing.T) []byte {
+			return frag6(build(t, pk{src: client6, dst: vipNAT6, sport: 1000, dport: 443, flags: "PA", payload: payloadOf(64)}), 0, true)
+		}, VerdictDrop, "vip_port", 0},
+		{"v6 first fragment to the VIP's port", func(t *testing.T) []byte {
+			return frag6(build(t, pk{src: client6, dst: vipNAT6, sport: 1000, dport: 80, flags: "PA", payload: payloadOf(64)}), 0, true)
+		}, VerdictTX, "", PortEgress},
+
+		// Replies: a first fragment from a backend's other port is not a
+		// reply (it is the kernel's, like the whole packet).
+		{"reply first fragment from another port", func(t *testing.T) []byte {
+			return build(t, pk{src: nat4Backend, dst: client4, sport: 9999, dport: 1000, flags: "PA", mf: true, noDF: true, payload: payloadOf(64)})
+		}, VerdictKernel, "", 0},
+		{"reply first fragment from the backend's port", func(t *testing.T) []byte {
+			return build(t, pk{src: nat4Backend, dst: client4, sport: 8080, dport: 1000, flags: "PA", mf: true, noDF: true, payload: payloadOf(64)})
+		}, VerdictTX, "", PortIngress},
+
+		// The box's own traffic is never a NAT reply: a health check's
+		// answer from a NAT backend to the box.
+		{"backend to the box's ingress address", func(t *testing.T) []byte {
+			return build(t, pk{src: nat4Backend, dst: own4In, sport: 8080, dport: 40000, flags: "SA"})
+		}, VerdictKernel, "", 0},
+		{"backend to the box's egress address", func(t *testing.T) []byte {
+			return build(t, pk{src: nat4Backend, dst: encap4, sport: 8080, dport: 40000, flags: "SA"})
+		}, VerdictKernel, "", 0},
+		{"UDP backend to the box", func(t *testing.T) []byte {
+			return build(t, pk{src: udp4Backend, dst: own4In, sport: 7001, dport: 40000, proto: udp, payload: payloadOf(8)})
+		}, VerdictKernel, "", 0},
+		{"backend fragment to the box", func(t *testing.T) []byte {
+			return build(t, pk{src: nat4Backend, dst: own4In, fragOff: 1480, noDF: true, payload: payloadOf(64)})
+		}, VerdictKernel, "", 0},
+		{"v6 backend to the box", func(t *testing.T) []byte {
+			return build(t, pk{src: nat6Backend, dst: own6In, sport: 8080, dport: 40000, flags: "SA"})
+		}, VerdictKernel, "", 0},
+		{"unreachable from a router to the box about a backend", func(t *testing.T) []byte {
+			return icmpErrorOf(t, router4, own4In, 3, 4, quotedTo(t, own4In, nat4Backend, 40000, 8080, layers.IPProtocolTCP))
+		}, VerdictKernel, "", 0},
+
+		// ICMP: only unreachable, time exceeded and parameter problem are
+		// relayed; a corrupt one is dropped, not given a fresh checksum.
+		{"source quench to a VIP", func(t *testing.T) []byte {
+			return icmpErrorOf(t, router4, vipNAT4, 4, 0, quotedTCP(t, vipNAT4, client4, 80, 1000))
+		}, VerdictDrop, "icmp_type", 0},
+		{"redirect to a VIP", func(t *testing.T) []byte {
+			return icmpErrorOf(t, router4, vipNAT4, 5, 1, quotedTCP(t, vipNAT4, client4, 80, 1000))
+		}, VerdictDrop, "icmp_type", 0},
+		{"time exceeded to a VIP", func(t *testing.T) []byte {
+			return icmpErrorOf(t, router4, vipNAT4, 11, 0, quotedTCP(t, vipNAT4, client4, 80, 1000))
+		}, VerdictTX, "", PortEgress},
+		{"corrupt frag-needed to a NAT VIP", func(t *testing.T) []byte {
+			return corruptICMP(icmpErrorOf(t, router4, vipNAT4, 3, 4, quotedTCP(t, vipNAT4, client4, 80, 1000)))
+		}, VerdictDrop, "bad_icmp_checksum", 0},
+		{"corrupt frag-needed to a DSR VIP", func(t *testing.T) []byte {
+			return corruptICMP(icmpErrorOf(t, router4, vipDSR4, 3, 4, quotedTCP(t, vipDSR4, client4, 80, 1000)))
+		}, VerdictDrop, "bad_icmp_checksum", 0},
+		{"v6 type 5 to a VIP", func(t *testing.T) []byte {
+			return icmpErrorOf(t, router6, vipNAT6, 5, 0, quotedTCP(t, vipNAT6, client6, 80, 1000))
+		}, VerdictDrop, "icmp_type", 0},
+		{"v6 type 127 to a VIP", func(t *testing.T) []byte {
+			return icmpErrorOf(t, router6, vipNAT6, 127, 0, quotedTCP(t, vipNAT6, client6, 80, 1000))
+		}, VerdictDrop, "icmp_type", 0},
+		{"corrupt packet-too-big to a VIP", func(t *testing.T) []byte {
+			return corruptICMP(icmpErrorOf(t, router6, vipNAT6, 2, 0, quotedTCP(t, vipNAT6, client6, 80, 1000)))
+		}, VerdictDrop, "bad_icmp_checksum", 0},
+		{"corrupt frag-needed toward a NAT client", func(t *testing.T) []byte {
+			return corruptICMP(icmpErrorOf(t, router4, client4, 3, 4, quotedTo(t, client4, nat4Backend, 1000, 8080, layers.IPProtocolTCP)))
+		}, VerdictDrop, "bad_icmp_checksum", 0},
+		{"corrupt packet-too-big toward a NAT client", func(t *testing.T) []byte {
+			return corruptICMP(icmpErrorOf(t, router6, client6, 2, 0, quotedTo(t, client6, nat6Backend, 1000, 8080, layers.IPProtocolTCP)))
+		}, VerdictDrop, "bad_icmp_checksum", 0},
+		{"redirect toward a NAT client", func(t *testing.T) []byte {
+			return icmpErrorOf(t, router4, client4, 5, 1, quotedTo(t, client4, nat4Backend, 1000, 8080, layers.IPProtocolTCP))
+		}, VerdictKernel, "", 0},
+		{"frag-needed toward a NAT client", func(t *testing.T) []byte {
+			return icmpErrorOf(t, router4, client4, 3, 4, quotedTo(t, client4, nat4Backend, 1000, 8080, layers.IPProtocolTCP))
+		}, VerdictTX, "", PortIngress},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := testSpec()
+			spec.Addr6 = [2]netip.Addr{own6In, {}}
+			h := newHarness(t, spec)
+			frame := tt.frame(t)
+			d := h.runOn(PortIngress, frame)
+			if d.Verdict != tt.verdict || (tt.verdict == VerdictDrop && d.Reason.String() != tt.reason) {
+				t.Fatalf("verdict %v reason %v, want %v %s", d.Verdict, d.Reason, tt.verdict, tt.reason)
+			}
+			if tt.verdict == VerdictTX {
+				if d.Port != tt.port {
+					t.Errorf("sent on port %d, want %d", d.Port, tt.port)
+				}
+				decode(t, d.frame())
+			}
+		})
+	}
+}
