@@ -47,6 +47,28 @@ func ReadLink(name string) (Link, error) {
 	return findLink(links, name)
 }
 
+// LocalAddrs returns every address of every interface of the box (of the
+// calling thread's network namespace), loopback and link-local included:
+// the destinations the box's kernel accepts as its own.
+func LocalAddrs() ([]netip.Addr, error) {
+	k, err := dialKernel()
+	if err != nil {
+		return nil, err
+	}
+	defer k.Close()
+	links, err := k.Links()
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for _, l := range links {
+		for _, p := range l.Addrs {
+			out = append(out, p.Addr())
+		}
+	}
+	return out, nil
+}
+
 // OnLinkPrefixes returns the prefixes the kernel reaches directly on the
 // interface called ifname: the main table's unicast routes through it without
 // a gateway, both families (connected subnets, fe80::/64, and any route added

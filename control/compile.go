@@ -22,6 +22,9 @@ type Host struct {
 	ClientGateway6 [6]byte
 	ClientOnLink   []netip.Prefix
 	Neighbors      map[netip.Addr][6]byte
+	// Local is every address of the box, on every interface (see
+	// dataplane.Spec.Local).
+	Local []netip.Addr
 	// NextHop returns the MAC to send a backend's packets to (the backend
 	// itself or its gateway), false while unresolved.
 	NextHop func(backend netip.Addr) ([6]byte, bool)
@@ -59,6 +62,7 @@ func Compile(cfg *config.Config, reg *Registry, host *Host, status map[uint32]St
 		ClientGateway6: host.ClientGateway6,
 		ClientOnLink:   host.ClientOnLink,
 		Neighbors:      host.Neighbors,
+		Local:          host.Local,
 	}
 	if m := cfg.Dataplane.EgressMTU; m != 0 {
 		spec.MTU[dataplane.PortEgress] = m

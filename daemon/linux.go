@@ -30,6 +30,7 @@ type LinuxPlatform struct {
 	mu      sync.Mutex
 	links   [2]arp.Link // by port; the same link twice when one-armed
 	onLink  []netip.Prefix
+	local   []netip.Addr // every address of the box, as of the last Host
 	progs   []*xdpprog.Program // one per interface (each has its own XSKMAP)
 	xdpQs   []*afxdp.Queue
 	pktQs   []*afpacket.Queue
@@ -171,7 +172,15 @@ func (p *LinuxPlatform) openAFPacket(dp *config.Dataplane) ([]dataplane.Queue, e
 func (p *LinuxPlatform) Host() control.Host {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	h := control.Host{ClientOnLink: p.onLink, NextHop: p.res.Lookup}
+	// The box's own addresses, read afresh (one netlink dump): an address
+	// added to any interface must stop being treated as a NAT client at
+	// the next snapshot.
+	if local, err := arp.LocalAddrs(); err == nil {
+		p.local = local
+	} else {
+		p.log.Warn("reading the box's addresses failed; keeping the last ones", "err", err)
+	}
+	h := control.Host{ClientOnLink: p.onLink, NextHop: p.res.Lookup, Local: p.local}
 	for port, l := range p.links {
 		h.MAC[port] = l.MAC
 		h.MTU[port] = l.MTU
@@ -199,18 +208,12 @@ func (p *LinuxPlatform) Host() control.Host {
 func (p *LinuxPlatform) Apply(s Steering) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var local []netip.Addr
-	for _, l := range p.links {
-		for _, a := range l.Addrs {
-			local = append(local, a.Addr())
-		}
-	}
 	replies := make([]xdpprog.ReplyKey, len(s.Replies))
 	for i, r := range s.Replies {
 		replies[i] = xdpprog.ReplyKey{Addr: r.Addr, Proto: r.Proto, Port: r.Port}
 	}
 	for _, prog := range p.progs {
-		if err := prog.Update(s.VIPs, replies, local); err != nil {
+		if err := prog.Update(s.VIPs, replies, s.Local); err != nil {
 			return err
 		}
 	}

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"net/netip"
 
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/control"
@@ -32,49 +31,12 @@ type Platform interface {
 	Close() error
 }
 
-// ReplyKey names the source of NAT replies: packets from (Addr, Proto,
-// Port) are replies to translate; Port 0 means any port.
-type ReplyKey struct {
-	Addr  netip.Addr
-	Proto uint8
-	Port  uint16
-}
+// ReplyKey names the source of NAT replies (see dataplane.ReplyKey).
+type ReplyKey = dataplane.ReplyKey
 
-// Steering is what a snapshot serves, as the platform needs it.
-type Steering struct {
-	VIPs     []netip.Addr
-	Replies  []ReplyKey
-	NextHops []netip.Addr // backend addresses
-}
+// Steering is what a snapshot serves, as the platform needs it (see
+// dataplane.Steering).
+type Steering = dataplane.Steering
 
 // steeringOf extracts the Steering of a spec.
-func steeringOf(spec *dataplane.Spec) Steering {
-	var s Steering
-	seenVIP := map[netip.Addr]bool{}
-	seenHop := map[netip.Addr]bool{}
-	seenReply := map[ReplyKey]bool{}
-	for _, v := range spec.VIPs {
-		if !seenVIP[v.Addr] {
-			seenVIP[v.Addr] = true
-			s.VIPs = append(s.VIPs, v.Addr)
-		}
-		for _, b := range v.Backends {
-			if !seenHop[b.Addr] {
-				seenHop[b.Addr] = true
-				s.NextHops = append(s.NextHops, b.Addr)
-			}
-			if v.Mode != dataplane.ModeNAT {
-				continue
-			}
-			k := ReplyKey{b.Addr, v.Proto, b.Port}
-			if b.Port == 0 {
-				k.Port = v.Port
-			}
-			if !seenReply[k] {
-				seenReply[k] = true
-				s.Replies = append(s.Replies, k)
-			}
-		}
-	}
-	return s
-}
+func steeringOf(spec *dataplane.Spec) Steering { return spec.Steering() }

@@ -6,32 +6,50 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+	"github.com/vipd/vipd/internal/framegen"
 )
 
 // FuzzProcess feeds arbitrary frames to the pipeline. Properties:
-//   - it never panics and never allocates a verdict it cannot justify;
+//   - it never panics and never drops without a reason;
+//   - it gives the kernel verdict to exactly the frames the steering rule
+//     (Snapshot.Claims) does not claim, so that AF_PACKET and AF_XDP (whose
+//     XDP program is checked against Claims by a differential test) take
+//     the same frames;
 //   - every frame it transmits (the frame itself and any fragment it
 //     emits) decodes with gopacket, has correct IPv4 header checksums and
-//     consistent lengths;
+//     consistent lengths, and is one the configuration allows (checkPolicy:
+//     forwarded to a backend of a VIP the input matched, a NAT reply from
+//     that VIP, vipd's own ICMP back to the sender, or an ICMP error steered
+//     to the flow's backend);
 //   - it preserves transport checksums: when the input's transport checksum
 //     is right, so is the output's (vipd, like a router, does not verify
 //     them, but it never breaks one).
+//
+// Every input runs on a fresh worker and connection table (the snapshot
+// is immutable), so a failure reproduces from its input alone.
 func FuzzProcess(f *testing.F) {
 	for _, s := range fuzzSeeds(f) {
 		f.Add(s)
 	}
-	spec := testSpec()
-	spec.MTU[PortEgress] = 1400
-	spec.ClientOnLink = []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24")}
-	spec.Neighbors = map[netip.Addr][6]byte{client4: macClient}
-	h := newHarness(f, spec)
+	spec := fuzzSpec()
+	snap, err := NewSnapshot(spec)
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
+		// The snapshot is immutable and shared; the worker and its
+		// connection table are the input's own.
+		h := newHarnessOf(t, snap, 64)
 		inOK := l4ChecksumOK(frame)
+		claims := h.snap.Claims(frame)
 		for _, rx := range []uint8{PortIngress, PortEgress} {
 			h.now += 2e6 // keep the ICMP limiter open
 			d := h.runOn(rx, frame)
 			if d.Verdict == VerdictDrop && (d.Reason == DropNone || d.Reason >= numDropReasons) {
 				t.Fatalf("drop without a reason")
+			}
+			if (d.Verdict == VerdictKernel) == claims {
+				t.Fatalf("verdict %v (%v), but the steering rule claims the frame: %v", d.Verdict, d.Reason, claims)
 			}
 			if d.Verdict != VerdictTX && d.Verdict != VerdictReply {
 				if len(h.emit.frames) != 0 {
@@ -48,9 +66,25 @@ func FuzzProcess(f *testing.F) {
 			}
 			for _, out := range outs {
 				checkOutput(t, out, inOK && len(outs) == 1)
+				if err := checkPolicy(spec, frame, out); err != nil {
+					t.Fatalf("policy: %v", err)
+				}
 			}
 		}
 	})
+}
+
+// fuzzSpec is the configuration FuzzProcess runs: testSpec with a smaller
+// egress MTU (so fragmentation and frag-needed paths run), on-link clients
+// with a known MAC, and a local address besides the ports' own.
+func fuzzSpec() *Spec {
+	spec := testSpec()
+	spec.MTU[PortEgress] = 1400
+	spec.ClientOnLink = []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24")}
+	spec.Neighbors = map[netip.Addr][6]byte{client4: macClient}
+	spec.Addr6 = [2]netip.Addr{own6In, {}}
+	spec.Local = []netip.Addr{netip.MustParseAddr("198.18.9.1")}
+	return spec
 }
 
 // checkOutput applies the fuzz properties to one transmitted frame.
@@ -188,4 +222,56 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 	add(icmpError(t, router4, vipNAT4, quotedTCP(t, vipNAT4, client4, 80, 1000)))
 	add(icmpError(t, router6, vipDSR6, quotedTCP(t, vipDSR6, client6, 80, 1000)))
 	return s
+}
+
+// TestPolicyCorpus runs FuzzProcess's properties over a generated corpus
+// of 12,000 frames (internal/framegen) aimed at fuzzSpec's VIPs, backends
+// and local addresses: what the fuzzer reaches by luck, every run.
+func TestPolicyCorpus(t *testing.T) {
+	spec := fuzzSpec()
+	st := spec.Steering()
+	addrs := append(append(append([]netip.Addr{}, st.VIPs...), st.NextHops...), st.Local...)
+	addrs = append(addrs, client4, client6, router4, router6, netip.MustParseAddr("198.18.0.9"), netip.MustParseAddr("2001:2::9"))
+	n := 12000
+	if testing.Short() {
+		n = 3000
+	}
+	corpus, err := framegen.Generate(framegen.Params{Addrs: addrs, Ports: []uint16{0, 22, 80, 443, 1000, 7000, 7001, 8080}, N: n, Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := NewSnapshot(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed := 0
+	for i, frame := range corpus {
+		h := newHarnessOf(t, snap, 64)
+		claims := h.snap.Claims(frame)
+		if claims {
+			claimed++
+		}
+		inOK := l4ChecksumOK(frame)
+		for _, rx := range []uint8{PortIngress, PortEgress} {
+			h.now += 2e6
+			d := h.runOn(rx, frame)
+			if (d.Verdict == VerdictKernel) == claims {
+				t.Fatalf("frame %d: verdict %v (%v), claims %v\n% x", i, d.Verdict, d.Reason, claims, frame)
+			}
+			if d.Verdict != VerdictTX && d.Verdict != VerdictReply {
+				continue
+			}
+			outs := [][]byte{d.frame()}
+			for _, e := range h.emit.frames {
+				outs = append(outs, e.data)
+			}
+			for _, out := range outs {
+				checkOutput(t, out, inOK && len(outs) == 1)
+				if err := checkPolicy(spec, frame, out); err != nil {
+					t.Fatalf("frame %d: policy: %v\n% x", i, err, frame)
+				}
+			}
+		}
+	}
+	t.Logf("%d frames, %d claimed", len(corpus), claimed)
 }

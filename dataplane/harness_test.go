@@ -95,7 +95,15 @@ func newHarness(t testing.TB, spec *Spec) *harness {
 	if err != nil {
 		t.Fatalf("NewSnapshot: %v", err)
 	}
-	ct, err := conntrack.New(conntrack.Config{Capacity: 1 << 14, Shards: 1})
+	return newHarnessOf(t, snap, 1<<14)
+}
+
+// newHarnessOf is a harness over a snapshot that already exists, with a
+// connection table of capacity flows: a fresh worker for a shared
+// snapshot, when a test wants one per input.
+func newHarnessOf(t testing.TB, snap *Snapshot, capacity int) *harness {
+	t.Helper()
+	ct, err := conntrack.New(conntrack.Config{Capacity: capacity, Shards: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

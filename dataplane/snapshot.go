@@ -255,7 +255,7 @@ func NewSnapshot(spec *Spec) (*Snapshot, error) {
 	s.cls6 = classifiers{exact6: newTable6(n), addr6: newTable6(2 * n), reply6: newTable6(nb), replyAddr6: newTable6(nb)}
 	// The ports' own addresses are the box's too, whether or not the
 	// caller listed them in Local.
-	local := append(append(append([]netip.Addr(nil), spec.Local...), spec.Addr4[:]...), spec.Addr6[:]...)
+	local := spec.localAddrs()
 	s.local4, s.local6 = newTable4(len(local)), newTable6(len(local))
 	for _, a := range local {
 		switch {
