@@ -30,7 +30,7 @@ type LinuxPlatform struct {
 	mu      sync.Mutex
 	links   [2]arp.Link // by port; the same link twice when one-armed
 	onLink  []netip.Prefix
-	local   []netip.Addr // every address of the box, as of the last Host
+	local   []netip.Addr       // every address of the box, as of the last Host
 	progs   []*xdpprog.Program // one per interface (each has its own XSKMAP)
 	xdpQs   []*afxdp.Queue
 	pktQs   []*afpacket.Queue
