@@ -114,6 +114,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		// queue than the request its client's MAC was learned from.
 		d.opts.Worker.Neighbors = dataplane.NewNeighborCache(1 << 16)
 	}
+	if d.opts.Worker.Relay == nil {
+		// ICMP errors reach any queue; the flow they quote lives in one
+		// worker's shard.
+		d.opts.Worker.Relay = dataplane.NewRelay(len(queues))
+	}
 	for i := range queues {
 		d.workers = append(d.workers, dataplane.NewWorker(d.ct.Shard(i), d.opts.Worker))
 	}

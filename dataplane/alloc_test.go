@@ -89,3 +89,33 @@ func (p *poolEmitter) Alloc(uint8) ([]byte, int, bool) {
 }
 
 func (p *poolEmitter) Emit([]byte, int, int, uint8) {}
+
+// TestZeroAllocsRelay: handing an ICMP error to the next worker and
+// serving it there allocate nothing, and neither does the steering rule
+// run on a malformed frame.
+func TestZeroAllocsRelay(t *testing.T) {
+	r := newRing(t, testSpec(), 2)
+	in := icmpError(t, router4, vipNAT4, quotedTCP(t, vipNAT4, client4, 80, 1))
+	em := &poolEmitter{}
+	buf := make([]byte, Headroom+len(in))
+	d := &Desc{}
+	n := testing.AllocsPerRun(200, func() {
+		copy(buf[Headroom:], in)
+		*d = Desc{Buf: buf, Off: Headroom, Len: len(in), RxPort: PortIngress}
+		em.n = 0
+		r.ws[0].Begin(r.snap, r.now, em)
+		r.ws[0].Process(d)
+		r.ws[1].Begin(r.snap, r.now, em)
+		r.ws[1].serveRelays()
+	})
+	if n != 0 {
+		t.Errorf("%v allocations per relayed error", n)
+	}
+	if d.Verdict != VerdictRelay || r.ws[1].Counters().ICMPSteered == 0 {
+		t.Errorf("not relayed: %v, steered %d", d.Verdict, r.ws[1].Counters().ICMPSteered)
+	}
+	bad := build(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, flags: "S"})[:14+30]
+	if n := testing.AllocsPerRun(200, func() { r.snap.Claims(bad) }); n != 0 {
+		t.Errorf("Claims: %v allocations", n)
+	}
+}

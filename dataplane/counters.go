@@ -14,10 +14,13 @@ const (
 	// VerdictKernel: not vipd's business (ARP, the box's own traffic):
 	// hand the untouched frame to the kernel.
 	VerdictKernel
+	// VerdictRelay: a copy went to another worker (an ICMP error about a
+	// flow this worker does not hold, see relay.go); recycle the frame.
+	VerdictRelay
 	numVerdicts
 )
 
-var verdictNames = [numVerdicts]string{"drop", "tx", "reply", "kernel"}
+var verdictNames = [numVerdicts]string{"drop", "tx", "reply", "kernel", "relay"}
 
 func (v Verdict) String() string {
 	if v < numVerdicts {
@@ -98,6 +101,13 @@ type Counters struct {
 	ICMPRateLimited uint64
 	// ICMP errors steered to the backend that owns the flow.
 	ICMPSteered uint64
+	// ICMP errors about flows this worker does not hold, handed on to the
+	// next worker (ICMPRelayed), received from another worker
+	// (ICMPRelayedIn), and steered by Maglev because the next worker's
+	// inbox was full or the frame too big for it (ICMPNotRelayed).
+	ICMPRelayed    uint64
+	ICMPRelayedIn  uint64
+	ICMPNotRelayed uint64
 	// Fragments vipd made from packets whose DF bit was clear.
 	FragmentsOut uint64
 	// NAT replies translated back to the VIP.
@@ -131,6 +141,9 @@ func (c *Counters) add(o *Counters) {
 	c.ICMPSent += o.ICMPSent
 	c.ICMPRateLimited += o.ICMPRateLimited
 	c.ICMPSteered += o.ICMPSteered
+	c.ICMPRelayed += o.ICMPRelayed
+	c.ICMPRelayedIn += o.ICMPRelayedIn
+	c.ICMPNotRelayed += o.ICMPNotRelayed
 	c.FragmentsOut += o.FragmentsOut
 	c.Replies += o.Replies
 	c.FlowHits += o.FlowHits

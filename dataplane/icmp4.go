@@ -102,7 +102,10 @@ func (w *Worker) steer4(d *Desc, frame []byte, f *packet.Frame) {
 	var k conntrack.Key
 	binary.BigEndian.PutUint32(k.Src[:], ca)
 	k.SrcPort, k.DstPort, k.VIP, k.Proto = q.dport, q.sport, v.id, q.proto
-	b := w.owner(&k, h, hp, int(vi), v)
+	b, handed := w.owner(d, &k, h, hp, int(vi), v)
+	if handed {
+		return
+	}
 	if b == nil {
 		w.drop(d, DropNoBackend)
 		return
@@ -139,13 +142,20 @@ func (w *Worker) steer4(d *Desc, frame []byte, f *packet.Frame) {
 }
 
 // owner returns the backend that owns a flow without creating state: the
-// pinned one if conntrack knows the flow, else Maglev's choice.
-func (w *Worker) owner(k *conntrack.Key, h, hp uint64, vi int, v *vip) *backend {
+// pinned one if this worker's shard knows the flow; else, when another
+// worker may hold it, it hands the error in d on to the next worker
+// (handed is true and d's verdict is set, see relay.go); else Maglev's
+// choice.
+func (w *Worker) owner(d *Desc, k *conntrack.Key, h, hp uint64, vi int, v *vip) (b *backend, handed bool) {
 	if e, ok := w.ct.Lookup(k, h); ok {
 		if b := w.snap.backendFor(e.Backend(), vi); b != nil {
-			return b
+			return b, false
 		}
+		// Pinned to a backend that is gone or down: its next packet will
+		// repick by Maglev, so does the error.
+	} else if w.handOn(d) {
+		return nil, true
 	}
-	b, _ := w.maglev(v, hp)
-	return b
+	b, _ = w.maglev(v, hp)
+	return b, false
 }

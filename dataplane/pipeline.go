@@ -13,6 +13,12 @@ import (
 func (w *Worker) Process(d *Desc) {
 	w.c.RxFrames++
 	w.c.RxBytes += uint64(d.Len)
+	w.process(d)
+}
+
+// process is Process without the receive counters, for frames another
+// worker received (serveRelays).
+func (w *Worker) process(d *Desc) {
 	d.Verdict, d.Reason, d.Port = VerdictDrop, DropNone, 0
 	frame := d.Buf[d.Off : d.Off+d.Len]
 	var f packet.Frame

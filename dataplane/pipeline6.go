@@ -254,7 +254,10 @@ func (w *Worker) steer6(d *Desc, frame []byte, f *packet.Frame) {
 		return
 	}
 	k := conntrack.Key{Src: q.dst, SrcPort: q.dport, DstPort: q.sport, VIP: v.id, Proto: q.proto, IPv6: true}
-	b := w.owner(&k, h, hp, int(vi), v)
+	b, handed := w.owner(d, &k, h, hp, int(vi), v)
+	if handed {
+		return
+	}
 	if b == nil {
 		w.drop(d, DropNoBackend)
 		return

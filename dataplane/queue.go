@@ -54,6 +54,19 @@ func (w *Worker) Run(ctx context.Context, q Queue, snaps *Snapshots, batch int, 
 		if err != nil {
 			return err
 		}
+		if w.relayPending() {
+			// ICMP errors other workers handed on: served in a batch of
+			// their own, before this one's frames, so their frames leave
+			// through this queue's Transmit.
+			w.Begin(snaps.Load(), Nanotime(), q)
+			w.serveRelays()
+			if n == 0 {
+				if err := q.Transmit(descs[:0]); err != nil {
+					return err
+				}
+				continue
+			}
+		}
 		if n == 0 {
 			// Idle: a flow count may take ~5 ms of the worker's time (a
 			// 1M-flow shard needs about 25 such rounds); busy, one step

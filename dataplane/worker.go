@@ -59,6 +59,10 @@ type WorkerOptions struct {
 	// subnets; the daemon gives all workers the same one. nil: a private
 	// cache.
 	Neighbors *NeighborCache
+	// Relay lets workers hand each other ICMP errors about flows they do
+	// not hold (see relay.go); the daemon gives all workers the same one,
+	// made for their number. nil: every worker steers such errors alone.
+	Relay *Relay
 }
 
 // Worker runs the pipeline for one NIC queue. It owns its conntrack shard
@@ -73,6 +77,15 @@ type Worker struct {
 	neigh *NeighborCache
 	c     Counters
 	frag  dsr.Fragmenter4
+
+	// The ICMP relay (relay.go): this worker's index and inbox, the worker
+	// that received the frame in process (id for the worker's own frames),
+	// and room to work on a frame from the inbox.
+	relay   *Relay
+	id      int
+	inbox   *inbox
+	origin  int
+	scratch []byte
 
 	publishEvery int64
 	lastPublish  int64
@@ -146,6 +159,12 @@ func NewWorker(ct *conntrack.Shard, opts WorkerOptions) *Worker {
 		opts.Neighbors = NewNeighborCache(1024)
 	}
 	w := &Worker{ct: ct, publishEvery: int64(opts.PublishEvery), neigh: opts.Neighbors}
+	if r := opts.Relay; r != nil && len(r.inboxes) > 1 {
+		if id := r.join(); id >= 0 {
+			w.relay, w.id, w.origin, w.inbox = r, id, id, r.inboxes[id]
+			w.scratch = make([]byte, Headroom+relayFrameMax)
+		}
+	}
 	w.icmp = newLimiter(opts.ICMPRate, opts.ICMPBurst)
 	w.pub.Store(w.c.clone())
 	return w
