@@ -112,6 +112,11 @@ type Counters struct {
 	FragmentsOut uint64
 	// NAT replies translated back to the VIP.
 	Replies uint64
+	// Transport checksums verified on a sample of NAT'ed packets, and
+	// those found wrong (sample.go): the trace of senders with TX
+	// checksum offload on a veth or tap.
+	L4ChecksumSampled uint64
+	L4ChecksumBad     uint64
 	// Conntrack outcomes on the packet path.
 	FlowHits    uint64
 	FlowMisses  uint64
@@ -146,6 +151,8 @@ func (c *Counters) add(o *Counters) {
 	c.ICMPNotRelayed += o.ICMPNotRelayed
 	c.FragmentsOut += o.FragmentsOut
 	c.Replies += o.Replies
+	c.L4ChecksumSampled += o.L4ChecksumSampled
+	c.L4ChecksumBad += o.L4ChecksumBad
 	c.FlowHits += o.FlowHits
 	c.FlowMisses += o.FlowMisses
 	c.Untracked += o.Untracked

@@ -65,6 +65,7 @@ func (w *Worker) forward4(d *Desc, frame []byte, f *packet.Frame, vi int) {
 	if f.HasL4 {
 		l4.Hdr = frame[f.L4Off : f.L3Off+f.L3Len]
 	}
+	w.sampleL4(frame, f)
 	nat.DNAT4(ip, l4, b.addr4, b.port) // and the TTL, checked above
 	setMACs(frame, b.mac, s.mac[out])
 	d.Len = f.L3Off + f.L3Len // drop Ethernet padding

@@ -90,6 +90,7 @@ func (w *Worker) forward6(d *Desc, frame []byte, f *packet.Frame, vi int) {
 		w.tooBig6(d, f, &e, mtu, &v.addr6)
 		return
 	}
+	w.sampleL4(frame, f)
 	nat.DNAT6(ip, l4Of(frame, f), &b.addr6, b.port)
 	ip.DecHopLimit()
 	setMACs(frame, b.mac, s.mac[out])
@@ -351,6 +352,7 @@ func (w *Worker) natReply6(d *Desc, frame []byte, f *packet.Frame) bool {
 		w.tooBig6(d, f, &e, mtu, &own)
 		return true
 	}
+	w.sampleL4(frame, f)
 	nat.SNAT6(ip, l4Of(frame, f), &v.addr6, v.port)
 	ip.DecHopLimit()
 	setMACs(frame, mac, s.mac[PortIngress])

@@ -72,6 +72,7 @@ func (w *Worker) natReply4(d *Desc, frame []byte, f *packet.Frame) bool {
 	if f.HasL4 {
 		l4.Hdr = frame[f.L4Off : f.L3Off+f.L3Len]
 	}
+	w.sampleL4(frame, f)
 	nat.SNAT4(ip, l4, v.addr4, v.port) // and the TTL, checked above
 	setMACs(frame, mac, s.mac[PortIngress])
 	d.Len = f.L3Off + f.L3Len

@@ -69,14 +69,15 @@ type WorkerOptions struct {
 // and its counters; nothing in it is shared with other workers, and all of
 // its methods except Published must be called from one goroutine.
 type Worker struct {
-	snap  *Snapshot
-	ct    *conntrack.Shard
-	emit  Emitter
-	now   int64 // nanoseconds, from Begin: the pipeline never reads a clock
-	icmp  limiter
-	neigh *NeighborCache
-	c     Counters
-	frag  dsr.Fragmenter4
+	snap   *Snapshot
+	ct     *conntrack.Shard
+	emit   Emitter
+	now    int64 // nanoseconds, from Begin: the pipeline never reads a clock
+	icmp   limiter
+	neigh  *NeighborCache
+	c      Counters
+	frag   dsr.Fragmenter4
+	l4Tick uint32 // NAT'ed packets seen, for sampleL4
 
 	// The ICMP relay (relay.go): this worker's index and inbox, the worker
 	// that received the frame in process (id for the worker's own frames),
