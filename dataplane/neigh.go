@@ -78,7 +78,8 @@ func (c *NeighborCache) lookup(hi, lo uint64) ([6]byte, bool) {
 	return [6]byte{byte(m >> 40), byte(m >> 32), byte(m >> 24), byte(m >> 16), byte(m >> 8), byte(m)}, true
 }
 
-// key4 and key6 give the cache's key of an address.
+// nkey4 and nkey6 give the cache's key of an address: IPv4 as
+// IPv4-mapped IPv6, so that one table holds both.
 func nkey4(a [4]byte) (uint64, uint64) {
 	return 0, 0xffff<<32 | uint64(binary.BigEndian.Uint32(a[:]))
 }

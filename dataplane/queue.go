@@ -68,9 +68,9 @@ func (w *Worker) Run(ctx context.Context, q Queue, snaps *Snapshots, batch int, 
 			}
 		}
 		if n == 0 {
-			// Idle: a flow count may take ~5 ms of the worker's time (a
-			// 1M-flow shard needs about 25 such rounds); busy, one step
-			// (~80 µs) per batch.
+			// Idle: a flow count advances 64 steps at a time; busy, one
+			// step (countStep buckets) per batch, so that the count never
+			// holds up forwarding for long.
 			w.serveCount(64)
 			// Idle: keep expiry going and what others read fresh.
 			w.now = Nanotime()

@@ -104,8 +104,8 @@ type flowCount struct {
 	done chan struct{}
 }
 
-// countStep is how many conntrack buckets a worker counts between two
-// batches (about 100 µs for 1024).
+// countStep is how many conntrack buckets (8 flows each) a worker counts
+// between two batches.
 const countStep = 1024
 
 // CountFlows returns the worker's live flows per backend reference. It may

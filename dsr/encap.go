@@ -44,8 +44,10 @@ func Encap4(buf []byte, at, n int, src, dst [4]byte) int {
 // Encap6 wraps the IPv6 packet buf[at:at+n] in an outer IPv6 header (next
 // header 41) in the Overhead6 bytes before it and returns the offset of the
 // outer header. The traffic class is copied from the inner packet; the flow
-// label carries 20 bits of the flow hash so that the backend's NIC can
-// spread tunnels over its receive queues (RFC 6438).
+// label is the low 20 bits of flowLabel, which the caller chooses: the
+// pipeline derives it from a hash of the client's address and the backend,
+// so that a backend's NIC can spread tunnels over its receive queues (RFC
+// 6438) while each client's packets stay in order on one.
 func Encap6(buf []byte, at, n int, src, dst *[16]byte, flowLabel uint32) int {
 	o := at - Overhead6
 	h := buf[o:at]

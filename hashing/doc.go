@@ -10,8 +10,8 @@
 //
 // Flow4 and Flow6 hash the 5-tuple, Src4 and Src6 the source address alone
 // (client affinity), Frag4 and Frag6 the 3-tuple (IP fragments, which carry
-// no ports). They are pure functions of the tuple and a seed (DefaultSeed
-// unless configured), identical in every process on every architecture, so
+// no ports). They are pure functions of the tuple and a seed (the configured
+// flow_hash_seed; its default is config.DefaultFlowHashSeed), identical in every process on every architecture, so
 // every vipd instance behind the same ECMP group sends a flow to the same
 // backend. testdata/golden.txt pins their values; changing it changes where
 // flows go.

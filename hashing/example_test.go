@@ -18,7 +18,7 @@ func ExampleNewMaglev() {
 	}
 	// 198.18.0.10:40000 -> 198.19.0.80:443, TCP. Addresses as read from the
 	// packet with binary.BigEndian.Uint32.
-	h := hashing.Flow4(0xc612000a, 0xc6130050, 40000, 443, 6, hashing.DefaultSeed)
+	h := hashing.Flow4(0xc612000a, 0xc6130050, 40000, 443, 6, 0x76697064_2d666831)
 	fmt.Println(backends[table.Lookup(h)].ID)
 
 	empty, _ := hashing.NewMaglev(nil, hashing.DefaultMaglevSize)

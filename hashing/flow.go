@@ -2,12 +2,6 @@ package hashing
 
 import "encoding/binary"
 
-// DefaultSeed is the flow-hash seed used unless the configuration sets
-// another. It is the ASCII string "vipd-fh1" read big-endian. Every vipd
-// instance that shares VIPs behind ECMP must use the same seed, or they will
-// disagree about where a flow goes.
-const DefaultSeed uint64 = 0x76697064_2d666831
-
 // Domain constants keep the hash families apart, so that for instance the
 // source-only hash of an address is unrelated to any 5-tuple hash and a
 // fragment's 3-tuple hash is unrelated to the first fragment's 5-tuple hash.

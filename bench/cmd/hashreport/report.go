@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	vipdconfig "github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/hashing"
 )
 
@@ -20,7 +21,7 @@ type config struct {
 }
 
 func defaultConfig() config {
-	return config{flows: 1_000_000, m: hashing.DefaultMaglevSize, seed: 1, hashSeed: hashing.DefaultSeed, vnodes: hashing.DefaultVnodes}
+	return config{flows: 1_000_000, m: hashing.DefaultMaglevSize, seed: 1, hashSeed: vipdconfig.DefaultFlowHashSeed, vnodes: hashing.DefaultVnodes}
 }
 
 // The scenarios of the issue: add one backend to ten, remove one of a hundred.
