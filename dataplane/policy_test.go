@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/netip"
 	"testing"
@@ -184,5 +185,42 @@ func TestPolicy(t *testing.T) {
 				decode(t, d.frame())
 			}
 		})
+	}
+}
+
+// TestVIPIsLocal: a VIP that is one of the box's addresses is refused, the
+// ports' own addresses included, with an error that names it.
+func TestVIPIsLocal(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		set  func(*Spec)
+	}{
+		{"listed in Local", func(s *Spec) { s.Local = []netip.Addr{netip.MustParseAddr("127.0.0.1"), vipNAT4} }},
+		{"a port's address", func(s *Spec) { s.Addr4[PortEgress] = vipDSR4 }},
+		{"IPv6", func(s *Spec) { s.Local = []netip.Addr{vipNAT6} }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := testSpec()
+			tt.set(spec)
+			_, err := NewSnapshot(spec)
+			if !errors.Is(err, ErrVIPIsLocal) || !errors.Is(err, ErrSpec) {
+				t.Fatalf("NewSnapshot: %v, want ErrVIPIsLocal", err)
+			}
+		})
+	}
+	spec := testSpec()
+	spec.Local = []netip.Addr{netip.MustParseAddr("198.18.9.1"), netip.MustParseAddr("::ffff:198.18.9.2")}
+	if _, err := NewSnapshot(spec); err != nil {
+		t.Fatalf("other local addresses: %v", err)
+	}
+	st := spec.Steering()
+	want := []netip.Addr{netip.MustParseAddr("198.18.9.1"), netip.MustParseAddr("198.18.9.2"), own4In, encap4}
+	if len(st.Local) != len(want) {
+		t.Fatalf("Steering().Local = %v, want %v", st.Local, want)
+	}
+	for i := range want {
+		if st.Local[i] != want[i] {
+			t.Errorf("Steering().Local = %v, want %v", st.Local, want)
+		}
 	}
 }

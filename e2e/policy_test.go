@@ -1,0 +1,35 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vipd/vipd/testbed"
+)
+
+// TestVIPIsBoxAddress: a VIP address that is also one of the box's own
+// would take every packet to that address — SSH and BGP to the box
+// included — away from the kernel, whatever its port. vipd refuses to
+// start with such a VIP, with either driver, and says what to change.
+func TestVIPIsBoxAddress(t *testing.T) {
+	for _, io := range drivers {
+		t.Run(io, func(t *testing.T) {
+			requireE2E(t)
+			bed := testbed.New(t, testbed.Options{})
+			// A second interface of the box, not vipd's, holds the VIP.
+			bed.Box.Must(t, "ip", "link", "add", "vipdummy0", "type", "bridge")
+			bed.Box.Must(t, "ip", "addr", "add", testbed.VIPNAT.String()+"/32", "dev", "vipdummy0")
+			out, err := bed.RunVIPDExpectExit(bed.Config(testbed.ConfigOptions{IO: io}), 15*time.Second)
+			if err == nil {
+				t.Fatalf("vipd started with a VIP that is a box address:\n%s", out)
+			}
+			// AF_PACKET's host check (which also refuses a forwarding box)
+			// finds it first and says it its own way.
+			why := strings.Contains(out, "one of the box's own addresses") || strings.Contains(out, "assigned to a local interface")
+			if !why || !strings.Contains(out, testbed.VIPNAT.String()) {
+				t.Errorf("the refusal does not say which address and why:\n%s", out)
+			}
+		})
+	}
+}
