@@ -17,6 +17,7 @@ import (
 	"github.com/vipd/vipd/dataplane/afpacket"
 	"github.com/vipd/vipd/dataplane/afxdp"
 	"github.com/vipd/vipd/dataplane/xdpprog"
+	"github.com/vipd/vipd/internal/offload"
 )
 
 // LinuxPlatform is the real Platform: AF_XDP (with vipd's XDP steering
@@ -68,6 +69,7 @@ func (p *LinuxPlatform) OpenQueues(dp *config.Dataplane) ([]dataplane.Queue, err
 	if p.onLink, err = arp.OnLinkPrefixes(dp.Ingress); err != nil {
 		return nil, fmt.Errorf("routes of %q: %w", dp.Ingress, err)
 	}
+	p.checkOffload()
 	ifi, err := net.InterfaceByIndex(in.Index)
 	if err != nil {
 		return nil, err
@@ -166,6 +168,23 @@ func (p *LinuxPlatform) openAFPacket(dp *config.Dataplane) ([]dataplane.Queue, e
 	}
 	p.log.Info("AF_PACKET queues open", "workers", dp.Queues)
 	return qs, nil
+}
+
+// checkOffload warns about each of vipd's interfaces that is a veth whose
+// peer has TX checksum offload on: what that peer sends reaches vipd with
+// partial checksums, which NAT would forward unfinished (README, host
+// preparation). It only logs: traffic from elsewhere is not affected, and
+// the sampled checksum counters show whether it happens.
+func (p *LinuxPlatform) checkOffload() {
+	for _, name := range p.names() {
+		r, err := offload.Check(name)
+		switch {
+		case err != nil:
+			p.log.Warn("could not check the interface for TX checksum offload on a veth peer", "interface", name, "err", err)
+		case r.Warning() != "":
+			p.log.Warn(r.Warning(), "interface", name, "fix", r.FixCommand())
+		}
+	}
 }
 
 // Host implements Platform.

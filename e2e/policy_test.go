@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vipd/vipd/internal/offload"
 	"github.com/vipd/vipd/testbed"
 )
 
@@ -31,5 +32,29 @@ func TestVIPIsBoxAddress(t *testing.T) {
 				t.Errorf("the refusal does not say which address and why:\n%s", out)
 			}
 		})
+	}
+}
+
+// TestTxOffloadWarning: when the veth that sends toward vipd has TX
+// checksum offload on (a local container's, say), vipd says so at start,
+// with the command that turns it off.
+func TestTxOffloadWarning(t *testing.T) {
+	requireE2E(t)
+	bed := testbed.New(t, testbed.Options{Layout: testbed.TwoArmed})
+	// r1 is the router's end of the box's eth0.
+	if err := bed.Router.Do(func() error { return offload.SetTxChecksum("r1", true) }); err != nil {
+		t.Fatal(err)
+	}
+	v := bed.StartVIPD(bed.Config(testbed.ConfigOptions{}))
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(v.Log(), "vipd running") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	log := v.Log()
+	if !strings.Contains(log, "TX checksum offload") || !strings.Contains(log, "ethtool -K r1 tx off") {
+		t.Errorf("no warning about r1's TX checksum offload:\n%s", tail(log, 30))
+	}
+	if strings.Contains(log, "eth1") && strings.Contains(log, "ethtool -K r2 tx off") {
+		t.Errorf("a warning about r2, whose offload is off:\n%s", tail(log, 30))
 	}
 }
