@@ -221,6 +221,15 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 	add(build(t, pk{src: client4, dst: vipUDP4, sport: 1000, dport: 7000, proto: layers.IPProtocolUDP, mf: true, noDF: true, payload: payloadOf(64)}))
 	add(icmpError(t, router4, vipNAT4, quotedTCP(t, vipNAT4, client4, 80, 1000)))
 	add(icmpError(t, router6, vipDSR6, quotedTCP(t, vipDSR6, client6, 80, 1000)))
+	// The edges of the policy (policy_test.go).
+	add(build(t, pk{src: client4, dst: vipUDP4, sport: 1000, dport: 9999, proto: layers.IPProtocolUDP, mf: true, noDF: true, payload: payloadOf(64)}))
+	add(build(t, pk{src: nat4Backend, dst: client4, sport: 9999, dport: 1000, flags: "PA", mf: true, noDF: true, payload: payloadOf(64)}))
+	add(build(t, pk{src: nat4Backend, dst: own4In, sport: 8080, dport: 40000, flags: "SA"}))
+	add(frag6(build(t, pk{src: client6, dst: vipNAT6, sport: 1000, dport: 443, flags: "PA", payload: payloadOf(64)}), 0, true))
+	add(frag6(build(t, pk{src: nat6Backend, dst: client6, sport: 8080, dport: 1000, flags: "PA", payload: payloadOf(64)}), 64, false))
+	add(icmpErrorOf(t, router4, vipNAT4, 4, 0, quotedTCP(t, vipNAT4, client4, 80, 1000)))
+	add(icmpErrorOf(t, router4, client4, 3, 4, quotedTo(t, client4, nat4Backend, 1000, 8080, layers.IPProtocolTCP)))
+	add(icmpErrorOf(t, router6, client6, 2, 0, quotedTo(t, client6, nat6Backend, 1000, 8080, layers.IPProtocolTCP)))
 	return s
 }
 
