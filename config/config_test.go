@@ -255,6 +255,28 @@ func TestExample(t *testing.T) {
 	}
 }
 
+// TestExampleDocumentsDefaults: the example sets every key of [dataplane]
+// (but the interfaces), [conntrack] and [admin] to its default, as its
+// comments say, so a changed default cannot leave the example behind.
+func TestExampleDocumentsDefaults(t *testing.T) {
+	cfg, _, err := Load(filepath.Join("..", "config.toml.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := Default()
+	dp := cfg.Dataplane
+	dp.Ingress, dp.Egress = def.Dataplane.Ingress, def.Dataplane.Egress
+	if dp != def.Dataplane {
+		t.Errorf("[dataplane] of the example: %+v\ndefaults: %+v", dp, def.Dataplane)
+	}
+	if cfg.Conntrack != def.Conntrack {
+		t.Errorf("[conntrack] of the example: %+v\ndefaults: %+v", cfg.Conntrack, def.Conntrack)
+	}
+	if cfg.Admin != def.Admin {
+		t.Errorf("[admin] of the example: %+v\ndefaults: %+v", cfg.Admin, def.Admin)
+	}
+}
+
 // TestExampleDocumentsEveryKnob walks the schema and checks that every key
 // appears in config.toml.example, so a new knob cannot ship undocumented.
 func TestExampleDocumentsEveryKnob(t *testing.T) {
