@@ -83,18 +83,20 @@ func start(t *testing.T, src string) *testDaemon {
 	td := &testDaemon{t: t, d: d, plat: plat, path: path, cancel: cancel, done: make(chan error, 1)}
 	go func() { td.done <- d.Run(ctx) }()
 	t.Cleanup(func() { td.stop() })
-	deadline := time.Now().Add(5 * time.Second)
-	for d.AdminAddr() == "" {
-		if time.Now().After(deadline) {
-			t.Fatal("daemon did not start")
-		}
-		select {
-		case err := <-td.done:
-			t.Fatalf("daemon exited: %v", err)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	td.waitRunning()
 	return td
+}
+
+// waitRunning waits until the daemon's workers run.
+func (td *testDaemon) waitRunning() {
+	td.t.Helper()
+	select {
+	case <-td.d.Running():
+	case err := <-td.done:
+		td.t.Fatalf("daemon exited: %v", err)
+	case <-time.After(5 * time.Second):
+		td.t.Fatal("daemon did not start")
+	}
 }
 
 func (td *testDaemon) stop() error {

@@ -16,10 +16,25 @@ import (
 	"github.com/vipd/vipd/health"
 )
 
-// fakeProbes answers health probes from a table the test edits.
+// fakeProbes answers health probes from a table the test edits, and
+// counts the probes per address.
 type fakeProbes struct {
-	mu  sync.Mutex
-	res map[netip.Addr]health.Result
+	mu     sync.Mutex
+	res    map[netip.Addr]health.Result
+	probed map[netip.Addr]int
+}
+
+func newFakeProbes() *fakeProbes {
+	return &fakeProbes{res: map[netip.Addr]health.Result{}, probed: map[netip.Addr]int{}}
+}
+
+// takeProbed returns the probe counts since the last call and resets them.
+func (f *fakeProbes) takeProbed() map[netip.Addr]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.probed
+	f.probed = map[netip.Addr]int{}
+	return p
 }
 
 func (f *fakeProbes) set(a string, r health.Result) {
@@ -31,6 +46,7 @@ func (f *fakeProbes) set(a string, r health.Result) {
 func (f *fakeProbes) probe(_ context.Context, t *health.Target) health.Result {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.probed[t.Addr.Addr()]++
 	if r, ok := f.res[t.Addr.Addr()]; ok {
 		return r
 	}
@@ -74,7 +90,7 @@ func startHealth(t *testing.T, slow, allDown string) (*testDaemon, *fakeProbes) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	fp := &fakeProbes{res: map[netip.Addr]health.Result{}}
+	fp := newFakeProbes()
 	plat := newMemPlatform()
 	d := New(cfg, Options{ConfigPath: path, Platform: plat, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		PollTimeout: 10 * time.Millisecond, HealthProbe: fp.probe})
@@ -82,7 +98,7 @@ func startHealth(t *testing.T, slow, allDown string) (*testDaemon, *fakeProbes) 
 	td := &testDaemon{t: t, d: d, plat: plat, path: path, cancel: cancel, done: make(chan error, 1)}
 	go func() { td.done <- d.Run(ctx) }()
 	t.Cleanup(func() { td.stop() })
-	waitUntil(t, "admin up", func() bool { return d.AdminAddr() != "" })
+	td.waitRunning()
 	return td, fp
 }
 
