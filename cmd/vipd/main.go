@@ -129,12 +129,26 @@ func serve(cfg *config.Config, path string, log *slog.Logger) int {
 	defer signal.Stop(sigs)
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
+	// Reloads run apart from this loop: one that arrives while vipd starts
+	// waits for the start, and SIGTERM must still be heard meanwhile. A
+	// SIGHUP while a reload is pending adds nothing: that reload reads the
+	// file when it runs.
+	hup := make(chan struct{}, 1)
+	defer close(hup)
+	go func() {
+		for range hup {
+			d.Reload() // logs its own outcome; a refused file keeps the old one
+		}
+	}()
 	for {
 		select {
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
 				log.Info("SIGHUP: reloading", "file", path)
-				d.Reload() // logs its own outcome; a refused file keeps the old one
+				select {
+				case hup <- struct{}{}:
+				default:
+				}
 				continue
 			}
 			log.Info("stopping", "signal", s.String())
