@@ -71,6 +71,11 @@ func TestValidationErrors(t *testing.T) {
 		{"duration too short", base + "\n[conntrack]\ntcp_closing_timeout = \"10ms\" #!\n", "conntrack.tcp_closing_timeout", "from 1s"},
 		{"admin not host:port", base + "\n[admin]\nlisten = \"9180\" #!\n", "admin.listen", "host:port"},
 		{"admin host name", base + "\n[admin]\nlisten = \"example.com:9180\" #!\n", "admin.listen", "IP address or localhost"},
+		{"admin socket relative", base + "\n[admin]\nsocket = \"run/admin.sock\" #!\n", "admin.socket", "absolute path"},
+		{"admin socket a directory", base + "\n[admin]\nsocket = \"/run/vipd/\" #!\n", "admin.socket", "clean path of a file"},
+		{"admin socket unclean", base + "\n[admin]\nsocket = \"/run/../run/vipd.sock\" #!\n", "admin.socket", "clean path"},
+		{"admin socket too long", base + "\n[admin]\nsocket = \"/" + strings.Repeat("s", 107) + "\" #!\n", "admin.socket", "at most 107"},
+		{"admin socket not a string", base + "\n[admin]\nsocket = 1 #!\n", "admin.socket", "must be a string"},
 		{"bad VIP address", strings.Replace(base, `address = "198.18.0.100"`, `address = "198.18.0.300" #!`, 1), "vip[0].address", "198.18.0.300"},
 		{"missing VIP address", strings.Replace(strings.Replace(base, "\naddress = \"198.18.0.100\"", "", 1), "[[vip]]", "[[vip]] #!", 1), "vip[0].address", "required"},
 		{"multicast VIP", strings.Replace(base, `address = "198.18.0.100"`, `address = "224.0.0.1" #!`, 1), "vip[0].address", "not a unicast"},
@@ -219,8 +224,8 @@ func TestDefaults(t *testing.T) {
 	if cfg.Conntrack.TCPEstablished.D() != 15*time.Minute || cfg.Conntrack.Capacity != 1<<20 {
 		t.Errorf("conntrack defaults wrong: %+v", cfg.Conntrack)
 	}
-	if cfg.Admin.Listen != "127.0.0.1:9180" {
-		t.Errorf("admin listen default %q", cfg.Admin.Listen)
+	if cfg.Admin.Listen != "127.0.0.1:9180" || cfg.Admin.Socket != "/run/vipd/admin.sock" {
+		t.Errorf("admin defaults wrong: %+v", cfg.Admin)
 	}
 	v := cfg.VIPs[0]
 	if v.Protocol != TCP || v.Mode != ModeNAT || v.TableSize != 65537 || v.FlowHash != Hash5Tuple || v.Scheduler != "maglev" {
