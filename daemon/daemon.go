@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"reflect"
 	"runtime"
@@ -156,10 +155,11 @@ func (d *Daemon) setPhaseLocked(p phase) {
 // Run gives up or stops before they do).
 func (d *Daemon) Running() <-chan struct{} { return d.running }
 
-// Run opens the dataplane, publishes the first snapshot, starts the
-// workers, the platform's background work and the admin server, and serves
-// until ctx is done. Then it stops the workers and undoes what the
-// platform installed. Run may be called once.
+// Run binds the admin listeners, opens the dataplane, publishes the first
+// snapshot, starts the platform's background work, the health checks and
+// the workers, and serves until ctx is done. Then it stops the workers,
+// undoes what the platform installed and removes the admin socket. Run may
+// be called once.
 func (d *Daemon) Run(ctx context.Context) (err error) {
 	d.mu.Lock()
 	if d.phase != phaseNew {
@@ -174,6 +174,8 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	d.mu.Unlock()
 	// Last: also releases reloads that wait for a start that failed.
 	defer d.setPhase(phaseStopped)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 
 	var queues []dataplane.Queue
 	defer func() {
@@ -184,6 +186,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 			err = cerr
 		}
 	}()
+	srv, err := d.listenAdmin(&cfg.Admin, func(err error) { cancel(err) })
+	if err != nil {
+		return err
+	}
+	defer srv.shutdown()
 	queues, err = d.opts.Platform.OpenQueues(&cfg.Dataplane)
 	if err != nil {
 		return err
@@ -216,25 +223,6 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	// Runs before checks.Stop: from here on nothing is published, so a
 	// late health report or reload cannot reach a closing platform.
 	defer d.setPhase(phaseStopping)
-
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var srv *http.Server
-	if cfg.Admin.Listen != "" {
-		ln, err := net.Listen("tcp", cfg.Admin.Listen)
-		if err != nil {
-			return fmt.Errorf("admin server: %w", err)
-		}
-		addr := ln.Addr().String()
-		d.adminAddr.Store(&addr)
-		srv = &http.Server{Handler: admin.Handler(d), ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				cancel(fmt.Errorf("admin server: %w", err))
-			}
-		}()
-		d.log.Info("admin server listening", "addr", addr)
-	}
 
 	var wg sync.WaitGroup
 	// The platform starts first: its first round of next-hop resolution
@@ -283,12 +271,8 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	d.log.Info("vipd running", "vips", vips, "workers", len(queues), "io", cfg.Dataplane.IO)
 
 	<-ctx.Done()
-	d.setPhase(phaseStopping)
-	if srv != nil {
-		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
-		srv.Shutdown(sctx)
-		scancel()
-	}
+	d.setPhase(phaseStopping) // the admin API answers 503 from now on
+	srv.shutdown()
 	wg.Wait()
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return cause

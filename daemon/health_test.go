@@ -2,17 +2,12 @@ package daemon
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/health"
 )
 
@@ -59,6 +54,7 @@ ingress = "eth0"
 egress = "eth1"
 [admin]
 listen = "127.0.0.1:0"
+socket = "@SOCKET@"
 [[vip]]
 name = "web"
 address = "198.18.0.100"
@@ -83,21 +79,9 @@ port = 8080
 
 func startHealth(t *testing.T, slow, allDown string) (*testDaemon, *fakeProbes) {
 	t.Helper()
-	src := strings.NewReplacer("SLOW", slow, "ALLDOWN", allDown).Replace(healthConfig)
-	path := filepath.Join(t.TempDir(), "vipd.toml")
-	os.WriteFile(path, []byte(src), 0o644)
-	cfg, _, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	fp := newFakeProbes()
-	plat := newMemPlatform()
-	d := New(cfg, Options{ConfigPath: path, Platform: plat, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		PollTimeout: 10 * time.Millisecond, HealthProbe: fp.probe})
-	ctx, cancel := context.WithCancel(context.Background())
-	td := &testDaemon{t: t, d: d, plat: plat, path: path, cancel: cancel, done: make(chan error, 1)}
-	go func() { td.done <- d.Run(ctx) }()
-	t.Cleanup(func() { td.stop() })
+	td := newTestDaemon(t, strings.NewReplacer("SLOW", slow, "ALLDOWN", allDown).Replace(healthConfig), fp.probe)
+	td.run()
 	td.waitRunning()
 	return td, fp
 }

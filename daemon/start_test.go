@@ -3,25 +3,18 @@ package daemon
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/vipd/vipd/config"
 )
 
 // raceDaemon is a daemon with health checks (every 20 ms) that a test
 // starts itself, after arranging a reload at some moment of the start.
 type raceDaemon struct {
 	*testDaemon
-	fp  *fakeProbes
-	ctx context.Context
+	fp *fakeProbes
 	// waiting is closed when a reload waits for the start to finish;
 	// reloaded receives what the test's background reload returned.
 	waiting  chan struct{}
@@ -34,31 +27,13 @@ var reloadedConfig = strings.Replace(healthConfig, "198.18.1.12", "198.18.1.13",
 
 func newRaceDaemon(t *testing.T) *raceDaemon {
 	t.Helper()
-	src := strings.NewReplacer("SLOW", "0s", "ALLDOWN", "drop").Replace(healthConfig)
-	path := filepath.Join(t.TempDir(), "vipd.toml")
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, _, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	fp := newFakeProbes()
-	plat := newMemPlatform()
-	d := New(cfg, Options{ConfigPath: path, Platform: plat, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		PollTimeout: 10 * time.Millisecond, HealthProbe: fp.probe})
-	ctx, cancel := context.WithCancel(context.Background())
 	rd := &raceDaemon{
-		testDaemon: &testDaemon{t: t, d: d, plat: plat, path: path, cancel: cancel, done: make(chan error, 1)},
-		fp:         fp, ctx: ctx, waiting: make(chan struct{}), reloaded: make(chan error, 1),
+		testDaemon: newTestDaemon(t, strings.NewReplacer("SLOW", "0s", "ALLDOWN", "drop").Replace(healthConfig), fp.probe),
+		fp:         fp, waiting: make(chan struct{}), reloaded: make(chan error, 1),
 	}
-	d.testHookReloadWaits = func() { close(rd.waiting) }
-	t.Cleanup(func() { rd.stop() })
+	rd.d.testHookReloadWaits = func() { close(rd.waiting) }
 	return rd
-}
-
-func (rd *raceDaemon) run() {
-	go func() { rd.done <- rd.d.Run(rd.ctx) }()
 }
 
 // reloadWaiting writes the reloaded configuration, starts a reload in the
