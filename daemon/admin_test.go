@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -241,4 +242,151 @@ func TestAdminSocketStartStop(t *testing.T) {
 			t.Errorf("the socket's new directory: %v %v", fi.Mode(), err)
 		}
 	})
+}
+
+// TestStateWalksThrottled: however many /v1/state requests come, at once or
+// in a loop, the workers walk their flow tables at most once per flowsTTL
+// (and once for all requests that wait for one walk); the counts still
+// follow the flows.
+func TestStateWalksThrottled(t *testing.T) {
+	td := start(t, testConfig)
+	for p := uint16(7000); p < 7010; p++ {
+		td.send(syn(t, "198.18.0.100", p, "S"))
+	}
+	url := "http://" + td.d.AdminAddr() + "/v1/state"
+	begin := time.Now()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				if code, body := do(t, tcpClient, "GET", url, "", ""); code != http.StatusOK {
+					t.Errorf("GET /v1/state: %d %s", code, body)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(begin)
+	td.d.mu.Lock()
+	walks := td.d.flows.walked()
+	td.d.mu.Unlock()
+	if most := 1 + int(elapsed/flowsTTL); walks > most {
+		t.Errorf("100 requests in %v made %d walks, want at most %d", elapsed, walks, most)
+	}
+	flows := func() int {
+		st, err := td.d.State(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, b := range st.VIPs[0].Backends {
+			n += b.ActiveFlows
+		}
+		return n
+	}
+	if n := flows(); n != 10 {
+		t.Errorf("active flows %d, want 10", n)
+	}
+	for p := uint16(7100); p < 7105; p++ {
+		td.send(syn(t, "198.18.0.100", p, "S"))
+	}
+	waitUntil(t, "the new flows counted", func() bool { return flows() == 15 })
+}
+
+// TestFlowCache drives the cache with a fake walk and a fake clock.
+func TestFlowCache(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	release := make(chan struct{})
+	var fail error
+	walks := 0
+	c := newFlowCache(context.Background(), func(ctx context.Context) (map[uint32]int, error) {
+		mu.Lock()
+		walks++
+		n, err := walks, fail
+		mu.Unlock()
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return map[uint32]int{1: n}, err
+	}, time.Second)
+	c.now = func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	advance := func(d time.Duration) {
+		mu.Lock()
+		now = now.Add(d)
+		mu.Unlock()
+	}
+
+	// 20 callers while the walk runs, one of them giving up: one walk,
+	// and the others get its result.
+	results := make(chan int, 20)
+	gaveUp, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := range 20 {
+		ctx := context.Background()
+		if i == 0 {
+			ctx = gaveUp
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m, err := c.get(ctx)
+			if err != nil {
+				if i != 0 {
+					t.Errorf("get: %v", err)
+				}
+				return
+			}
+			results <- m[1]
+		}()
+	}
+	waitUntil(t, "a walk", func() bool { return c.walked() == 1 })
+	cancel()
+	time.Sleep(10 * time.Millisecond)
+	close(release) // from now on walks end at once
+	wg.Wait()
+	close(results)
+	for n := range results {
+		if n != 1 {
+			t.Errorf("a caller got walk %d, want 1", n)
+		}
+	}
+	get := func() int {
+		m, err := c.get(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m[1]
+	}
+	advance(999 * time.Millisecond)
+	if n := get(); n != 1 || c.walked() != 1 {
+		t.Errorf("within the TTL: walk %d, %d walks", n, c.walked())
+	}
+	advance(time.Millisecond)
+	if n := get(); n != 2 {
+		t.Errorf("after the TTL: walk %d, want a new one", n)
+	}
+	// A failed walk is not reused.
+	advance(time.Second)
+	mu.Lock()
+	fail = errors.New("worker stuck")
+	mu.Unlock()
+	if _, err := c.get(context.Background()); err == nil {
+		t.Errorf("the failed walk's error was lost")
+	}
+	mu.Lock()
+	fail = nil
+	mu.Unlock()
+	if n := get(); n != 4 {
+		t.Errorf("after a failed walk: walk %d, want a new one (4)", n)
+	}
 }

@@ -77,6 +77,8 @@ type Daemon struct {
 	// +checklocks:mu
 	checking bool // checks started: from then on a reload sets their targets
 	// +checklocks:mu
+	flows *flowCache // set when Run goes live
+	// +checklocks:mu
 	spec *dataplane.Spec
 	// +checklocks:mu
 	allDown map[string]bool // VIPs currently all down
@@ -215,7 +217,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	for i := range queues {
 		workers[i] = dataplane.NewWorker(ct.Shard(i), d.opts.Worker)
 	}
-	checks, err := d.goLive(ct, workers)
+	checks, err := d.goLive(ctx, ct, workers)
 	if err != nil {
 		return err
 	}
@@ -284,13 +286,16 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 // goLive publishes the first snapshot and creates the health checks, in
 // one critical section: from then on (phaseLive) reloads apply at once;
 // before, they wait for it.
-func (d *Daemon) goLive(ct *conntrack.Table, workers []*dataplane.Worker) (*health.Manager, error) {
+func (d *Daemon) goLive(ctx context.Context, ct *conntrack.Table, workers []*dataplane.Worker) (*health.Manager, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.ct, d.workers = ct, workers
 	if err := d.publishLocked("start"); err != nil {
 		return nil, err
 	}
+	d.flows = newFlowCache(ctx, func(ctx context.Context) (map[uint32]int, error) {
+		return countFlows(ctx, workers)
+	}, flowsTTL)
 	d.checks = health.NewManager(d.log, d.opts.HealthProbe, d.setHealth)
 	d.setPhaseLocked(phaseLive)
 	return d.checks, nil

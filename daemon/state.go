@@ -18,16 +18,18 @@ var forwardingNames = map[dataplane.BackendState]string{
 }
 
 // State implements admin.Provider. It answers ErrNotRunning until the
-// workers run: they count the flows.
+// workers run: they count the flows, at most once per flowsTTL however
+// often State is asked (flowCache).
 func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 	d.mu.Lock()
 	running := d.phase == phaseRunning
-	workers, ct := d.workers, d.ct
+	workers, ct, cache := d.workers, d.ct, d.flows
 	d.mu.Unlock()
 	if !running {
 		return nil, ErrNotRunning
 	}
-	flows, err := countFlows(ctx, workers)
+	// The flow counts are up to flowsTTL old; the rest is current.
+	flows, err := cache.get(ctx)
 	if err != nil {
 		return nil, err
 	}
