@@ -1,13 +1,18 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 )
@@ -36,16 +41,22 @@ func FetchState(ctx context.Context, addr string) (*State, error) {
 	return &st, nil
 }
 
-// Drain asks the admin server at addr to drain (or undrain) a backend.
-func Drain(ctx context.Context, addr, vip, backend string, drain bool) error {
+// Drain asks vipd, through its admin socket (the path of [admin] socket),
+// to drain (or undrain) a backend. Only the user vipd runs as (root) may
+// use the socket; the error says so.
+func Drain(ctx context.Context, socket, vip, backend string, drain bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
 	body, _ := json.Marshal(DrainRequest{VIP: vip, Backend: backend, Drain: &drain})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/drain", strings.NewReader(string(body)))
+	// The host is not used: every connection goes to the socket.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://vipd/v1/drain", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := SocketClient(socket).Do(req)
 	if err != nil {
-		return fmt.Errorf("admin server at %s: %w", addr, err)
+		return SocketError(socket, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -53,6 +64,31 @@ func Drain(ctx context.Context, addr, vip, backend string, drain bool) error {
 		return fmt.Errorf("%s", strings.TrimSpace(string(b)))
 	}
 	return nil
+}
+
+// SocketClient returns an HTTP client that sends every request to the
+// admin socket at path, whatever the URL's host.
+func SocketClient(path string) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+		DisableKeepAlives: true,
+	}}
+}
+
+// SocketError explains a failure to reach the admin socket at path.
+func SocketError(path string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("admin socket %s: permission denied: only the user vipd runs as may use it; run this as root (sudo)", path)
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("admin socket %s does not exist: is vipd running, with this [admin] socket? (-config FILE reads it from the file vipd runs on)", path)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("admin socket %s: nobody answers: vipd is not running (the file is left by one that did not stop cleanly)", path)
+	}
+	return fmt.Errorf("admin socket %s: %w", path, err)
 }
 
 // WriteStatus prints st like `ipvsadm -Ln`: one line per VIP, one per

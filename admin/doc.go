@@ -1,15 +1,22 @@
-// Package admin is vipd's HTTP administration interface, served on
-// [admin] listen (loopback by default):
+// Package admin is vipd's administration interface over HTTP, and the
+// client side of `vipd status`, `vipd where` and `vipd drain`:
 //
 //	GET  /metrics    Prometheus text format: packets, bytes and new flows per
 //	                 VIP and backend, drops by reason, ICMP, conntrack,
 //	                 per-worker batch sizes, driver counters
 //	GET  /v1/state   JSON: VIPs, backends, weights, health, drains, active flows
-//	POST /v1/drain   {"vip": NAME, "backend": "ADDR:PORT", "drain": true|false}
 //	GET  /v1/where   ?vip=NAME&client=ADDR:PORT: the backend a new flow gets
-//	GET  /healthz    200 while the daemon runs
+//	GET  /healthz    200 while the daemon's workers run
+//	POST /v1/drain   {"vip": NAME, "backend": "ADDR:PORT", "drain": true|false}
 //
-// and the client side of `vipd status`, which prints /v1/state the way
-// `ipvsadm -Ln` prints IPVS. The daemon implements Provider; this package
-// knows nothing of packets.
+// Every endpoint answers 503 until the daemon's workers run. A handler is
+// made for one kind of listener (Access): the TCP listener ([admin]
+// listen, loopback by default) is ReadOnly and refuses changes, because
+// every local user and every web page a browser on the box opens can reach
+// it; changes are served only on the Unix socket ([admin] socket, mode
+// 0600), whose file permissions are the authentication, as for
+// wireguard-go's control API. Changes must also come as application/json
+// (else 415), which a web page cannot make a browser send unasked.
+//
+// The daemon implements Provider; this package knows nothing of packets.
 package admin

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"strconv"
 	"time"
@@ -18,8 +19,23 @@ import (
 // backend; the handler answers 404.
 var ErrNotFound = errors.New("not found")
 
-// Handler returns the admin HTTP handler over p.
-func Handler(p Provider) http.Handler {
+// Access is what the callers of a listener may do.
+type Access int
+
+const (
+	// ReadOnly serves GET /metrics, /healthz, /v1/state and /v1/where and
+	// refuses every change (403): for the TCP listener, which every local
+	// user, and every web page a browser on the box opens, can reach.
+	ReadOnly Access = iota
+	// Control serves the changes too (POST /v1/drain): only for a listener
+	// whose transport authenticates its callers, such as a Unix socket
+	// with mode 0600.
+	Control
+)
+
+// Handler returns the admin HTTP handler over p, for callers with the
+// given access. Until p.Ready returns nil, every request is answered 503.
+func Handler(p Provider, access Access) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{p}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
@@ -67,7 +83,13 @@ func Handler(p Provider) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(ans)
 	})
-	mux.HandleFunc("POST /v1/drain", func(w http.ResponseWriter, r *http.Request) {
+	if access != Control {
+		mux.HandleFunc("POST /v1/drain", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "this listener is read-only: drains are served on vipd's admin socket ([admin] socket) only; use `vipd drain` as root", http.StatusForbidden)
+		})
+		return ready(p, mux)
+	}
+	mux.Handle("POST /v1/drain", jsonOnly(func(w http.ResponseWriter, r *http.Request) {
 		var req DrainRequest
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 		dec.DisallowUnknownFields()
@@ -84,8 +106,34 @@ func Handler(p Provider) http.Handler {
 			return
 		}
 		fmt.Fprintln(w, "ok")
+	}))
+	return ready(p, mux)
+}
+
+// ready answers 503 until p is ready, and hands requests to h after.
+func ready(p Provider, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := p.Ready(); err != nil {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(w, r)
 	})
-	return mux
+}
+
+// jsonOnly refuses (415) a request whose body is not declared JSON. A web
+// page can make a browser send a cross-origin POST unasked only with a
+// form or text/plain body; for application/json the browser first asks
+// the server (a CORS preflight, which vipd never grants).
+func jsonOnly(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+			http.Error(w, "Content-Type must be application/json", http.StatusUnsupportedMediaType)
+			return
+		}
+		h(w, r)
+	})
 }
 
 // DrainRequest is the body of POST /v1/drain.

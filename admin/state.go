@@ -91,6 +91,9 @@ type BackendLabel struct {
 
 // Provider is what the daemon offers the admin server.
 type Provider interface {
+	// Ready returns nil once the daemon serves (its workers run), and
+	// otherwise why not; the handlers answer 503 meanwhile.
+	Ready() error
 	State(ctx context.Context) (*State, error)
 	Metrics() *Metrics
 	// SetDrain drains (or undrains) backend ("addr:port", or "addr" when

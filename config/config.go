@@ -87,10 +87,18 @@ type Conntrack struct {
 	UDP              Duration `toml:"udp_timeout"`
 }
 
-// Admin is the [admin] table: the HTTP server for metrics, state and drains.
+// Admin is the [admin] table: the administration API, on two listeners.
+// The TCP listener serves only what is safe to read (/metrics, /healthz,
+// /v1/state, /v1/where): a loopback port is reachable by every local user
+// and by every web page a browser on the box opens. Changes (drains) are
+// served only on the Unix socket, whose file mode (0600, owned by the user
+// vipd runs as) is the authentication.
 type Admin struct {
-	// Listen is host:port; empty disables the admin server.
+	// Listen is host:port of the read-only HTTP server; empty disables it.
 	Listen string `toml:"listen"`
+	// Socket is the path of the Unix socket that serves the whole API,
+	// drains included; empty disables it (and with it every drain).
+	Socket string `toml:"socket"`
 }
 
 // Protocol is a VIP's transport protocol.

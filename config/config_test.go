@@ -71,6 +71,11 @@ func TestValidationErrors(t *testing.T) {
 		{"duration too short", base + "\n[conntrack]\ntcp_closing_timeout = \"10ms\" #!\n", "conntrack.tcp_closing_timeout", "from 1s"},
 		{"admin not host:port", base + "\n[admin]\nlisten = \"9180\" #!\n", "admin.listen", "host:port"},
 		{"admin host name", base + "\n[admin]\nlisten = \"example.com:9180\" #!\n", "admin.listen", "IP address or localhost"},
+		{"admin socket relative", base + "\n[admin]\nsocket = \"run/admin.sock\" #!\n", "admin.socket", "absolute path"},
+		{"admin socket a directory", base + "\n[admin]\nsocket = \"/run/vipd/\" #!\n", "admin.socket", "clean path of a file"},
+		{"admin socket unclean", base + "\n[admin]\nsocket = \"/run/../run/vipd.sock\" #!\n", "admin.socket", "clean path"},
+		{"admin socket too long", base + "\n[admin]\nsocket = \"/" + strings.Repeat("s", 107) + "\" #!\n", "admin.socket", "at most 107"},
+		{"admin socket not a string", base + "\n[admin]\nsocket = 1 #!\n", "admin.socket", "must be a string"},
 		{"bad VIP address", strings.Replace(base, `address = "198.18.0.100"`, `address = "198.18.0.300" #!`, 1), "vip[0].address", "198.18.0.300"},
 		{"missing VIP address", strings.Replace(strings.Replace(base, "\naddress = \"198.18.0.100\"", "", 1), "[[vip]]", "[[vip]] #!", 1), "vip[0].address", "required"},
 		{"multicast VIP", strings.Replace(base, `address = "198.18.0.100"`, `address = "224.0.0.1" #!`, 1), "vip[0].address", "not a unicast"},
@@ -219,8 +224,8 @@ func TestDefaults(t *testing.T) {
 	if cfg.Conntrack.TCPEstablished.D() != 15*time.Minute || cfg.Conntrack.Capacity != 1<<20 {
 		t.Errorf("conntrack defaults wrong: %+v", cfg.Conntrack)
 	}
-	if cfg.Admin.Listen != "127.0.0.1:9180" {
-		t.Errorf("admin listen default %q", cfg.Admin.Listen)
+	if cfg.Admin.Listen != "127.0.0.1:9180" || cfg.Admin.Socket != "/run/vipd/admin.sock" {
+		t.Errorf("admin defaults wrong: %+v", cfg.Admin)
 	}
 	v := cfg.VIPs[0]
 	if v.Protocol != TCP || v.Mode != ModeNAT || v.TableSize != 65537 || v.FlowHash != Hash5Tuple || v.Scheduler != "maglev" {
@@ -252,6 +257,28 @@ func TestExample(t *testing.T) {
 	}
 	if !modes[ModeNAT] || !modes[ModeDSR] {
 		t.Errorf("the example must show a NAT and a DSR VIP")
+	}
+}
+
+// TestExampleDocumentsDefaults: the example sets every key of [dataplane]
+// (but the interfaces), [conntrack] and [admin] to its default, as its
+// comments say, so a changed default cannot leave the example behind.
+func TestExampleDocumentsDefaults(t *testing.T) {
+	cfg, _, err := Load(filepath.Join("..", "config.toml.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := Default()
+	dp := cfg.Dataplane
+	dp.Ingress, dp.Egress = def.Dataplane.Ingress, def.Dataplane.Egress
+	if dp != def.Dataplane {
+		t.Errorf("[dataplane] of the example: %+v\ndefaults: %+v", dp, def.Dataplane)
+	}
+	if cfg.Conntrack != def.Conntrack {
+		t.Errorf("[conntrack] of the example: %+v\ndefaults: %+v", cfg.Conntrack, def.Conntrack)
+	}
+	if cfg.Admin != def.Admin {
+		t.Errorf("[admin] of the example: %+v\ndefaults: %+v", cfg.Admin, def.Admin)
 	}
 }
 

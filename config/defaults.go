@@ -19,6 +19,7 @@ const (
 	DefaultTCPClosing        = 30 * time.Second
 	DefaultUDPTimeout        = 60 * time.Second
 	DefaultAdminListen       = "127.0.0.1:9180"
+	DefaultAdminSocket       = "/run/vipd/admin.sock"
 	DefaultProtocol          = TCP
 	DefaultMode              = ModeNAT
 	DefaultScheduler         = "maglev"
@@ -58,7 +59,7 @@ func Default() Config {
 			TCPClosing:       Duration(DefaultTCPClosing),
 			UDP:              Duration(DefaultUDPTimeout),
 		},
-		Admin: Admin{Listen: DefaultAdminListen},
+		Admin: Admin{Listen: DefaultAdminListen, Socket: DefaultAdminSocket},
 	}
 }
 

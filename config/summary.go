@@ -25,11 +25,15 @@ func WriteSummary(w io.Writer, cfg *Config) error {
 	fmt.Fprintf(tw, "conntrack: %d flows; timeouts tcp %s/%s/%s (unestablished/established/closing), udp %s\n",
 		cfg.Conntrack.Capacity, cfg.Conntrack.TCPUnestablished, cfg.Conntrack.TCPEstablished,
 		cfg.Conntrack.TCPClosing, cfg.Conntrack.UDP)
-	admin := cfg.Admin.Listen
-	if admin == "" {
-		admin = "disabled"
+	admin := "disabled"
+	if cfg.Admin.Listen != "" {
+		admin = cfg.Admin.Listen + " (read-only)"
 	}
-	fmt.Fprintf(tw, "egress mtu: %s; admin: %s\n", mtu, admin)
+	socket := "disabled (no drains)"
+	if cfg.Admin.Socket != "" {
+		socket = cfg.Admin.Socket
+	}
+	fmt.Fprintf(tw, "egress mtu: %s; admin: %s; admin socket: %s\n", mtu, admin, socket)
 	backends := 0
 	for i := range cfg.VIPs {
 		v := &cfg.VIPs[i]

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vipd/vipd/hashing"
@@ -135,14 +137,23 @@ func (c *collector) validateConntrack(ct *Conntrack) {
 	}
 }
 
+// MaxSocketPath is the longest admin socket path, in bytes: a Unix socket
+// address holds 108 bytes, the terminating NUL included.
+const MaxSocketPath = 107
+
 func (c *collector) validateAdmin(a *Admin) {
+	c.validateAdminListen(a.Listen)
+	c.validateAdminSocket(a.Socket)
+}
+
+func (c *collector) validateAdminListen(listen string) {
 	const key = "admin.listen"
-	if a.Listen == "" {
+	if listen == "" {
 		return
 	}
-	host, port, err := net.SplitHostPort(a.Listen)
+	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
-		c.errorf(key, "must be host:port (for example %q), not %q", DefaultAdminListen, a.Listen)
+		c.errorf(key, "must be host:port (for example %q), not %q", DefaultAdminListen, listen)
 		return
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
@@ -157,7 +168,23 @@ func (c *collector) validateAdmin(a *Admin) {
 		return
 	}
 	if !ip.IsLoopback() {
-		c.warnf(key, "%s is not a loopback address: anyone who reaches it can drain backends", a.Listen)
+		c.warnf(key, "%s is not a loopback address: anyone who reaches it can read vipd's state and metrics (drains are served on the admin socket only)", listen)
+	}
+}
+
+func (c *collector) validateAdminSocket(path string) {
+	const key = "admin.socket"
+	switch {
+	case path == "":
+		// No socket: nothing can change vipd at run time but a reload.
+	case !filepath.IsAbs(path):
+		c.errorf(key, "must be an absolute path (for example %q), not %q", DefaultAdminSocket, path)
+	case strings.HasSuffix(path, "/") || filepath.Clean(path) != path:
+		c.errorf(key, "must be the clean path of a file (for example %q), not %q", DefaultAdminSocket, path)
+	case strings.ContainsRune(path, 0):
+		c.errorf(key, "must not contain a NUL byte")
+	case len(path) > MaxSocketPath:
+		c.errorf(key, "is %d bytes long; a Unix socket path can have at most %d", len(path), MaxSocketPath)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"reflect"
 	"runtime"
@@ -42,27 +41,80 @@ type Options struct {
 type Daemon struct {
 	opts Options
 	log  *slog.Logger
-	reg  *control.Registry
+	reg  *control.Registry // safe for concurrent use
 
-	mu       sync.Mutex // guards everything below, and publication
-	cfg      *config.Config
+	// reloadMu serialises reloads: each one reads the file and applies it
+	// before the next one reads it, so the newest file is the one that
+	// stays.
+	reloadMu sync.Mutex
+	// startDone is closed when Run leaves phaseStarting: it went live, or
+	// it failed before. Reloads that arrive earlier wait for it.
+	startDone chan struct{}
+	// running is closed when the workers run.
+	running chan struct{}
+	// testHookReloadWaits, when set (tests only), is called by a Reload
+	// that is about to wait for the start to finish.
+	testHookReloadWaits func()
+
+	// mu guards the fields below and orders publication: every snapshot
+	// (start, host change, reload, health change, drain) is compiled from
+	// them and stored under mu, one at a time.
+	mu sync.Mutex
+	// +checklocks:mu
+	phase phase
+	// +checklocks:mu
+	cfg *config.Config
+	// +checklocks:mu
 	loadedAt time.Time
-	health   map[uint32]control.Status // from health checks, by ref
-	checked  map[uint32]bool           // refs with at least one finished check
-	drains   map[uint32]bool           // from the admin API, by ref
-	checks   *health.Manager
-	spec     *dataplane.Spec
-	allDown  map[string]bool // VIPs currently all down
-	gen      uint64
+	// +checklocks:mu
+	health map[uint32]control.Status // from health checks, by ref
+	// +checklocks:mu
+	checked map[uint32]bool // refs with at least one finished check
+	// +checklocks:mu
+	drains map[uint32]bool // from the admin API, by ref
+	// +checklocks:mu
+	checks *health.Manager // set when Run goes live
+	// +checklocks:mu
+	checking bool // checks started: from then on a reload sets their targets
+	// +checklocks:mu
+	flows *flowCache // set when Run goes live
+	// +checklocks:mu
+	spec *dataplane.Spec
+	// +checklocks:mu
+	allDown map[string]bool // VIPs currently all down
+	// +checklocks:mu
+	gen uint64
 
-	snaps   dataplane.Snapshots
+	// workers and ct are set once, when Run goes live; readers copy them
+	// under mu (dataplaneOf).
+	// +checklocks:mu
 	workers []*dataplane.Worker
-	ct      *conntrack.Table
+	// +checklocks:mu
+	ct *conntrack.Table
+
+	// snaps is stored under mu and loaded by the workers without it.
+	snaps dataplane.Snapshots
 
 	reloadOK, reloadErr atomic.Uint64
 	allDownEvents       sync.Map // VIP name → *atomic.Uint64
 	adminAddr           atomic.Pointer[string]
 }
+
+// phase is where a Daemon is in its life. It only moves forward.
+type phase int
+
+const (
+	phaseNew      phase = iota // Run not called yet
+	phaseStarting              // Run opens the dataplane
+	phaseLive                  // first snapshot published, health checks set up; workers not running yet
+	phaseRunning               // the workers run
+	phaseStopping              // Run is stopping: nothing is published any more
+	phaseStopped               // Run returned
+)
+
+// ErrNotRunning is returned by Reload (and the admin API's changes) when
+// the daemon failed to start or is stopping.
+var ErrNotRunning = errors.New("vipd is not running")
 
 // New prepares a daemon for cfg; Run starts it.
 func New(cfg *config.Config, opts Options) *Daemon {
@@ -74,22 +126,60 @@ func New(cfg *config.Config, opts Options) *Daemon {
 	}
 	return &Daemon{
 		opts: opts, log: opts.Log, reg: control.NewRegistry(),
+		startDone: make(chan struct{}), running: make(chan struct{}),
 		cfg: cfg, loadedAt: time.Now(),
 		health: map[uint32]control.Status{}, checked: map[uint32]bool{}, drains: map[uint32]bool{}, allDown: map[string]bool{},
 	}
 }
 
-// Run opens the dataplane, publishes the first snapshot, starts the
-// workers, the platform's background work and the admin server, and serves
-// until ctx is done. Then it stops the workers and undoes what the
-// platform installed.
-func (d *Daemon) Run(ctx context.Context) (err error) {
-	cfg := d.config()
-	queues, err := d.opts.Platform.OpenQueues(&cfg.Dataplane)
-	if err != nil {
-		d.opts.Platform.Close()
-		return err
+// setPhase moves the daemon to phase p, if that is forward.
+func (d *Daemon) setPhase(p phase) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.setPhaseLocked(p)
+}
+
+func (d *Daemon) setPhaseLocked(p phase) {
+	old := d.phase
+	if p <= old {
+		return
 	}
+	d.phase = p
+	if old <= phaseStarting && p > phaseStarting {
+		close(d.startDone)
+	}
+	if old < phaseRunning && p >= phaseRunning {
+		close(d.running)
+	}
+}
+
+// Running returns a channel closed once the workers run (and also when
+// Run gives up or stops before they do).
+func (d *Daemon) Running() <-chan struct{} { return d.running }
+
+// Run binds the admin listeners, opens the dataplane, publishes the first
+// snapshot, starts the platform's background work, the health checks and
+// the workers, and serves until ctx is done. Then it stops the workers,
+// undoes what the platform installed and removes the admin socket. Run may
+// be called once.
+func (d *Daemon) Run(ctx context.Context) (err error) {
+	d.mu.Lock()
+	if d.phase != phaseNew {
+		d.mu.Unlock()
+		return errors.New("daemon: Run called more than once")
+	}
+	d.setPhaseLocked(phaseStarting)
+	// Run reads only [dataplane], [conntrack] and [admin] from this
+	// configuration, which no reload can change (restartOnly). What a
+	// reload can change is read from d.cfg under mu where it is used.
+	cfg := d.cfg
+	d.mu.Unlock()
+	// Last: also releases reloads that wait for a start that failed.
+	defer d.setPhase(phaseStopped)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	var queues []dataplane.Queue
 	defer func() {
 		for _, q := range queues {
 			q.Close()
@@ -98,12 +188,21 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 			err = cerr
 		}
 	}()
-	ct := cfg.Conntrack
-	d.ct, err = conntrack.New(conntrack.Config{
-		Capacity: ct.Capacity, Shards: len(queues),
+	srv, err := d.listenAdmin(&cfg.Admin, func(err error) { cancel(err) })
+	if err != nil {
+		return err
+	}
+	defer srv.shutdown()
+	queues, err = d.opts.Platform.OpenQueues(&cfg.Dataplane)
+	if err != nil {
+		return err
+	}
+	ctc := cfg.Conntrack
+	ct, err := conntrack.New(conntrack.Config{
+		Capacity: ctc.Capacity, Shards: len(queues),
 		Timeouts: conntrack.Timeouts{
-			TCPUnestablished: ct.TCPUnestablished.D(), TCPEstablished: ct.TCPEstablished.D(),
-			TCPClosing: ct.TCPClosing.D(), UDP: ct.UDP.D(),
+			TCPUnestablished: ctc.TCPUnestablished.D(), TCPEstablished: ctc.TCPEstablished.D(),
+			TCPClosing: ctc.TCPClosing.D(), UDP: ctc.UDP.D(),
 		},
 	})
 	if err != nil {
@@ -114,39 +213,24 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		// queue than the request its client's MAC was learned from.
 		d.opts.Worker.Neighbors = dataplane.NewNeighborCache(1 << 16)
 	}
-	if d.opts.Worker.Relay == nil {
+	wopts := d.opts.Worker
+	if wopts.Relay == nil {
 		// ICMP errors reach any queue; the flow they quote lives in one
-		// worker's shard.
-		d.opts.Worker.Relay = dataplane.NewRelay(len(queues))
+		// worker's shard. A relay is made for one set of workers.
+		wopts.Relay = dataplane.NewRelay(len(queues))
 	}
+	workers := make([]*dataplane.Worker, len(queues))
 	for i := range queues {
-		d.workers = append(d.workers, dataplane.NewWorker(d.ct.Shard(i), d.opts.Worker))
+		workers[i] = dataplane.NewWorker(ct.Shard(i), wopts)
 	}
-	if err := d.publish("start"); err != nil {
+	checks, err := d.goLive(ctx, ct, workers)
+	if err != nil {
 		return err
 	}
-	d.checks = health.NewManager(d.log, d.opts.HealthProbe, d.setHealth)
-	d.checks.Set(d.healthTargets(cfg))
-	defer d.checks.Stop()
-
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var srv *http.Server
-	if cfg.Admin.Listen != "" {
-		ln, err := net.Listen("tcp", cfg.Admin.Listen)
-		if err != nil {
-			return fmt.Errorf("admin server: %w", err)
-		}
-		addr := ln.Addr().String()
-		d.adminAddr.Store(&addr)
-		srv = &http.Server{Handler: admin.Handler(d), ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				cancel(fmt.Errorf("admin server: %w", err))
-			}
-		}()
-		d.log.Info("admin server listening", "addr", addr)
-	}
+	defer checks.Stop()
+	// Runs before checks.Stop: from here on nothing is published, so a
+	// late health report or reload cannot reach a closing platform.
+	defer d.setPhase(phaseStopping)
 
 	var wg sync.WaitGroup
 	// The platform starts first: its first round of next-hop resolution
@@ -159,7 +243,12 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	go func() {
 		defer wg.Done()
 		err := d.opts.Platform.Run(ctx, func() {
-			d.publish("host")
+			// A host change the snapshot cannot take (a VIP address
+			// added to one of the box's interfaces, say) keeps the
+			// running snapshot; it is logged each time the host changes.
+			if err := d.publish("host"); err != nil && !errors.Is(err, ErrNotRunning) {
+				d.log.Error("a change on the host cannot be applied: the running snapshot stays", "err", err)
+			}
 			if d.resolved() {
 				readyOnce.Do(func() { close(hostReady) })
 			}
@@ -173,9 +262,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	case <-time.After(firstHostWait):
 	case <-ctx.Done():
 	}
-	d.checks.Start(ctx)
+	d.startChecks(ctx)
 	for i, q := range queues {
-		w := d.workers[i]
+		w := workers[i]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -188,20 +277,51 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 			}
 		}()
 	}
-	d.log.Info("vipd running", "vips", len(cfg.VIPs), "workers", len(queues), "io", cfg.Dataplane.IO)
+	d.mu.Lock()
+	d.setPhaseLocked(phaseRunning)
+	vips := len(d.cfg.VIPs)
+	d.mu.Unlock()
+	d.log.Info("vipd running", "vips", vips, "workers", len(queues), "io", cfg.Dataplane.IO)
 
 	<-ctx.Done()
-	if srv != nil {
-		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
-		srv.Shutdown(sctx)
-		scancel()
-	}
+	d.setPhase(phaseStopping) // the admin API answers 503 from now on
+	srv.shutdown()
 	wg.Wait()
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return cause
 	}
 	d.log.Info("vipd stopped")
 	return nil
+}
+
+// goLive publishes the first snapshot and creates the health checks, in
+// one critical section: from then on (phaseLive) reloads apply at once;
+// before, they wait for it.
+func (d *Daemon) goLive(ctx context.Context, ct *conntrack.Table, workers []*dataplane.Worker) (*health.Manager, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.ct, d.workers = ct, workers
+	if err := d.publishLocked("start"); err != nil {
+		return nil, err
+	}
+	d.flows = newFlowCache(ctx, func(ctx context.Context) (map[uint32]int, error) {
+		return countFlows(ctx, workers)
+	}, flowsTTL)
+	d.checks = health.NewManager(d.log, d.opts.HealthProbe, d.setHealth)
+	d.setPhaseLocked(phaseLive)
+	return d.checks, nil
+}
+
+// startChecks starts the health checks on the backends of the current
+// configuration. It holds mu, like Reload: a reload before it has changed
+// d.cfg, whose targets are taken here; one after it sets the targets
+// itself. Either way the checks probe the newest configuration.
+func (d *Daemon) startChecks(ctx context.Context) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.checks.Set(d.healthTargets(d.cfg))
+	d.checks.Start(ctx)
+	d.checking = true
 }
 
 // AdminAddr returns the admin server's address once it listens.
@@ -212,12 +332,6 @@ func (d *Daemon) AdminAddr() string {
 	return ""
 }
 
-func (d *Daemon) config() *config.Config {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.cfg
-}
-
 // publish compiles the current state into a snapshot and publishes it.
 func (d *Daemon) publish(why string) error {
 	d.mu.Lock()
@@ -225,7 +339,11 @@ func (d *Daemon) publish(why string) error {
 	return d.publishLocked(why)
 }
 
+// +checklocks:d.mu
 func (d *Daemon) publishLocked(why string) error {
+	if d.phase < phaseStarting || d.phase >= phaseStopping {
+		return ErrNotRunning
+	}
 	host := d.opts.Platform.Host()
 	status := make(map[uint32]control.Status, len(d.health)+len(d.drains))
 	for ref, st := range d.health {
@@ -307,7 +425,26 @@ var ErrRestartNeeded = errors.New("needs a restart")
 // egress_mtu), is refused: the running configuration stays and the error
 // says why. Otherwise VIPs and backends that stay keep their flows,
 // removed ones stop, and new VIPs are announced.
+//
+// A reload that arrives before Run has published its first snapshot and
+// set up the health checks (even before Run is called) waits for that,
+// then reads the file and applies it whole; one that arrives after Run
+// failed to start or began to stop returns ErrNotRunning.
 func (d *Daemon) Reload() error {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	select {
+	case <-d.startDone:
+	default:
+		if d.testHookReloadWaits != nil {
+			d.testHookReloadWaits()
+		}
+		<-d.startDone
+	}
+	if !d.serving() {
+		d.log.Warn("reload ignored: vipd is not running")
+		return ErrNotRunning
+	}
 	cfg, warns, err := config.Load(d.opts.ConfigPath)
 	for _, w := range warns {
 		d.log.Warn("config warning", "problem", w.String())
@@ -319,6 +456,10 @@ func (d *Daemon) Reload() error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if !d.servingLocked() {
+		d.log.Warn("reload ignored: vipd is stopping")
+		return ErrNotRunning
+	}
 	if err := restartOnly(d.cfg, cfg); err != nil {
 		d.reloadErr.Add(1)
 		d.log.Error("reload refused: the running configuration stays", "err", err)
@@ -341,24 +482,37 @@ func (d *Daemon) Reload() error {
 		}
 	}
 	d.reg.Forget(keepVIP, keepBackend)
-	if d.checks != nil {
-		targets := d.healthTargets(cfg)
+	targets := d.healthTargets(cfg)
+	if d.checking {
 		d.checks.Set(targets)
-		live := map[uint32]bool{}
-		for _, t := range targets {
-			live[t.Ref] = true
-		}
-		for ref := range d.health {
-			if !live[ref] {
-				delete(d.health, ref)
-				delete(d.checked, ref)
-			}
+	} // else startChecks takes the targets of d.cfg, this configuration
+	live := map[uint32]bool{}
+	for _, t := range targets {
+		live[t.Ref] = true
+	}
+	for ref := range d.health {
+		if !live[ref] {
+			delete(d.health, ref)
+			delete(d.checked, ref)
 		}
 	}
 	d.loadedAt = time.Now()
 	d.reloadOK.Add(1)
 	d.log.Info("configuration reloaded", "vips", len(cfg.VIPs), "generation", d.gen)
 	return nil
+}
+
+// serving reports whether the daemon is live or running: it has published
+// a snapshot and does not stop.
+func (d *Daemon) serving() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.servingLocked()
+}
+
+// +checklocks:d.mu
+func (d *Daemon) servingLocked() bool {
+	return d.phase == phaseLive || d.phase == phaseRunning
 }
 
 // restartOnly reports changes a reload cannot apply.
@@ -383,6 +537,8 @@ func restartOnly(old, new *config.Config) error {
 
 // findBackend resolves a VIP name and a backend ("addr:port", or "addr")
 // to the backend's reference.
+//
+// +checklocks:d.mu
 func (d *Daemon) findBackend(vipName, backend string) (uint32, error) {
 	for i := range d.cfg.VIPs {
 		v := &d.cfg.VIPs[i]
@@ -409,6 +565,9 @@ func (d *Daemon) findBackend(vipName, backend string) (uint32, error) {
 func (d *Daemon) SetDrain(vipName, backend string, drain bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if !d.servingLocked() {
+		return ErrNotRunning
+	}
 	ref, err := d.findBackend(vipName, backend)
 	if err != nil {
 		return err
@@ -427,6 +586,9 @@ func (d *Daemon) SetDrain(vipName, backend string, drain bool) error {
 func (d *Daemon) setHealth(ref uint32, st control.Status, up, known bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.phase >= phaseStopping {
+		return // the checks are being stopped: nothing is published any more
+	}
 	if cur, ok := d.health[ref]; ok && cur == st && d.checked[ref] == known {
 		return
 	}
@@ -439,6 +601,10 @@ func (d *Daemon) setHealth(ref uint32, st control.Status, up, known bool) {
 
 // healthTargets lists the backends to check: every backend not disabled
 // of every VIP whose check is not "none", probed on its own address.
+// Callers pass d.cfg and hold d.mu, so that the targets and the snapshot
+// come from the same configuration.
+//
+// +checklocks:d.mu
 func (d *Daemon) healthTargets(cfg *config.Config) []health.Target {
 	var ts []health.Target
 	for i := range cfg.VIPs {

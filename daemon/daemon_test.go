@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/health"
 )
 
 const testConfig = `
@@ -33,6 +34,7 @@ queues = 2
 capacity = 65536
 [admin]
 listen = "127.0.0.1:0"
+socket = "@SOCKET@"
 [[vip]]
 name = "web"
 address = "198.18.0.100"
@@ -61,40 +63,61 @@ type testDaemon struct {
 	t      *testing.T
 	d      *Daemon
 	plat   *memPlatform
-	path   string
+	path   string // the configuration file
+	socket string // the admin socket
 	cancel context.CancelFunc
 	done   chan error
 }
 
-func start(t *testing.T, src string) *testDaemon {
+// newTestDaemon writes src (its "@SOCKET@" replaced by an admin socket path
+// in a fresh directory) and prepares a daemon on it; Run is the caller's.
+func newTestDaemon(t *testing.T, src string, probe health.Prober) *testDaemon {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "vipd.toml")
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, _, err := config.Load(path)
+	// Not t.TempDir: its path, made of the test's name, can pass the 107
+	// bytes a socket path may have.
+	dir, err := os.MkdirTemp("", "vipd-test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	plat := newMemPlatform()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	d := New(cfg, Options{ConfigPath: path, Platform: plat, Log: log, Version: "test", PollTimeout: 10 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	td := &testDaemon{t: t, d: d, plat: plat, path: path, cancel: cancel, done: make(chan error, 1)}
-	go func() { td.done <- d.Run(ctx) }()
-	t.Cleanup(func() { td.stop() })
-	deadline := time.Now().Add(5 * time.Second)
-	for d.AdminAddr() == "" {
-		if time.Now().After(deadline) {
-			t.Fatal("daemon did not start")
-		}
-		select {
-		case err := <-td.done:
-			t.Fatalf("daemon exited: %v", err)
-		case <-time.After(5 * time.Millisecond):
-		}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	td := &testDaemon{t: t, path: filepath.Join(dir, "vipd.toml"), socket: filepath.Join(dir, "admin.sock"), done: make(chan error, 1)}
+	td.rewrite(src)
+	cfg, _, err := config.Load(td.path)
+	if err != nil {
+		t.Fatal(err)
 	}
+	td.plat = newMemPlatform()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	td.d = New(cfg, Options{ConfigPath: td.path, Platform: td.plat, Log: log, Version: "test", PollTimeout: 10 * time.Millisecond, HealthProbe: probe})
+	t.Cleanup(func() { td.stop() })
 	return td
+}
+
+// run starts the daemon.
+func (td *testDaemon) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	td.cancel = cancel
+	go func() { td.done <- td.d.Run(ctx) }()
+}
+
+func start(t *testing.T, src string) *testDaemon {
+	t.Helper()
+	td := newTestDaemon(t, src, nil)
+	td.run()
+	td.waitRunning()
+	return td
+}
+
+// waitRunning waits until the daemon's workers run.
+func (td *testDaemon) waitRunning() {
+	td.t.Helper()
+	select {
+	case <-td.d.Running():
+	case err := <-td.done:
+		td.t.Fatalf("daemon exited: %v", err)
+	case <-time.After(5 * time.Second):
+		td.t.Fatal("daemon did not start")
+	}
 }
 
 func (td *testDaemon) stop() error {
@@ -144,6 +167,7 @@ func (td *testDaemon) send(frame []byte) netip.Addr {
 }
 
 func (td *testDaemon) rewrite(src string) {
+	src = strings.ReplaceAll(src, "@SOCKET@", td.socket)
 	if err := os.WriteFile(td.path, []byte(src), 0o644); err != nil {
 		td.t.Fatal(err)
 	}
@@ -227,10 +251,10 @@ func TestAdminDrainStateMetrics(t *testing.T) {
 		pinned[p] = td.send(syn(t, "198.18.0.100", p, "S"))
 	}
 	ctx := context.Background()
-	if err := admin.Drain(ctx, addr, "web", "198.18.1.11:8080", true); err != nil {
+	if err := admin.Drain(ctx, td.socket, "web", "198.18.1.11:8080", true); err != nil {
 		t.Fatalf("drain: %v", err)
 	}
-	if err := admin.Drain(ctx, addr, "web", "198.18.9.9:8080", true); err == nil || !strings.Contains(err.Error(), "no backend") {
+	if err := admin.Drain(ctx, td.socket, "web", "198.18.9.9:8080", true); err == nil || !strings.Contains(err.Error(), "no backend") {
 		t.Errorf("draining an unknown backend: %v", err)
 	}
 	for p, was := range pinned {

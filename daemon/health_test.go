@@ -2,24 +2,34 @@ package daemon
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/health"
 )
 
-// fakeProbes answers health probes from a table the test edits.
+// fakeProbes answers health probes from a table the test edits, and
+// counts the probes per address.
 type fakeProbes struct {
-	mu  sync.Mutex
-	res map[netip.Addr]health.Result
+	mu     sync.Mutex
+	res    map[netip.Addr]health.Result
+	probed map[netip.Addr]int
+}
+
+func newFakeProbes() *fakeProbes {
+	return &fakeProbes{res: map[netip.Addr]health.Result{}, probed: map[netip.Addr]int{}}
+}
+
+// takeProbed returns the probe counts since the last call and resets them.
+func (f *fakeProbes) takeProbed() map[netip.Addr]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.probed
+	f.probed = map[netip.Addr]int{}
+	return p
 }
 
 func (f *fakeProbes) set(a string, r health.Result) {
@@ -31,6 +41,7 @@ func (f *fakeProbes) set(a string, r health.Result) {
 func (f *fakeProbes) probe(_ context.Context, t *health.Target) health.Result {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.probed[t.Addr.Addr()]++
 	if r, ok := f.res[t.Addr.Addr()]; ok {
 		return r
 	}
@@ -43,6 +54,7 @@ ingress = "eth0"
 egress = "eth1"
 [admin]
 listen = "127.0.0.1:0"
+socket = "@SOCKET@"
 [[vip]]
 name = "web"
 address = "198.18.0.100"
@@ -67,22 +79,10 @@ port = 8080
 
 func startHealth(t *testing.T, slow, allDown string) (*testDaemon, *fakeProbes) {
 	t.Helper()
-	src := strings.NewReplacer("SLOW", slow, "ALLDOWN", allDown).Replace(healthConfig)
-	path := filepath.Join(t.TempDir(), "vipd.toml")
-	os.WriteFile(path, []byte(src), 0o644)
-	cfg, _, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fp := &fakeProbes{res: map[netip.Addr]health.Result{}}
-	plat := newMemPlatform()
-	d := New(cfg, Options{ConfigPath: path, Platform: plat, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		PollTimeout: 10 * time.Millisecond, HealthProbe: fp.probe})
-	ctx, cancel := context.WithCancel(context.Background())
-	td := &testDaemon{t: t, d: d, plat: plat, path: path, cancel: cancel, done: make(chan error, 1)}
-	go func() { td.done <- d.Run(ctx) }()
-	t.Cleanup(func() { td.stop() })
-	waitUntil(t, "admin up", func() bool { return d.AdminAddr() != "" })
+	fp := newFakeProbes()
+	td := newTestDaemon(t, strings.NewReplacer("SLOW", slow, "ALLDOWN", allDown).Replace(healthConfig), fp.probe)
+	td.run()
+	td.waitRunning()
 	return td, fp
 }
 

@@ -12,12 +12,24 @@ import (
 )
 
 // memPlatform is the in-memory Platform: memq queues and a fixed host.
+// Its hooks, set before Run, let a test act at a precise moment of the
+// daemon's start.
 type memPlatform struct {
 	mu       sync.Mutex
 	queues   []*memq.Queue
 	steering []Steering
 	closed   bool
 	host     control.Host
+
+	// onOpen runs inside OpenQueues; openErr is what OpenQueues returns.
+	onOpen  func()
+	openErr error
+	// onApply runs inside Apply (under the daemon's lock), with the
+	// number of Apply calls so far, this one included.
+	onApply func(n int)
+	// onRun runs in Run before the host is reported ready: the daemon
+	// then waits for its first view of the host.
+	onRun func()
 }
 
 func newMemPlatform() *memPlatform {
@@ -34,6 +46,12 @@ func newMemPlatform() *memPlatform {
 }
 
 func (p *memPlatform) OpenQueues(dp *config.Dataplane) ([]dataplane.Queue, error) {
+	if p.onOpen != nil {
+		p.onOpen()
+	}
+	if p.openErr != nil {
+		return nil, p.openErr
+	}
 	var qs []dataplane.Queue
 	for i := 0; i < dp.Queues; i++ {
 		q := memq.New(1024)
@@ -47,8 +65,12 @@ func (p *memPlatform) Host() control.Host { return p.host }
 
 func (p *memPlatform) Apply(s Steering) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.steering = append(p.steering, s)
+	n := len(p.steering)
+	p.mu.Unlock()
+	if p.onApply != nil {
+		p.onApply(n)
+	}
 	return nil
 }
 
@@ -59,6 +81,9 @@ func (p *memPlatform) lastSteering() Steering {
 }
 
 func (p *memPlatform) Run(ctx context.Context, changed func()) error {
+	if p.onRun != nil {
+		p.onRun()
+	}
 	changed() // the in-memory host is ready at once
 	<-ctx.Done()
 	return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/dataplane"
 )
@@ -16,19 +17,29 @@ var forwardingNames = map[dataplane.BackendState]string{
 	dataplane.BackendUp: "up", dataplane.BackendDraining: "draining", dataplane.BackendDown: "down",
 }
 
-// State implements admin.Provider.
+// State implements admin.Provider. It answers ErrNotRunning until the
+// workers run: they count the flows, at most once per flowsTTL however
+// often State is asked (flowCache).
 func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
-	flows, err := d.countFlows(ctx)
+	d.mu.Lock()
+	running := d.phase == phaseRunning
+	workers, ct, cache := d.workers, d.ct, d.flows
+	d.mu.Unlock()
+	if !running {
+		return nil, ErrNotRunning
+	}
+	// The flow counts are up to flowsTTL old; the rest is current.
+	flows, err := cache.get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	sum := d.sumCounters()
+	sum := sumCounters(workers)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st := &admin.State{
 		Version: d.opts.Version, ConfigFile: d.opts.ConfigPath, LoadedAt: d.loadedAt,
-		Generation: d.gen, IO: string(d.cfg.Dataplane.IO), Workers: len(d.workers),
-		Conntrack: d.ct.Stats(),
+		Generation: d.gen, IO: string(d.cfg.Dataplane.IO), Workers: len(workers),
+		Conntrack: ct.Stats(),
 	}
 	for i := range d.cfg.VIPs {
 		v := &d.cfg.VIPs[i]
@@ -74,6 +85,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 	return st, nil
 }
 
+// +checklocks:d.mu
 func (d *Daemon) healthName(v *config.VIP, ref uint32) string {
 	if v.HealthCheck.Type == config.CheckNone {
 		return "none"
@@ -88,13 +100,21 @@ func (d *Daemon) healthName(v *config.VIP, ref uint32) string {
 	return "up"
 }
 
+// dataplaneOf returns the workers and the connection table; nil before
+// Run goes live.
+func (d *Daemon) dataplaneOf() ([]*dataplane.Worker, *conntrack.Table) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.workers, d.ct
+}
+
 // countFlows asks every worker for its live flows per backend, in parallel.
-func (d *Daemon) countFlows(ctx context.Context) (map[uint32]int, error) {
+func countFlows(ctx context.Context, workers []*dataplane.Worker) (map[uint32]int, error) {
 	total := map[uint32]int{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var firstErr error
-	for _, w := range d.workers {
+	for _, w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -116,16 +136,19 @@ func (d *Daemon) countFlows(ctx context.Context) (map[uint32]int, error) {
 	return total, firstErr
 }
 
-func (d *Daemon) sumCounters() *dataplane.Counters {
-	cs := make([]*dataplane.Counters, len(d.workers))
-	for i, w := range d.workers {
+func sumCounters(workers []*dataplane.Worker) *dataplane.Counters {
+	cs := make([]*dataplane.Counters, len(workers))
+	for i, w := range workers {
 		cs[i] = w.Published()
 	}
 	return dataplane.Sum(cs...)
 }
 
 // Counters returns the workers' published counters, summed.
-func (d *Daemon) Counters() *dataplane.Counters { return d.sumCounters() }
+func (d *Daemon) Counters() *dataplane.Counters {
+	workers, _ := d.dataplaneOf()
+	return sumCounters(workers)
+}
 
 // Metrics implements admin.Provider.
 func (d *Daemon) Metrics() *admin.Metrics {
@@ -135,11 +158,12 @@ func (d *Daemon) Metrics() *admin.Metrics {
 		Reloads: map[string]uint64{"ok": d.reloadOK.Load(), "error": d.reloadErr.Load()},
 		Driver:  d.opts.Platform.DriverStats(),
 	}
-	for _, w := range d.workers {
+	workers, ct := d.dataplaneOf()
+	for _, w := range workers {
 		m.Workers = append(m.Workers, w.Published())
 	}
-	if d.ct != nil {
-		m.Conntrack = d.ct.Stats()
+	if ct != nil {
+		m.Conntrack = ct.Stats()
 	}
 	d.allDownEvents.Range(func(k, v any) bool {
 		m.AllDown[k.(string)] = v.(interface{ Load() uint64 }).Load()
@@ -177,6 +201,10 @@ func (d *Daemon) Where(vipName, client string, port uint16) (*admin.WhereAnswer,
 		return nil, fmt.Errorf("client %q: want ADDR:PORT", client)
 	}
 	d.mu.Lock()
+	if !d.servingLocked() {
+		d.mu.Unlock()
+		return nil, ErrNotRunning
+	}
 	var v *config.VIP
 	for i := range d.cfg.VIPs {
 		if d.cfg.VIPs[i].Name == vipName {

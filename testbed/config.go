@@ -58,7 +58,7 @@ func (b *Bed) Config(o ConfigOptions) string {
 	if o.ClosingTimeout != "" {
 		fmt.Fprintf(&s, "tcp_closing_timeout = %q\n", o.ClosingTimeout)
 	}
-	fmt.Fprintf(&s, "\n[admin]\nlisten = %q\n\n", AdminAddr)
+	fmt.Fprintf(&s, "\n[admin]\nlisten = %q\nsocket = %q\n\n", AdminAddr, b.AdminSocket())
 	backends := b.Backends
 	if o.Backends > 0 && o.Backends < len(backends) {
 		backends = backends[:o.Backends]

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -22,6 +21,10 @@ import (
 // AdminAddr is where the bed's vipd serves its admin API (inside the box
 // namespace).
 const AdminAddr = "127.0.0.1:9180"
+
+// AdminSocket is where the bed's vipd serves its admin socket (drains):
+// in the bed's own directory, so that runs do not collide.
+func (b *Bed) AdminSocket() string { return filepath.Join(b.dir, "admin.sock") }
 
 // VIPD is a vipd process running in the box.
 type VIPD struct {
@@ -120,19 +123,10 @@ next:
 	return total
 }
 
-// Drain drains or undrains a backend through the admin API.
+// Drain drains or undrains a backend through the admin socket (the bed's
+// configurations set it to AdminSocket).
 func (v *VIPD) Drain(vip, backend string, on bool) error {
-	body := fmt.Sprintf(`{"vip": %q, "backend": %q, "drain": %v}`, vip, backend, on)
-	resp, err := v.client.Post("http://"+AdminAddr+"/v1/drain", "application/json", strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("%s: %s", resp.Status, b)
-	}
-	return nil
+	return admin.Drain(context.Background(), v.bed.AdminSocket(), vip, backend, on)
 }
 
 // Reload rewrites the configuration and sends SIGHUP, then waits until the

@@ -184,7 +184,7 @@ const AdminAddr = "127.0.0.1:9180"
 func VIPDConfig(io string, queues int) string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "[dataplane]\ningress = %q\negress = %q\nio = %q\nqueues = %d\n\n", BoxIn, BoxOut, io, queues)
-	fmt.Fprintf(&s, "[conntrack]\ncapacity = 262144\n\n[admin]\nlisten = %q\n\n", AdminAddr)
+	fmt.Fprintf(&s, "[conntrack]\ncapacity = 262144\n\n[admin]\nlisten = %q\nsocket = \"\"\n\n", AdminAddr)
 	vip := func(name, addr, mode string, bport int) {
 		fmt.Fprintf(&s, "[[vip]]\nname = %q\naddress = %q\nport = %d\nprotocol = \"udp\"\nmode = %q\n", name, addr, VIPPort, mode)
 		if mode == "dsr" {

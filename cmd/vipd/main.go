@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -29,8 +30,9 @@ const usage = `usage:
   vipd -check -config FILE            validate FILE and print a summary
   vipd status [-admin ADDR | -config FILE]
                                       print VIPs, backends and flows (like ipvsadm -Ln)
-  vipd drain [-undo] [-admin ADDR | -config FILE] VIP BACKEND
+  vipd drain [-undo] [-socket PATH | -config FILE] VIP BACKEND
                                       stop new flows to BACKEND (addr:port) of VIP, keeping its flows
+                                      (as root: through the admin socket, default ` + config.DefaultAdminSocket + `)
   vipd where [-port P] [-admin ADDR | -config FILE] VIP CLIENT:PORT
                                       which backend a new flow from CLIENT gets
   vipd -version
@@ -129,12 +131,26 @@ func serve(cfg *config.Config, path string, log *slog.Logger) int {
 	defer signal.Stop(sigs)
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
+	// Reloads run apart from this loop: one that arrives while vipd starts
+	// waits for the start, and SIGTERM must still be heard meanwhile. A
+	// SIGHUP while a reload is pending adds nothing: that reload reads the
+	// file when it runs.
+	hup := make(chan struct{}, 1)
+	defer close(hup)
+	go func() {
+		for range hup {
+			d.Reload() // logs its own outcome; a refused file keeps the old one
+		}
+	}()
 	for {
 		select {
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
 				log.Info("SIGHUP: reloading", "file", path)
-				d.Reload() // logs its own outcome; a refused file keeps the old one
+				select {
+				case hup <- struct{}{}:
+				default:
+				}
 				continue
 			}
 			log.Info("stopping", "signal", s.String())
@@ -208,21 +224,25 @@ func status(args []string, stdout, stderr io.Writer) int {
 }
 
 func drain(args []string, stdout, stderr io.Writer) int {
-	fs, addrFlag, cfgFlag := adminFlags("drain", stderr)
+	fs := flag.NewFlagSet("vipd drain", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	socket := fs.String("socket", "", "admin socket `path` (default: [admin] socket of -config, else "+config.DefaultAdminSocket+")")
+	cfgPath := fs.String("config", "", "configuration `file` whose [admin] socket to use")
+	addr := fs.String("admin", "", "the admin socket's `path`, like -socket (drains are not served over TCP)")
 	undo := fs.Bool("undo", false, "undrain: let the backend take new flows again")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if fs.NArg() != 2 {
-		fmt.Fprintln(stderr, "usage: vipd drain [-undo] [-admin ADDR | -config FILE] VIP BACKEND")
+		fmt.Fprintln(stderr, "usage: vipd drain [-undo] [-socket PATH | -config FILE] VIP BACKEND")
 		return 2
 	}
-	addr, err := adminAddr(*addrFlag, *cfgFlag)
+	path, err := drainSocket(*socket, *addr, *cfgPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd drain: %v\n", err)
 		return 1
 	}
-	if err := admin.Drain(context.Background(), addr, fs.Arg(0), fs.Arg(1), !*undo); err != nil {
+	if err := admin.Drain(context.Background(), path, fs.Arg(0), fs.Arg(1), !*undo); err != nil {
 		fmt.Fprintf(stderr, "vipd drain: %v\n", err)
 		return 1
 	}
@@ -232,6 +252,29 @@ func drain(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%s %s of %s\n", verb, fs.Arg(1), fs.Arg(0))
 	return 0
+}
+
+// drainSocket finds the admin socket: -socket, else -admin if it is a
+// path, else [admin] socket of -config, else the default.
+func drainSocket(socket, addr, cfgPath string) (string, error) {
+	switch {
+	case socket != "":
+		return socket, nil
+	case addr != "" && filepath.IsAbs(addr):
+		return addr, nil
+	case addr != "":
+		return "", fmt.Errorf("-admin %s: drains are not served over TCP (every local user, and every web page a browser on this box opens, can reach it); they go through vipd's admin socket: give -socket PATH or -config FILE, and run as root", addr)
+	case cfgPath == "":
+		return config.DefaultAdminSocket, nil
+	}
+	cfg, _, err := config.Load(cfgPath)
+	if err != nil {
+		return "", err
+	}
+	if cfg.Admin.Socket == "" {
+		return "", fmt.Errorf("%s disables the admin socket ([admin] socket = \"\"): vipd running on it takes no drains", cfgPath)
+	}
+	return cfg.Admin.Socket, nil
 }
 
 func where(args []string, stdout, stderr io.Writer) int {

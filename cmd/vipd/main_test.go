@@ -2,10 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/config"
 )
 
 func TestRun(t *testing.T) {
@@ -14,7 +23,12 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	noAdmin := filepath.Join(t.TempDir(), "noadmin.toml")
-	if err := os.WriteFile(noAdmin, []byte("[dataplane]\ningress = \"eth0\"\n[admin]\nlisten = \"\"\n"), 0o644); err != nil {
+	if err := os.WriteFile(noAdmin, []byte("[dataplane]\ningress = \"eth0\"\n[admin]\nlisten = \"\"\nsocket = \"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nobody := filepath.Join(t.TempDir(), "nobody.sock")
+	nobodyCfg := filepath.Join(t.TempDir(), "nobody.toml")
+	if err := os.WriteFile(nobodyCfg, []byte("[dataplane]\ningress = \"eth0\"\n[admin]\nsocket = \""+nobody+"\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -36,6 +50,11 @@ func TestRun(t *testing.T) {
 		{"status without a server", []string{"status", "-admin", "127.0.0.1:1"}, 1, "", "is vipd running"},
 		{"status with a config without admin", []string{"status", "-config", noAdmin}, 1, "", "disables the admin server"},
 		{"drain needs two arguments", []string{"drain", "web"}, 2, "", "usage: vipd drain"},
+		{"drain without vipd", []string{"drain", "-socket", nobody, "web", "198.18.1.11:8080"}, 1, "", "is vipd running"},
+		{"drain finds the socket in -config", []string{"drain", "-config", nobodyCfg, "web", "198.18.1.11:8080"}, 1, "", nobody + " does not exist"},
+		{"drain with a config without socket", []string{"drain", "-config", noAdmin, "web", "198.18.1.11:8080"}, 1, "", "disables the admin socket"},
+		{"drain over TCP is refused", []string{"drain", "-admin", "127.0.0.1:9180", "web", "198.18.1.11:8080"}, 1, "", "not served over TCP"},
+		{"drain -admin takes a socket path", []string{"drain", "-admin", nobody, "web", "198.18.1.11:8080"}, 1, "", nobody + " does not exist"},
 		{"where needs two arguments", []string{"where", "web"}, 2, "", "usage: vipd where"},
 		{"where without a server", []string{"where", "-admin", "127.0.0.1:1", "web", "198.18.0.1:5"}, 1, "", "admin server"},
 		{"bad log level", []string{"-config", "../../config.toml.example", "-log-level", "loud"}, 2, "", "-log-level"},
@@ -54,5 +73,65 @@ func TestRun(t *testing.T) {
 				t.Errorf("stderr lacks %q:\n%s", tt.errIn, &stderr)
 			}
 		})
+	}
+}
+
+// drainProvider is an admin.Provider that records drains.
+type drainProvider struct {
+	mu     sync.Mutex
+	drains []string
+}
+
+func (p *drainProvider) Ready() error                                { return nil }
+func (p *drainProvider) State(context.Context) (*admin.State, error) { return &admin.State{}, nil }
+func (p *drainProvider) Metrics() *admin.Metrics                     { return &admin.Metrics{} }
+func (p *drainProvider) Where(string, string, uint16) (*admin.WhereAnswer, error) {
+	return nil, admin.ErrNotFound
+}
+
+func (p *drainProvider) SetDrain(vip, backend string, drain bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.drains = append(p.drains, fmt.Sprint(vip, " ", backend, " ", drain))
+	return nil
+}
+
+// TestDrain: `vipd drain` keeps its command line and reaches the admin
+// socket named by -config (or -socket).
+func TestDrain(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "admin.sock")
+	cfg := filepath.Join(dir, "vipd.toml")
+	if err := os.WriteFile(cfg, []byte("[dataplane]\ningress = \"eth0\"\n[admin]\nsocket = \""+sock+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &drainProvider{}
+	srv := &http.Server{Handler: admin.Handler(p, admin.Control)}
+	go srv.Serve(ln)
+	defer srv.Close()
+	for _, tt := range []struct {
+		args []string
+		out  string
+	}{
+		{[]string{"drain", "-config", cfg, "web", "198.18.1.11:8080"}, "draining 198.18.1.11:8080 of web"},
+		{[]string{"drain", "-undo", "-socket", sock, "web", "198.18.1.11:8080"}, "undrained 198.18.1.11:8080 of web"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(tt.args, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), tt.out) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", tt.args, code, &stdout, &stderr)
+		}
+	}
+	if want := []string{"web 198.18.1.11:8080 true", "web 198.18.1.11:8080 false"}; !slices.Equal(p.drains, want) {
+		t.Errorf("drains %q, want %q", p.drains, want)
+	}
+	if got, err := drainSocket("", "", ""); got != config.DefaultAdminSocket || err != nil {
+		t.Errorf("without flags the socket is %q (%v), want the default %q", got, err, config.DefaultAdminSocket)
+	}
+	if got, err := drainSocket("", "", "../../config.toml.example"); got != config.DefaultAdminSocket || err != nil {
+		t.Errorf("with the example the socket is %q (%v), want the default %q", got, err, config.DefaultAdminSocket)
 	}
 }

@@ -80,7 +80,8 @@ func demo(r *run) {
 	if err != nil {
 		r.Fatalf("%v", err)
 	}
-	v := bed.StartVIPD(string(cfg))
+	// The example's admin socket, in the bed's directory instead of /run.
+	v := bed.StartVIPD(strings.Replace(string(cfg), `socket = "/run/vipd/admin.sock"`, fmt.Sprintf("socket = %q", bed.AdminSocket()), 1))
 	fmt.Printf("   vipd running in namespace %s with config.toml.example (io afxdp, pid %d)\n", bed.Box.Name, v.PID())
 	// Wait for the first health checks (interval 2 s / 1 s).
 	time.Sleep(2500 * time.Millisecond)

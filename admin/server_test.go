@@ -1,0 +1,171 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// fakeProvider records drains; ready is what Ready returns.
+type fakeProvider struct {
+	mu     sync.Mutex
+	ready  error
+	drains []DrainRequest
+}
+
+func (f *fakeProvider) Ready() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ready
+}
+
+func (f *fakeProvider) State(context.Context) (*State, error) { return &State{Version: "test"}, nil }
+func (f *fakeProvider) Metrics() *Metrics                     { return &Metrics{} }
+func (f *fakeProvider) Where(vip, client string, port uint16) (*WhereAnswer, error) {
+	return &WhereAnswer{VIP: vip, Client: client, Backend: "198.18.1.11:8080"}, nil
+}
+
+func (f *fakeProvider) SetDrain(vip, backend string, drain bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if vip != "web" {
+		return ErrNotFound
+	}
+	f.drains = append(f.drains, DrainRequest{VIP: vip, Backend: backend, Drain: &drain})
+	return nil
+}
+
+func (f *fakeProvider) drained() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.drains)
+}
+
+func serve(t *testing.T, h http.Handler, method, path, ctype, body string) (int, string) {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w.Code, w.Body.String()
+}
+
+const drainJSON = `{"vip": "web", "backend": "198.18.1.11:8080", "drain": true}`
+
+func TestHandler(t *testing.T) {
+	p := &fakeProvider{}
+	ro, ctl := Handler(p, ReadOnly), Handler(p, Control)
+	tests := []struct {
+		name         string
+		h            http.Handler
+		method, path string
+		ctype, body  string
+		code         int
+		want         string
+	}{
+		{"healthz", ro, "GET", "/healthz", "", "", 200, "ok"},
+		{"state", ro, "GET", "/v1/state", "", "", 200, `"version": "test"`},
+		{"where", ro, "GET", "/v1/where?vip=web&client=198.18.0.1:5", "", "", 200, "198.18.1.11:8080"},
+		{"metrics", ro, "GET", "/metrics", "", "", 200, "vipd_snapshot_generation"},
+		{"read-only refuses a JSON drain", ro, "POST", "/v1/drain", "application/json", drainJSON, 403, "admin socket"},
+		{"read-only refuses a form drain", ro, "POST", "/v1/drain", "application/x-www-form-urlencoded", drainJSON, 403, "read-only"},
+		{"read-only: GET drain", ro, "GET", "/v1/drain", "", "", 405, ""},
+		{"control: text/plain", ctl, "POST", "/v1/drain", "text/plain", drainJSON, 415, "application/json"},
+		{"control: form", ctl, "POST", "/v1/drain", "application/x-www-form-urlencoded", drainJSON, 415, "application/json"},
+		{"control: no content type", ctl, "POST", "/v1/drain", "", drainJSON, 415, "application/json"},
+		{"control: malformed content type", ctl, "POST", "/v1/drain", "application/json;;", drainJSON, 415, "application/json"},
+		{"control: bad body", ctl, "POST", "/v1/drain", "application/json", `{"vip": "web"}`, 400, "want"},
+		{"control: unknown VIP", ctl, "POST", "/v1/drain", "application/json", `{"vip": "x", "backend": "b", "drain": true}`, 404, "not found"},
+		{"control: drain", ctl, "POST", "/v1/drain", "application/json; charset=utf-8", drainJSON, 200, "ok"},
+		{"control: reads too", ctl, "GET", "/v1/state", "", "", 200, `"version"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := p.drained()
+			code, body := serve(t, tt.h, tt.method, tt.path, tt.ctype, tt.body)
+			if code != tt.code || !strings.Contains(body, tt.want) {
+				t.Errorf("%s %s answered %d %q, want %d with %q", tt.method, tt.path, code, body, tt.code, tt.want)
+			}
+			if got := p.drained() - before; (tt.code == 200 && tt.path == "/v1/drain") != (got == 1) {
+				t.Errorf("%d drains applied", got)
+			}
+		})
+	}
+}
+
+// TestHandlerNotReady: until the provider is ready, everything is 503.
+func TestHandlerNotReady(t *testing.T) {
+	p := &fakeProvider{ready: errors.New("vipd is starting")}
+	for _, access := range []Access{ReadOnly, Control} {
+		h := Handler(p, access)
+		for _, path := range []string{"/healthz", "/metrics", "/v1/state", "/v1/where?vip=web&client=198.18.0.1:5"} {
+			if code, body := serve(t, h, "GET", path, "", ""); code != 503 || !strings.Contains(body, "starting") {
+				t.Errorf("access %d: GET %s answered %d %q, want 503", access, path, code, body)
+			}
+		}
+		if code, _ := serve(t, h, "POST", "/v1/drain", "application/json", drainJSON); code != 503 {
+			t.Errorf("access %d: a drain answered %d, want 503", access, code)
+		}
+	}
+	if p.drained() != 0 {
+		t.Errorf("a drain was applied before the provider was ready")
+	}
+}
+
+// TestDrainClient: Drain reaches a Control handler over a Unix socket, and
+// explains why it cannot.
+func TestDrainClient(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "admin.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &fakeProvider{}
+	srv := &http.Server{Handler: Handler(p, Control)}
+	go srv.Serve(ln)
+	defer srv.Close()
+	ctx := context.Background()
+	if err := Drain(ctx, path, "web", "198.18.1.11:8080", true); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	if p.drained() != 1 || *p.drains[0].Drain != true || p.drains[0].Backend != "198.18.1.11:8080" {
+		t.Errorf("drains %+v", p.drains)
+	}
+	if err := Drain(ctx, path, "nope", "198.18.1.11:8080", false); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("drain of an unknown VIP: %v", err)
+	}
+	if err := Drain(ctx, filepath.Join(dir, "missing.sock"), "web", "b", true); err == nil || !strings.Contains(err.Error(), "is vipd running") {
+		t.Errorf("drain without a socket: %v", err)
+	}
+	stale := filepath.Join(dir, "stale.sock")
+	sl, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl.SetUnlinkOnClose(false)
+	sl.Close()
+	if err := Drain(ctx, stale, "web", "b", true); err == nil || !strings.Contains(err.Error(), "vipd is not running") {
+		t.Errorf("drain on a stale socket: %v", err)
+	}
+	// Root cannot be refused by file permissions: the message is checked
+	// on the error a non-root user gets.
+	denied := &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.EACCES)}
+	if err := SocketError(path, denied); !strings.Contains(err.Error(), "permission denied") || !strings.Contains(err.Error(), "run this as root") {
+		t.Errorf("permission error: %v", err)
+	}
+	if err := SocketError(path, io.ErrUnexpectedEOF); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("other errors are wrapped: %v", err)
+	}
+}
