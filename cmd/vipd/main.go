@@ -96,6 +96,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *check {
+		if !checkHost(cfg, stdout, stderr) {
+			return 1
+		}
 		fmt.Fprintf(stdout, "%s: OK\n", *cfgPath)
 		if err := config.WriteSummary(stdout, cfg); err != nil {
 			return 1

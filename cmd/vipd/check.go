@@ -1,0 +1,39 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/netip"
+
+	"github.com/vipd/vipd/arp"
+	"github.com/vipd/vipd/config"
+)
+
+// localAddrs reads this machine's addresses; tests replace it.
+var localAddrs = arp.LocalAddrs
+
+// checkHost is the part of -check that looks at the machine it runs on: a
+// VIP that is one of its addresses is an error (vipd would refuse to start
+// with it, see README), and a flow-hash seed left at the public default is
+// a warning. It returns false when there is an error.
+func checkHost(cfg *config.Config, stdout, stderr io.Writer) bool {
+	ok := true
+	if local, err := localAddrs(); err != nil {
+		fmt.Fprintf(stderr, "warning: could not read this machine's addresses (%v): not checked whether a VIP is one of them\n", err)
+	} else {
+		own := map[netip.Addr]bool{}
+		for _, a := range local {
+			own[a.Unmap()] = true
+		}
+		for _, v := range cfg.VIPs {
+			if own[v.Address.Unmap()] {
+				fmt.Fprintf(stderr, "vipd: vip %q: %v is one of this machine's own addresses; vipd would take every packet to it (SSH and BGP to the box included): remove it from the interface, or give the VIP another address\n", v.Name, v.Address)
+				ok = false
+			}
+		}
+	}
+	if cfg.Dataplane.FlowHashSeed == config.DefaultFlowHashSeed {
+		fmt.Fprintln(stderr, "warning: dataplane.flow_hash_seed is the public default: anyone can compute which backend each of their flows gets; set a seed of your own (the same on every vipd that serves these VIPs)")
+	}
+	return ok
+}

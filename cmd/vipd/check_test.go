@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCheckHost: -check refuses a VIP that is one of this machine's
+// addresses and warns about the public default flow-hash seed.
+func TestCheckHost(t *testing.T) {
+	const vip = `
+[dataplane]
+ingress = "eth0"
+%s
+[[vip]]
+name = "web"
+address = "198.18.0.100"
+port = 80
+[[vip.backend]]
+address = "198.18.1.11"
+`
+	tests := []struct {
+		name   string
+		seed   string
+		local  []netip.Addr
+		err    error
+		code   int
+		errIn  string
+		errOut string
+	}{
+		{"VIP on this machine", "flow_hash_seed = 7", []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("198.18.0.100")}, nil, 1, `vip "web": 198.18.0.100 is one of this machine's own addresses`, ""},
+		{"VIP elsewhere", "flow_hash_seed = 7", []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil, 0, "", "warning"},
+		{"default seed", "", nil, nil, 0, "flow_hash_seed is the public default", ""},
+		{"addresses unreadable", "flow_hash_seed = 7", nil, errors.New("no netlink"), 0, "not checked whether a VIP is one of them", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			orig := localAddrs
+			localAddrs = func() ([]netip.Addr, error) { return tt.local, tt.err }
+			t.Cleanup(func() { localAddrs = orig })
+			path := filepath.Join(t.TempDir(), "v.toml")
+			if err := os.WriteFile(path, []byte(strings.Replace(vip, "%s", tt.seed, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			if code := run([]string{"-check", "-config", path}, &stdout, &stderr); code != tt.code {
+				t.Errorf("exit %d, want %d\n%s%s", code, tt.code, &stdout, &stderr)
+			}
+			if tt.errIn != "" && !strings.Contains(stderr.String(), tt.errIn) {
+				t.Errorf("stderr lacks %q:\n%s", tt.errIn, &stderr)
+			}
+			if tt.errOut != "" && strings.Contains(stderr.String(), tt.errOut) {
+				t.Errorf("stderr has %q:\n%s", tt.errOut, &stderr)
+			}
+		})
+	}
+}
