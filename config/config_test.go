@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"github.com/vipd/vipd/hashing"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -348,5 +349,13 @@ weight = 3
 	}
 	if ix.lineOf("dataplane.fake") != 2 || ix.lineOf("dataplane.c") != 2 {
 		t.Errorf("content of multi-line values was indexed as keys")
+	}
+}
+
+// TestDefaultTableSizeIsMaglevs: the configuration's default table size is
+// the Maglev paper's, which the hashing reports and benchmarks measure.
+func TestDefaultTableSizeIsMaglevs(t *testing.T) {
+	if DefaultTableSize != hashing.DefaultMaglevSize {
+		t.Errorf("DefaultTableSize %d, hashing.DefaultMaglevSize %d", DefaultTableSize, hashing.DefaultMaglevSize)
 	}
 }

@@ -5,9 +5,10 @@ import (
 	"math/bits"
 )
 
-// DefaultMaglevSize is the Maglev table size M used unless the configuration
-// sets another: the paper's choice, a prime well above 100 times a typical
-// backend count.
+// DefaultMaglevSize is the Maglev paper's table size M, a prime well above
+// 100 times a typical backend count. NewMaglev applies no default: vipd's
+// comes from configuration (config.DefaultTableSize, kept equal to this
+// by a test there); the benchmarks and reports here use this one.
 const DefaultMaglevSize = 65537
 
 // MaxMaglevSize bounds M so that a configuration typo cannot allocate
