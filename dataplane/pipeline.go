@@ -70,6 +70,9 @@ func ports(frame []byte, f *packet.Frame) (src, dst uint16, ok bool) {
 	return binary.BigEndian.Uint16(l4), binary.BigEndian.Uint16(l4[2:]), true
 }
 
+// isTCPUDP reports whether proto is one a VIP can serve.
+func isTCPUDP(proto uint8) bool { return proto == packet.ProtoTCP || proto == packet.ProtoUDP }
+
 // tcpFlags returns the TCP flags byte, or 0 for other packets.
 func tcpFlags(frame []byte, f *packet.Frame) uint8 {
 	if f.Proto == packet.ProtoTCP && f.HasL4 {
@@ -84,12 +87,13 @@ func (w *Worker) ipv4(d *Desc, frame []byte, f *packet.Frame) {
 	ip := f.IPv4(frame)
 	dst := ip.DestinationUint32()
 	vi := int32(-1)
-	if f.Frag && !f.FirstFrag {
+	if f.Frag && !f.FirstFrag && isTCPUDP(f.Proto) {
 		// Fragments after the first carry no ports: they are classified by
 		// address and protocol alone. A first fragment has its ports and
 		// is classified like a whole packet; all fragments are hashed on
 		// addresses and protocol (pick4), so a datagram's fragments that
-		// are forwarded land on one backend.
+		// are forwarded land on one backend. (Only TCP and UDP: VIPs serve
+		// nothing else, and (address, 0, 0) is the key of the address.)
 		vi = s.cls4.addr4.get(key4(dst, f.Proto, 0))
 		if vi == ambiguous {
 			w.checkedDrop(d, ip, DropFragAmbiguous)

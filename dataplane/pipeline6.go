@@ -23,7 +23,7 @@ func (w *Worker) ipv6(d *Desc, frame []byte, f *packet.Frame) {
 		return
 	}
 	vi := int32(-1)
-	if f.Frag && !f.FirstFrag {
+	if f.Frag && !f.FirstFrag && isTCPUDP(f.Proto) {
 		vi = s.cls6.addr6.get(mkKey6(dst, f.Proto, 0))
 		if vi == ambiguous {
 			w.drop(d, DropFragAmbiguous)

@@ -92,6 +92,15 @@ func TestPolicy(t *testing.T) {
 		{"later fragment to the VIP's address and protocol", func(t *testing.T) []byte {
 			return build(t, pk{src: client4, dst: vipUDP4, proto: udp, fragOff: 1480, noDF: true, payload: payloadOf(64)})
 		}, VerdictTX, "", PortEgress},
+		{"later fragment of protocol 0 to a VIP address", func(t *testing.T) []byte {
+			// (address, 0, 0) is the classifier's key of the address
+			// itself: found by FuzzProcess.
+			f := build(t, pk{src: client4, dst: vipUDP4, proto: layers.IPProtocolUDP, fragOff: 1480, noDF: true, payload: payloadOf(64)})
+			f[14+9] = 0
+			f[14+10], f[14+11] = 0, 0
+			binary.BigEndian.PutUint16(f[14+10:], ^uint16(refSum(f[14:14+20], 0)))
+			return f
+		}, VerdictDrop, "vip_proto", 0},
 		{"v6 first fragment to a port no VIP serves", func(t *testing.T) []byte {
 			return frag6(build(t, pk{src: client6, dst: vipNAT6, sport: 1000, dport: 443, flags: "PA", payload: payloadOf(64)}), 0, true)
 		}, VerdictDrop, "vip_port", 0},
