@@ -39,39 +39,47 @@ func FuzzProcess(f *testing.F) {
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		// The snapshot is immutable and shared; the worker and its
 		// connection table are the input's own.
-		h := newHarnessOf(t, snap, 64)
-		inOK := l4ChecksumOK(frame)
-		claims := h.snap.Claims(frame)
-		for _, rx := range []uint8{PortIngress, PortEgress} {
-			h.now += 2e6 // keep the ICMP limiter open
-			d := h.runOn(rx, frame)
-			if d.Verdict == VerdictDrop && (d.Reason == DropNone || d.Reason >= numDropReasons) {
-				t.Fatalf("drop without a reason")
+		checkProcess(t, spec, newHarnessOf(t, snap, 64), frame)
+	})
+}
+
+// checkProcess runs frame through h, received on each port in turn, and
+// applies FuzzProcess's properties to what the pipeline does with it. It
+// reports whether the steering rule claims the frame.
+func checkProcess(t *testing.T, spec *Spec, h *harness, frame []byte) bool {
+	t.Helper()
+	inOK := l4ChecksumOK(frame)
+	claims := h.snap.Claims(frame)
+	for _, rx := range []uint8{PortIngress, PortEgress} {
+		h.now += 2e6 // keep the ICMP limiter open
+		d := h.runOn(rx, frame)
+		if d.Verdict == VerdictDrop && (d.Reason == DropNone || d.Reason >= numDropReasons) {
+			t.Fatalf("drop without a reason\n% x", frame)
+		}
+		if (d.Verdict == VerdictKernel) == claims {
+			t.Fatalf("verdict %v (%v), but the steering rule claims the frame: %v\n% x", d.Verdict, d.Reason, claims, frame)
+		}
+		if d.Verdict != VerdictTX && d.Verdict != VerdictReply {
+			if len(h.emit.frames) != 0 {
+				t.Fatalf("fragments emitted for a frame with verdict %v", d.Verdict)
 			}
-			if (d.Verdict == VerdictKernel) == claims {
-				t.Fatalf("verdict %v (%v), but the steering rule claims the frame: %v", d.Verdict, d.Reason, claims)
-			}
-			if d.Verdict != VerdictTX && d.Verdict != VerdictReply {
-				if len(h.emit.frames) != 0 {
-					t.Fatalf("fragments emitted for a frame with verdict %v", d.Verdict)
-				}
-				continue
-			}
-			if d.Off < 0 || d.Off+d.Len > len(d.Buf) || d.Len < 14 {
-				t.Fatalf("output outside its buffer: off %d len %d cap %d", d.Off, d.Len, len(d.Buf))
-			}
-			outs := [][]byte{d.frame()}
-			for _, e := range h.emit.frames {
-				outs = append(outs, e.data)
-			}
-			for _, out := range outs {
-				checkOutput(t, out, inOK && len(outs) == 1)
-				if err := checkPolicy(spec, frame, out); err != nil {
-					t.Fatalf("policy: %v", err)
-				}
+			continue
+		}
+		if d.Off < 0 || d.Off+d.Len > len(d.Buf) || d.Len < 14 {
+			t.Fatalf("output outside its buffer: off %d len %d cap %d", d.Off, d.Len, len(d.Buf))
+		}
+		outs := [][]byte{d.frame()}
+		for _, e := range h.emit.frames {
+			outs = append(outs, e.data)
+		}
+		for _, out := range outs {
+			checkOutput(t, out, inOK && len(outs) == 1)
+			if err := checkPolicy(spec, frame, out); err != nil {
+				t.Fatalf("policy: %v\n% x", err, frame)
 			}
 		}
-	})
+	}
+	return claims
 }
 
 // fuzzSpec is the configuration FuzzProcess runs: testSpec with a smaller
@@ -254,32 +262,9 @@ func TestPolicyCorpus(t *testing.T) {
 		t.Fatal(err)
 	}
 	claimed := 0
-	for i, frame := range corpus {
-		h := newHarnessOf(t, snap, 64)
-		claims := h.snap.Claims(frame)
-		if claims {
+	for _, frame := range corpus {
+		if checkProcess(t, spec, newHarnessOf(t, snap, 64), frame) {
 			claimed++
-		}
-		inOK := l4ChecksumOK(frame)
-		for _, rx := range []uint8{PortIngress, PortEgress} {
-			h.now += 2e6
-			d := h.runOn(rx, frame)
-			if (d.Verdict == VerdictKernel) == claims {
-				t.Fatalf("frame %d: verdict %v (%v), claims %v\n% x", i, d.Verdict, d.Reason, claims, frame)
-			}
-			if d.Verdict != VerdictTX && d.Verdict != VerdictReply {
-				continue
-			}
-			outs := [][]byte{d.frame()}
-			for _, e := range h.emit.frames {
-				outs = append(outs, e.data)
-			}
-			for _, out := range outs {
-				checkOutput(t, out, inOK && len(outs) == 1)
-				if err := checkPolicy(spec, frame, out); err != nil {
-					t.Fatalf("frame %d: policy: %v\n% x", i, err, frame)
-				}
-			}
 		}
 	}
 	t.Logf("%d frames, %d claimed", len(corpus), claimed)

@@ -9,6 +9,7 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/vipd/vipd/conntrack"
+	"github.com/vipd/vipd/internal/csumref"
 )
 
 // The pipeline's tests build every input with gopacket and check every
@@ -290,20 +291,8 @@ func build(t testing.TB, p pk) []byte {
 
 // --- checking outputs ---
 
-// refSum is a plain RFC 1071 ones' complement sum, deliberately naive.
-func refSum(b []byte, init uint32) uint32 {
-	s := init
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(b[i])<<8 | uint32(b[i+1])
-	}
-	if len(b)%2 == 1 {
-		s += uint32(b[len(b)-1]) << 8
-	}
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
-	return s
-}
+// refSum is the deliberately naive RFC 1071 sum (internal/csumref).
+func refSum(b []byte, init uint32) uint32 { return csumref.Sum(b, init) }
 
 func pseudo(nl gopacket.Layer, proto uint8, n int) uint32 {
 	switch ip := nl.(type) {

@@ -8,34 +8,11 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+	"github.com/vipd/vipd/internal/csumref"
 	"github.com/vipd/vipd/packet"
 )
 
-// refSum is a plain RFC 1071 ones' complement sum, independent of package
-// packet's.
-func refSum(b []byte, init uint32) uint32 {
-	s := init
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(b[i])<<8 | uint32(b[i+1])
-	}
-	if len(b)%2 == 1 {
-		s += uint32(b[len(b)-1]) << 8
-	}
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
-	return s
-}
-
-func pseudoSum(src, dst net.IP, proto uint8, n int) uint32 {
-	b := append(append([]byte{}, src...), dst...)
-	if len(src) == 4 {
-		b = append(b, 0, proto, byte(n>>8), byte(n))
-	} else {
-		b = append(b, byte(n>>24), byte(n>>16), byte(n>>8), byte(n), 0, 0, 0, proto)
-	}
-	return refSum(b, 0)
-}
+var refSum, pseudoSum = csumref.Sum, csumref.Pseudo
 
 func ser(t *testing.T, ls ...gopacket.SerializableLayer) []byte {
 	t.Helper()
