@@ -70,6 +70,7 @@ func TestValidationErrors(t *testing.T) {
 		{"conntrack capacity", base + "\n[conntrack]\ncapacity = 10 #!\n", "conntrack.capacity", "from 1024"},
 		{"bad duration", base + "\n[conntrack]\nudp_timeout = \"soon\" #!\n", "conntrack.udp_timeout", "invalid duration"},
 		{"duration too short", base + "\n[conntrack]\ntcp_closing_timeout = \"10ms\" #!\n", "conntrack.tcp_closing_timeout", "from 1s"},
+		{"unconfirmed too long", base + "\n[conntrack]\ntcp_unconfirmed_timeout = \"200h\" #!\n", "conntrack.tcp_unconfirmed_timeout", "to 168h"},
 		{"admin not host:port", base + "\n[admin]\nlisten = \"9180\" #!\n", "admin.listen", "host:port"},
 		{"admin host name", base + "\n[admin]\nlisten = \"example.com:9180\" #!\n", "admin.listen", "IP address or localhost"},
 		{"bad VIP address", strings.Replace(base, `address = "198.18.0.100"`, `address = "198.18.0.300" #!`, 1), "vip[0].address", "198.18.0.300"},
@@ -185,6 +186,7 @@ func TestWarnings(t *testing.T) {
 		{"public admin", base + "\n[admin]\nlisten = \"0.0.0.0:9180\"\n", "admin.listen", "not a loopback"},
 		{"no VIPs", "[dataplane]\ningress = \"eth0\"\n", "vip", "no [[vip]]"},
 		{"timeouts inverted", base + "\n[conntrack]\ntcp_established_timeout = \"5s\"\n", "conntrack.tcp_established_timeout", "shorter than"},
+		{"unconfirmed outlives established", base + "\n[conntrack]\ntcp_unconfirmed_timeout = \"1h\"\n", "conntrack.tcp_established_timeout", "tcp_unconfirmed_timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,7 +219,7 @@ func TestDefaults(t *testing.T) {
 	if d.TwoArmed() || d.EgressInterface() != "eth0" {
 		t.Errorf("one-armed config reported two-armed or wrong egress")
 	}
-	if cfg.Conntrack.TCPEstablished.D() != 15*time.Minute || cfg.Conntrack.Capacity != 1<<20 {
+	if cfg.Conntrack.TCPEstablished.D() != 15*time.Minute || cfg.Conntrack.TCPUnconfirmed.D() != 30*time.Second || cfg.Conntrack.Capacity != 1<<20 {
 		t.Errorf("conntrack defaults wrong: %+v", cfg.Conntrack)
 	}
 	if cfg.Admin.Listen != "127.0.0.1:9180" {
