@@ -3,6 +3,8 @@ package conntrack
 import (
 	"math"
 	"time"
+
+	"github.com/vipd/vipd/config"
 )
 
 // Tick is the table's coarse clock: whole seconds since the Table was
@@ -138,16 +140,18 @@ type Timeouts struct {
 	UDP              time.Duration // StateUDPNew and StateUDP (every non-TCP protocol)
 }
 
-// DefaultTimeouts returns the timeouts used for zero fields of Timeouts.
+// DefaultTimeouts returns the timeouts used for zero fields of Timeouts:
+// the defaults of package config, the one place they are set.
+//
 // SynSent outlives the gaps between a client's SYN retransmissions
 // (1, 2, 4, 8, 16 s); an idle established flow that does expire loses only
 // its pin: its next packet goes through Maglev again.
 func DefaultTimeouts() Timeouts {
 	return Timeouts{
-		TCPUnestablished: 30 * time.Second,
-		TCPEstablished:   time.Hour,
-		TCPClosing:       30 * time.Second,
-		UDP:              60 * time.Second,
+		TCPUnestablished: config.DefaultTCPUnestablished,
+		TCPEstablished:   config.DefaultTCPEstablished,
+		TCPClosing:       config.DefaultTCPClosing,
+		UDP:              config.DefaultUDPTimeout,
 	}
 }
 
