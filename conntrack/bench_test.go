@@ -54,6 +54,7 @@ func getFixture(b *testing.B, flows int) *fixture {
 			b.Fatalf("fill: flow %d of %d refused at %d%% occupancy", n, flows, 100*n/tab.Capacity())
 		}
 		f.s.Touch(e, tcpACK)
+		prove(e)
 	}
 	f.fillNs = float64(time.Since(start).Nanoseconds()) / float64(flows)
 

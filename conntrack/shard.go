@@ -111,14 +111,16 @@ func (s *Shard) Lookup(k *Key, h uint64) (Entry, bool) {
 	return Entry{b, bi, uint32(i)}, true
 }
 
-// Touch accounts for one more packet of the flow: it moves the state along
-// the machine documented on State, using the TCP flags byte of the packet
-// (ignored for non-TCP flows), and stamps the shard's current tick. Insert
-// already accounts for the packet that created a flow.
+// Touch accounts for one more packet of the flow: it moves the state and
+// proof level along the machine documented on State, using the TCP flags
+// byte of the packet (ignored for non-TCP flows) and whether the packet
+// comes in a later tick than the flow's last one, and stamps the shard's
+// current tick. Insert already accounts for the packet that created a flow.
 func (s *Shard) Touch(e Entry, tcpFlags uint8) {
 	i := e.i & 7
 	st := e.b.state[i]
-	e.b.state[i] = st&altBit | uint8(next[st&stateMask][classOf[tcpFlags]])
+	later := min(s.now-e.b.seen[i], 1) // seen <= now: 1 iff a later tick
+	e.b.state[i] = st&altBit | next[st&phaseMask][classOf[tcpFlags]][later]
 	e.b.seen[i] = s.now
 }
 

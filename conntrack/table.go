@@ -59,6 +59,7 @@ func New(cfg Config) (*Table, error) {
 		d    time.Duration
 	}{
 		{"TCPUnestablished", cfg.Timeouts.TCPUnestablished},
+		{"TCPUnconfirmed", cfg.Timeouts.TCPUnconfirmed},
 		{"TCPEstablished", cfg.Timeouts.TCPEstablished},
 		{"TCPClosing", cfg.Timeouts.TCPClosing},
 		{"UDP", cfg.Timeouts.UDP},
