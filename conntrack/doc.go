@@ -17,10 +17,11 @@
 //
 // The pipeline computes the flow hash once (hashing.Flow4/Flow6, the hash
 // that also picks the Maglev slot) and passes it with the Key; conntrack
-// never hashes keys, it uses the high bits of h to pick a bucket and the
-// low 16 as a tag. h must be the same function of the Key on every call
-// and well mixed in all 64 bits, and unpredictable to clients (seeded) so
-// they cannot aim at one bucket.
+// never hashes keys. h must be the same function of the Key on every call
+// and well mixed in all 64 bits. It need not be secret, and is not: its
+// seed is shared by every box behind the routers and has a public default.
+// The table therefore never takes a bucket straight from h (see Keyed
+// buckets).
 //
 //	s.Advance(tab.Now()) // once per batch, before its frames
 //	// for each frame of the batch:
@@ -55,6 +56,23 @@
 // The first refusals appear at about 92% occupancy (measured on random
 // hashes), so Config.Capacity should be ~10% above the flows to be held.
 // Capacity is rounded up per shard to whole buckets (at least two).
+//
+// # Keyed buckets
+//
+// Anyone who knows the flow hash seed can compute h for any tuple, and the
+// seed cannot be secret: every box must use the same one so that they all
+// pick the same backend, and the default is public. Were the bucket and
+// tag taken from h, a client could pick tuples that all land in one bucket
+// pair, and fill or churn those 16 slots (or those of a victim's flow)
+// with a trickle of packets. So each Table draws a secret at New
+// (crypto/rand; Config.BucketKey fixes it for tests) and every shard takes
+// a flow's bucket and tag from a keyed bijection of h: two multiplies,
+// each after folding in a word of the secret, with shift-xors between. The
+// secret never leaves the process and nothing else depends on it: Maglev
+// still uses h alone, and a restarted box starts with an empty table
+// anyway. The mix is not a cryptographic PRF; it is there so that which
+// tuples share a bucket differs from table to table and cannot be read
+// off the public hash.
 //
 // # Time and expiry
 //

@@ -133,7 +133,7 @@ func spoofedHandshakeFlood(t *testing.T, floodTicks int, strict bool) {
 	)
 	perTick := floodFlows / floodTicks
 	ticks := Tick(start + floodTicks + 2)
-	tab, err := New(Config{Capacity: slots, Shards: 1})
+	tab, err := New(Config{Capacity: slots, Shards: 1, BucketKey: testBucketKey})
 	if err != nil {
 		t.Fatal(err)
 	}

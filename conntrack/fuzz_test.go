@@ -26,6 +26,7 @@ func FuzzShard(f *testing.F) {
 			Shards:                  1,
 			ExpiryBucketsPerAdvance: 1 + int(cfg>>2%3),
 			Timeouts:                fuzzTimeouts,
+			BucketKey:               testBucketKey,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -2,6 +2,8 @@ package conntrack
 
 import (
 	"errors"
+	"math/bits"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 )
@@ -286,6 +288,93 @@ func TestStrings(t *testing.T) {
 	} {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
+
+// TestBucketKey checks that the bucket layout is the table's own secret:
+// two tables place the same flow hash differently, flows aimed at one
+// bucket through the public flow hash scatter, and a fixed
+// Config.BucketKey reproduces a layout.
+func TestBucketKey(t *testing.T) {
+	const capacity = 8192 // 1024 buckets
+	newTab := func(key [16]byte) *Shard {
+		tab, err := New(Config{Capacity: capacity, Shards: 2, Timeouts: testTimeouts, BucketKey: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tab.Shard(0).key != tab.Shard(1).key {
+			t.Fatal("the shards of one table have different keys")
+		}
+		return tab.Shard(0)
+	}
+	a, b := newTab([16]byte{}), newTab([16]byte{})
+	if a.key == b.key {
+		t.Fatalf("two tables drew the same key %x", a.key)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	const n = 4096
+	samePrimary, sameTag := 0, 0
+	for range n {
+		h := rng.Uint64()
+		pa, ta := a.locate(h)
+		pb, tb := b.locate(h)
+		if pa == pb {
+			samePrimary++
+		}
+		if ta == tb {
+			sameTag++
+		}
+	}
+	// By chance: n/1024 = 4 and n/65536 < 1.
+	if samePrimary > 24 || sameTag > 4 {
+		t.Errorf("of %d hashes, %d got the same primary bucket and %d the same tag in two tables", n, samePrimary, sameTag)
+	}
+
+	// Hashes that share the bits an unkeyed table would take the bucket
+	// (high) and tag (low 16) from: what an attacker who knows the public
+	// flow hash seed could aim at one bucket pair (16 slots).
+	const aimed = 512
+	base := rng.Uint64()
+	unkeyed := func(h uint64) (uint64, uint16) { hi, _ := bits.Mul64(h, a.nb); return hi, uint16(h) }
+	p0, t0 := unkeyed(base)
+	buckets := map[uint32]int{}
+	most := 0
+	for i := range uint64(aimed) {
+		h := base ^ i<<16
+		if ph, th := unkeyed(h); ph != p0 || th != t0 {
+			t.Fatalf("aimed hash %d does not share the unkeyed bucket and tag", i)
+		}
+		p, _ := a.locate(h)
+		buckets[p]++
+		most = max(most, buckets[p])
+		k := testKey(int(i))
+		if _, r := a.Insert(&k, h, 1, tcpSYN); r != Inserted {
+			t.Fatalf("aimed flow %d: %v, want Inserted", i, r)
+		}
+	}
+	if most > 8 {
+		t.Errorf("%d of %d aimed hashes share one primary bucket", most, aimed)
+	}
+	st := a.Stats()
+	if st.EvictedUnestablished != 0 || st.UntrackedFull != 0 {
+		t.Errorf("aimed flows displaced each other: %+v", st)
+	}
+	for i := range uint64(aimed) {
+		k := testKey(int(i))
+		if _, ok := a.Lookup(&k, base^i<<16); !ok {
+			t.Fatalf("aimed flow %d not found", i)
+		}
+	}
+
+	// A fixed key gives the same layout in every table.
+	c, d := newTab(testBucketKey), newTab(testBucketKey)
+	for range 1000 {
+		h := rng.Uint64()
+		pc, tc := c.locate(h)
+		pd, td := d.locate(h)
+		if pc != pd || tc != td {
+			t.Fatalf("same BucketKey, h %#x: bucket %d tag %#x vs %d %#x", h, pc, tc, pd, td)
 		}
 	}
 }

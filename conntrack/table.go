@@ -1,6 +1,8 @@
 package conntrack
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -21,6 +23,13 @@ type Config struct {
 	// ExpiryBucketsPerAdvance is how many buckets each Advance examines
 	// for timed-out flows; 0 means DefaultExpiryBucketsPerAdvance.
 	ExpiryBucketsPerAdvance int
+	// BucketKey is the secret that places flows in buckets (see "Keyed
+	// buckets" in the package doc). All zero, the normal case, means New draws one from
+	// crypto/rand, so that no one outside the process can tell which flows
+	// share a bucket. Tests set it to get a reproducible layout. It is
+	// local to the table: unlike the flow hash seed it is not shared with
+	// other boxes, and nothing but the table's layout depends on it.
+	BucketKey [16]byte
 }
 
 // DefaultExpiryBucketsPerAdvance is ExpiryBucketsPerAdvance when unset: 64
@@ -79,12 +88,20 @@ func New(cfg Config) (*Table, error) {
 	}
 	scan = min(scan, nb)
 	timeout := cfg.Timeouts.ticksByState()
+	kb := cfg.BucketKey
+	if kb == ([16]byte{}) {
+		if _, err := rand.Read(kb[:]); err != nil {
+			return nil, fmt.Errorf("conntrack: bucket key: %w", err)
+		}
+	}
+	key := [2]uint64{binary.LittleEndian.Uint64(kb[:8]), binary.LittleEndian.Uint64(kb[8:])}
 
 	t := &Table{shards: make([]*Shard, cfg.Shards), start: time.Now()}
 	for i := range t.shards {
 		s := &Shard{
 			buckets: make([]bucket, nb),
 			nb:      uint64(nb),
+			key:     key,
 			timeout: timeout,
 			scan:    scan,
 		}
