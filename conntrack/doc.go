@@ -53,9 +53,10 @@
 //
 // Every flow has two candidate buckets; Insert uses the less loaded one and,
 // when both are full, may move one resident flow to its own other bucket.
-// The first refusals appear at about 92% occupancy (measured on random
-// hashes), so Config.Capacity should be ~10% above the flows to be held.
-// Capacity is rounded up per shard to whole buckets (at least two).
+// The first refusals come some way short of full (TestOccupancy measures
+// where; README.md records it), so Config.Capacity should be ~10% above
+// the flows to be held. Capacity is rounded up per shard to whole buckets
+// (at least two).
 //
 // # Keyed buckets
 //

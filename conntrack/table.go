@@ -13,8 +13,9 @@ type Config struct {
 	// Capacity is the number of flows the table can hold, over all
 	// shards. Each shard gets ceil(Capacity/Shards) slots rounded up to a
 	// whole number of 8-slot buckets, at least two buckets. Inserts start
-	// to fail for some flows at about 92% occupancy (see Insert), so size
-	// it ~10% above the flows to be pinned. Memory is 40 bytes per slot.
+	// to fail for some flows before every slot is used (see Insert and
+	// TestOccupancy; README.md records the figure), so size it ~10% above
+	// the flows to be pinned. Memory is 40 bytes per slot.
 	Capacity int
 	// Shards is the number of shards, one per dataplane worker.
 	Shards int
@@ -33,9 +34,7 @@ type Config struct {
 }
 
 // DefaultExpiryBucketsPerAdvance is ExpiryBucketsPerAdvance when unset: 64
-// slots per batch, about 200 ns per Advance including the counter publish
-// (BenchmarkAdvance). At 10,000 batches/s a shard of 1M flows is swept in
-// about 2 s.
+// slots per batch. A shard of nb buckets is swept once every nb/8 batches.
 const DefaultExpiryBucketsPerAdvance = 8
 
 // maxBucketsPerShard keeps bucket arithmetic in uint32 without overflow
