@@ -1,6 +1,7 @@
 package conntrack
 
 import (
+	"math/bits"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -263,3 +264,35 @@ func BenchmarkCountByBackend(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkLocate is the keyed mix with the bucket and tag it yields, each
+// call waiting for the one before (its input depends on the last result),
+// so ns/op is the latency a lookup pays before its first memory read;
+// "unkeyed" is the same reduction taken straight from h, for reference.
+func BenchmarkLocate(b *testing.B) {
+	s := newShard(b, 1<<20)
+	hs := make([]uint64, 1024)
+	for i := range hs {
+		hs[i] = fmix(uint64(i) + 1)
+	}
+	b.Run("keyed", func(b *testing.B) {
+		var acc uint64
+		for i := 0; b.Loop(); i++ {
+			p, t := s.locate(hs[i&1023] ^ acc&1)
+			acc += uint64(p) + uint64(t)
+		}
+		sinkLocate = acc
+	})
+	b.Run("unkeyed", func(b *testing.B) {
+		var acc uint64
+		for i := 0; b.Loop(); i++ {
+			h := hs[i&1023] ^ acc&1
+			hi, _ := bits.Mul64(h, s.nb)
+			t := max(uint16(h), 1)
+			acc += hi + uint64(t)
+		}
+		sinkLocate = acc
+	})
+}
+
+var sinkLocate uint64
