@@ -139,7 +139,7 @@ func modelNext(st State, level int, flags uint8, later bool) (State, int) {
 	case StateUDP:
 		return StateUDP, level
 	case StateClosing:
-		if syn {
+		if syn && !end {
 			return StateSynSent, 0
 		}
 		return StateClosing, level

@@ -44,8 +44,8 @@ func Ticks(d time.Duration) Tick {
 // Proof needs the flow to live through time, not just to send a certain
 // packet: see the package documentation for why.
 //
-//	TCP (Proto 6), by the flags of each client packet ("SYN" is a SYN
-//	without ACK; "other" is any packet without SYN-only, FIN or RST):
+//	TCP (Proto 6), by the flags of each client packet ("FIN/RST": FIN or
+//	RST set; "SYN": else SYN without ACK; "other": the rest):
 //	  first packet   SYN (no ACK) → SynSent (level 0), FIN or RST → Closing (level 0),
 //	                 anything else → Unconfirmed (level 1: picked up mid-stream)
 //	  SynSent        SYN → SynSent, FIN/RST → Closing, other → Unconfirmed (level 1)
