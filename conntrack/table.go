@@ -25,9 +25,9 @@ type Config struct {
 	// for timed-out flows; 0 means DefaultExpiryBucketsPerAdvance.
 	ExpiryBucketsPerAdvance int
 	// BucketKey is the secret that places flows in buckets (see "Keyed
-	// buckets" in the package doc). All zero, the normal case, means New draws one from
-	// crypto/rand, so that no one outside the process can tell which flows
-	// share a bucket. Tests set it to get a reproducible layout. It is
+	// buckets" in the package doc). All zero, the normal case, means New
+	// draws one from crypto/rand, so that no one outside the process can
+	// tell which flows share a bucket. Tests set it to get a reproducible layout. It is
 	// local to the table: unlike the flow hash seed it is not shared with
 	// other boxes, and nothing but the table's layout depends on it.
 	BucketKey [16]byte
