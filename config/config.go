@@ -80,9 +80,11 @@ func (d *Dataplane) EgressInterface() string {
 type Conntrack struct {
 	// Capacity is the number of flows the table holds, split evenly across
 	// workers; memory for all of them is allocated at start.
-	Capacity         int      `toml:"capacity"`
-	TCPUnestablished Duration `toml:"tcp_unestablished_timeout"`
-	TCPEstablished   Duration `toml:"tcp_established_timeout"`
+	Capacity int `toml:"capacity"`
+	// Idle timeouts per conntrack state (see package conntrack).
+	TCPUnestablished Duration `toml:"tcp_unestablished_timeout"` // only SYNs seen
+	TCPUnconfirmed   Duration `toml:"tcp_unconfirmed_timeout"`   // past the SYN, not yet proven by time: evictable
+	TCPEstablished   Duration `toml:"tcp_established_timeout"`   // proven: never evicted
 	TCPClosing       Duration `toml:"tcp_closing_timeout"`
 	UDP              Duration `toml:"udp_timeout"`
 }

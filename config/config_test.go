@@ -2,13 +2,15 @@ package config
 
 import (
 	"errors"
-	"github.com/vipd/vipd/hashing"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vipd/vipd/hashing"
 )
 
 // base is a minimal valid file; cases append to it or replace parts of it.
@@ -70,6 +72,7 @@ func TestValidationErrors(t *testing.T) {
 		{"conntrack capacity", base + "\n[conntrack]\ncapacity = 10 #!\n", "conntrack.capacity", "from 1024"},
 		{"bad duration", base + "\n[conntrack]\nudp_timeout = \"soon\" #!\n", "conntrack.udp_timeout", "invalid duration"},
 		{"duration too short", base + "\n[conntrack]\ntcp_closing_timeout = \"10ms\" #!\n", "conntrack.tcp_closing_timeout", "from 1s"},
+		{"unconfirmed too long", base + "\n[conntrack]\ntcp_unconfirmed_timeout = \"200h\" #!\n", "conntrack.tcp_unconfirmed_timeout", "to 168h"},
 		{"admin not host:port", base + "\n[admin]\nlisten = \"9180\" #!\n", "admin.listen", "host:port"},
 		{"admin host name", base + "\n[admin]\nlisten = \"example.com:9180\" #!\n", "admin.listen", "IP address or localhost"},
 		{"admin socket relative", base + "\n[admin]\nsocket = \"run/admin.sock\" #!\n", "admin.socket", "absolute path"},
@@ -190,6 +193,7 @@ func TestWarnings(t *testing.T) {
 		{"public admin", base + "\n[admin]\nlisten = \"0.0.0.0:9180\"\n", "admin.listen", "not a loopback"},
 		{"no VIPs", "[dataplane]\ningress = \"eth0\"\n", "vip", "no [[vip]]"},
 		{"timeouts inverted", base + "\n[conntrack]\ntcp_established_timeout = \"5s\"\n", "conntrack.tcp_established_timeout", "shorter than"},
+		{"unconfirmed outlives established", base + "\n[conntrack]\ntcp_unconfirmed_timeout = \"1h\"\n", "conntrack.tcp_established_timeout", "tcp_unconfirmed_timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -222,7 +226,7 @@ func TestDefaults(t *testing.T) {
 	if d.TwoArmed() || d.EgressInterface() != "eth0" {
 		t.Errorf("one-armed config reported two-armed or wrong egress")
 	}
-	if cfg.Conntrack.TCPEstablished.D() != 15*time.Minute || cfg.Conntrack.Capacity != 1<<20 {
+	if cfg.Conntrack.TCPEstablished.D() != 15*time.Minute || cfg.Conntrack.TCPUnconfirmed.D() != 30*time.Second || cfg.Conntrack.Capacity != 1<<20 {
 		t.Errorf("conntrack defaults wrong: %+v", cfg.Conntrack)
 	}
 	if cfg.Admin.Listen != "127.0.0.1:9180" || cfg.Admin.Socket != "/run/vipd/admin.sock" {
@@ -261,10 +265,10 @@ func TestExample(t *testing.T) {
 	}
 }
 
-// TestExampleDocumentsDefaults: the example sets every key of [dataplane]
+// TestExampleSetsDefaults: the example sets every key of [dataplane]
 // (but the interfaces), [conntrack] and [admin] to its default, as its
 // comments say, so a changed default cannot leave the example behind.
-func TestExampleDocumentsDefaults(t *testing.T) {
+func TestExampleSetsDefaults(t *testing.T) {
 	cfg, _, err := Load(filepath.Join("..", "config.toml.example"))
 	if err != nil {
 		t.Fatal(err)
@@ -358,4 +362,96 @@ func TestDefaultTableSizeIsMaglevs(t *testing.T) {
 	if DefaultTableSize != hashing.DefaultMaglevSize {
 		t.Errorf("DefaultTableSize %d, hashing.DefaultMaglevSize %d", DefaultTableSize, hashing.DefaultMaglevSize)
 	}
+}
+
+// TestExampleDocumentsDefaults checks every default config.toml.example
+// states for a key (in the comment on its line, or in the comment block
+// right above it: `default "30s"`, `Default 64`, `"tcp" (default)`) against
+// the loader: a minimal file with the key set to that value must load to
+// exactly what it loads to without the key.
+func TestExampleDocumentsDefaults(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "config.toml.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		dataplane = "[dataplane]\ningress = \"eth0\"\n"
+		vipNoPort = dataplane + "[[vip]]\nname = \"a\"\naddress = \"198.18.0.100\"\n"
+		vip       = vipNoPort + "port = 80\n"
+		backend   = "[[vip.backend]]\naddress = \"198.18.1.11\"\n"
+	)
+	// around returns the minimal file for key of a section, with line
+	// ("" for none) in place.
+	around := map[string]func(key, l string) string{
+		"[dataplane]": func(_, l string) string { return dataplane + l + "\n" },
+		"[conntrack]": func(_, l string) string { return dataplane + "[conntrack]\n" + l + "\n" },
+		"[admin]":     func(_, l string) string { return dataplane + "[admin]\n" + l + "\n" },
+		"[[vip]]": func(key, l string) string {
+			if key == "port" {
+				// A VIP on every port needs a port to probe.
+				return vipNoPort + l + "\n[vip.healthcheck]\nport = 80\n" + backend
+			}
+			return vip + l + "\n" + backend
+		},
+		"[vip.healthcheck]": func(_, l string) string { return vip + "[vip.healthcheck]\n" + l + "\n" + backend },
+		"[[vip.backend]]":   func(_, l string) string { return vip + backend + l + "\n" },
+	}
+	keyRE := regexp.MustCompile(`^([a-z_]+) = [^#]*(#.*)?$`)
+	defRE := regexp.MustCompile(`[Dd]efault:? ("[^"]*"|-?[0-9]+)|("[^"]*"|-?[0-9]+) \(default`)
+	section, done := "", map[string]bool{}
+	var block []string // the comment lines right above the current line
+	checked := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "["):
+			section, block = line, nil
+			continue
+		case strings.HasPrefix(line, "#"):
+			block = append(block, line)
+			continue
+		}
+		m := keyRE.FindStringSubmatch(line)
+		comments := append([]string{m2(m)}, block...)
+		block = nil
+		if m == nil || around[section] == nil || done[section+m[1]] {
+			continue
+		}
+		done[section+m[1]] = true
+		var def string
+		for _, c := range comments {
+			if d := defRE.FindStringSubmatch(c); d != nil {
+				def = d[1] + d[2]
+				break
+			}
+		}
+		if def == "" {
+			continue // required, or no stated default
+		}
+		checked++
+		file := around[section]
+		with, _, err := Parse("with.toml", []byte(file(m[1], m[1]+" = "+def)))
+		if err != nil {
+			t.Errorf("%s %s: the documented default %s does not load: %v", section, m[1], def, err)
+			continue
+		}
+		without, _, err := Parse("without.toml", []byte(file(m[1], "")))
+		if err != nil {
+			t.Fatalf("%s: minimal file does not load: %v", section, err)
+		}
+		if !reflect.DeepEqual(with, without) {
+			t.Errorf("%s %s: config.toml.example says the default is %s, the loader disagrees", section, m[1], def)
+		}
+	}
+	if checked < 30 {
+		t.Errorf("checked only %d documented defaults; has the example's wording changed?", checked)
+	}
+}
+
+// m2 returns the trailing comment of a key line match, or "".
+func m2(m []string) string {
+	if m == nil {
+		return ""
+	}
+	return m[2]
 }

@@ -15,6 +15,7 @@ const (
 	DefaultFlowHashSeed      = 0x5f1b_7a3c_9e2d_4b60 // any fixed value: what matters is that every instance uses the same one
 	DefaultConntrackCapacity = 1 << 20
 	DefaultTCPUnestablished  = 30 * time.Second
+	DefaultTCPUnconfirmed    = 30 * time.Second
 	DefaultTCPEstablished    = 15 * time.Minute
 	DefaultTCPClosing        = 30 * time.Second
 	DefaultUDPTimeout        = 60 * time.Second
@@ -55,6 +56,7 @@ func Default() Config {
 		Conntrack: Conntrack{
 			Capacity:         DefaultConntrackCapacity,
 			TCPUnestablished: Duration(DefaultTCPUnestablished),
+			TCPUnconfirmed:   Duration(DefaultTCPUnconfirmed),
 			TCPEstablished:   Duration(DefaultTCPEstablished),
 			TCPClosing:       Duration(DefaultTCPClosing),
 			UDP:              Duration(DefaultUDPTimeout),

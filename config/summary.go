@@ -22,9 +22,9 @@ func WriteSummary(w io.Writer, cfg *Config) error {
 	if d.EgressMTU != 0 {
 		mtu = fmt.Sprint(d.EgressMTU)
 	}
-	fmt.Fprintf(tw, "conntrack: %d flows; timeouts tcp %s/%s/%s (unestablished/established/closing), udp %s\n",
-		cfg.Conntrack.Capacity, cfg.Conntrack.TCPUnestablished, cfg.Conntrack.TCPEstablished,
-		cfg.Conntrack.TCPClosing, cfg.Conntrack.UDP)
+	fmt.Fprintf(tw, "conntrack: %d flows; timeouts tcp %s/%s/%s/%s (unestablished/unconfirmed/established/closing), udp %s\n",
+		cfg.Conntrack.Capacity, cfg.Conntrack.TCPUnestablished, cfg.Conntrack.TCPUnconfirmed,
+		cfg.Conntrack.TCPEstablished, cfg.Conntrack.TCPClosing, cfg.Conntrack.UDP)
 	admin := "disabled"
 	if cfg.Admin.Listen != "" {
 		admin = cfg.Admin.Listen + " (read-only)"

@@ -123,6 +123,7 @@ func (c *collector) validateConntrack(ct *Conntrack) {
 		d   Duration
 	}{
 		{"tcp_unestablished_timeout", ct.TCPUnestablished},
+		{"tcp_unconfirmed_timeout", ct.TCPUnconfirmed},
 		{"tcp_established_timeout", ct.TCPEstablished},
 		{"tcp_closing_timeout", ct.TCPClosing},
 		{"udp_timeout", ct.UDP},
@@ -134,6 +135,9 @@ func (c *collector) validateConntrack(ct *Conntrack) {
 	}
 	if ct.TCPEstablished < ct.TCPUnestablished {
 		c.warnf(p+".tcp_established_timeout", "%s is shorter than tcp_unestablished_timeout (%s): idle established flows are forgotten before half-open ones", ct.TCPEstablished, ct.TCPUnestablished)
+	}
+	if ct.TCPEstablished < ct.TCPUnconfirmed {
+		c.warnf(p+".tcp_established_timeout", "%s is shorter than tcp_unconfirmed_timeout (%s): idle established flows are forgotten before unproven ones", ct.TCPEstablished, ct.TCPUnconfirmed)
 	}
 }
 

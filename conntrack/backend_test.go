@@ -102,6 +102,7 @@ func TestForEach(t *testing.T) {
 		e := insert(t, s, testKey(n), uint32(n), tcpSYN, Inserted)
 		if n%2 == 0 {
 			s.Touch(e, tcpACK)
+			prove(e)
 		}
 	}
 	// Odd flows are SynSent and time out after 5 ticks; ForEach skips them

@@ -25,8 +25,8 @@ type bucket struct {
 	tags [2]uint64
 	// seen is the tick of the slot's last packet.
 	seen [slotsPerBucket]Tick
-	// state is the slot's State in the low bits, plus altBit when the
-	// entry lives in the alternate bucket of its pair.
+	// state is the slot's phase (State and proof level, see state.go),
+	// plus altBit when the entry lives in the alternate bucket of its pair.
 	state [slotsPerBucket]uint8
 	// ovf counts entries whose primary bucket is this one but which live
 	// in their alternate bucket. While it is zero a lookup that misses
@@ -50,7 +50,7 @@ const (
 	bucketBytes    = 320 // size of bucket; layout_test.go pins it
 	fullMask       = 1<<slotsPerBucket - 1
 
-	stateMask = 0x07 // State bits of bucket.state
+	stateMask = 0x07 // State bits of bucket.state (level bits: state.go)
 	altBit    = 0x80 // entry lives in the alternate bucket of its pair
 )
 

@@ -27,5 +27,15 @@ func (e Entry) SetFlags(f uint8) { e.b.recs[e.i&7].flags = f }
 // State returns the flow's protocol state.
 func (e Entry) State() State { return State(e.b.state[e.i&7] & stateMask) }
 
+// Evictable reports whether Insert may evict the flow to make room for a
+// new one: it has not yet proven itself by sending in ProofTicks distinct
+// ticks (see State). Proven flows are kept until they time out or are
+// deleted.
+func (e Entry) Evictable() bool { return evictable(e.b.state[e.i&7]) }
+
+// Level returns the flow's proof level, 0 to ProofTicks: the number of
+// distinct ticks in which it sent packets that count (see State).
+func (e Entry) Level() int { return int(e.b.state[e.i&7]&levelMask) >> levelShift }
+
 // LastSeen returns the tick of the flow's last packet.
 func (e Entry) LastSeen() Tick { return e.b.seen[e.i&7] }

@@ -10,9 +10,9 @@ import (
 // the state machine and timeouts), checking after every step:
 //
 //   - a hit agrees with the model in backend, state, flags and last-seen;
-//   - a flow the model holds as live and not evictable is always found —
-//     only evictable flows may vanish early, and never more of them than
-//     Stats.EvictedUnestablished counts;
+//   - a flow the model holds as live and proven is always found — only
+//     unproven (evictable) flows may vanish early, and never more of them
+//     than Stats.EvictedUnestablished counts;
 //   - Untracked is returned only when both candidate buckets are full of
 //     live, non-evictable flows;
 //   - the structure is sound (checkInvariants).
@@ -26,6 +26,7 @@ func FuzzShard(f *testing.F) {
 			Shards:                  1,
 			ExpiryBucketsPerAdvance: 1 + int(cfg>>2%3),
 			Timeouts:                fuzzTimeouts,
+			BucketKey:               testBucketKey,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -41,6 +42,7 @@ func FuzzShard(f *testing.F) {
 
 var fuzzTimeouts = Timeouts{
 	TCPUnestablished: 3 * time.Second,
+	TCPUnconfirmed:   5 * time.Second,
 	TCPEstablished:   20 * time.Second,
 	TCPClosing:       4 * time.Second,
 	UDP:              6 * time.Second,
@@ -73,9 +75,13 @@ func fuzzKey(b byte) Key {
 type modelFlow struct {
 	backend uint32
 	state   State
+	level   int // proof level, 0..ProofTicks
 	seen    Tick
 	flags   uint8
 }
+
+// evictable is the model's reading of the proof rule.
+func (f *modelFlow) evictable() bool { return f.level < ProofTicks }
 
 type model struct {
 	s        *Shard
@@ -90,6 +96,8 @@ func modelTimeout(st State) Tick {
 	switch st {
 	case StateSynSent:
 		return 3
+	case StateUnconfirmed:
+		return 5
 	case StateEstablished:
 		return 20
 	case StateClosing:
@@ -98,32 +106,55 @@ func modelTimeout(st State) Tick {
 	return 6
 }
 
-// modelInitial and modelNext restate the machine documented on State.
-func modelInitial(proto, flags uint8) State {
+// modelInitial and modelNext restate the machine documented on State:
+// the state and proof level after a flow's first packet, and after a later
+// one (later: in a later tick than the flow's last packet).
+func modelInitial(proto, flags uint8) (State, int) {
 	switch {
 	case proto != protoTCP:
-		return StateUDPNew
+		return StateUDPNew, 1
 	case flags&(tcpFIN|tcpRST) != 0:
-		return StateClosing
+		return StateClosing, 0
+	case flags&tcpSYN != 0 && flags&tcpACK == 0:
+		return StateSynSent, 0
 	}
-	return StateSynSent
+	return StateUnconfirmed, 1
 }
 
-func modelNext(st State, flags uint8) State {
-	if st == StateUDPNew || st == StateUDP {
-		return StateUDP
+func modelNext(st State, level int, flags uint8, later bool) (State, int) {
+	step := func(unproven, proven State) (State, int) {
+		if !later {
+			return st, level
+		}
+		if level+1 == ProofTicks {
+			return proven, ProofTicks
+		}
+		return unproven, level + 1
 	}
 	end := flags&(tcpFIN|tcpRST) != 0
 	syn := flags&tcpSYN != 0 && flags&tcpACK == 0
+	switch st {
+	case StateUDPNew:
+		return step(StateUDPNew, StateUDP)
+	case StateUDP:
+		return StateUDP, level
+	case StateClosing:
+		if syn && !end {
+			return StateSynSent, 0
+		}
+		return StateClosing, level
+	}
 	switch {
 	case end:
-		return StateClosing
-	case syn && (st == StateSynSent || st == StateClosing):
-		return StateSynSent
-	case st == StateClosing:
-		return StateClosing
+		return StateClosing, level
+	case syn && st == StateSynSent:
+		return StateSynSent, 0
+	case st == StateSynSent:
+		return StateUnconfirmed, 1
+	case syn || st == StateEstablished:
+		return st, level
 	}
-	return StateEstablished
+	return step(StateUnconfirmed, StateEstablished)
 }
 
 // live returns the model's flow for k if it has not timed out; timed-out
@@ -140,8 +171,8 @@ func (m *model) live(k Key) *modelFlow {
 // gone records that the shard no longer has k although the model did.
 func (m *model) gone(k Key, f *modelFlow) {
 	m.t.Helper()
-	if !f.state.Evictable() {
-		m.t.Fatalf("live %v flow %v:%d (proto %d) vanished", f.state, k.SrcAddr(), k.SrcPort, k.Proto)
+	if !f.evictable() {
+		m.t.Fatalf("live proven %v flow %v:%d (proto %d) vanished", f.state, k.SrcAddr(), k.SrcPort, k.Proto)
 	}
 	m.vanished++
 	delete(m.flows, k)
@@ -150,8 +181,9 @@ func (m *model) gone(k Key, f *modelFlow) {
 // same checks a hit against the model.
 func (m *model) same(e Entry, f *modelFlow) {
 	m.t.Helper()
-	if e.Backend() != f.backend || e.State() != f.state || e.Flags() != f.flags || e.LastSeen() != f.seen {
-		m.t.Fatalf("entry backend %d state %v flags %d seen %d; model %+v", e.Backend(), e.State(), e.Flags(), e.LastSeen(), *f)
+	if e.Backend() != f.backend || e.State() != f.state || e.Level() != f.level || e.Flags() != f.flags || e.LastSeen() != f.seen ||
+		e.Evictable() != f.evictable() {
+		m.t.Fatalf("entry backend %d state %v level %d flags %d seen %d; model %+v", e.Backend(), e.State(), e.Level(), e.Flags(), e.LastSeen(), *f)
 	}
 }
 
@@ -193,7 +225,8 @@ func (m *model) step(op byte, in *fuzzInput) {
 			m.checkRefusal(k)
 			return
 		}
-		f = &modelFlow{backend: backend, state: modelInitial(k.Proto, flags), seen: m.now}
+		f = &modelFlow{backend: backend, seen: m.now}
+		f.state, f.level = modelInitial(k.Proto, flags)
 		m.flows[k] = f
 		m.same(e, f)
 	case 1: // Lookup
@@ -202,7 +235,8 @@ func (m *model) step(op byte, in *fuzzInput) {
 		k, flags := fuzzKey(in.byte()), in.byte()
 		if e, f, ok := m.find(k); ok {
 			m.s.Touch(e, flags)
-			f.state, f.seen = modelNext(f.state, flags), m.now
+			f.state, f.level = modelNext(f.state, f.level, flags, m.now > f.seen)
+			f.seen = m.now
 			m.same(e, f)
 		}
 	case 3: // Delete
@@ -237,7 +271,7 @@ func (m *model) step(op byte, in *fuzzInput) {
 		for k := range m.flows {
 			if f := m.live(k); f != nil {
 				hi[f.backend]++
-				if !f.state.Evictable() {
+				if !f.evictable() {
 					lo[f.backend]++
 				}
 			}
@@ -268,7 +302,7 @@ func (m *model) checkRefusal(k Key) {
 				m.t.Fatalf("Untracked with a free slot in bucket %d", bi)
 			case m.s.expired(b, i):
 				m.t.Fatalf("Untracked with a timed-out flow in bucket %d", bi)
-			case State(b.state[i] & stateMask).Evictable():
+			case evictable(b.state[i]):
 				m.t.Fatalf("Untracked with an evictable flow in bucket %d", bi)
 			}
 		}

@@ -50,15 +50,20 @@ func udpKey(n int) Key {
 // testTimeouts are short and distinct, so tests can tell states apart.
 var testTimeouts = Timeouts{
 	TCPUnestablished: 5 * time.Second,
+	TCPUnconfirmed:   8 * time.Second,
 	TCPEstablished:   100 * time.Second,
 	TCPClosing:       10 * time.Second,
 	UDP:              20 * time.Second,
 }
 
+// testBucketKey fixes the bucket layout of test tables, so that a failure
+// (or a fuzz input) reproduces; TestBucketKey covers random keys.
+var testBucketKey = [16]byte{0: 0x5e, 7: 0xc2, 8: 0x11, 15: 0x9d}
+
 // newShard returns the single shard of a fresh table of the given capacity.
 func newShard(tb testing.TB, capacity int) *Shard {
 	tb.Helper()
-	t, err := New(Config{Capacity: capacity, Shards: 1, Timeouts: testTimeouts})
+	t, err := New(Config{Capacity: capacity, Shards: 1, Timeouts: testTimeouts, BucketKey: testBucketKey})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -78,15 +83,45 @@ func insert(tb testing.TB, s *Shard, k Key, backend uint32, flags uint8, want In
 // lookup returns the entry for k, if live.
 func lookup(s *Shard, k Key) (Entry, bool) { return s.Lookup(&k, hashKey(&k)) }
 
-// establish inserts k as a TCP flow and completes its handshake.
+// establish inserts k as a TCP flow, completes its handshake and marks it
+// proven (Established) as if it had gone on sending for ProofTicks ticks,
+// without moving the shard's clock. Tests of the proof itself use Touch
+// and Advance instead.
 func establish(tb testing.TB, s *Shard, k Key, backend uint32) (Entry, InsertResult) {
 	tb.Helper()
 	e, r := s.Insert(&k, hashKey(&k), backend, tcpSYN)
 	if r.Tracked() {
 		s.Touch(e, tcpACK)
+		prove(e)
 	}
 	return e, r
 }
+
+// prove puts a TCP flow in Established, a UDP flow in UDP, at the top
+// proof level, keeping altBit.
+func prove(e Entry) {
+	st := StateEstablished
+	if e.Key().Proto != protoTCP {
+		st = StateUDP
+	}
+	p := &e.b.state[e.i&7]
+	*p = *p&altBit | phase(st, ProofTicks)
+}
+
+// validPhase holds the phases the machine documented on State can reach.
+var validPhase = func() (v [phaseMask + 1]bool) {
+	for lv := uint8(0); lv <= ProofTicks; lv++ {
+		v[phase(StateClosing, lv)] = true
+	}
+	for lv := uint8(1); lv < ProofTicks; lv++ {
+		v[phase(StateUnconfirmed, lv)] = true
+		v[phase(StateUDPNew, lv)] = true
+	}
+	v[phase(StateSynSent, 0)] = true
+	v[phase(StateEstablished, ProofTicks)] = true
+	v[phase(StateUDP, ProofTicks)] = true
+	return v
+}()
 
 // checkInvariants verifies the structure of s from scratch: every occupied
 // slot holds a key whose hash gives that tag and one of the two buckets of
@@ -114,9 +149,11 @@ func checkInvariants(tb testing.TB, s *Shard) {
 			if t != tag {
 				tb.Fatalf("bucket %d slot %d: tag %#x, hash gives %#x", bi, i, tag, t)
 			}
-			st := State(b.state[i] & stateMask)
-			if st < StateSynSent || st > StateUDP {
-				tb.Fatalf("bucket %d slot %d: bad state %d", bi, i, st)
+			if ph := b.state[i] & phaseMask; !validPhase[ph] {
+				tb.Fatalf("bucket %d slot %d: bad phase %#x (state %v, level %d)", bi, i, ph, State(ph&stateMask), ph>>levelShift)
+			}
+			if b.state[i]&^(phaseMask|altBit) != 0 {
+				tb.Fatalf("bucket %d slot %d: stray bits in state byte %#x", bi, i, b.state[i])
 			}
 			alt := b.state[i]&altBit != 0
 			switch {

@@ -16,8 +16,9 @@ const (
 	Inserted
 	// ReplacedExpired: stored over a timed-out flow not yet reclaimed.
 	ReplacedExpired
-	// ReplacedUnestablished: stored over the oldest evictable flow
-	// (State.Evictable) of the two buckets.
+	// ReplacedUnestablished: stored over an evictable flow (one not yet
+	// proven, Entry.Evictable) of the two buckets: the least proven, and
+	// among those the one seen longest ago.
 	ReplacedUnestablished
 	// Existed: the key was already tracked; the existing entry is returned
 	// unchanged (neither touched nor re-pinned).
@@ -45,9 +46,10 @@ func (r InsertResult) Tracked() bool { return r != Untracked }
 //  2. the slot of a timed-out flow;
 //  3. a slot freed by moving one of the 16 resident flows to its own other
 //     bucket, if that has room (skipped when the shard is nearly full);
-//  4. the slot of the evictable flow (State.Evictable) seen longest ago;
-//  5. nowhere: Untracked. A flow past its first packet is never evicted,
-//     so a flood of new flows cannot unpin established ones.
+//  4. the slot of an evictable flow (not yet proven, Entry.Evictable): the
+//     lowest proof level, and among those the one seen longest ago;
+//  5. nowhere: Untracked. A proven flow is never evicted, so a flood of
+//     new flows cannot unpin flows that have proven themselves over time.
 //
 // Every outcome is counted in Stats. Insert does a bounded amount of work:
 // at most about 20 bucket metadata reads (the pair, 16 relocation probes,
@@ -68,7 +70,7 @@ func (s *Shard) Insert(k *Key, h uint64, backend uint32, tcpFlags uint8) (Entry,
 		}
 	}
 
-	st := initialState(k.Proto, tcpFlags)
+	st := initialPhase(k.Proto, tcpFlags)
 	up, ua := bp.used(), ba.used()
 	np, na := bits.OnesCount32(up), bits.OnesCount32(ua)
 	switch {
@@ -90,7 +92,7 @@ func (s *Shard) Insert(k *Key, h uint64, backend uint32, tcpFlags uint8) (Entry,
 			return s.place(b, bi, p, i, t, k, backend, st), Inserted
 		}
 	}
-	if b, bi, i, ok := s.findOldestEvictable(bp, p, ba, a); ok {
+	if b, bi, i, ok := s.findVictim(bp, p, ba, a); ok {
 		s.remove(b, bi, i)
 		s.c.evictedUnestablished++
 		return s.place(b, bi, p, i, t, k, backend, st), ReplacedUnestablished
@@ -118,11 +120,11 @@ func free(u uint32) int { return bits.TrailingZeros32(^u) }
 
 // place writes a new flow into free slot i of bucket b (index bi); p is the
 // flow's primary bucket, so bi != p means it lives in its alternate.
-func (s *Shard) place(b *bucket, bi, p uint32, i int, t uint16, k *Key, backend uint32, st State) Entry {
+func (s *Shard) place(b *bucket, bi, p uint32, i int, t uint16, k *Key, backend uint32, ph uint8) Entry {
 	i &= 7
 	b.recs[i] = record{key: *k, backend: backend}
 	b.seen[i] = s.now
-	b.state[i] = uint8(st)
+	b.state[i] = ph
 	if bi != p {
 		b.state[i] |= altBit
 		s.buckets[p].ovf++
@@ -148,25 +150,31 @@ func (s *Shard) findExpired(b0 *bucket, i0 uint32, b1 *bucket, i1 uint32) (*buck
 	return nil, 0, 0, false
 }
 
-// findOldestEvictable returns the evictable slot of the full pair with the
-// smallest last-seen tick (the first in bucket then slot order on ties).
-func (s *Shard) findOldestEvictable(b0 *bucket, i0 uint32, b1 *bucket, i1 uint32) (*bucket, uint32, int, bool) {
+// findVictim returns the slot of the full pair to evict for a new flow: of
+// the evictable (unproven) flows, the one with the lowest proof level, and
+// among those the one seen longest ago (the first in bucket then slot
+// order on ties). A flow that has sent in more distinct ticks has shown
+// more of what a spoofer must pay for, and one that has gone quiet longest
+// is the least likely to be a live transfer.
+func (s *Shard) findVictim(b0 *bucket, i0 uint32, b1 *bucket, i1 uint32) (*bucket, uint32, int, bool) {
 	var (
 		best   *bucket
 		bestBi uint32
 		bestI  int
-		oldest Tick
+		rank   uint64
 	)
 	for _, c := range [2]struct {
 		b  *bucket
 		bi uint32
 	}{{b0, i0}, {b1, i1}} {
 		for i := range slotsPerBucket {
-			if !State(c.b.state[i] & stateMask).Evictable() {
+			st := c.b.state[i]
+			if !evictable(st) {
 				continue
 			}
-			if best == nil || c.b.seen[i] < oldest {
-				best, bestBi, bestI, oldest = c.b, c.bi, i, c.b.seen[i]
+			r := uint64(st&levelMask)<<32 | uint64(c.b.seen[i])
+			if best == nil || r < rank {
+				best, bestBi, bestI, rank = c.b, c.bi, i, r
 			}
 		}
 	}
@@ -175,9 +183,8 @@ func (s *Shard) findOldestEvictable(b0 *bucket, i0 uint32, b1 *bucket, i1 uint32
 
 // relocate frees a slot in the full pair by moving one resident flow to its
 // own other bucket (one level of cuckoo displacement, no chains). The moved
-// flow keeps its key, backend, state and age. Simulated on random hashes,
-// this lifts the occupancy at which the first insert fails from about 69%
-// to about 92%.
+// flow keeps its key, backend, state and age. It lets the shard fill much
+// further before the first insert fails (TestOccupancy).
 func (s *Shard) relocate(b0 *bucket, i0 uint32, b1 *bucket, i1 uint32) (*bucket, uint32, int, bool) {
 	for _, c := range [2]struct {
 		b  *bucket

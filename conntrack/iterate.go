@@ -7,8 +7,7 @@ import "math/bits"
 // or Delete the entry it is given, but must not Insert or Advance.
 //
 // Like every Shard method it runs on the owner goroutine, and it walks the
-// whole shard in one go: about 1 ms per 100k slots, during which the worker
-// forwards nothing. It is meant for tests and for small tables; for periodic
+// whole shard in one go, during which the worker forwards nothing. It is meant for tests and for small tables; for periodic
 // control-plane counts use the bounded steps of CountByBackend.
 func (s *Shard) ForEach(fn func(Entry) bool) {
 	for bi := range s.buckets {
@@ -31,8 +30,8 @@ func (s *Shard) ForEach(fn func(Entry) bool) {
 // last bucket. A full count starts at 0 and calls it until it returns 0.
 //
 // The owning worker runs one step between batches, so the pause per step
-// is bounded (n=1024 is roughly 100 µs) while the control plane waits for
-// the sum. Flows inserted, removed or moved between steps may be missed or
+// is bounded by n (BenchmarkCountByBackend; README.md records a step of
+// 1024) while the control plane waits for the sum. Flows inserted, removed or moved between steps may be missed or
 // counted twice: the result is a gauge, not an invariant. It allocates only
 // when dst gains a key.
 func (s *Shard) CountByBackend(dst map[uint32]int, from, n int) int {

@@ -4,10 +4,9 @@ package conntrack
 // flow hash h, without waiting for them. It is an optional first pass over
 // a batch: call it for every frame, then do the lookups. Alone, a lookup in
 // a table far larger than the cache waits for up to three dependent memory
-// reads (~150-250 ns each on the development VM); a prefetch pass overlaps
-// the first of them across the batch (BenchmarkLookupBatch: 1.2-1.4x
-// faster per lookup at 1M and 10M flows). The record line is still read
-// when the lookup finds its slot.
+// reads; a prefetch pass overlaps the first of them across the batch
+// (BenchmarkLookupBatch measures the gain; README.md records it). The
+// record line is still read when the lookup finds its slot.
 //
 // Go has no prefetch instruction, so this issues ordinary loads and folds
 // the values into a field nothing reads: the CPU does not wait for a load

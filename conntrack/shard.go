@@ -9,14 +9,16 @@ import "math/bits"
 // elsewhere, through the counters Advance publishes.
 //
 // Each flow has two candidate buckets, both derived from the flow hash h
-// passed by the caller: the primary, from the high bits of h, and the
-// alternate, at an offset derived from the 16-bit tag (the low bits of h).
-// Because the offset depends only on the tag, which the slot stores, an
-// entry's other bucket is known without its hash; relocation and overflow
-// bookkeeping rely on that.
+// passed by the caller, mixed with the table's secret key (see locate):
+// the primary, from the high bits of the mix, and the alternate, at an
+// offset derived from the 16-bit tag (the low bits of the mix). Because the
+// offset depends only on the tag, which the slot stores, an entry's other
+// bucket is known without its hash; relocation and overflow bookkeeping
+// rely on that.
 type Shard struct {
 	buckets []bucket
-	nb      uint64 // len(buckets), >= 2
+	nb      uint64    // len(buckets), >= 2
+	key     [2]uint64 // the table's secret (Config.BucketKey)
 	now     Tick
 	timeout [stateMask + 1]Tick // idle ticks per State
 	cursor  uint32              // next bucket the expiry scan examines
@@ -31,12 +33,36 @@ type Shard struct {
 	pub      published
 }
 
-// locate returns the primary bucket and the tag of a flow hash. The bucket
-// is taken from the high bits (multiply-shift range reduction, no division,
-// any bucket count), the tag from the low 16, so the two are independent.
+// Multipliers of the bucket mix: those of MurmurHash3's 64-bit finalizer,
+// odd, so each multiply is a bijection.
+const (
+	mixMul1 = 0xff51afd7ed558ccd
+	mixMul2 = 0xc4ceb9fe1a85ec53
+)
+
+// mix maps a flow hash to the table's own hash: a bijection of h keyed by
+// the table's secret. The flow hash is a public function of the packet
+// (its seed must be shared by every box and has a public default), so
+// anyone can compute h; without the secret nobody can tell which flows
+// share a bucket. Each key word is folded in ahead of a multiply, so the
+// carries a multiply spreads depend on the secret; the shift-xors fold the
+// well-mixed high half into the low half, so the tag depends on every bit
+// of h too.
+func (s *Shard) mix(h uint64) uint64 {
+	x := (h ^ s.key[0]) * mixMul1
+	x ^= x >> 32
+	x = (x ^ s.key[1]) * mixMul2
+	return x ^ x>>32
+}
+
+// locate returns the primary bucket and the tag of a flow hash. Both come
+// from the keyed mix of h: the bucket from the high bits (multiply-shift
+// range reduction, no division, any bucket count), the tag from the low 16,
+// so the two are independent.
 func (s *Shard) locate(h uint64) (uint32, uint16) {
-	hi, _ := bits.Mul64(h, s.nb)
-	t := uint16(h)
+	x := s.mix(h)
+	hi, _ := bits.Mul64(x, s.nb)
+	t := uint16(x)
 	if t == 0 {
 		t = 1 // 0 marks a free slot
 	}
@@ -111,14 +137,16 @@ func (s *Shard) Lookup(k *Key, h uint64) (Entry, bool) {
 	return Entry{b, bi, uint32(i)}, true
 }
 
-// Touch accounts for one more packet of the flow: it moves the state along
-// the machine documented on State, using the TCP flags byte of the packet
-// (ignored for non-TCP flows), and stamps the shard's current tick. Insert
-// already accounts for the packet that created a flow.
+// Touch accounts for one more packet of the flow: it moves the state and
+// proof level along the machine documented on State, using the TCP flags
+// byte of the packet (ignored for non-TCP flows) and whether the packet
+// comes in a later tick than the flow's last one, and stamps the shard's
+// current tick. Insert already accounts for the packet that created a flow.
 func (s *Shard) Touch(e Entry, tcpFlags uint8) {
 	i := e.i & 7
 	st := e.b.state[i]
-	e.b.state[i] = st&altBit | uint8(next[st&stateMask][classOf[tcpFlags]])
+	later := min(s.now-e.b.seen[i], 1) // seen <= now: 1 iff a later tick
+	e.b.state[i] = st&altBit | next[st&phaseMask][classOf[tcpFlags]][later]
 	e.b.seen[i] = s.now
 }
 

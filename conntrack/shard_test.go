@@ -2,6 +2,8 @@ package conntrack
 
 import (
 	"errors"
+	"math/bits"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 )
@@ -122,40 +124,60 @@ func TestInsertLookupDelete(t *testing.T) {
 // TestEvictionOrder uses a 16-slot shard: two buckets, so every flow has
 // the same pair and "full" means 16 flows.
 func TestEvictionOrder(t *testing.T) {
-	t.Run("oldest unestablished first, established never", func(t *testing.T) {
+	t.Run("least proven first, then oldest; proven never", func(t *testing.T) {
 		s := newShard(t, 16)
-		// Seen at ticks 1..4; at tick 6 all are younger than the 5-tick timeout.
-		old := []Key{testKey(1), testKey(2), udpKey(3), testKey(4)}
-		for j, k := range old {
-			at(s, Tick(j+1))
-			insert(t, s, k, 1, tcpSYN, Inserted)
+		// Seven unproven flows, all still within their timeouts at tick 7:
+		// level 0 (SYN only) seen at ticks 4, 2, 3; level 1 (SYN+ACK, or one
+		// UDP datagram) seen at ticks 5, 3; level 2 (TCP past the SYN in two
+		// ticks, UDP in two ticks) seen at 6 and 5.
+		type flow struct {
+			k     Key
+			seen  Tick
+			level int
 		}
-		at(s, 5)
+		unproven := []flow{
+			{testKey(1), 4, 0}, {testKey(2), 2, 0}, {testKey(3), 3, 0},
+			{testKey(4), 5, 1}, {udpKey(5), 3, 1},
+			{testKey(6), 6, 2}, {udpKey(7), 5, 2},
+		}
+		for _, f := range unproven {
+			// Start so that the last of its ticks of proof is f.seen.
+			at(s, f.seen-Tick(max(f.level-1, 0)))
+			e := insert(t, s, f.k, 1, tcpSYN, Inserted)
+			if f.k.Proto == protoTCP && f.level > 0 {
+				s.Touch(e, tcpACK)
+			}
+			for e.Level() < f.level {
+				at(s, s.Now()+1)
+				s.Touch(e, tcpACK)
+			}
+			if e.Level() != f.level || e.LastSeen() != f.seen {
+				t.Fatalf("setup %v:%d: level %d seen %d, want %d, %d", f.k.SrcAddr(), f.k.SrcPort, e.Level(), e.LastSeen(), f.level, f.seen)
+			}
+		}
+		at(s, 6)
 		var est []Key
-		for n := 100; len(est) < 12; n++ {
+		for n := 100; len(est) < 16-len(unproven); n++ {
 			k := testKey(n)
 			establish(t, s, k, 2)
 			est = append(est, k)
 		}
-		at(s, 6)
-		for j, victim := range old {
+		at(s, 7)
+		// Victims: level 0 by age (keys 2, 3, 1), level 1 by age (5, 4),
+		// level 2 by age (7, 6).
+		order := []int{1, 2, 0, 4, 3, 6, 5}
+		gone := map[int]bool{}
+		for j, v := range order {
 			insert(t, s, testKey(1000+j), 3, tcpSYN, ReplacedUnestablished)
-			if _, ok := lookup(s, victim); ok {
-				t.Fatalf("insert %d: %v:%d (seen at %d) survived; it was the oldest unestablished", j, victim.SrcAddr(), victim.SrcPort, j+1)
-			}
-			for _, o := range old[j+1:] {
-				if _, ok := lookup(s, o); !ok {
-					t.Fatalf("insert %d evicted a younger flow", j)
+			gone[v] = true
+			for u, f := range unproven {
+				if _, ok := lookup(s, f.k); ok == gone[u] {
+					t.Fatalf("insert %d: flow %d (level %d, seen %d) present %v, want %v", j, u, f.level, f.seen, ok, !gone[u])
 				}
 			}
-		}
-		// Establish the newcomers: now nothing may be evicted.
-		for j := range old {
-			e, ok := lookup(s, testKey(1000+j))
-			if !ok {
-				t.Fatalf("newcomer %d missing", j)
-			}
-			s.Touch(e, tcpACK)
+			// Make the newcomer proven, so it is not the next victim.
+			e, _ := lookup(s, testKey(1000+j))
+			prove(e)
 		}
 		insert(t, s, testKey(2000), 4, tcpSYN, Untracked)
 		insert(t, s, udpKey(2001), 4, 0, Untracked)
@@ -165,7 +187,7 @@ func TestEvictionOrder(t *testing.T) {
 			}
 		}
 		st := s.Stats()
-		if st.EvictedUnestablished != 4 || st.UntrackedFull != 2 || st.EvictedExpired != 0 || st.Entries != 16 {
+		if st.EvictedUnestablished != uint64(len(unproven)) || st.UntrackedFull != 2 || st.EvictedExpired != 0 || st.Entries != 16 {
 			t.Fatalf("stats %+v", st)
 		}
 		checkInvariants(t, s)
@@ -266,6 +288,93 @@ func TestStrings(t *testing.T) {
 	} {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
+
+// TestBucketKey checks that the bucket layout is the table's own secret:
+// two tables place the same flow hash differently, flows aimed at one
+// bucket through the public flow hash scatter, and a fixed
+// Config.BucketKey reproduces a layout.
+func TestBucketKey(t *testing.T) {
+	const capacity = 8192 // 1024 buckets
+	newTab := func(key [16]byte) *Shard {
+		tab, err := New(Config{Capacity: capacity, Shards: 2, Timeouts: testTimeouts, BucketKey: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tab.Shard(0).key != tab.Shard(1).key {
+			t.Fatal("the shards of one table have different keys")
+		}
+		return tab.Shard(0)
+	}
+	a, b := newTab([16]byte{}), newTab([16]byte{})
+	if a.key == b.key {
+		t.Fatalf("two tables drew the same key %x", a.key)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	const n = 4096
+	samePrimary, sameTag := 0, 0
+	for range n {
+		h := rng.Uint64()
+		pa, ta := a.locate(h)
+		pb, tb := b.locate(h)
+		if pa == pb {
+			samePrimary++
+		}
+		if ta == tb {
+			sameTag++
+		}
+	}
+	// By chance: n/1024 = 4 and n/65536 < 1.
+	if samePrimary > 24 || sameTag > 4 {
+		t.Errorf("of %d hashes, %d got the same primary bucket and %d the same tag in two tables", n, samePrimary, sameTag)
+	}
+
+	// Hashes that share the bits an unkeyed table would take the bucket
+	// (high) and tag (low 16) from: what an attacker who knows the public
+	// flow hash seed could aim at one bucket pair (16 slots).
+	const aimed = 512
+	base := rng.Uint64()
+	unkeyed := func(h uint64) (uint64, uint16) { hi, _ := bits.Mul64(h, a.nb); return hi, uint16(h) }
+	p0, t0 := unkeyed(base)
+	buckets := map[uint32]int{}
+	most := 0
+	for i := range uint64(aimed) {
+		h := base ^ i<<16
+		if ph, th := unkeyed(h); ph != p0 || th != t0 {
+			t.Fatalf("aimed hash %d does not share the unkeyed bucket and tag", i)
+		}
+		p, _ := a.locate(h)
+		buckets[p]++
+		most = max(most, buckets[p])
+		k := testKey(int(i))
+		if _, r := a.Insert(&k, h, 1, tcpSYN); r != Inserted {
+			t.Fatalf("aimed flow %d: %v, want Inserted", i, r)
+		}
+	}
+	if most > 8 {
+		t.Errorf("%d of %d aimed hashes share one primary bucket", most, aimed)
+	}
+	st := a.Stats()
+	if st.EvictedUnestablished != 0 || st.UntrackedFull != 0 {
+		t.Errorf("aimed flows displaced each other: %+v", st)
+	}
+	for i := range uint64(aimed) {
+		k := testKey(int(i))
+		if _, ok := a.Lookup(&k, base^i<<16); !ok {
+			t.Fatalf("aimed flow %d not found", i)
+		}
+	}
+
+	// A fixed key gives the same layout in every table.
+	c, d := newTab(testBucketKey), newTab(testBucketKey)
+	for range 1000 {
+		h := rng.Uint64()
+		pc, tc := c.locate(h)
+		pd, td := d.locate(h)
+		if pc != pd || tc != td {
+			t.Fatalf("same BucketKey, h %#x: bucket %d tag %#x vs %d %#x", h, pc, tc, pd, td)
 		}
 	}
 }

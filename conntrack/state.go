@@ -3,6 +3,8 @@ package conntrack
 import (
 	"math"
 	"time"
+
+	"github.com/vipd/vipd/config"
 )
 
 // Tick is the table's coarse clock: whole seconds since the Table was
@@ -28,32 +30,64 @@ func Ticks(d time.Duration) Tick {
 }
 
 // State is the protocol state of a flow as far as a middlebox that sees only
-// the client's half of it (DSR) can tell. The zero State marks a free slot.
+// the client's half of it can tell. vipd never sees the server's side in
+// DSR, and NAT replies are translated statelessly (possibly on another
+// worker) without touching the table, so in both modes the table knows only
+// what the client sends, and a client's packets can be spoofed. The zero
+// State marks a free slot.
 //
-//	TCP (Proto 6), by the flags of each client packet:
-//	  first packet   FIN or RST → Closing, anything else → SynSent
-//	  SynSent        SYN (no ACK) → SynSent, FIN/RST → Closing, other → Established
-//	  Established    FIN/RST → Closing, anything else → Established
-//	  Closing        SYN (no ACK) → SynSent (the tuple is being reused), else → Closing
-//	every other protocol (UDP, ICMP, ...):
-//	  first packet → UDPNew, any later packet → UDP
+// Besides its State every flow has a proof level: the number of distinct
+// ticks (seconds) in which it sent packets that carry a conversation (for
+// TCP, any packet but a SYN without ACK, a FIN or a RST; for other
+// protocols, every datagram), capped at ProofTicks. A flow that reaches ProofTicks is proven and is never
+// evicted to make room for a new one; below it, it may be (Entry.Evictable).
+// Proof needs the flow to live through time, not just to send a certain
+// packet: see the package documentation for why.
 //
-// A TCP flow first seen mid-stream (no SYN, e.g. after a restart) starts in
-// SynSent too and becomes Established on its second packet, so a flood of
-// spoofed ACKs cannot fill the table with unevictable entries.
+//	TCP (Proto 6), by the flags of each client packet ("FIN/RST": FIN or
+//	RST set; "SYN": else SYN without ACK; "other": the rest):
+//	  first packet   SYN (no ACK) → SynSent (level 0), FIN or RST → Closing (level 0),
+//	                 anything else → Unconfirmed (level 1: picked up mid-stream)
+//	  SynSent        SYN → SynSent, FIN/RST → Closing, other → Unconfirmed (level 1)
+//	  Unconfirmed    other in a later tick than the flow's last packet → level+1,
+//	                 and at level ProofTicks → Established;
+//	                 other in the same tick, or a SYN → no change;
+//	                 FIN/RST → Closing
+//	  Established    FIN/RST → Closing, anything else → Established    (level ProofTicks)
+//	  Closing        SYN → SynSent (the tuple is being reused, level 0),
+//	                 else → Closing, keeping its level
+//	every other protocol (UDP, ICMP, ...), whatever the flags:
+//	  first packet → UDPNew (level 1)
+//	  UDPNew         packet in a later tick than the last one → level+1, and
+//	                 at level ProofTicks → UDP; same tick → no change
+//	  UDP            → UDP
+//
+// So a TCP flow is Established after packets other than SYNs, FINs and
+// RSTs in ProofTicks distinct ticks, which span more than ProofTicks-2
+// seconds; a flow first seen mid-stream (e.g. after a restart, or after
+// it lost its entry) counts its first packet. A Closing flow keeps the
+// level it had: a proven flow that half-closes (and goes on acknowledging
+// a download) stays unevictable until its Closing timeout, while a spoofed
+// FIN or RST never is.
 type State uint8
 
 const (
-	StateSynSent     State = iota + 1 // TCP, unestablished: one packet or only SYNs seen
-	StateEstablished                  // TCP, a non-SYN packet followed the first one
-	StateClosing                      // TCP, FIN or RST seen
-	StateUDPNew                       // non-TCP, one packet seen
-	StateUDP                          // non-TCP, two or more packets seen
+	StateSynSent     State = iota + 1 // TCP: only SYNs
+	StateUnconfirmed                  // TCP: past the SYN, not yet proven (evictable)
+	StateEstablished                  // TCP: proven (never evicted)
+	StateClosing                      // TCP: FIN or RST seen (evictable unless proven before)
+	StateUDPNew                       // non-TCP: not yet proven (evictable)
+	StateUDP                          // non-TCP: proven (never evicted)
 )
+
+// ProofTicks is the proof level at which a flow becomes Established (TCP)
+// or UDP and can no longer be evicted: packets in this many distinct ticks.
+const ProofTicks = 3
 
 var stateNames = [...]string{
 	0:                "Free",
 	StateSynSent:     "SynSent",
+	StateUnconfirmed: "Unconfirmed",
 	StateEstablished: "Established",
 	StateClosing:     "Closing",
 	StateUDPNew:      "UDPNew",
@@ -67,11 +101,29 @@ func (s State) String() string {
 	return "State(?)"
 }
 
-// Evictable reports whether Insert may evict a flow in state s to make room
-// for a new one. Only flows that have shown a single packet (or only SYNs)
-// qualify: everything else has carried a conversation and is kept until it
-// times out or is deleted.
-func (s State) Evictable() bool { return s == StateSynSent || s == StateUDPNew }
+// A slot's state byte (bucket.state) packs the State, the proof level and
+// altBit (bucket.go):
+//
+//	bit 7 altBit | bits 3-4 level (0..ProofTicks) | bits 0-2 State
+//
+// The low five bits are the flow's phase; the transition table maps a phase
+// and a packet to the next phase.
+const (
+	levelShift = 3
+	levelMask  = 0x3 << levelShift
+	phaseMask  = stateMask | levelMask
+	proven     = ProofTicks << levelShift // level bits of a proven flow
+)
+
+// The level bits hold 0..3.
+const _ = uint(3 - ProofTicks)
+
+// phase returns the phase byte of State st at proof level lv.
+func phase(st State, lv uint8) uint8 { return uint8(st) | lv<<levelShift }
+
+// evictable reports whether a flow whose state byte is b may be evicted to
+// make room for a new one: it has not proven itself (level < ProofTicks).
+func evictable(b uint8) bool { return b&levelMask != proven }
 
 // TCP header flag bits (RFC 9293, byte 13 of the header) that drive the
 // state machine; the pipeline passes that byte unchanged.
@@ -106,48 +158,98 @@ var classOf = func() (c [256]uint8) {
 }()
 
 // next is the transition table documented on State, indexed by the current
-// state and the class of the packet. Rows for unused state values stay zero;
-// they are never read because a live slot always holds a valid state.
-var next = [stateMask + 1][numClasses]State{
-	StateSynSent:     {StateEstablished, StateSynSent, StateClosing},
-	StateEstablished: {StateEstablished, StateEstablished, StateClosing},
-	StateClosing:     {StateClosing, StateSynSent, StateClosing},
-	StateUDPNew:      {StateUDP, StateUDP, StateUDP},
-	StateUDP:         {StateUDP, StateUDP, StateUDP},
+// phase, the class of the packet and whether the packet is in a later tick
+// than the flow's last one (1) or the same (0). Rows for unused phases stay
+// zero; they are never read because a live slot always holds a valid phase.
+var next = func() (t [phaseMask + 1][numClasses][2]uint8) {
+	set := func(from uint8, class int, same, later uint8) {
+		t[from][class] = [2]uint8{same, later}
+	}
+	both := func(from uint8, class int, to uint8) { set(from, class, to, to) }
+
+	syn := phase(StateSynSent, 0)
+	both(syn, classOther, phase(StateUnconfirmed, 1))
+	both(syn, classSYN, syn)
+	both(syn, classEnd, phase(StateClosing, 0))
+	for lv := uint8(1); lv < ProofTicks; lv++ {
+		p := phase(StateUnconfirmed, lv)
+		up := phase(StateUnconfirmed, lv+1)
+		if lv+1 == ProofTicks {
+			up = phase(StateEstablished, ProofTicks)
+		}
+		set(p, classOther, p, up)
+		both(p, classSYN, p)
+		both(p, classEnd, phase(StateClosing, lv))
+	}
+	est := phase(StateEstablished, ProofTicks)
+	both(est, classOther, est)
+	both(est, classSYN, est)
+	both(est, classEnd, phase(StateClosing, ProofTicks))
+	for lv := uint8(0); lv <= ProofTicks; lv++ {
+		p := phase(StateClosing, lv)
+		both(p, classOther, p)
+		both(p, classSYN, syn)
+		both(p, classEnd, p)
+	}
+	for lv := uint8(1); lv < ProofTicks; lv++ {
+		p := phase(StateUDPNew, lv)
+		up := phase(StateUDPNew, lv+1)
+		if lv+1 == ProofTicks {
+			up = phase(StateUDP, ProofTicks)
+		}
+		for c := range numClasses {
+			set(p, c, p, up)
+		}
+	}
+	udp := phase(StateUDP, ProofTicks)
+	for c := range numClasses {
+		both(udp, c, udp)
+	}
+	return t
+}()
+
+// initialPhase is the phase of a flow created by a packet of protocol proto
+// with TCP flags tcpFlags (ignored for non-TCP).
+func initialPhase(proto uint8, tcpFlags uint8) uint8 {
+	if proto != protoTCP {
+		return phase(StateUDPNew, 1)
+	}
+	return initialTCP[classOf[tcpFlags]]
 }
 
-// initialState is the state of a flow created by a packet of protocol proto
-// with TCP flags tcpFlags (ignored for non-TCP).
-func initialState(proto uint8, tcpFlags uint8) State {
-	if proto != protoTCP {
-		return StateUDPNew
-	}
-	if classOf[tcpFlags] == classEnd {
-		return StateClosing
-	}
-	return StateSynSent
+// initialTCP is the phase of a TCP flow created by a packet of each class.
+var initialTCP = [numClasses]uint8{
+	classOther: phase(StateUnconfirmed, 1),
+	classSYN:   phase(StateSynSent, 0),
+	classEnd:   phase(StateClosing, 0),
 }
 
 // Timeouts are the idle times after which a flow in each state expires.
 // A zero field takes the value of DefaultTimeouts. Durations are rounded up
 // to whole ticks, so an entry expires between T and T+1s after its last packet.
 type Timeouts struct {
-	TCPUnestablished time.Duration // StateSynSent
+	TCPUnestablished time.Duration // StateSynSent (only SYNs seen)
+	TCPUnconfirmed   time.Duration // StateUnconfirmed
 	TCPEstablished   time.Duration // StateEstablished
 	TCPClosing       time.Duration // StateClosing
 	UDP              time.Duration // StateUDPNew and StateUDP (every non-TCP protocol)
 }
 
-// DefaultTimeouts returns the timeouts used for zero fields of Timeouts.
+// DefaultTimeouts returns the timeouts used for zero fields of Timeouts:
+// the defaults of package config, the one place they are set.
+//
 // SynSent outlives the gaps between a client's SYN retransmissions
-// (1, 2, 4, 8, 16 s); an idle established flow that does expire loses only
-// its pin: its next packet goes through Maglev again.
+// (1, 2, 4, 8, 16 s). Unconfirmed bounds the gap between the packets that
+// prove a flow; an unproven flow that expires loses only its pin, like an
+// idle established flow that does: its next packet goes through Maglev
+// again.
 func DefaultTimeouts() Timeouts {
 	return Timeouts{
-		TCPUnestablished: 30 * time.Second,
-		TCPEstablished:   time.Hour,
-		TCPClosing:       30 * time.Second,
-		UDP:              60 * time.Second,
+		TCPUnestablished: config.DefaultTCPUnestablished,
+		TCPUnconfirmed:   config.DefaultTCPUnconfirmed,
+		TCPEstablished:   config.DefaultTCPEstablished,
+		TCPClosing:       config.DefaultTCPClosing,
+		UDP:              config.DefaultUDPTimeout,
 	}
 }
 
@@ -162,6 +264,7 @@ func (t Timeouts) ticksByState() (out [stateMask + 1]Tick) {
 		return Ticks(v)
 	}
 	out[StateSynSent] = pick(t.TCPUnestablished, d.TCPUnestablished)
+	out[StateUnconfirmed] = pick(t.TCPUnconfirmed, d.TCPUnconfirmed)
 	out[StateEstablished] = pick(t.TCPEstablished, d.TCPEstablished)
 	out[StateClosing] = pick(t.TCPClosing, d.TCPClosing)
 	out[StateUDPNew] = pick(t.UDP, d.UDP)

@@ -13,7 +13,7 @@ type Stats struct {
 
 	Expirations          uint64 // timed-out flows reclaimed by Advance, Lookup or Insert's duplicate check
 	EvictedExpired       uint64 // timed-out flows overwritten by Insert in a full bucket pair
-	EvictedUnestablished uint64 // evictable live flows overwritten by Insert in a full bucket pair
+	EvictedUnestablished uint64 // unproven (evictable) live flows overwritten by Insert in a full bucket pair
 	UntrackedFull        uint64 // Inserts refused (Untracked): the flow goes stateless
 	Relocations          uint64 // flows moved to their other bucket to make room
 	Deletes              uint64 // flows removed by Delete

@@ -201,8 +201,8 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	ct, err := conntrack.New(conntrack.Config{
 		Capacity: ctc.Capacity, Shards: len(queues),
 		Timeouts: conntrack.Timeouts{
-			TCPUnestablished: ctc.TCPUnestablished.D(), TCPEstablished: ctc.TCPEstablished.D(),
-			TCPClosing: ctc.TCPClosing.D(), UDP: ctc.UDP.D(),
+			TCPUnestablished: ctc.TCPUnestablished.D(), TCPUnconfirmed: ctc.TCPUnconfirmed.D(),
+			TCPEstablished: ctc.TCPEstablished.D(), TCPClosing: ctc.TCPClosing.D(), UDP: ctc.UDP.D(),
 		},
 	})
 	if err != nil {
