@@ -5,19 +5,21 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/gopacket/layers"
+	"github.com/mdlayher/ndp"
 )
 
 const (
 	testIfindex = 7
 	wait        = 2 * time.Second // bound on every wait for something that should happen
-	settle      = 50 * time.Millisecond
 )
 
 var (
@@ -84,6 +86,132 @@ func startResponderWith(t *testing.T, setup func(*Responder), vips ...netip.Addr
 	return h
 }
 
+// Markers for the barriers below: a host that asks, and VIPs that are set
+// only to be asked for or announced.
+var (
+	askerMAC = mustMAC("02:00:5e:00:00:0d")
+	asker4   = netip.MustParseAddr("198.18.0.3")
+	asker6   = netip.MustParseAddr("2001:2::3")
+	marker1  = netip.MustParseAddr("198.18.0.201")
+	marker2  = netip.MustParseAddr("198.18.0.202")
+)
+
+// A test that something did not happen waits for a later event that
+// could only come after it, never for time to pass: the Responder's
+// goroutines (one reader per socket, one announcer) each send in order,
+// so a frame one of them sends after the event proves the event's frames,
+// if any, were sent before.
+
+// until returns the frames sent before the first one that is reports true for,
+// which it consumes.
+func (h *responderHarness) until(t *testing.T, is func([]byte) bool) [][]byte {
+	t.Helper()
+	var before [][]byte
+	for {
+		f := h.net.next(t, wait).frame
+		if is(f) {
+			return before
+		}
+		before = append(before, f)
+	}
+}
+
+// syncARP returns once the ARP reader has handled every frame delivered
+// before the call, with the frames sent meanwhile: it asks for vip (which
+// must be set) from askerMAC and waits for the answer. The reader answers a
+// frame before it reads the next.
+func (h *responderHarness) syncARP(t *testing.T, vip netip.Addr) [][]byte {
+	t.Helper()
+	h.net.deliver(testIfindex, arpFrame(broadcastMAC, arpRequest, askerMAC, asker4, [6]byte{}, vip))
+	return h.until(t, func(f []byte) bool {
+		m, err := parseARP(f)
+		return err == nil && m.op == arpReply && m.targetMAC == askerMAC && m.senderIP == vip
+	})
+}
+
+// syncNDP is syncARP for the NDP reader: a Neighbor Solicitation for vip,
+// an IPv6 VIP that is set.
+func (h *responderHarness) syncNDP(t *testing.T, vip netip.Addr) [][]byte {
+	t.Helper()
+	h.net.deliver(testIfindex, gopacketNS(t, askerMAC, asker6, solicitedNode(vip), vip, 255, askerMAC[:]))
+	return h.until(t, func(f []byte) bool {
+		m, err := parseNDP(f)
+		if err != nil {
+			return false
+		}
+		na, ok := m.msg.(*ndp.NeighborAdvertisement)
+		return ok && na.Solicited && na.TargetAddress == vip && m.dst == asker6
+	})
+}
+
+// sync returns once the ARP reader has handled every frame delivered
+// before the call and the announcer has sent every announcement due up to
+// testInterval after it (the Responder must run with shortIntervals), with
+// the frames sent meanwhile other than the markers'. It sets the VIPs to
+// vips plus marker1, asks for marker1, and waits for marker1's second
+// announcement, which the announcer sends in a pass at least testInterval
+// later together with whatever else is due by then; adding marker2 then
+// makes a later pass, whose announcement of marker2 ends the wait. The
+// VIPs are vips again when it returns.
+func (h *responderHarness) sync(t *testing.T, vips ...netip.Addr) [][]byte {
+	t.Helper()
+	if h.r.interval4 != testInterval {
+		t.Fatalf("sync needs shortIntervals")
+	}
+	announces := func(vip netip.Addr) func([]byte) bool {
+		return func(f []byte) bool {
+			m, err := parseARP(f)
+			return err == nil && m.op == arpRequest && m.senderIP == vip && m.targetIP == vip
+		}
+	}
+	h.r.SetVIPs(append(slices.Clone(vips), marker1))
+	var other [][]byte
+	n := 0
+	keep := func(fs ...[]byte) {
+		for _, f := range fs {
+			if announces(marker1)(f) {
+				n++
+			} else {
+				other = append(other, f)
+			}
+		}
+	}
+	keep(h.syncARP(t, marker1)...)
+	for n < announceNum4 {
+		keep(h.net.next(t, wait).frame)
+	}
+	h.r.SetVIPs(append(slices.Clone(vips), marker1, marker2))
+	keep(h.until(t, announces(marker2))...)
+	h.r.SetVIPs(vips)
+	if n != announceNum4 {
+		t.Errorf("marker1 announced %d times, want %d", n, announceNum4)
+	}
+	return other
+}
+
+// noFrames fails the test if frames is not empty.
+func noFrames(t *testing.T, frames [][]byte, what string) {
+	t.Helper()
+	for _, f := range frames {
+		t.Errorf("%s: unexpected frame % x", what, f)
+	}
+}
+
+// wantStats waits until the Responder's counters are want. A counter is
+// bumped after its frame is written, so it may lag what a test saw; it
+// never goes back, so a count that overshoots fails.
+func wantStats(t *testing.T, r *Responder, want ResponderStats) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for r.Stats() != want {
+		if time.Now().After(deadline) {
+			t.Errorf("Stats = %+v, want %+v", r.Stats(), want)
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func isARPOp(op uint16) func([]byte) bool {
 	return func(f []byte) bool {
 		m, err := parseARP(f)
@@ -110,11 +238,9 @@ func TestResponderAnswersARPForVIPOnly(t *testing.T) {
 	f := h.net.nextWhere(t, wait, func(f []byte) bool { return !isAnnouncement(f) })
 	// RFC 826: to the requester, from us, sender = (our MAC, VIP), target = requester.
 	checkARP(t, f, macB, arpReply, macA, vip4, macB, peer4)
-	h.net.quiet(t, settle)
-
-	if s := h.r.Stats(); s.Requests != 2 || s.Replies != 1 || s.Conflicts != 0 {
-		t.Errorf("Stats = %+v, want 2 requests, 1 reply", s)
-	}
+	noFrames(t, h.syncARP(t, vip4), "after the reply")
+	// The two requests, one reply, and syncARP's.
+	wantStats(t, h.r, ResponderStats{Requests: 3, Replies: 2, Announcements: 1})
 }
 
 func TestResponderIgnores(t *testing.T) {
@@ -141,10 +267,9 @@ func TestResponderIgnores(t *testing.T) {
 		}
 		h.net.mu.Unlock()
 	}
-	h.net.quiet(t, 2*settle)
-	if s := h.r.Stats(); s.Replies != 0 || s.Conflicts != 0 {
-		t.Errorf("Stats = %+v, want nothing answered", s)
-	}
+	noFrames(t, h.syncARP(t, vip4), "answered")
+	// Nothing counted but syncARP's request and reply.
+	wantStats(t, h.r, ResponderStats{Requests: 1, Replies: 1, Announcements: 1})
 }
 
 func TestResponderAnswersARPProbe(t *testing.T) {
@@ -176,9 +301,7 @@ func TestResponderAnnouncesNewVIPs(t *testing.T) {
 		!na.TargetAddress.Equal(vip6.AsSlice()) || na.Solicited() || !na.Override() {
 		t.Errorf("unsolicited NA: %v → %v target %v S=%v O=%v", eth.DstMAC, ip.DstIP, na.TargetAddress, na.Solicited(), na.Override())
 	}
-	if s := h.r.Stats(); s.Announcements < 3 {
-		t.Errorf("Stats = %+v, want at least 3 announcements", s)
-	}
+	wantStats(t, h.r, ResponderStats{Announcements: 3})
 }
 
 func TestResponderAnnouncementSchedule(t *testing.T) {
@@ -202,7 +325,7 @@ func TestResponderAnnouncementSchedule(t *testing.T) {
 				t.Errorf("%v: announcement %d after %v, want ≥ %v", c.vip, i, time.Since(start), min)
 			}
 		}
-		h.net.quiet(t, 2*testInterval+settle)
+		noFrames(t, h.sync(t, c.vip), fmt.Sprintf("%v after its %d announcements", c.vip, c.n))
 	}
 }
 
@@ -240,7 +363,9 @@ func TestResponderRemovedVIPIsNotAnnouncedOrAnswered(t *testing.T) {
 	h := startResponderWith(t, shortIntervals, vip4)
 	h.r.SetVIPs(nil)
 	h.net.deliver(testIfindex, arpFrame(broadcastMAC, arpRequest, macB, peer4, [6]byte{}, vip4))
-	h.net.quiet(t, testInterval+settle) // neither a reply nor the second announcement
+	// Neither a reply nor the second announcement, due testInterval after
+	// the first.
+	noFrames(t, h.sync(t), "a removed VIP")
 }
 
 func TestResponderAnswersNeighborSolicitation(t *testing.T) {
@@ -274,10 +399,9 @@ func TestResponderAnswersNeighborSolicitation(t *testing.T) {
 
 	// For an address that is not a VIP, nothing.
 	h.net.deliver(testIfindex, gopacketNS(t, macB, peer6, solicitedNode(peer6), netip.MustParseAddr("2001:2::200"), 255, macB[:]))
-	h.net.quiet(t, settle)
-	if s := h.r.Stats(); s.Requests != 3 || s.Replies != 2 {
-		t.Errorf("Stats = %+v, want 3 requests, 2 replies", s)
-	}
+	noFrames(t, h.syncNDP(t, vip6), "a non-VIP solicited")
+	// Three solicitations, two answered, and syncNDP's.
+	wantStats(t, h.r, ResponderStats{Requests: 4, Replies: 3, Announcements: 1})
 }
 
 func TestResponderDefendsAgainstDAD(t *testing.T) {
@@ -311,13 +435,13 @@ func TestResponderDefendsVIPOncePerInterval(t *testing.T) {
 	checkARP(t, h.net.next(t, wait).frame, broadcastMAC, arpRequest, macA, vip4, [6]byte{}, vip4)
 	// ... but not again within DEFEND_INTERVAL, even to a reply claiming it.
 	h.net.deliver(testIfindex, arpFrame(macA, arpReply, macB, vip4, macA, peer4))
-	h.net.quiet(t, settle)
+	noFrames(t, h.syncARP(t, vip4), "a second defence within DEFEND_INTERVAL")
 	advance(defendInterval)
 	h.net.deliver(testIfindex, arpFrame(macA, arpReply, macB, vip4, macA, peer4))
 	checkARP(t, h.net.next(t, wait).frame, broadcastMAC, arpRequest, macA, vip4, [6]byte{}, vip4)
-	if s := h.r.Stats(); s.Conflicts != 3 || s.Replies != 0 {
-		t.Errorf("Stats = %+v, want 3 conflicts, no replies", s)
-	}
+	// The announcement claiming the VIP and syncARP's request; three
+	// conflicts, two defences after the first announcement; syncARP's reply.
+	wantStats(t, h.r, ResponderStats{Requests: 2, Replies: 1, Announcements: 3, Conflicts: 3})
 }
 
 func TestResponderMulticastMembership(t *testing.T) {

@@ -8,11 +8,14 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/vipd/vipd/internal/nstest"
 	"github.com/vipd/vipd/testbed"
 	"github.com/vipd/vipd/testbed/stream"
@@ -183,6 +186,104 @@ func (e *env) eventually(cond func(float64) bool, name string, labels ...string)
 		v := e.metric(name, labels...)
 		if cond(v) || time.Now().After(deadline) {
 			return v
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// tcpInSegs returns how many TCP segments the namespaces have received
+// (the Tcp InSegs counter of each one's /proc/net/snmp, summed).
+func tcpInSegs(t *testing.T, nss ...*nstest.NS) float64 {
+	t.Helper()
+	total := 0.0
+	for _, ns := range nss {
+		var snmp []byte
+		err := ns.Do(func() (err error) {
+			snmp, err = os.ReadFile("/proc/thread-self/net/snmp")
+			return err
+		})
+		if err != nil {
+			t.Fatalf("TCP counters of %s: %v", ns.Name, err)
+		}
+		v, err := snmpValue(string(snmp), "Tcp", "InSegs")
+		if err != nil {
+			t.Fatalf("TCP counters of %s: %v", ns.Name, err)
+		}
+		total += v
+	}
+	return total
+}
+
+// snmpValue finds a counter in /proc/net/snmp: a line of names after the
+// group's prefix, then a line of values.
+func snmpValue(snmp, group, name string) (float64, error) {
+	lines := strings.Split(snmp, "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) == 0 || names[0] != group+":" || len(values) != len(names) || values[0] != group+":" {
+			continue
+		}
+		for j, n := range names {
+			if n == name {
+				return strconv.ParseFloat(values[j], 64)
+			}
+		}
+	}
+	return 0, fmt.Errorf("no %s %s in /proc/net/snmp", group, name)
+}
+
+// natMark is the state before some TCP traffic through a NAT VIP, for
+// settled.
+type natMark struct {
+	vip     string
+	ends    []*nstest.NS
+	packets float64 // vipd_vip_packets_total{vip}
+	inSegs  float64 // tcpInSegs(ends...)
+}
+
+// markNAT notes the counters before TCP traffic through NAT VIP vip
+// between the namespaces ends (its clients and backends). No traffic of
+// the VIP may be in flight, and the ends must have no other TCP traffic
+// until settled returns.
+func (e *env) markNAT(vip string, ends ...*nstest.NS) natMark {
+	e.t.Helper()
+	return natMark{vip: vip, ends: ends, packets: e.metric("vipd_vip_packets_total", "vip", vip), inSegs: tcpInSegs(e.t, ends...)}
+}
+
+// backendNS returns the backends' namespaces.
+func (e *env) backendNS() []*nstest.NS {
+	var nss []*nstest.NS
+	for _, be := range e.bed.Backends {
+		nss = append(nss, be.NS)
+	}
+	return nss
+}
+
+// settled waits until vipd has published counters that include all of the
+// traffic since m that had reached its ends when settled was called, and
+// returns that scrape. In NAT mode vipd forwarded, and counted in
+// vipd_vip_packets_total, each segment an end received before it arrived,
+// so the wait ends. A worker publishes all its counters at once, so the
+// scrape also shows whatever a worker did before it forwarded the last of
+// those segments: the drops and ICMP messages the traffic caused, but for
+// packets still in flight when settled was called. (Each segment vipd
+// counted but did not deliver — too big, or lost on the way — lets the wait
+// end one segment early.)
+func (e *env) settled(m natMark) map[string]*dto.MetricFamily {
+	e.t.Helper()
+	want := m.packets + tcpInSegs(e.t, m.ends...) - m.inSegs
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		fams, err := e.v.Metrics()
+		if err != nil {
+			e.t.Fatalf("metrics: %v", err)
+		}
+		got := testbed.Metric(fams, "vipd_vip_packets_total", "vip", m.vip)
+		if got >= want {
+			return fams
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("vipd counted %v packets for %s, the namespaces received %v", got-m.packets, m.vip, want-m.packets)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

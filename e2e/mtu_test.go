@@ -54,11 +54,11 @@ func TestICMPFromNetwork(t *testing.T) {
 // equal MTUs: encapsulation adds 20 bytes to a full-size packet.)
 func TestMTUChange(t *testing.T) {
 	e := setup(t, testbed.Options{}, testbed.ConfigOptions{})
+	m := e.markNAT("web-nat", append(e.backendNS(), e.bed.Client)...)
 	if _, err := e.upload(natURL, 1<<20); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(250 * time.Millisecond) // let the workers publish their counters
-	if v := e.metric("vipd_icmp_sent_total"); v != 0 {
+	if v := testbed.Metric(e.settled(m), "vipd_icmp_sent_total"); v != 0 {
 		t.Fatalf("frag-needed sent before the MTU changed: %v", v)
 	}
 	e.bed.Box.Must(t, "ip", "link", "set", "eth1", "mtu", "1400")

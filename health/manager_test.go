@@ -73,26 +73,44 @@ func TestManagerSetKeepsState(t *testing.T) {
 	m.Set(targets)
 	m.Start(ctx)
 	waitFor(t, "backend 1 down", func() bool { st, _ := r.get(1); return st.Down })
-	if st, n := r.get(0); st.Down || n == 0 {
+	// A backend's first probe result is always reported.
+	waitFor(t, "backend 0's first report", func() bool { _, n := r.get(0); return n > 0 })
+	if st, n := r.get(0); st.Down {
 		t.Errorf("backend 0: %+v after %d reports", st, n)
 	}
 	m.Set(targets) // unchanged: backend 1 stays down without a new report
 	_, before := r.get(1)
-	time.Sleep(100 * time.Millisecond)
+	// A checker probes, reports, then waits for its next probe: a probe
+	// that starts proves the round before it was reported. Of three probes
+	// after Set, at most one belongs to a checker Set may have replaced
+	// (caught between its timer and its cancellation), so at least two ran
+	// in the checker Set left, and a restarted checker would have reported
+	// its first result.
+	p1 := probes[1].Load()
+	waitFor(t, "three more probes of backend 1", func() bool { return probes[1].Load() >= p1+3 })
 	if st, n := r.get(1); !st.Down || n != before {
 		t.Errorf("re-Set reset backend 1: %+v, %d reports (was %d)", st, n, before)
 	}
-	if probes[2].Load() != 0 {
-		t.Errorf("type none was probed")
-	}
 	healthy[1].Store(true)
 	waitFor(t, "backend 1 back up", func() bool { st, _ := r.get(1); return !st.Down })
+	m.mu.Lock()
+	removed := m.running[1]
+	m.mu.Unlock()
 	m.Set(targets[:1])
-	time.Sleep(50 * time.Millisecond)
-	n := probes[1].Load()
-	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-removed.done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the removed backend's checker did not stop")
+	}
+	// Its checker is gone; three probe rounds of backend 0 later, nothing
+	// else has probed it (nor the type none backend).
+	n, p0 := probes[1].Load(), probes[0].Load()
+	waitFor(t, "three more probes of backend 0", func() bool { return probes[0].Load() >= p0+3 })
 	if probes[1].Load() != n {
 		t.Errorf("a removed backend is still probed")
+	}
+	if probes[2].Load() != 0 {
+		t.Errorf("type none was probed")
 	}
 	m.Stop()
 }
