@@ -10,19 +10,31 @@
 // # The pipeline
 //
 // Worker.Process takes one frame and gives it one verdict (transmit, reply,
-// kernel, or drop with a counted reason). It does no I/O, reads no clock and
-// allocates nothing. A frame is, in this order:
+// kernel, relay to another worker, or drop with a counted reason). It does
+// no I/O, reads no clock and allocates nothing. Which frames are vipd's at
+// all is the steering rule (steer.go), stated once by Snapshot.Claims and
+// applied in the kernel by the XDP program (package xdpprog); the pipeline
+// gives the kernel verdict to exactly the frames Claims rejects (FuzzProcess
+// checks it, and a differential test the XDP program). A frame is, in this
+// order:
 //
-//   - malformed (Parse's checks, the IPv4 header checksum): dropped;
+//   - malformed (Parse's checks): dropped when the rule claims it, else
+//     the kernel's; claimed IPv4 with a wrong header checksum is dropped;
 //   - for a VIP, matched by (destination, protocol, port) with port 0 for
-//     every-port VIPs: looked up in the worker's conntrack shard (flow hash
-//     over the 5-tuple) and, on a miss, given a backend by the VIP's weighted
-//     Maglev table (5-tuple or source-address hash) and pinned; then NAT'd
+//     every-port VIPs — a first fragment by its ports like a whole packet,
+//     a later fragment by (destination, protocol) when one VIP has it —:
+//     looked up in the worker's conntrack shard (flow hash over the
+//     5-tuple) and, on a miss, given a backend by the VIP's weighted Maglev
+//     table (5-tuple or source-address hash) and pinned; then NAT'd
 //     (destination rewritten, TTL decremented, checksums updated once each)
 //     or IPIP-encapsulated for DSR in the frame's headroom;
 //   - to a VIP address but no VIP of its protocol and port: ICMP echo is
-//     answered, ICMP errors about a VIP flow are steered to the backend that
-//     owns the flow (the reversed quote is the flow key), the rest dropped;
+//     answered, ICMP errors vipd relays (unreachable, time exceeded,
+//     parameter problem; a valid checksum) about a VIP flow are steered to
+//     the backend that owns the flow (the reversed quote is the flow key;
+//     a worker whose shard does not hold it hands it to the next, relay.go),
+//     the rest dropped and counted;
+//   - to one of the box's own addresses: the kernel's, never a NAT reply;
 //   - a NAT reply, matched by (backend address, protocol, port): the source
 //     is rewritten back to the VIP. No connection state is needed — the
 //     configuration makes that triple belong to one VIP — which matters
@@ -33,7 +45,8 @@
 // Packet Too Big (rate-limited per worker) when they may not be fragmented,
 // and are fragmented otherwise. Fragments of one datagram are all hashed on
 // (source, destination, protocol) and bypass conntrack, so that they take
-// the same way.
+// the same way. A sample of NAT'ed packets has its transport checksum
+// verified and counted (sample.go).
 //
 // # Threading
 //
@@ -41,6 +54,7 @@
 // Other goroutines read counters through Worker.Published (a copy made every
 // PublishEvery) and ask for live flows per backend through
 // Worker.CountFlows, which the worker serves between batches in bounded
-// steps. The NeighborCache that remembers on-link clients' MACs is the one
-// structure workers share, and it is lock-free.
+// steps. Two structures are shared by the workers, both lock-free: the
+// NeighborCache that remembers on-link clients' MACs, and the Relay whose
+// per-worker inboxes carry ICMP errors to the worker holding their flow.
 package dataplane
