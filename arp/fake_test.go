@@ -99,13 +99,14 @@ func (n *fakeNet) nextWhere(t *testing.T, d time.Duration, keep func([]byte) boo
 	}
 }
 
-// quiet fails the test if any frame is written within d.
-func (n *fakeNet) quiet(t *testing.T, d time.Duration) {
+// none fails the test if a frame was written and not taken yet. Tests call
+// it once whatever could have written one is known to be over.
+func (n *fakeNet) none(t *testing.T) {
 	t.Helper()
 	select {
 	case f := <-n.sent:
 		t.Fatalf("unexpected frame sent on ifindex %d: % x", f.ifindex, f.frame)
-	case <-time.After(d):
+	default:
 	}
 }
 
@@ -194,18 +195,20 @@ func (c *fakeConn) Close() error {
 // RouteTo does a longest-prefix match over the routes, lowest metric first
 // among equals, as the FIB would for these simple tables.
 type fakeKernel struct {
-	mu       sync.Mutex
-	links    []Link
-	routes   []route // main table
-	local    []netip.Addr
-	neigh    []neighbor
-	failNext error // returned once by the next Links call
-	closed   bool
+	mu        sync.Mutex
+	links     []Link
+	routes    []route // main table
+	local     []netip.Addr
+	neigh     []neighbor
+	failNext  error // returned once by the next Links call
+	closed    bool
+	linkCalls int // Links calls: a Resolver makes one at the start of each round
 }
 
 func (k *fakeKernel) Links() ([]Link, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.linkCalls++
 	if err := k.failNext; err != nil {
 		k.failNext = nil
 		return nil, err
@@ -216,6 +219,14 @@ func (k *fakeKernel) Links() ([]Link, error) {
 		out[i] = l
 	}
 	return out, nil
+}
+
+// rounds returns how many resolution rounds have started: each one that
+// started after another proves the other over.
+func (k *fakeKernel) rounds() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.linkCalls
 }
 
 func (k *fakeKernel) RouteTo(dst netip.Addr) (route, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -108,6 +109,7 @@ type resolverHarness struct {
 	peers   *peers
 	changes chan struct{}
 	nChange atomic.Int64
+	markers int // addresses settle used
 }
 
 // newResolverHarness returns a Resolver wired to a fake kernel and link;
@@ -169,6 +171,20 @@ func (h *resolverHarness) lookup(t *testing.T, a netip.Addr, want [6]byte) {
 	}
 }
 
+// settle makes the Resolver run a round with targets plus a fresh address
+// the fake kernel knows, and waits until that round has published it: then
+// that round and every one before it are over, their frames sent. The
+// round in progress, if any, must have read its targets already (rounds()
+// counts it), so that settle's round is the next one and the last.
+func (h *resolverHarness) settle(t *testing.T, targets ...netip.Addr) {
+	t.Helper()
+	h.markers++
+	marker := netip.AddrFrom4([4]byte{198, 18, 0, byte(200 + h.markers)})
+	h.k.setNeighbor(neighbor{Ifindex: eth0, Addr: marker, MAC: macC, State: unix.NUD_REACHABLE})
+	h.r.SetTargets(append(slices.Clone(targets), marker))
+	waitFor(t, func() bool { _, ok := h.r.Lookup(marker); return ok }, "a round with a new target")
+}
+
 func macString(m [6]byte) string { return netHW(m).String() }
 
 func TestResolverUsesKernelNeighbor(t *testing.T) {
@@ -185,7 +201,9 @@ func TestResolverUsesKernelNeighbor(t *testing.T) {
 	if hop, _ := h.r.NextHop(backend); hop.Ifindex != eth0 || hop.Via.IsValid() || hop.MTU != 0 {
 		t.Errorf("NextHop = %+v, want on-link on ifindex %d", hop, eth0)
 	}
-	h.net.quiet(t, settle) // the kernel knew everything: nothing asked on the wire
+	// The kernel knew everything: nothing asked on the wire in the round
+	// that just ended, the only one (refresh is an hour).
+	h.net.none(t)
 }
 
 func TestResolverRoutedTargetUsesGateway(t *testing.T) {
@@ -257,8 +275,10 @@ func TestResolverStaleAndFailedEntries(t *testing.T) {
 				h.changed(t)
 				h.lookup(t, backend, tc.want)
 			} else {
-				waitFor(t, func() bool { return h.peers.count(backend) == probeTries }, "all probes")
-				time.Sleep(3 * h.r.wait) // no fourth probe
+				// An unanswered round publishes no change; a round
+				// after it does, and asks for the backend again.
+				waitFor(t, func() bool { return h.peers.count(backend) > 0 }, "a probe")
+				h.settle(t, backend)
 				if _, ok := h.r.Lookup(backend); ok {
 					t.Error("Lookup found an address nobody answered for")
 				}
@@ -266,8 +286,8 @@ func TestResolverStaleAndFailedEntries(t *testing.T) {
 			if want := 1; tc.answer && h.peers.count(backend) != want {
 				t.Errorf("asked %d times, want %d", h.peers.count(backend), want)
 			}
-			if !tc.answer && h.peers.count(backend) != probeTries {
-				t.Errorf("asked %d times, want %d", h.peers.count(backend), probeTries)
+			if want := probeTries * h.k.rounds(); !tc.answer && h.peers.count(backend) != want {
+				t.Errorf("asked %d times in %d rounds, want %d", h.peers.count(backend), h.k.rounds(), want)
 			}
 		})
 	}
@@ -334,14 +354,16 @@ func TestResolverUnreachableTargets(t *testing.T) {
 	unroutable := netip.MustParseAddr("198.51.100.1")
 	h.r.SetTargets([]netip.Addr{unroutable, src4})
 	h.start(t)
-	h.net.quiet(t, 3*h.r.wait)
+	waitFor(t, func() bool { return h.k.rounds() > 0 }, "a round")
+	h.settle(t, unroutable, src4)
+	h.net.none(t)
 	for _, a := range []netip.Addr{unroutable, src4} {
 		if _, ok := h.r.Lookup(a); ok {
 			t.Errorf("Lookup(%v) ok", a)
 		}
 	}
-	if n := h.nChange.Load(); n != 0 {
-		t.Errorf("onChange called %d times, nothing changed", n)
+	if n := h.nChange.Load(); n != 1 {
+		t.Errorf("onChange called %d times, want once (for settle's target)", n)
 	}
 }
 
@@ -354,8 +376,10 @@ func TestResolverRefreshReportsChanges(t *testing.T) {
 	h.changed(t)
 	h.lookup(t, backend, macB)
 
-	// Several refreshes with nothing new: no call.
-	time.Sleep(5 * 20 * time.Millisecond)
+	// Several refreshes with nothing new: no call. A round that starts
+	// proves the one before it over.
+	r0 := h.k.rounds()
+	waitFor(t, func() bool { return h.k.rounds() >= r0+5 }, "five more rounds")
 	if n := h.nChange.Load(); n != 1 {
 		t.Errorf("onChange called %d times without a change, want 1", n)
 	}
@@ -398,8 +422,10 @@ func TestResolverKeepsAnswersWhenARoundFails(t *testing.T) {
 	h.changed(t)
 	h.k.mu.Lock()
 	h.k.failNext = errors.New("netlink: no buffer space available")
+	r0 := h.k.linkCalls
 	h.k.mu.Unlock()
-	time.Sleep(3 * 20 * time.Millisecond)
+	// The failing round, and one after it, are over when a third starts.
+	waitFor(t, func() bool { return h.k.rounds() >= r0+3 }, "three more rounds")
 	h.lookup(t, backend, macB)
 	if n := h.nChange.Load(); n != 1 {
 		t.Errorf("onChange called %d times, want 1", n)
@@ -418,7 +444,8 @@ func TestResolverProbeSocketFailure(t *testing.T) {
 		defer h.net.mu.Unlock()
 		return h.net.listens > 0
 	}, "a listen attempt")
-	h.net.quiet(t, 3*h.r.wait)
+	h.settle(t, backend)
+	h.net.none(t)
 	if _, ok := h.r.Lookup(backend); ok {
 		t.Error("resolved without a socket")
 	}
