@@ -20,7 +20,6 @@ import (
 const (
 	testIfindex = 7
 	wait        = 2 * time.Second // bound on every wait for something that should happen
-	settle      = 50 * time.Millisecond
 )
 
 var (
