@@ -195,20 +195,20 @@ func (c *fakeConn) Close() error {
 // RouteTo does a longest-prefix match over the routes, lowest metric first
 // among equals, as the FIB would for these simple tables.
 type fakeKernel struct {
-	mu       sync.Mutex
-	links    []Link
-	routes   []route // main table
-	local    []netip.Addr
-	neigh    []neighbor
-	failNext error // returned once by the next Links call
-	closed   bool
-	links_   int // Links calls: a Resolver makes one at the start of each round
+	mu        sync.Mutex
+	links     []Link
+	routes    []route // main table
+	local     []netip.Addr
+	neigh     []neighbor
+	failNext  error // returned once by the next Links call
+	closed    bool
+	linkCalls int // Links calls: a Resolver makes one at the start of each round
 }
 
 func (k *fakeKernel) Links() ([]Link, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.links_++
+	k.linkCalls++
 	if err := k.failNext; err != nil {
 		k.failNext = nil
 		return nil, err
@@ -226,7 +226,7 @@ func (k *fakeKernel) Links() ([]Link, error) {
 func (k *fakeKernel) rounds() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.links_
+	return k.linkCalls
 }
 
 func (k *fakeKernel) RouteTo(dst netip.Addr) (route, error) {

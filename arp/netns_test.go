@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -166,7 +167,44 @@ func newTestBed(t *testing.T) *testBed {
 		sh(t, "ip", "-n", c.ns.name, "-6", "addr", "add", c.addr6, "dev", c.ifname, "nodad")
 		sh(t, "ip", "-n", c.ns.name, "link", "set", c.ifname, "up")
 	}
+	// When B's end comes up the kernel turns the carrier on at both ends,
+	// and B's transmit queue starts at once; but A's end, up since before
+	// it had a carrier, starts transmitting only when the kernel's
+	// link-watch work gets to it, under the RTNL lock, which can take a
+	// second or more on a busy host (other namespaces being torn down).
+	// Until then A's frames are dropped without an error to the sender
+	// (the noop qdisc): the Responder answered the first ARP request and
+	// the answer never left A (1 run in ~100 under load). Link-watch sets
+	// A's operational state in the same step: wait until A is running.
+	waitRunning(t, bed.a, bed.ifA)
 	return bed
+}
+
+// waitRunning waits until the interface is operationally up
+// (IFF_RUNNING), for at most 10 s.
+func waitRunning(t *testing.T, ns *netns, ifname string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var flags net.Flags
+		var err error
+		ns.do(t, func() {
+			var ifi *net.Interface
+			if ifi, err = net.InterfaceByName(ifname); err == nil {
+				flags = ifi.Flags
+			}
+		})
+		if err != nil {
+			t.Fatalf("interface %s in %s: %v", ifname, ns.name, err)
+		}
+		if flags&net.FlagRunning != 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s in %s is not running 10 s after it came up (flags %v)", ifname, ns.name, flags)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // neigh returns the neighbor entry for addr in ns as ip prints it.

@@ -422,7 +422,7 @@ func TestResolverKeepsAnswersWhenARoundFails(t *testing.T) {
 	h.changed(t)
 	h.k.mu.Lock()
 	h.k.failNext = errors.New("netlink: no buffer space available")
-	r0 := h.k.links_
+	r0 := h.k.linkCalls
 	h.k.mu.Unlock()
 	// The failing round, and one after it, are over when a third starts.
 	waitFor(t, func() bool { return h.k.rounds() >= r0+3 }, "three more rounds")
