@@ -71,7 +71,9 @@ func (m *Manager) Set(targets []Target) {
 	}
 	for ref, r := range m.running {
 		if t, ok := want[ref]; !ok || t != r.t {
-			r.cancel()
+			if r.cancel != nil { // nil before Start: never launched
+				r.cancel()
+			}
 			delete(m.running, ref)
 		}
 	}

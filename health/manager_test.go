@@ -186,3 +186,26 @@ func TestManagerRampEnds(t *testing.T) {
 		m.Stop()
 	}
 }
+
+// TestManagerSetBeforeStart: a target removed before Start (a reload that
+// lands before the checks start) is dropped without being launched, and
+// only what remains is probed once started.
+func TestManagerSetBeforeStart(t *testing.T) {
+	var probes [2]atomic.Int64
+	probe := func(_ context.Context, tg *Target) Result {
+		probes[tg.Ref].Add(1)
+		return Result{OK: true}
+	}
+	r := &reports{last: map[uint32]control.Status{}, n: map[uint32]int{}}
+	m := NewManager(slog.New(slog.NewTextHandler(io.Discard, nil)), probe, r.report)
+	m.Set([]Target{{Ref: 0, Check: fastCheck()}, {Ref: 1, Check: fastCheck()}})
+	m.Set([]Target{{Ref: 1, Check: fastCheck()}}) // panicked on an unlaunched runner
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m.Start(ctx)
+	defer m.Stop()
+	waitFor(t, "backend 1 probed", func() bool { return probes[1].Load() >= 3 })
+	if n := probes[0].Load(); n != 0 {
+		t.Errorf("the removed backend was probed %d times", n)
+	}
+}
