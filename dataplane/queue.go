@@ -54,20 +54,8 @@ func (w *Worker) Run(ctx context.Context, q Queue, snaps *Snapshots, batch int, 
 		if err != nil {
 			return err
 		}
-		if w.relayPending() {
-			// ICMP errors other workers handed on: served in a batch of
-			// their own, before this one's frames, so their frames leave
-			// through this queue's Transmit.
-			w.Begin(snaps.Load(), Nanotime(), q)
-			w.serveRelays()
-			if n == 0 {
-				if err := q.Transmit(descs[:0]); err != nil {
-					return err
-				}
-				continue
-			}
-		}
-		if n == 0 {
+		relayed := w.relayPending()
+		if n == 0 && !relayed {
 			// Idle: a flow count advances 64 steps at a time; busy, one
 			// step (countStep buckets) per batch, so that the count never
 			// holds up forwarding for long.
@@ -80,10 +68,17 @@ func (w *Worker) Run(ctx context.Context, q Queue, snaps *Snapshots, batch int, 
 		}
 		w.serveCount(1)
 		w.Begin(snaps.Load(), Nanotime(), q)
+		if relayed {
+			// ICMP errors other workers handed on, before this batch's
+			// frames; what they send leaves through this Transmit.
+			w.serveRelays()
+		}
 		for i := range descs[:n] {
 			w.Process(&descs[i])
 		}
-		w.End(n)
+		if n > 0 {
+			w.End(n)
+		}
 		if err := q.Transmit(descs[:n]); err != nil {
 			return err
 		}

@@ -94,27 +94,22 @@ func newInbox(n int) *inbox {
 // push copies frame into a free cell; false when the inbox is full.
 func (q *inbox) push(frame []byte, rx uint8, origin int) bool {
 	pos := q.enq.Load()
-	var c *relayCell
+	c := &q.cells[pos&q.mask]
 	for {
-		c = &q.cells[pos&q.mask]
-		seq := c.seq.Load()
-		switch d := int64(seq - pos); {
-		case d == 0:
-			if q.enq.CompareAndSwap(pos, pos+1) {
-				goto claimed
-			}
-			pos = q.enq.Load()
+		switch d := int64(c.seq.Load() - pos); {
 		case d < 0:
 			return false // the consumer has not emptied this cell yet
-		default:
-			pos = q.enq.Load() // another producer took it
+		case d == 0 && q.enq.CompareAndSwap(pos, pos+1):
+			// The cell is this producer's until its seq is published.
+			c.n = copy(c.buf[Headroom:], frame)
+			c.rx, c.origin = rx, int32(origin)
+			c.seq.Store(pos + 1)
+			return true
 		}
+		// Another producer took the cell: try the next position.
+		pos = q.enq.Load()
+		c = &q.cells[pos&q.mask]
 	}
-claimed:
-	c.n = copy(c.buf[Headroom:], frame)
-	c.rx, c.origin = rx, int32(origin)
-	c.seq.Store(pos + 1)
-	return true
 }
 
 // front returns the oldest filled cell, or nil; only the consumer calls it.
