@@ -178,6 +178,12 @@ func (w *Worker) tooBig6(d *Desc, f *packet.Frame, e *l2, mtu int, src *[16]byte
 	w.reply(d, d.RxPort)
 }
 
+// icmp6ChecksumOK reports whether an ICMPv6 message's checksum, which
+// covers the pseudo-header of ip, is right.
+func icmp6ChecksumOK(ip packet.IPv6, ic packet.ICMPv6) bool {
+	return ic.IsChecksumValid(packet.PseudoHeaderSum6(ip.SourceAddress(), ip.DestinationAddress(), packet.ProtoICMPv6, uint32(len(ic))))
+}
+
 // ICMPv6 echo types (RFC 4443 §4).
 const (
 	icmp6EchoRequest = 128
@@ -250,7 +256,7 @@ func (w *Worker) steer6(d *Desc, frame []byte, f *packet.Frame) {
 	if v.srcHash {
 		hp = hashing.Src6(&q.dst, s.seed)
 	}
-	if !ic.IsChecksumValid(packet.PseudoHeaderSum6(ip.SourceAddress(), ip.DestinationAddress(), packet.ProtoICMPv6, uint32(len(ic)))) {
+	if !icmp6ChecksumOK(ip, ic) {
 		w.drop(d, DropBadICMPChecksum)
 		return
 	}
@@ -386,7 +392,7 @@ func (w *Worker) natReplyICMP6(d *Desc, frame []byte, f *packet.Frame) bool {
 		w.drop(d, DropICMPUnmatched)
 		return true
 	}
-	if !ic.IsChecksumValid(packet.PseudoHeaderSum6(ip.SourceAddress(), ip.DestinationAddress(), packet.ProtoICMPv6, uint32(len(ic)))) {
+	if !icmp6ChecksumOK(ip, ic) {
 		w.drop(d, DropBadICMPChecksum)
 		return true
 	}
