@@ -136,8 +136,14 @@ func TestBinary(t *testing.T) {
 	hasTUN := func() bool {
 		return exec.Command("ip", "-n", ns.Name, "link", "show", tun).Run() == nil
 	}
-	if !waitFor(5*time.Second, hasTUN) {
-		t.Fatalf("no TUN %s after 5s; log:\n%s", tun, log)
+	// "running" is logged once decap.New returned, that is after the raw
+	// IPIP socket is open; the TUN exists earlier, and a packet sent in
+	// between is lost (CI saw it once).
+	if !waitFor(5*time.Second, func() bool { return strings.Contains(log.String(), "msg=running") }) {
+		t.Fatalf("not running after 5s; log:\n%s", log)
+	}
+	if !hasTUN() {
+		t.Fatalf("running without TUN %s; log:\n%s", tun, log)
 	}
 
 	// ip netns exec execs the command: cmd's PID is vipd-decap's.
