@@ -1,0 +1,8 @@
+package daemon
+
+import "github.com/vipd/vipd/control"
+
+// benchHealthEvent reports a health change and returns once it is published.
+func benchHealthEvent(d *Daemon, ref uint32, st control.Status) {
+	d.setHealth(ref, st, !st.Down, true)
+}
