@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/vipd/vipd/hashing"
 )
@@ -88,8 +89,11 @@ type VIPSpec struct {
 
 // BackendSpec describes one backend of a VIP.
 type BackendSpec struct {
-	// Ref is the backend's stable reference, unique across all VIPs and
-	// never reused while the process lives: conntrack entries store it.
+	// Ref is the backend's stable reference, unique across all VIPs:
+	// conntrack entries store it, and the backend array is indexed by it.
+	// A reference may name another backend after a while (Epoch); the
+	// caller must make sure that no connection-table entry still holds it
+	// by then (control.Registry: refHold).
 	Ref  uint32
 	Addr netip.Addr
 	// Port is the NAT destination port; 0 keeps the client's.
@@ -101,6 +105,11 @@ type BackendSpec struct {
 	// MAC is the next hop toward the backend; the zero MAC means not
 	// resolved yet, and packets for it are dropped (and counted).
 	MAC [6]byte
+	// Epoch tells apart the backends that Ref has named over time
+	// (control.Registry reuses references): it changes whenever Ref is
+	// given to another backend, and workers then restart the counters
+	// they keep by Ref. 0 means the caller does not reuse references.
+	Epoch uint32
 }
 
 // Snapshot is the immutable state every worker forwards by. The control
@@ -129,6 +138,137 @@ type Snapshot struct {
 	onLink    []netip.Prefix
 	onLink4   []prefix4 // onLink's IPv4 prefixes, for the per-packet check
 	neighbors map[netip.Addr][6]byte
+
+	// What NewSnapshotFrom reuses; workers never read it.
+	//
+	// epochs[ref] is BackendSpec.Epoch of the backend at ref (0 for
+	// holes): a worker restarts its counters of a ref whose epoch changed
+	// (syncCounters).
+	epochs []uint32
+	// build[i] is what VIP i was built from.
+	build []vipBuild
+	// byID maps VIP IDs to their index in vips.
+	byID map[uint16]int32
+	// local is Spec.localAddrs(): the addresses local4 and local6 hold.
+	local []netip.Addr
+	// spares are Maglev tables that recent snapshots replaced, newest
+	// first, at most maglevSpares: a backend that goes down and comes back
+	// (or a drain undone) finds its VIP's former table here.
+	spares []*maglevTable
+
+	// SteeringUnchanged is set when the snapshot was built from a previous
+	// one with the same addressing (see NewSnapshotFrom): the Steering of
+	// its spec is that of the previous snapshot's.
+	SteeringUnchanged bool
+}
+
+// maglevSpares bounds Snapshot.spares: each holds a table of TableSize
+// two-byte entries (128 KiB at the default size).
+const maglevSpares = 32
+
+// vipBuild is what a VIP was built from.
+type vipBuild struct {
+	spec   VIPSpec // as given; its Backends are the caller's, immutable
+	maxRef uint32  // the largest Ref of spec.Backends
+	table  *maglevTable
+}
+
+// maglevTable is a Maglev table with the inputs it was built from.
+type maglevTable struct {
+	vip     uint16 // the VIP ID it was built for
+	size    uint32 // M
+	members []member
+	table   *hashing.Maglev
+}
+
+// member is a backend in a Maglev table: its ID is the address and port,
+// and members are given to NewMaglev in this order.
+type member struct {
+	addr   netip.Addr
+	port   uint16
+	weight uint32
+}
+
+// findTable returns a table of prev (nil: none) built for VIP id with size
+// m over exactly members, or nil.
+func (prev *Snapshot) findTable(id uint16, m uint32, members []member) *maglevTable {
+	if prev == nil {
+		return nil
+	}
+	match := func(t *maglevTable) bool {
+		return t != nil && t.vip == id && t.size == m && slices.Equal(t.members, members)
+	}
+	if t := prev.tableOf(id); match(t) {
+		return t
+	}
+	for _, t := range prev.spares {
+		if match(t) {
+			return t
+		}
+	}
+	return nil
+}
+
+// tableOf returns the Maglev table of VIP id in prev, nil if none.
+func (prev *Snapshot) tableOf(id uint16) *maglevTable {
+	if prev == nil {
+		return nil
+	}
+	if i, ok := prev.byID[id]; ok {
+		return prev.build[i].table
+	}
+	return nil
+}
+
+// sparesFor returns the spare tables a snapshot built after prev starts
+// with.
+func (prev *Snapshot) sparesFor(*Spec) []*maglevTable {
+	if prev == nil {
+		return nil
+	}
+	return prev.spares
+}
+
+// addSpare returns spares with t in front, at most maglevSpares long. It
+// never modifies spares, which an older snapshot may share.
+func addSpare(spares []*maglevTable, t *maglevTable) []*maglevTable {
+	out := make([]*maglevTable, 0, maglevSpares)
+	out = append(out, t)
+	for _, o := range spares {
+		if len(out) == maglevSpares {
+			break
+		}
+		if o != t {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// syncCounters returns c and epochs grown to cover every reference of s,
+// with the counters of each reference whose epoch differs from s's set to
+// zero: the reference now names another backend than the one they
+// counted (control.Registry reuses references). A worker calls it once per
+// snapshot change, with its own counters; it allocates only to grow.
+func (s *Snapshot) syncCounters(c []FlowCounters, epochs []uint32) ([]FlowCounters, []uint32) {
+	for len(c) < len(s.backends) {
+		c = append(c, FlowCounters{})
+	}
+	for len(epochs) < len(c) {
+		epochs = append(epochs, 0)
+	}
+	for r := range s.epochs {
+		if epochs[r] != s.epochs[r] {
+			if s.epochs[r] != 0 {
+				// A hole (epoch 0) keeps its counts until the reference
+				// is bound again: the last packets of a removed
+				// backend stay readable.
+				c[r] = FlowCounters{}
+				epochs[r] = s.epochs[r]
+			}
+		}
+	}
+	return c, epochs
 }
 
 // prefix4 is an IPv4 prefix as network and mask words.
@@ -204,9 +344,29 @@ var ErrSpec = errors.New("dataplane: invalid spec")
 
 // NewSnapshot builds a Snapshot from spec: classifier tables and one Maglev
 // table per VIP over its backends that are up. It is a pure function of
-// spec; the result shares spec's ClientOnLink and Neighbors, which must not
-// be modified afterwards.
-func NewSnapshot(spec *Spec) (*Snapshot, error) {
+// spec; the result shares spec's ClientOnLink, Neighbors, Local and every
+// VIP's Backends, which must not be modified afterwards.
+func NewSnapshot(spec *Spec) (*Snapshot, error) { return NewSnapshotFrom(nil, spec) }
+
+// NewSnapshotFrom builds the Snapshot of spec as NewSnapshot does, reusing
+// what it can of prev (nil: nothing), the snapshot built before:
+//
+//   - a VIP whose Maglev inputs (the address, port and weight of its
+//     backends that take new flows, in order, and TableSize) equal those of
+//     the same VIP ID in prev, or of a table prev kept from its recent
+//     changes (a backend that flaps back), keeps that table;
+//   - when no VIP address, port, protocol, mode, encapsulation source or
+//     backend address or port changed, nor the box's own addresses (a
+//     health, weight, drain or next-hop change), the classifier tables are
+//     prev's and only the VIPs whose VIPSpec changed are rebuilt: the cost
+//     is then a copy of the backend array plus the changed VIPs.
+//
+// The result is the same as NewSnapshot(spec) would build, field for field
+// (TestSnapshotFromMatchesScratch). A VIPSpec whose Backends slice is the
+// very one prev was built from (same array, same length) is taken as
+// unchanged without comparing its elements: the caller must not modify a
+// Spec, or any slice it holds, once it has been passed here.
+func NewSnapshotFrom(prev *Snapshot, spec *Spec) (*Snapshot, error) {
 	s := &Snapshot{
 		seed:      spec.Seed,
 		twoArmed:  spec.TwoArmed,
@@ -216,6 +376,7 @@ func NewSnapshot(spec *Spec) (*Snapshot, error) {
 		gw6:       spec.ClientGateway6,
 		onLink:    spec.ClientOnLink,
 		neighbors: spec.Neighbors,
+		local:     spec.localAddrs(),
 	}
 	for _, p := range spec.ClientOnLink {
 		if p.Addr().Is4() {
@@ -238,26 +399,47 @@ func NewSnapshot(spec *Spec) (*Snapshot, error) {
 			s.addr6[p], s.has6[p] = a.As16(), true
 		}
 	}
+	n := len(spec.VIPs)
+	s.vips = make([]vip, n)
+	s.build = make([]vipBuild, n)
+	// same[i]: VIP i is exactly prev's VIP i, so its vip, backends
+	// entries and Maglev table carry over as they are.
+	var same []bool
+	steady := false
+	if prev != nil {
+		same = make([]bool, n)
+		steady = prev.sameAddressing(spec, s.local, same)
+	}
+	s.spares = prev.sparesFor(spec)
 	maxRef := uint32(0)
+	nb := 0
 	for i := range spec.VIPs {
-		for _, b := range spec.VIPs[i].Backends {
+		vs := &spec.VIPs[i]
+		nb += len(vs.Backends)
+		if same != nil && same[i] {
+			maxRef = max(maxRef, prev.build[i].maxRef)
+			continue
+		}
+		for _, b := range vs.Backends {
 			maxRef = max(maxRef, b.Ref)
 		}
 	}
-	s.backends = make([]backend, maxRef+1)
-	s.vips = make([]vip, len(spec.VIPs))
-	n := len(spec.VIPs)
-	nb := 0
-	for i := range spec.VIPs {
-		nb += len(spec.VIPs[i].Backends)
+	if steady {
+		s.SteeringUnchanged = true
+		if err := s.update(prev, spec, same, maxRef); err != nil {
+			return nil, err
+		}
+		s.index()
+		return s, nil
 	}
+	s.backends = make([]backend, maxRef+1)
+	s.epochs = make([]uint32, maxRef+1)
 	s.cls4 = classifiers{exact4: newTable4(n), addr4: newTable4(2 * n), reply4: newTable4(nb), replyAddr4: newTable4(nb)}
 	s.cls6 = classifiers{exact6: newTable6(n), addr6: newTable6(2 * n), reply6: newTable6(nb), replyAddr6: newTable6(nb)}
 	// The ports' own addresses are the box's too, whether or not the
 	// caller listed them in Local.
-	local := spec.localAddrs()
-	s.local4, s.local6 = newTable4(len(local)), newTable6(len(local))
-	for _, a := range local {
+	s.local4, s.local6 = newTable4(len(s.local)), newTable6(len(s.local))
+	for _, a := range s.local {
 		switch {
 		case a.Is4() || a.Is4In6():
 			s.local4.put(key4(u32(a.Unmap().As4()), 0, 0), 0)
@@ -267,11 +449,107 @@ func NewSnapshot(spec *Spec) (*Snapshot, error) {
 		}
 	}
 	for i := range spec.VIPs {
-		if err := s.addVIP(i, &spec.VIPs[i]); err != nil {
+		if err := s.addVIP(i, &spec.VIPs[i], prev); err != nil {
 			return nil, err
 		}
 	}
+	s.index()
 	return s, nil
+}
+
+// index fills byID.
+func (s *Snapshot) index() {
+	s.byID = make(map[uint16]int32, len(s.vips))
+	for i := range s.vips {
+		s.byID[s.vips[i].id] = int32(i)
+	}
+}
+
+// update builds s from prev when the addressing is unchanged (steady):
+// the classifiers are prev's, the backend array a copy of prev's in which
+// the entries of the VIPs that changed are rewritten.
+func (s *Snapshot) update(prev *Snapshot, spec *Spec, same []bool, maxRef uint32) error {
+	s.cls4, s.cls6, s.local4, s.local6 = prev.cls4, prev.cls6, prev.local4, prev.local6
+	s.backends = make([]backend, maxRef+1)
+	s.epochs = make([]uint32, maxRef+1)
+	copy(s.backends, prev.backends)
+	copy(s.epochs, prev.epochs)
+	// Clear every changed VIP's old entries first, then write the new
+	// ones: a reference that moved between two changed VIPs is not a
+	// duplicate, one that a kept VIP still holds is.
+	for i := range prev.build {
+		if i < len(same) && same[i] {
+			continue
+		}
+		for _, b := range prev.build[i].spec.Backends {
+			if b.Ref <= maxRef {
+				s.backends[b.Ref] = backend{}
+				s.epochs[b.Ref] = 0
+			}
+		}
+	}
+	for i := range spec.VIPs {
+		if same[i] {
+			s.vips[i] = prev.vips[i]
+			s.build[i] = prev.build[i]
+			s.maxVIPID = max(s.maxVIPID, int(s.vips[i].id))
+			continue
+		}
+		vs := &spec.VIPs[i]
+		v := &s.vips[i]
+		*v = prev.vips[i]
+		v.table, v.refs = nil, nil
+		s.maxVIPID = max(s.maxVIPID, int(vs.ID))
+		// Only the name and the VIP's identity fields outside the
+		// addressing may differ.
+		v.id, v.name, v.srcHash = vs.ID, vs.Name, vs.SrcHash
+		if err := s.addBackends(i, vs, v, false, prev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sameAddressing reports whether spec classifies packets and steers
+// exactly as prev does: the same box addresses (local, as localAddrs
+// returns them), the same VIPs in the same order with the same address,
+// port, protocol, mode and encapsulation source, and the same backend
+// addresses and ports. It sets same[i] for every VIP i whose VIPSpec is
+// entirely prev's, whatever the result.
+func (prev *Snapshot) sameAddressing(spec *Spec, local []netip.Addr, same []bool) bool {
+	steady := len(prev.build) == len(spec.VIPs) && slices.Equal(prev.local, local)
+	for i := range spec.VIPs {
+		if i >= len(prev.build) {
+			return false
+		}
+		a, b := &prev.build[i].spec, &spec.VIPs[i]
+		if a.Addr != b.Addr || a.Port != b.Port || a.Proto != b.Proto || a.Mode != b.Mode ||
+			a.EncapSrc != b.EncapSrc || len(a.Backends) != len(b.Backends) {
+			steady = false
+			continue
+		}
+		identical := sameSlice(a.Backends, b.Backends)
+		if !identical {
+			identical = true
+			for j := range a.Backends {
+				x, y := &a.Backends[j], &b.Backends[j]
+				if x.Addr != y.Addr || x.Port != y.Port {
+					steady = false
+					identical = false
+					break
+				}
+				identical = identical && *x == *y
+			}
+		}
+		same[i] = identical && a.ID == b.ID && a.Name == b.Name && a.SrcHash == b.SrcHash && a.TableSize == b.TableSize
+	}
+	return steady
+}
+
+// sameSlice reports whether a and b are the same slice (same array, same
+// length): then they hold the same elements, since specs are immutable.
+func sameSlice(a, b []BackendSpec) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // ErrVIPIsLocal is wrapped by NewSnapshot's error when a VIP address is
@@ -286,7 +564,7 @@ func (s *Snapshot) isLocal4(a uint32) bool { return s.local4.get(key4(a, 0, 0)) 
 // isLocal6 reports whether a is one of the box's addresses.
 func (s *Snapshot) isLocal6(a *[16]byte) bool { return s.local6.get(mkKey6(a, 0, 0)) != empty }
 
-func (s *Snapshot) addVIP(i int, vs *VIPSpec) error {
+func (s *Snapshot) addVIP(i int, vs *VIPSpec, prev *Snapshot) error {
 	if !vs.Addr.IsValid() || vs.Addr.Is4In6() {
 		return fmt.Errorf("%w: VIP %q: bad address %v", ErrSpec, vs.Name, vs.Addr)
 	}
@@ -314,23 +592,33 @@ func (s *Snapshot) addVIP(i int, vs *VIPSpec) error {
 	if err := s.classify(i, v); err != nil {
 		return err
 	}
+	return s.addBackends(i, vs, v, true, prev)
+}
 
-	var members []hashing.Backend
+// addBackends enters the backends of VIP i into s.backends (and, when
+// classify is set, the NAT reply classifiers) and gives v its Maglev
+// table, reused from prev when its inputs are the same.
+func (s *Snapshot) addBackends(i int, vs *VIPSpec, v *vip, classify bool, prev *Snapshot) error {
+	bld := &s.build[i]
+	*bld = vipBuild{spec: *vs}
+	var members []member
 	for _, bs := range vs.Backends {
-		if !bs.Addr.IsValid() || bs.Addr.Is6() != v.v6 || bs.Addr.Is4In6() {
+		if classify && (!bs.Addr.IsValid() || bs.Addr.Is6() != v.v6 || bs.Addr.Is4In6()) {
 			return fmt.Errorf("%w: VIP %q: backend %v is not of the VIP's family", ErrSpec, vs.Name, bs.Addr)
 		}
+		bld.maxRef = max(bld.maxRef, bs.Ref)
 		b := &s.backends[bs.Ref]
 		if b.live {
 			return fmt.Errorf("%w: backend ref %d used twice", ErrSpec, bs.Ref)
 		}
 		*b = backend{live: true, vip: int32(i), state: bs.State, port: bs.Port, mac: bs.MAC, hasMAC: bs.MAC != [6]byte{}}
+		s.epochs[bs.Ref] = bs.Epoch
 		if v.v6 {
 			b.addr6 = bs.Addr.As16()
 		} else {
 			b.addr4 = bs.Addr.As4()
 		}
-		if vs.Mode == ModeNAT {
+		if classify && vs.Mode == ModeNAT {
 			rp := bs.Port
 			if rp == 0 {
 				rp = vs.Port
@@ -344,15 +632,27 @@ func (s *Snapshot) addVIP(i int, vs *VIPSpec) error {
 			}
 		}
 		if bs.State == BackendUp && bs.Weight > 0 {
-			members = append(members, hashing.Backend{ID: netip.AddrPortFrom(bs.Addr, bs.Port).String(), Weight: bs.Weight})
+			members = append(members, member{addr: bs.Addr, port: bs.Port, weight: bs.Weight})
 			v.refs = append(v.refs, bs.Ref)
 		}
 	}
-	t, err := hashing.NewMaglev(members, vs.TableSize)
-	if err != nil {
-		return fmt.Errorf("%w: VIP %q: %v", ErrSpec, vs.Name, err)
+	mt := prev.findTable(vs.ID, vs.TableSize, members)
+	if mt == nil {
+		hm := make([]hashing.Backend, len(members))
+		for k, m := range members {
+			hm[k] = hashing.Backend{ID: netip.AddrPortFrom(m.addr, m.port).String(), Weight: m.weight}
+		}
+		t, err := hashing.NewMaglev(hm, vs.TableSize)
+		if err != nil {
+			return fmt.Errorf("%w: VIP %q: %v", ErrSpec, vs.Name, err)
+		}
+		mt = &maglevTable{vip: vs.ID, size: vs.TableSize, members: members, table: t}
 	}
-	v.table = t
+	bld.table = mt
+	v.table = mt.table
+	if old := prev.tableOf(vs.ID); old != nil && old != mt {
+		s.spares = addSpare(s.spares, old)
+	}
 	return nil
 }
 

@@ -76,6 +76,7 @@ type Worker struct {
 	icmp   limiter
 	neigh  *NeighborCache
 	c      Counters
+	epochs []uint32 // per ref: the backend c.Backends counts (syncCounters)
 	frag   dsr.Fragmenter4
 	l4Tick uint32 // NAT'ed packets seen, for sampleL4
 
@@ -192,9 +193,7 @@ func (w *Worker) resize(snap *Snapshot) {
 	for len(w.c.VIPs) <= snap.maxVIPID {
 		w.c.VIPs = append(w.c.VIPs, FlowCounters{})
 	}
-	for len(w.c.Backends) < len(snap.backends) {
-		w.c.Backends = append(w.c.Backends, FlowCounters{})
-	}
+	w.c.Backends, w.epochs = snap.syncCounters(w.c.Backends, w.epochs)
 }
 
 // End closes a batch of n frames and, every PublishEvery, publishes a copy
