@@ -51,6 +51,76 @@ const weightScale = 1000
 // reports, per VIP, whether on_all_down applied (every enabled backend is
 // down), for the caller to log and count.
 func Compile(cfg *config.Config, reg *Registry, host *Host, status map[uint32]Status) (*dataplane.Spec, []string, error) {
+	p, err := NewPlan(cfg, reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	spec := p.Header(host)
+	var allDown []string
+	st := func(ref uint32) Status { return status[ref] }
+	for i := range cfg.VIPs {
+		vs, down, err := p.VIP(i, host, st)
+		if err != nil {
+			return nil, nil, err
+		}
+		if down {
+			allDown = append(allDown, cfg.VIPs[i].Name)
+		}
+		spec.VIPs = append(spec.VIPs, vs)
+	}
+	return spec, allDown, nil
+}
+
+// Plan is a configuration with its identities resolved: every VIP's ID and
+// every backend's reference and epoch, taken from the Registry once per
+// configuration instead of once per snapshot (the identity keys are
+// strings built per backend). A caller that publishes often compiles the
+// header and only the VIPs that changed (VIP), and shares the rest with
+// the previous spec. A Plan is read-only once made.
+type Plan struct {
+	cfg    *config.Config
+	ids    []uint16   // by VIP index
+	refs   [][]uint32 // by VIP index, backend index
+	epochs [][]uint32
+	vipOf  map[uint32]int // ref → VIP index
+}
+
+// NewPlan resolves cfg's identities in reg, assigning new ones on first
+// sight.
+func NewPlan(cfg *config.Config, reg *Registry) (*Plan, error) {
+	p := &Plan{cfg: cfg, ids: make([]uint16, len(cfg.VIPs)), refs: make([][]uint32, len(cfg.VIPs)),
+		epochs: make([][]uint32, len(cfg.VIPs)), vipOf: map[uint32]int{}}
+	for i := range cfg.VIPs {
+		v := &cfg.VIPs[i]
+		id, err := reg.VIPID(VIPKey(v))
+		if err != nil {
+			return nil, err
+		}
+		p.ids[i] = id
+		p.refs[i] = make([]uint32, len(v.Backends))
+		p.epochs[i] = make([]uint32, len(v.Backends))
+		for j := range v.Backends {
+			ref, epoch := reg.Bind(BackendKey(v, &v.Backends[j]))
+			p.refs[i][j], p.epochs[i][j] = ref, epoch
+			p.vipOf[ref] = i
+		}
+	}
+	return p, nil
+}
+
+// Config returns the configuration the plan was made for.
+func (p *Plan) Config() *config.Config { return p.cfg }
+
+// VIPOf returns the index of the VIP backend ref belongs to.
+func (p *Plan) VIPOf(ref uint32) (int, bool) {
+	i, ok := p.vipOf[ref]
+	return i, ok
+}
+
+// Header returns the spec of the plan's configuration on host, without its
+// VIPs.
+func (p *Plan) Header(host *Host) *dataplane.Spec {
+	cfg := p.cfg
 	spec := &dataplane.Spec{
 		Seed:           cfg.Dataplane.FlowHashSeed,
 		TwoArmed:       cfg.Dataplane.TwoArmed(),
@@ -70,62 +140,63 @@ func Compile(cfg *config.Config, reg *Registry, host *Host, status map[uint32]St
 			spec.MTU[dataplane.PortIngress] = m
 		}
 	}
-	var allDown []string
-	for i := range cfg.VIPs {
-		v := &cfg.VIPs[i]
-		id, err := reg.VIPID(VIPKey(v))
-		if err != nil {
-			return nil, nil, err
-		}
-		vs := dataplane.VIPSpec{
-			ID: id, Name: v.Name, Addr: v.Address, Port: v.Port, Proto: v.Protocol.Number(),
-			SrcHash: v.FlowHash == config.HashSrcIP, TableSize: v.TableSize,
-		}
-		if v.Mode == config.ModeDSR {
-			vs.Mode = dataplane.ModeDSR
-			vs.EncapSrc = v.EncapSource
-			if !vs.EncapSrc.IsValid() {
-				vs.EncapSrc = egressAddr(host, spec.TwoArmed, v.Address.Is6())
-				if !vs.EncapSrc.IsValid() {
-					return nil, nil, fmt.Errorf("VIP %q: no encap_source set and the egress interface has no %s address", v.Name, family(v.Address))
-				}
-			}
-		}
-		up := 0
-		for j := range v.Backends {
-			b := &v.Backends[j]
-			ref := reg.Ref(BackendKey(v, b))
-			st := status[ref]
-			bs := dataplane.BackendSpec{Ref: ref, Addr: b.Address, Port: b.Port, Weight: weight(b.Weight, st.Ramp)}
-			if v.Mode == config.ModeDSR {
-				bs.Port = 0
-			}
-			if host.NextHop != nil {
-				bs.MAC, _ = host.NextHop(b.Address)
-			}
-			bs.State = state(b.State, st)
-			if bs.State == dataplane.BackendUp && bs.Weight > 0 {
-				up++
-			}
-			vs.Backends = append(vs.Backends, bs)
-		}
-		if up == 0 && v.HealthCheck.Type != config.CheckNone {
-			allDown = append(allDown, v.Name)
-			if v.HealthCheck.OnAllDown == config.AllDownIgnoreHealth {
-				// Panic mode: a health-check outage must not become a
-				// total one. Every backend the operator enabled takes
-				// traffic at full weight, healthy or not.
-				for j := range vs.Backends {
-					if v.Backends[j].State == config.StateActive {
-						vs.Backends[j].State = dataplane.BackendUp
-						vs.Backends[j].Weight = weight(v.Backends[j].Weight, 0)
-					}
-				}
-			}
-		}
-		spec.VIPs = append(spec.VIPs, vs)
+	return spec
+}
+
+// VIP compiles VIP i of the plan's configuration on host, with each
+// backend's run-time state from status. allDown reports whether
+// on_all_down applied (every enabled backend is down).
+func (p *Plan) VIP(i int, host *Host, status func(ref uint32) Status) (vs dataplane.VIPSpec, allDown bool, err error) {
+	v := &p.cfg.VIPs[i]
+	twoArmed := p.cfg.Dataplane.TwoArmed()
+	vs = dataplane.VIPSpec{
+		ID: p.ids[i], Name: v.Name, Addr: v.Address, Port: v.Port, Proto: v.Protocol.Number(),
+		SrcHash: v.FlowHash == config.HashSrcIP, TableSize: v.TableSize,
 	}
-	return spec, allDown, nil
+	if v.Mode == config.ModeDSR {
+		vs.Mode = dataplane.ModeDSR
+		vs.EncapSrc = v.EncapSource
+		if !vs.EncapSrc.IsValid() {
+			vs.EncapSrc = egressAddr(host, twoArmed, v.Address.Is6())
+			if !vs.EncapSrc.IsValid() {
+				return vs, false, fmt.Errorf("VIP %q: no encap_source set and the egress interface has no %s address", v.Name, family(v.Address))
+			}
+		}
+	}
+	up := 0
+	vs.Backends = make([]dataplane.BackendSpec, 0, len(v.Backends))
+	for j := range v.Backends {
+		b := &v.Backends[j]
+		ref := p.refs[i][j]
+		st := status(ref)
+		bs := dataplane.BackendSpec{Ref: ref, Epoch: p.epochs[i][j], Addr: b.Address, Port: b.Port, Weight: weight(b.Weight, st.Ramp)}
+		if v.Mode == config.ModeDSR {
+			bs.Port = 0
+		}
+		if host.NextHop != nil {
+			bs.MAC, _ = host.NextHop(b.Address)
+		}
+		bs.State = state(b.State, st)
+		if bs.State == dataplane.BackendUp && bs.Weight > 0 {
+			up++
+		}
+		vs.Backends = append(vs.Backends, bs)
+	}
+	if up == 0 && v.HealthCheck.Type != config.CheckNone {
+		allDown = true
+		if v.HealthCheck.OnAllDown == config.AllDownIgnoreHealth {
+			// Panic mode: a health-check outage must not become a
+			// total one. Every backend the operator enabled takes
+			// traffic at full weight, healthy or not.
+			for j := range vs.Backends {
+				if v.Backends[j].State == config.StateActive {
+					vs.Backends[j].State = dataplane.BackendUp
+					vs.Backends[j].Weight = weight(v.Backends[j].Weight, 0)
+				}
+			}
+		}
+	}
+	return vs, allDown, nil
 }
 
 // state combines the operator's intent with the run-time status.
