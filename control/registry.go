@@ -54,7 +54,7 @@ type Registry struct {
 	// the order they were released.
 	held map[string]release
 	free []release
-	seq  uint64        // counts releases: tells a release from a later one of the same key
+	seq  uint64 // counts releases: tells a release from a later one of the same key
 	hold time.Duration
 	now  func() time.Time
 }
