@@ -110,6 +110,20 @@ func (r *Registry) SetHold(d time.Duration) {
 	r.hold = d
 }
 
+// Hold returns the hold (SetHold).
+func (r *Registry) Hold() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hold
+}
+
+// SetClock replaces the clock that times holds (tests).
+func (r *Registry) SetClock(now func() time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.now = now
+}
+
 // VIPKey is a VIP's identity.
 func VIPKey(v *config.VIP) string { return v.Key() }
 

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"reflect"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,6 +81,29 @@ type Daemon struct {
 	flows *flowCache // set when Run goes live
 	// +checklocks:mu
 	spec *dataplane.Spec
+	// plan is the identities of the configuration spec was compiled from.
+	// +checklocks:mu
+	plan *control.Plan
+	// vipAllDown[i]: on_all_down applied to spec.VIPs[i].
+	// +checklocks:mu
+	vipAllDown []bool
+	// What changed since spec: every VIP (dirtyAll: the configuration or
+	// the host), or the VIPs of plan listed in dirtyVIPs (health, drains).
+	// +checklocks:mu
+	dirtyAll bool
+	// +checklocks:mu
+	dirtyVIPs map[int]bool
+	// pending: a change waits for the publisher (requestPublishLocked).
+	// +checklocks:mu
+	pending bool
+	// steerStale: the platform may not hold spec's steering (an Apply
+	// failed); the next publish applies it whether or not it changed.
+	// +checklocks:mu
+	steerStale bool
+	// targets are the refs the health checks probe: reports of others
+	// (a check removed by a reload, reporting late) are ignored.
+	// +checklocks:mu
+	targets map[uint32]bool
 	// +checklocks:mu
 	allDown map[string]bool // VIPs currently all down
 	// +checklocks:mu
@@ -94,6 +118,9 @@ type Daemon struct {
 
 	// snaps is stored under mu and loaded by the workers without it.
 	snaps dataplane.Snapshots
+	// kick wakes the publisher (capacity 1: one wake-up covers every
+	// change made before it runs).
+	kick chan struct{}
 
 	reloadOK, reloadErr atomic.Uint64
 	allDownEvents       sync.Map // VIP name → *atomic.Uint64
@@ -124,11 +151,16 @@ func New(cfg *config.Config, opts Options) *Daemon {
 	if opts.PollTimeout <= 0 {
 		opts.PollTimeout = 100 * time.Millisecond
 	}
+	reg := control.NewRegistry()
+	// [conntrack] is restart-only: the hold fits every configuration this
+	// daemon will run.
+	reg.SetHold(control.RefHold(&cfg.Conntrack))
 	return &Daemon{
-		opts: opts, log: opts.Log, reg: control.NewRegistry(),
-		startDone: make(chan struct{}), running: make(chan struct{}),
+		opts: opts, log: opts.Log, reg: reg,
+		startDone: make(chan struct{}), running: make(chan struct{}), kick: make(chan struct{}, 1),
 		cfg: cfg, loadedAt: time.Now(),
 		health: map[uint32]control.Status{}, checked: map[uint32]bool{}, drains: map[uint32]bool{}, allDown: map[string]bool{},
+		dirtyVIPs: map[int]bool{}, targets: map[uint32]bool{},
 	}
 }
 
@@ -233,6 +265,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	defer d.setPhase(phaseStopping)
 
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.runPublisher(ctx)
+	}()
 	// The platform starts first: its first round of next-hop resolution
 	// fills in the backends' MACs. Workers start when it has (or after
 	// firstHostWait): frames that arrive meanwhile wait in the receive
@@ -319,9 +356,20 @@ func (d *Daemon) goLive(ctx context.Context, ct *conntrack.Table, workers []*dat
 func (d *Daemon) startChecks(ctx context.Context) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.checks.Set(d.healthTargets(d.cfg))
+	d.setTargetsLocked(d.healthTargets(d.cfg))
 	d.checks.Start(ctx)
 	d.checking = true
+}
+
+// setTargetsLocked hands the health checks their targets.
+//
+// +checklocks:d.mu
+func (d *Daemon) setTargetsLocked(ts []health.Target) {
+	d.checks.Set(ts)
+	d.targets = make(map[uint32]bool, len(ts))
+	for _, t := range ts {
+		d.targets[t.Ref] = true
+	}
 }
 
 // AdminAddr returns the admin server's address once it listens.
@@ -332,64 +380,183 @@ func (d *Daemon) AdminAddr() string {
 	return ""
 }
 
-// publish compiles the current state into a snapshot and publishes it.
+// publish recompiles the whole state (configuration, host, health and
+// drains) into a snapshot and publishes it, before it returns.
 func (d *Daemon) publish(why string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.dirtyAll = true
 	return d.publishLocked(why)
 }
 
+// publishGap is the least time between two publications by the publisher:
+// a burst of health events (a rack going down, slow starts stepping
+// together) is published in one snapshot per gap, while a lone event is
+// published as soon as it comes. It bounds the control plane's share of a
+// CPU when every publish is expensive (a full rebuild takes far longer
+// than this gap; a health event's, at 1,000 VIPs of 100 backends, about
+// as long; see BenchmarkPublishFlap).
+const publishGap = 2 * time.Millisecond
+
+// requestPublishLocked has the publisher publish the state soon: at once
+// if it is idle, else after its current publication and publishGap. A
+// synchronous publish made meanwhile takes the change with it.
+//
+// +checklocks:d.mu
+func (d *Daemon) requestPublishLocked() {
+	d.pending = true
+	select {
+	case d.kick <- struct{}{}:
+	default: // a wake-up is already pending: it will see this change
+	}
+}
+
+// runPublisher publishes the changes requestPublishLocked announces until
+// ctx is done.
+func (d *Daemon) runPublisher(ctx context.Context) {
+	gap := time.NewTimer(0)
+	defer gap.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.kick:
+		}
+		d.flushPending()
+		gap.Reset(publishGap)
+		select {
+		case <-ctx.Done():
+			return
+		case <-gap.C:
+		}
+	}
+}
+
+// flushPending publishes what is pending, if anything; it takes mu.
+func (d *Daemon) flushPending() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.pending {
+		return // a synchronous publish took it
+	}
+	if err := d.publishLocked("health"); err != nil && !errors.Is(err, ErrNotRunning) {
+		d.log.Error("publishing a health change failed", "err", err)
+	}
+}
+
+// statusLocked is a backend's run-time status: health and drain.
+//
+// +checklocks:d.mu
+func (d *Daemon) statusLocked(ref uint32) control.Status {
+	st := d.health[ref]
+	st.Draining = st.Draining || d.drains[ref]
+	return st
+}
+
+// markRefLocked notes that backend ref's status changed.
+//
+// +checklocks:d.mu
+func (d *Daemon) markRefLocked(ref uint32) {
+	if d.plan == nil {
+		d.dirtyAll = true
+		return
+	}
+	if i, ok := d.plan.VIPOf(ref); ok {
+		d.dirtyVIPs[i] = true
+	}
+}
+
+// publishLocked compiles what changed since the last snapshot and
+// publishes a new one built from it. The configuration's identities are
+// resolved once per configuration (Plan); with neither the configuration
+// nor the host changed (dirtyAll), only the VIPs of backends whose status
+// changed are compiled again and the rest of the spec is shared with the
+// last one; the snapshot is built from the last one (NewSnapshotFrom),
+// and the steering is applied only when it changed. On error nothing is
+// published and what changed stays marked.
+//
 // +checklocks:d.mu
 func (d *Daemon) publishLocked(why string) error {
 	if d.phase < phaseStarting || d.phase >= phaseStopping {
 		return ErrNotRunning
 	}
 	host := d.opts.Platform.Host()
-	status := make(map[uint32]control.Status, len(d.health)+len(d.drains))
-	for ref, st := range d.health {
-		status[ref] = st
+	plan := d.plan
+	if plan == nil || plan.Config() != d.cfg {
+		var err error
+		if plan, err = control.NewPlan(d.cfg, d.reg); err != nil {
+			return err
+		}
 	}
-	for ref, on := range d.drains {
-		st := status[ref]
-		st.Draining = st.Draining || on
-		status[ref] = st
+	full := plan != d.plan || d.dirtyAll || d.spec == nil
+	spec := plan.Header(&host)
+	var allDown []bool
+	status := d.statusLocked
+	if full {
+		spec.VIPs = make([]dataplane.VIPSpec, len(d.cfg.VIPs))
+		allDown = make([]bool, len(d.cfg.VIPs))
+		for i := range spec.VIPs {
+			var err error
+			if spec.VIPs[i], allDown[i], err = plan.VIP(i, &host, status); err != nil {
+				return err
+			}
+		}
+	} else {
+		spec.VIPs = slices.Clone(d.spec.VIPs)
+		allDown = slices.Clone(d.vipAllDown)
+		for i := range d.dirtyVIPs {
+			var err error
+			if spec.VIPs[i], allDown[i], err = plan.VIP(i, &host, status); err != nil {
+				return err
+			}
+		}
 	}
-	spec, allDown, err := control.Compile(d.cfg, d.reg, &host, status)
+	snap, err := dataplane.NewSnapshotFrom(d.snaps.Load(), spec)
 	if err != nil {
 		return err
 	}
-	snap, err := dataplane.NewSnapshot(spec)
-	if err != nil {
-		return err
-	}
-	if err := d.opts.Platform.Apply(steeringOf(spec)); err != nil {
-		return fmt.Errorf("steering: %w", err)
+	if !snap.SteeringUnchanged || d.steerStale {
+		if err := d.opts.Platform.Apply(steeringOf(spec)); err != nil {
+			d.steerStale = true
+			return fmt.Errorf("steering: %w", err)
+		}
+		d.steerStale = false
 	}
 	d.snaps.Store(snap)
-	d.spec = spec
+	d.spec, d.plan, d.vipAllDown = spec, plan, allDown
+	d.dirtyAll, d.pending = false, false
+	clear(d.dirtyVIPs)
 	d.gen++
-	now := map[string]bool{}
-	for _, name := range allDown {
-		now[name] = true
-		if !d.allDown[name] {
-			c, _ := d.allDownEvents.LoadOrStore(name, new(atomic.Uint64))
+	for i, down := range allDown {
+		v := &d.cfg.VIPs[i]
+		switch {
+		case down && !d.allDown[v.Name]:
+			d.allDown[v.Name] = true
+			c, _ := d.allDownEvents.LoadOrStore(v.Name, new(atomic.Uint64))
 			c.(*atomic.Uint64).Add(1)
-			mode := "drop"
-			for _, v := range d.cfg.VIPs {
-				if v.Name == name {
-					mode = string(v.HealthCheck.OnAllDown)
-				}
+			mode := string(v.HealthCheck.OnAllDown)
+			if mode == "" {
+				mode = string(config.AllDownDrop)
 			}
-			d.log.Warn("every backend of the VIP is down", "vip", name, "on_all_down", mode)
+			d.log.Warn("every backend of the VIP is down", "vip", v.Name, "on_all_down", mode)
+		case !down && d.allDown[v.Name]:
+			delete(d.allDown, v.Name)
+			d.log.Info("the VIP has a backend up again", "vip", v.Name)
 		}
 	}
-	for name := range d.allDown {
-		if !now[name] {
-			d.log.Info("the VIP has a backend up again", "vip", name)
+	if len(d.allDown) > 0 {
+		// VIPs that a reload removed are no longer all down.
+		names := make(map[string]bool, len(d.cfg.VIPs))
+		for i := range d.cfg.VIPs {
+			names[d.cfg.VIPs[i].Name] = true
+		}
+		for name := range d.allDown {
+			if !names[name] {
+				delete(d.allDown, name)
+			}
 		}
 	}
-	d.allDown = now
-	d.log.Debug("snapshot published", "generation", d.gen, "why", why,
+	d.log.Debug("snapshot published", "generation", d.gen, "why", why, "full", full,
 		"client_gateway4", net.HardwareAddr(host.ClientGateway4[:]).String(), "client_onlink", host.ClientOnLink)
 	return nil
 }
@@ -484,7 +651,7 @@ func (d *Daemon) Reload() error {
 	d.reg.Forget(keepVIP, keepBackend)
 	targets := d.healthTargets(cfg)
 	if d.checking {
-		d.checks.Set(targets)
+		d.setTargetsLocked(targets)
 	} // else startChecks takes the targets of d.cfg, this configuration
 	live := map[uint32]bool{}
 	for _, t := range targets {
@@ -494,6 +661,13 @@ func (d *Daemon) Reload() error {
 		if !live[ref] {
 			delete(d.health, ref)
 			delete(d.checked, ref)
+		}
+	}
+	// A removed backend's drain goes with it: its ref may come to
+	// another backend (control.Registry).
+	for ref := range d.drains {
+		if _, ok := d.plan.VIPOf(ref); !ok {
+			delete(d.drains, ref)
 		}
 	}
 	d.loadedAt = time.Now()
@@ -577,26 +751,32 @@ func (d *Daemon) SetDrain(vipName, backend string, drain bool) error {
 	} else {
 		delete(d.drains, ref)
 	}
+	d.markRefLocked(ref)
 	d.log.Info("backend drain changed", "vip", vipName, "backend", backend, "drain", drain)
 	return d.publishLocked("drain")
 }
 
-// setHealth records a backend's health status (from the checks) and
-// republishes when it changed.
+// setHealth records a backend's health status (from the checks) and, when
+// it changed, has the publisher publish it: a burst of reports becomes one
+// snapshot (requestPublishLocked).
 func (d *Daemon) setHealth(ref uint32, st control.Status, up, known bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.phase >= phaseStopping {
 		return // the checks are being stopped: nothing is published any more
 	}
+	if !d.targets[ref] {
+		// A check that a reload removed, reporting late: its ref may go
+		// to another backend later, which must not inherit this.
+		return
+	}
 	if cur, ok := d.health[ref]; ok && cur == st && d.checked[ref] == known {
 		return
 	}
 	d.health[ref] = st
 	d.checked[ref] = known
-	if err := d.publishLocked("health"); err != nil {
-		d.log.Error("publishing a health change failed", "err", err)
-	}
+	d.markRefLocked(ref)
+	d.requestPublishLocked()
 }
 
 // healthTargets lists the backends to check: every backend not disabled

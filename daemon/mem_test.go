@@ -17,7 +17,8 @@ import (
 type memPlatform struct {
 	mu       sync.Mutex
 	queues   []*memq.Queue
-	steering []Steering
+	steering Steering // the last one applied
+	applied  int      // Apply calls
 	closed   bool
 	host     control.Host
 
@@ -65,8 +66,9 @@ func (p *memPlatform) Host() control.Host { return p.host }
 
 func (p *memPlatform) Apply(s Steering) error {
 	p.mu.Lock()
-	p.steering = append(p.steering, s)
-	n := len(p.steering)
+	p.steering = s
+	p.applied++
+	n := p.applied
 	p.mu.Unlock()
 	if p.onApply != nil {
 		p.onApply(n)
@@ -77,7 +79,7 @@ func (p *memPlatform) Apply(s Steering) error {
 func (p *memPlatform) lastSteering() Steering {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.steering[len(p.steering)-1]
+	return p.steering
 }
 
 func (p *memPlatform) Run(ctx context.Context, changed func()) error {

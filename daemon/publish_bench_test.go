@@ -41,8 +41,12 @@ func newPublishDaemon(tb testing.TB, src string) *Daemon {
 	}
 	d := New(cfg, Options{Platform: newMemPlatform(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	d.mu.Lock()
-	d.phase = phaseLive
+	d.setPhaseLocked(phaseStarting)
 	err = d.publishLocked("start")
+	d.setPhaseLocked(phaseLive)
+	for _, t := range d.healthTargets(d.cfg) {
+		d.targets[t.Ref] = true // as if the checks ran
+	}
 	d.mu.Unlock()
 	if err != nil {
 		tb.Fatal(err)

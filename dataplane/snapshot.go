@@ -245,6 +245,10 @@ func addSpare(spares []*maglevTable, t *maglevTable) []*maglevTable {
 	return out
 }
 
+// RefSlots is the length of the arrays indexed by backend reference: the
+// snapshot's backend array, and each worker's per-backend counters.
+func (s *Snapshot) RefSlots() int { return len(s.backends) }
+
 // syncCounters returns c and epochs grown to cover every reference of s,
 // with the counters of each reference whose epoch differs from s's set to
 // zero: the reference now names another backend than the one they
