@@ -101,6 +101,11 @@ type Admin struct {
 	// Socket is the path of the Unix socket that serves the whole API,
 	// drains included; empty disables it (and with it every drain).
 	Socket string `toml:"socket"`
+	// Pprof serves Go's runtime profiles (net/http/pprof) under
+	// /debug/pprof/ on the admin socket, and on the socket only: a profile
+	// shows the process's memory and a CPU profile costs CPU, which the
+	// TCP listener's callers (any local user, any web page) must not get.
+	Pprof bool `toml:"pprof"`
 }
 
 // Protocol is a VIP's transport protocol.

@@ -32,6 +32,9 @@ func WriteSummary(w io.Writer, cfg *Config) error {
 	socket := "disabled (no drains)"
 	if cfg.Admin.Socket != "" {
 		socket = cfg.Admin.Socket
+		if cfg.Admin.Pprof {
+			socket += " (with /debug/pprof/)"
+		}
 	}
 	fmt.Fprintf(tw, "egress mtu: %s; admin: %s; admin socket: %s\n", mtu, admin, socket)
 	backends := 0

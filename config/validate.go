@@ -148,6 +148,9 @@ const MaxSocketPath = 107
 func (c *collector) validateAdmin(a *Admin) {
 	c.validateAdminListen(a.Listen)
 	c.validateAdminSocket(a.Socket)
+	if a.Pprof && a.Socket == "" {
+		c.errorf("admin.pprof", "profiles are served on the admin socket only: set [admin] socket too, or pprof = false")
+	}
 }
 
 func (c *collector) validateAdminListen(listen string) {

@@ -45,8 +45,13 @@ func (d *Daemon) listenAdmin(a *config.Admin, fail func(error)) (*adminServers, 
 			s.shutdown()
 			return nil, fmt.Errorf("admin socket: %w", err)
 		}
-		s.serve(ln, admin.Handler(d, admin.Control), fail)
-		d.log.Info("admin socket listening", "path", a.Socket)
+		h := admin.Handler(d, admin.Control)
+		if a.Pprof {
+			// The socket only: its callers are trusted (see config.Admin).
+			h = admin.WithPprof(h)
+		}
+		s.serve(ln, h, fail)
+		d.log.Info("admin socket listening", "path", a.Socket, "pprof", a.Pprof)
 	}
 	return s, nil
 }

@@ -390,3 +390,34 @@ func TestFlowCache(t *testing.T) {
 		t.Errorf("after a failed walk: walk %d, want a new one (4)", n)
 	}
 }
+
+// TestAdminPprof: /debug/pprof/ is served on the admin socket when
+// [admin] pprof is on, and never on the TCP listener.
+func TestAdminPprof(t *testing.T) {
+	tests := []struct {
+		name       string
+		pprof      bool
+		socketCode int
+	}{
+		{"off", false, http.StatusNotFound},
+		{"on", true, http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := testConfig
+			if tt.pprof {
+				src = strings.Replace(src, "socket = \"@SOCKET@\"\n", "socket = \"@SOCKET@\"\npprof = true\n", 1)
+			}
+			td := start(t, src)
+			sock := admin.SocketClient(td.socket)
+			for _, path := range []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=1"} {
+				if code, body := do(t, sock, "GET", "http://vipd"+path, "", ""); code != tt.socketCode || (code == 200 && !strings.Contains(body, "goroutine")) {
+					t.Errorf("socket: GET %s answered %d, want %d", path, code, tt.socketCode)
+				}
+				if code, _ := do(t, tcpClient, "GET", "http://"+td.d.AdminAddr()+path, "", ""); code != http.StatusNotFound {
+					t.Errorf("TCP: GET %s answered %d, want 404", path, code)
+				}
+			}
+		})
+	}
+}

@@ -474,10 +474,28 @@ func (s *Snapshot) index() {
 // the entries of the VIPs that changed are rewritten.
 func (s *Snapshot) update(prev *Snapshot, spec *Spec, same []bool, maxRef uint32) error {
 	s.cls4, s.cls6, s.local4, s.local6 = prev.cls4, prev.cls6, prev.local4, prev.local6
-	s.backends = make([]backend, maxRef+1)
-	s.epochs = make([]uint32, maxRef+1)
-	copy(s.backends, prev.backends)
-	copy(s.epochs, prev.epochs)
+	n := int(maxRef) + 1
+	// The copy of the backend array is most of the cost of a health
+	// event: appending to nil copies without zeroing first.
+	if n <= len(prev.backends) {
+		s.backends = append([]backend(nil), prev.backends[:n]...)
+	} else {
+		s.backends = append(append(make([]backend, 0, n), prev.backends...), make([]backend, n-len(prev.backends))...)
+	}
+	// The epochs change only when a reference is bound anew (a reload):
+	// else they are shared, and addBackends finds nothing to write.
+	shareEpochs := len(prev.epochs) == n
+	for i := 0; shareEpochs && i < len(spec.VIPs); i++ {
+		if !same[i] && !sameRefs(prev.build[i].spec.Backends, spec.VIPs[i].Backends) {
+			shareEpochs = false
+		}
+	}
+	if shareEpochs {
+		s.epochs = prev.epochs
+	} else {
+		s.epochs = make([]uint32, n)
+		copy(s.epochs, prev.epochs)
+	}
 	// Clear every changed VIP's old entries first, then write the new
 	// ones: a reference that moved between two changed VIPs is not a
 	// duplicate, one that a kept VIP still holds is.
@@ -488,7 +506,9 @@ func (s *Snapshot) update(prev *Snapshot, spec *Spec, same []bool, maxRef uint32
 		for _, b := range prev.build[i].spec.Backends {
 			if b.Ref <= maxRef {
 				s.backends[b.Ref] = backend{}
-				s.epochs[b.Ref] = 0
+				if !shareEpochs {
+					s.epochs[b.Ref] = 0
+				}
 			}
 		}
 	}
@@ -548,6 +568,20 @@ func (prev *Snapshot) sameAddressing(spec *Spec, local []netip.Addr, same []bool
 		same[i] = identical && a.ID == b.ID && a.Name == b.Name && a.SrcHash == b.SrcHash && a.TableSize == b.TableSize
 	}
 	return steady
+}
+
+// sameRefs reports whether a and b bind the same refs under the same
+// epochs, in the same order.
+func sameRefs(a, b []BackendSpec) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Ref != b[i].Ref || a[i].Epoch != b[i].Epoch {
+			return false
+		}
+	}
+	return true
 }
 
 // sameSlice reports whether a and b are the same slice (same array, same
@@ -616,7 +650,9 @@ func (s *Snapshot) addBackends(i int, vs *VIPSpec, v *vip, classify bool, prev *
 			return fmt.Errorf("%w: backend ref %d used twice", ErrSpec, bs.Ref)
 		}
 		*b = backend{live: true, vip: int32(i), state: bs.State, port: bs.Port, mac: bs.MAC, hasMAC: bs.MAC != [6]byte{}}
-		s.epochs[bs.Ref] = bs.Epoch
+		if s.epochs[bs.Ref] != bs.Epoch {
+			s.epochs[bs.Ref] = bs.Epoch // never with shared epochs (update)
+		}
 		if v.v6 {
 			b.addr6 = bs.Addr.As16()
 		} else {
