@@ -5,7 +5,19 @@
 // Workers read an immutable Snapshot, built by NewSnapshot from a Spec the
 // control plane compiles and published through an atomic pointer; a worker
 // loads it at the start of every batch. The package does not parse
-// configuration.
+// configuration. NewSnapshotFrom builds the next snapshot from the last
+// one, with the same result, rebuilding only the VIPs whose spec changed
+// (and their Maglev tables only when their inputs did).
+//
+// Backend references index the snapshot's backend array and each worker's
+// per-backend counters, and conntrack entries store them. The control
+// plane reuses a reference only after every entry that could hold it has
+// expired (control.Registry), which rests on two rules of the pipeline: a
+// conntrack entry whose reference is not live in the worker's snapshot is
+// never refreshed (it is re-pinned by SetBackend, or left to expire), and a
+// worker forwards by a snapshot at most one batch after a newer one is
+// published. A reused reference comes with a new BackendSpec.Epoch, on
+// which a worker restarts its counters of that reference (syncCounters).
 //
 // # The pipeline
 //
