@@ -21,7 +21,7 @@ func churnConfig(gen []int, backends int) string {
 	var b strings.Builder
 	b.WriteString("[dataplane]\ningress = \"eth0\"\negress = \"eth1\"\n[admin]\nlisten = \"\"\nsocket = \"\"\n")
 	for i, g := range gen {
-		fmt.Fprintf(&b, "[[vip]]\nname = \"v%d\"\naddress = \"198.18.2.%d\"\nport = 80\n[vip.healthcheck]\ntype = \"none\"\n", i, 1+i)
+		fmt.Fprintf(&b, "[[vip]]\nname = \"v%d\"\naddress = \"198.18.2.%d\"\nport = 80\ntable_size = 251\n[vip.healthcheck]\ntype = \"none\"\n", i, 1+i)
 		for j := 0; j < backends; j++ {
 			// 198.19.0.0/16 has room for 65,000 generations of
 			// backends; the port tells the VIPs apart.
@@ -43,8 +43,8 @@ func TestReloadsFlat(t *testing.T) {
 		vips, backends int
 		interval       time.Duration // between reloads
 	}{
-		{"churn a VIP per minute", 10, 20, time.Minute},
-		{"churn a VIP per 10 s", 10, 20, 10 * time.Second},
+		{"churn a VIP per minute", 10, 10, time.Minute},
+		{"churn a VIP per 10 s", 10, 10, 10 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
