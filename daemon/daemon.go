@@ -71,6 +71,11 @@ type Daemon struct {
 	health map[uint32]control.Status // from health checks, by ref
 	// +checklocks:mu
 	checked map[uint32]bool // refs with at least one finished check
+	// reports are health reports not published yet: publishLocked moves
+	// them into health and checked, so that State never shows a health
+	// the dataplane does not forward by yet.
+	// +checklocks:mu
+	reports map[uint32]report
 	// +checklocks:mu
 	drains map[uint32]bool // from the admin API, by ref
 	// +checklocks:mu
@@ -160,7 +165,7 @@ func New(cfg *config.Config, opts Options) *Daemon {
 		startDone: make(chan struct{}), running: make(chan struct{}), kick: make(chan struct{}, 1),
 		cfg: cfg, loadedAt: time.Now(),
 		health: map[uint32]control.Status{}, checked: map[uint32]bool{}, drains: map[uint32]bool{}, allDown: map[string]bool{},
-		dirtyVIPs: map[int]bool{}, targets: map[uint32]bool{},
+		dirtyVIPs: map[int]bool{}, targets: map[uint32]bool{}, reports: map[uint32]report{},
 	}
 }
 
@@ -480,6 +485,10 @@ func (d *Daemon) publishLocked(why string) error {
 	if d.phase < phaseStarting || d.phase >= phaseStopping {
 		return ErrNotRunning
 	}
+	for ref, r := range d.reports {
+		d.health[ref], d.checked[ref] = r.st, r.known
+	}
+	clear(d.reports)
 	host := d.opts.Platform.Host()
 	plan := d.plan
 	if plan == nil || plan.Config() != d.cfg {
@@ -515,7 +524,7 @@ func (d *Daemon) publishLocked(why string) error {
 	if err != nil {
 		return err
 	}
-	if !snap.SteeringUnchanged || d.steerStale {
+	if !snap.SteeringUnchanged() || d.steerStale {
 		if err := d.opts.Platform.Apply(steeringOf(spec)); err != nil {
 			d.steerStale = true
 			return fmt.Errorf("steering: %w", err)
@@ -770,13 +779,24 @@ func (d *Daemon) setHealth(ref uint32, st control.Status, up, known bool) {
 		// to another backend later, which must not inherit this.
 		return
 	}
-	if cur, ok := d.health[ref]; ok && cur == st && d.checked[ref] == known {
+	// The last report: not published yet, else published.
+	cur, ok := d.reports[ref]
+	if !ok {
+		cur.st, ok = d.health[ref]
+		cur.known = d.checked[ref]
+	}
+	if ok && cur == (report{st, known}) {
 		return
 	}
-	d.health[ref] = st
-	d.checked[ref] = known
+	d.reports[ref] = report{st, known}
 	d.markRefLocked(ref)
 	d.requestPublishLocked()
+}
+
+// report is a health check's report on a backend.
+type report struct {
+	st    control.Status
+	known bool
 }
 
 // healthTargets lists the backends to check: every backend not disabled

@@ -156,10 +156,9 @@ type Snapshot struct {
 	// (or a drain undone) finds its VIP's former table here.
 	spares []*maglevTable
 
-	// SteeringUnchanged is set when the snapshot was built from a previous
-	// one with the same addressing (see NewSnapshotFrom): the Steering of
-	// its spec is that of the previous snapshot's.
-	SteeringUnchanged bool
+	// steady: built from a previous snapshot with the same addressing
+	// (SteeringUnchanged).
+	steady bool
 }
 
 // maglevSpares bounds Snapshot.spares: each holds a table of TableSize
@@ -244,6 +243,12 @@ func addSpare(spares []*maglevTable, t *maglevTable) []*maglevTable {
 	}
 	return out
 }
+
+// SteeringUnchanged reports whether s was built by NewSnapshotFrom from a
+// snapshot with the same addressing (no VIP, backend or box address
+// changed): then the Steering of its spec is that of the previous one's,
+// and the platform need not be told again.
+func (s *Snapshot) SteeringUnchanged() bool { return s.steady }
 
 // RefSlots is the length of the arrays indexed by backend reference: the
 // snapshot's backend array, and each worker's per-backend counters.
@@ -429,7 +434,7 @@ func NewSnapshotFrom(prev *Snapshot, spec *Spec) (*Snapshot, error) {
 		}
 	}
 	if steady {
-		s.SteeringUnchanged = true
+		s.steady = true
 		if err := s.update(prev, spec, same, maxRef); err != nil {
 			return nil, err
 		}

@@ -178,7 +178,7 @@ func change(r *rand.Rand, spec *Spec, deep bool) (*Spec, string) {
 // fields NewSnapshotFrom keeps for the next build are cleared.
 func visible(s *Snapshot) Snapshot {
 	c := *s
-	c.build, c.byID, c.spares, c.SteeringUnchanged = nil, nil, nil, false
+	c.build, c.byID, c.spares, c.steady = nil, nil, nil, false
 	return c
 }
 
@@ -217,7 +217,7 @@ func TestSnapshotFromMatchesScratch(t *testing.T) {
 						continue // the daemon keeps prev: so does the chain
 					}
 					compareSnapshots(t, r, got, want)
-					if got.SteeringUnchanged && !reflect.DeepEqual(next.Steering(), spec.Steering()) {
+					if got.SteeringUnchanged() && !reflect.DeepEqual(next.Steering(), spec.Steering()) {
 						t.Fatalf("seed %d step %d (%s): SteeringUnchanged, but the steering sets differ", seed, step, kind)
 					}
 					if t.Failed() {
@@ -287,7 +287,7 @@ func TestSnapshotReusesTables(t *testing.T) {
 	}{
 		{"changed VIP gets a new table", s1.vips[0].table != s0.vips[0].table},
 		{"classifiers kept", &s1.cls4.exact4.slots[0] == &s0.cls4.exact4.slots[0]},
-		{"steering unchanged", s1.SteeringUnchanged},
+		{"steering unchanged", s1.SteeringUnchanged()},
 	}
 	for i := 1; i < len(spec.VIPs); i++ {
 		tests = append(tests, struct {
