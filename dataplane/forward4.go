@@ -1,9 +1,6 @@
 package dataplane
 
 import (
-	"encoding/binary"
-
-	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/dsr"
 	"github.com/vipd/vipd/hashing"
 	"github.com/vipd/vipd/nat"
@@ -19,17 +16,18 @@ func (s *Snapshot) egress() uint8 {
 }
 
 // forward4 sends a client's IPv4 packet for VIP vi to its backend.
-func (w *Worker) forward4(d *Desc, frame []byte, f *packet.Frame, vi int) {
+func (w *Worker) forward4(d *Desc, frame []byte, p *pkt, vi int) {
 	s := w.snap
+	f := &p.f
 	v := &s.vips[vi]
-	ip := f.IPv4(frame)
+	ip := packet.IPv4(p.l3)
 	if ttl := ip.TTL(); ttl == 0 || (v.mode == ModeNAT && ttl == 1) {
 		// NAT forwards as a router and must decrement; DSR leaves the
 		// inner packet untouched, but a TTL of 0 never travels.
 		w.drop(d, DropTTLExceeded)
 		return
 	}
-	b, ref := w.pick4(frame, f, vi, v)
+	b, ref := w.pick4(frame, p, vi, v)
 	if b == nil {
 		w.drop(d, DropNoBackend)
 		return
@@ -77,38 +75,31 @@ func (w *Worker) forward4(d *Desc, frame []byte, f *packet.Frame, vi int) {
 }
 
 // pick4 finds the backend of an IPv4 flow: the one conntrack pinned it to,
-// if that one still keeps flows, else Maglev's choice (pinned now).
-// Fragments bypass conntrack: they are hashed on addresses and protocol so
-// that every fragment of a datagram takes the same way.
-func (w *Worker) pick4(frame []byte, f *packet.Frame, vi int, v *vip) (*backend, uint32) {
-	s := w.snap
-	ip := f.IPv4(frame)
-	src, dst := ip.SourceUint32(), ip.DestinationUint32()
+// if that one still keeps flows, else Maglev's choice (pinned now), by the
+// key and hashes classify4 computed. Fragments bypass conntrack: they are
+// hashed on addresses and protocol so that every fragment of a datagram
+// takes the same way.
+func (w *Worker) pick4(frame []byte, p *pkt, vi int, v *vip) (*backend, uint32) {
+	f := &p.f
 	if f.Frag {
+		s := w.snap
+		ip := packet.IPv4(p.l3)
+		src := ip.SourceUint32()
 		w.c.Stateless++
-		h := hashing.Frag4(src, dst, f.Proto, s.seed)
+		h := hashing.Frag4(src, ip.DestinationUint32(), f.Proto, s.seed)
 		if v.srcHash {
 			h = hashing.Src4(src, s.seed)
 		}
 		return w.maglev(v, h)
 	}
-	sp, dp, _ := ports(frame, f)
-	h := hashing.Flow4(src, dst, sp, dp, f.Proto, s.seed)
-	var k conntrack.Key
-	binary.BigEndian.PutUint32(k.Src[:], src)
-	k.SrcPort, k.DstPort, k.VIP, k.Proto = sp, dp, v.id, f.Proto
-	hp := h
-	if v.srcHash {
-		hp = hashing.Src4(src, s.seed)
-	}
-	return w.track(&k, h, hp, tcpFlags(frame, f), vi, v)
+	return w.track(p, tcpFlags(frame, f), vi, v)
 }
 
-// track looks the flow up in the shard and pins it on a miss. h is the
-// 5-tuple hash (conntrack's), hp the one Maglev picks by.
-func (w *Worker) track(k *conntrack.Key, h, hp uint64, flags uint8, vi int, v *vip) (*backend, uint32) {
+// track looks the flow classify found up in the shard and pins it on a
+// miss.
+func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 	s := w.snap
-	if e, ok := w.ct.Lookup(k, h); ok {
+	if e, ok := w.ct.LookupAt(&p.key, p.loc); ok {
 		w.c.FlowHits++
 		ref := e.Backend()
 		if b := s.backendFor(ref, vi); b != nil {
@@ -116,7 +107,7 @@ func (w *Worker) track(k *conntrack.Key, h, hp uint64, flags uint8, vi int, v *v
 			return b, ref
 		}
 		// Its backend is down or gone: re-pick, keep the entry.
-		b, ref := w.maglev(v, hp)
+		b, ref := w.maglev(v, p.hp)
 		if b != nil {
 			w.ct.SetBackend(e, ref)
 			w.ct.Touch(e, flags)
@@ -126,11 +117,11 @@ func (w *Worker) track(k *conntrack.Key, h, hp uint64, flags uint8, vi int, v *v
 		return b, ref
 	}
 	w.c.FlowMisses++
-	b, ref := w.maglev(v, hp)
+	b, ref := w.maglev(v, p.hp)
 	if b == nil {
 		return nil, 0
 	}
-	if _, res := w.ct.Insert(k, h, ref, flags); !res.Tracked() {
+	if _, res := w.ct.InsertAt(&p.key, p.loc, ref, flags); !res.Tracked() {
 		w.c.Untracked++
 		w.c.Stateless++
 	}

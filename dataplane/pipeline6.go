@@ -10,11 +10,52 @@ import (
 	"github.com/vipd/vipd/packet"
 )
 
+// classify6 is classify4 for IPv6. IPv4-mapped addresses are not
+// classified: ipv6 hands them to the kernel.
+func (w *Worker) classify6(frame []byte, p *pkt) {
+	s := w.snap
+	f := &p.f
+	ip := packet.IPv6(p.l3)
+	src, dst := ip.SourceAddress(), ip.DestinationAddress()
+	if mapped(dst[:]) || mapped(src[:]) {
+		return
+	}
+	if f.Frag && !f.FirstFrag {
+		if isTCPUDP(f.Proto) {
+			p.vi = s.cls6.addr6.get(mkKey6(dst, f.Proto, 0))
+		}
+		return
+	}
+	sp, dp, ok := ports(frame, f)
+	if !ok {
+		return
+	}
+	vi := s.cls6.exact6.get(mkKey6(dst, f.Proto, dp))
+	if vi < 0 {
+		if vi = s.cls6.exact6.get(mkKey6(dst, f.Proto, 0)); vi < 0 {
+			return
+		}
+	}
+	p.vi = vi
+	if f.Frag {
+		return
+	}
+	v := &s.vips[vi]
+	p.h = hashing.Flow6(src, dst, sp, dp, f.Proto, s.seed)
+	p.hp = p.h
+	if v.srcHash {
+		p.hp = hashing.Src6(src, s.seed)
+	}
+	p.key = conntrack.Key{Src: *src, SrcPort: sp, DstPort: dp, VIP: v.id, Proto: f.Proto, IPv6: true}
+	p.tracked = true
+}
+
 // ipv6 is ipv4 for IPv6. IPv6 packets are never fragmented on the way
 // (RFC 8200 §5): whatever does not fit is answered with Packet Too Big.
-func (w *Worker) ipv6(d *Desc, frame []byte, f *packet.Frame) {
+func (w *Worker) ipv6(d *Desc, frame []byte, p *pkt) {
 	s := w.snap
-	ip := f.IPv6(frame)
+	f := &p.f
+	ip := packet.IPv6(p.l3)
 	dst := ip.DestinationAddress()
 	if mapped(dst[:]) || mapped(ip.SourceAddress()[:]) {
 		// Not on the wire (RFC 4291 §2.5.5.2); the steering rule leaves
@@ -22,24 +63,17 @@ func (w *Worker) ipv6(d *Desc, frame []byte, f *packet.Frame) {
 		w.kernel(d)
 		return
 	}
-	vi := int32(-1)
-	if f.Frag && !f.FirstFrag && isTCPUDP(f.Proto) {
-		vi = s.cls6.addr6.get(mkKey6(dst, f.Proto, 0))
-		if vi == ambiguous {
-			w.drop(d, DropFragAmbiguous)
-			return
-		}
-	} else if _, dp, ok := ports(frame, f); ok {
-		if vi = s.cls6.exact6.get(mkKey6(dst, f.Proto, dp)); vi < 0 {
-			vi = s.cls6.exact6.get(mkKey6(dst, f.Proto, 0))
-		}
+	vi := p.vi
+	if vi == ambiguous {
+		w.drop(d, DropFragAmbiguous)
+		return
 	}
 	if vi >= 0 {
 		if s.cls6.addr6.get(mkKey6(ip.SourceAddress(), 0, 0)) >= 0 {
 			w.drop(d, DropSrcIsVIP)
 			return
 		}
-		w.forward6(d, frame, f, int(vi))
+		w.forward6(d, frame, p, int(vi))
 		return
 	}
 	if s.cls6.addr6.get(mkKey6(dst, 0, 0)) >= 0 {
@@ -59,15 +93,16 @@ func (w *Worker) ipv6(d *Desc, frame []byte, f *packet.Frame) {
 	w.kernel(d)
 }
 
-func (w *Worker) forward6(d *Desc, frame []byte, f *packet.Frame, vi int) {
+func (w *Worker) forward6(d *Desc, frame []byte, p *pkt, vi int) {
 	s := w.snap
+	f := &p.f
 	v := &s.vips[vi]
-	ip := f.IPv6(frame)
+	ip := packet.IPv6(p.l3)
 	if hl := ip.HopLimit(); hl == 0 || (v.mode == ModeNAT && hl == 1) {
 		w.drop(d, DropTTLExceeded)
 		return
 	}
-	b, ref := w.pick6(frame, f, vi, v)
+	b, ref := w.pick6(frame, p, vi, v)
 	if b == nil {
 		w.drop(d, DropNoBackend)
 		return
@@ -107,26 +142,21 @@ func l4Of(frame []byte, f *packet.Frame) nat.L4 {
 	return l4
 }
 
-func (w *Worker) pick6(frame []byte, f *packet.Frame, vi int, v *vip) (*backend, uint32) {
-	s := w.snap
-	ip := f.IPv6(frame)
-	src, dst := ip.SourceAddress(), ip.DestinationAddress()
+// pick6 is pick4 for IPv6.
+func (w *Worker) pick6(frame []byte, p *pkt, vi int, v *vip) (*backend, uint32) {
+	f := &p.f
 	if f.Frag {
+		s := w.snap
+		ip := packet.IPv6(p.l3)
+		src := ip.SourceAddress()
 		w.c.Stateless++
-		h := hashing.Frag6(src, dst, f.Proto, s.seed)
+		h := hashing.Frag6(src, ip.DestinationAddress(), f.Proto, s.seed)
 		if v.srcHash {
 			h = hashing.Src6(src, s.seed)
 		}
 		return w.maglev(v, h)
 	}
-	sp, dp, _ := ports(frame, f)
-	h := hashing.Flow6(src, dst, sp, dp, f.Proto, s.seed)
-	k := conntrack.Key{Src: *src, SrcPort: sp, DstPort: dp, VIP: v.id, Proto: f.Proto, IPv6: true}
-	hp := h
-	if v.srcHash {
-		hp = hashing.Src6(src, s.seed)
-	}
-	return w.track(&k, h, hp, tcpFlags(frame, f), vi, v)
+	return w.track(p, tcpFlags(frame, f), vi, v)
 }
 
 // encap6 wraps the packet in an outer IPv6 header toward backend b.
