@@ -44,6 +44,7 @@ func main() {
 	command := flag.String("command", "make bench", "the command line to print in the report")
 	threaded := flag.Bool("threaded-napi", false, "switch the box's receive veth to threaded NAPI")
 	genProcs := flag.Int("gen-procs", 1, "trafgen processes (CPUs 0..n-1)")
+	baseline := flag.String("baseline", "91273fb", "git revision whose in-memory pipeline benchmark the report compares against (empty: none)")
 	flag.Parse()
 	var filter *regexp.Regexp
 	if *only != "" {
@@ -74,6 +75,10 @@ func main() {
 		rep.InMem, err = goBench(root, *benchtime)
 		if err != nil {
 			fatal(err)
+		}
+		if *baseline != "" {
+			fmt.Println("== in-memory pipeline against " + *baseline)
+			rep.Sections = append(rep.Sections, baselineSection(root, *baseline, 3, "1s"))
 		}
 		fmt.Println("== CPU profile of the pipeline's conntrack-hit path (pprof)")
 		rep.Sections = append(rep.Sections, pipelineProfile(root))
