@@ -1,8 +1,9 @@
 package dataplane
 
 import (
-	"github.com/vipd/vipd/dsr"
+	"github.com/vipd/vipd/encap"
 	"github.com/vipd/vipd/hashing"
+	"github.com/vipd/vipd/icmperr"
 	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
 )
@@ -145,22 +146,22 @@ func (w *Worker) maglev(v *vip, h uint64) (*backend, uint32) {
 func (w *Worker) encap4(d *Desc, frame []byte, f *packet.Frame, e *l2, v *vip, b *backend, out uint8) {
 	s := w.snap
 	mtu := s.mtu[out]
-	if f.L3Len+dsr.Overhead4 > mtu {
+	if f.L3Len+encap.Overhead4 > mtu {
 		if f.IPv4(frame).DF() {
-			w.tooBig4(d, f, e, mtu-dsr.Overhead4, v.addr4)
+			w.tooBig4(d, f, e, mtu-encap.Overhead4, v.addr4)
 			return
 		}
-		w.fragment4(d, f, e, b, out, mtu-dsr.Overhead4, v)
+		w.fragment4(d, f, e, b, out, mtu-encap.Overhead4, v)
 		return
 	}
 	at := d.Off + f.L3Off
-	if at < dsr.Overhead4+e.hlen {
+	if at < encap.Overhead4+e.hlen {
 		w.drop(d, DropNoHeadroom)
 		return
 	}
-	o := dsr.Encap4(d.Buf, at, f.L3Len, v.encap4, b.addr4)
+	o := encap.Encap4(d.Buf, at, f.L3Len, v.encap4, b.addr4)
 	d.Off = o - e.hlen
-	d.Len = e.hlen + dsr.Overhead4 + f.L3Len
+	d.Len = e.hlen + encap.Overhead4 + f.L3Len
 	e.write(d.Buf[d.Off:], b.mac, s.mac[out], packet.EtherTypeIPv4)
 	w.tx(d, out)
 }
@@ -174,11 +175,11 @@ func (w *Worker) tooBig4(d *Desc, f *packet.Frame, e *l2, mtu int, src [4]byte) 
 		return
 	}
 	at := d.Off + f.L3Off
-	if at < dsr.Headroom4+e.hlen {
+	if at < icmperr.Headroom4+e.hlen {
 		w.drop(d, DropNoHeadroom)
 		return
 	}
-	o, n := dsr.FragNeeded4(d.Buf, at, f.L3Len, uint16(mtu), src)
+	o, n := icmperr.FragNeeded4(d.Buf, at, f.L3Len, uint16(mtu), src)
 	d.Off = o - e.hlen
 	d.Len = e.hlen + n
 	e.write(d.Buf[d.Off:], e.src, w.snap.mac[d.RxPort], packet.EtherTypeIPv4)
@@ -206,7 +207,7 @@ func (w *Worker) fragment4(d *Desc, f *packet.Frame, e *l2, b *backend, out uint
 	}
 	over := 0
 	if v != nil {
-		over = dsr.Overhead4
+		over = encap.Overhead4
 	}
 	if d.Off+f.L3Off < over+e.hlen {
 		w.drop(d, DropNoHeadroom)
@@ -222,7 +223,7 @@ func (w *Worker) fragment4(d *Desc, f *packet.Frame, e *l2, b *backend, out uint
 		l := w.frag.Write(i, buf[at:])
 		start := off
 		if v != nil {
-			start = dsr.Encap4(buf, at, l, v.encap4, b.addr4) - e.hlen
+			start = encap.Encap4(buf, at, l, v.encap4, b.addr4) - e.hlen
 		}
 		e.write(buf[start:], b.mac, s.mac[out], packet.EtherTypeIPv4)
 		w.emit.Emit(buf, start, e.hlen+over+l, out)
@@ -232,7 +233,7 @@ func (w *Worker) fragment4(d *Desc, f *packet.Frame, e *l2, b *backend, out uint
 	l := w.frag.Write(0, d.Buf[at:])
 	start := d.Off
 	if v != nil {
-		start = dsr.Encap4(d.Buf, at, l, v.encap4, b.addr4) - e.hlen
+		start = encap.Encap4(d.Buf, at, l, v.encap4, b.addr4) - e.hlen
 	}
 	e.write(d.Buf[start:], b.mac, s.mac[out], packet.EtherTypeIPv4)
 	d.Off = start

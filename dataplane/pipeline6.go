@@ -4,8 +4,9 @@ import (
 	"net/netip"
 
 	"github.com/vipd/vipd/conntrack"
-	"github.com/vipd/vipd/dsr"
+	"github.com/vipd/vipd/encap"
 	"github.com/vipd/vipd/hashing"
+	"github.com/vipd/vipd/icmperr"
 	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
 )
@@ -162,28 +163,28 @@ func (w *Worker) pick6(frame []byte, p *pkt, vi int, v *vip) (*backend, uint32) 
 // encap6 wraps the packet in an outer IPv6 header toward backend b.
 func (w *Worker) encap6(d *Desc, frame []byte, f *packet.Frame, e *l2, v *vip, b *backend, out uint8, ref uint32) {
 	s := w.snap
-	if mtu := s.mtu[out]; f.L3Len+dsr.Overhead6 > mtu {
+	if mtu := s.mtu[out]; f.L3Len+encap.Overhead6 > mtu {
 		// RFC 8200 guarantees 1280 bytes end to end; an egress link that
 		// cannot carry 1280 + 40 would need outer fragmentation, which
 		// vipd does not do: the packet is dropped (counted) instead of
 		// advertising an MTU below the IPv6 minimum.
-		if mtu-dsr.Overhead6 < 1280 {
+		if mtu-encap.Overhead6 < 1280 {
 			w.drop(d, DropTooBig)
 			return
 		}
-		w.tooBig6(d, f, e, mtu-dsr.Overhead6, &v.addr6)
+		w.tooBig6(d, f, e, mtu-encap.Overhead6, &v.addr6)
 		return
 	}
 	at := d.Off + f.L3Off
-	if at < dsr.Overhead6+e.hlen {
+	if at < encap.Overhead6+e.hlen {
 		w.drop(d, DropNoHeadroom)
 		return
 	}
 	ip := f.IPv6(frame)
 	label := uint32(hashing.Src6(ip.SourceAddress(), s.seed) ^ uint64(ref))
-	o := dsr.Encap6(d.Buf, at, f.L3Len, &v.encap6, &b.addr6, label)
+	o := encap.Encap6(d.Buf, at, f.L3Len, &v.encap6, &b.addr6, label)
 	d.Off = o - e.hlen
-	d.Len = e.hlen + dsr.Overhead6 + f.L3Len
+	d.Len = e.hlen + encap.Overhead6 + f.L3Len
 	e.write(d.Buf[d.Off:], b.mac, s.mac[out], packet.EtherTypeIPv6)
 	w.tx(d, out)
 }
@@ -196,11 +197,11 @@ func (w *Worker) tooBig6(d *Desc, f *packet.Frame, e *l2, mtu int, src *[16]byte
 		return
 	}
 	at := d.Off + f.L3Off
-	if at < dsr.Headroom6+e.hlen {
+	if at < icmperr.Headroom6+e.hlen {
 		w.drop(d, DropNoHeadroom)
 		return
 	}
-	o, n := dsr.PacketTooBig6(d.Buf, at, f.L3Len, uint32(mtu), src)
+	o, n := icmperr.PacketTooBig6(d.Buf, at, f.L3Len, uint32(mtu), src)
 	d.Off = o - e.hlen
 	d.Len = e.hlen + n
 	e.write(d.Buf[d.Off:], e.src, w.snap.mac[d.RxPort], packet.EtherTypeIPv6)
@@ -252,7 +253,7 @@ func (w *Worker) echo6(d *Desc, frame []byte, f *packet.Frame) {
 	src, dst := *ip.SourceAddress(), *ip.DestinationAddress()
 	ip.SetSourceAddress(&dst)
 	ip.SetDestinationAddress(&src)
-	ip.SetHopLimit(dsr.OuterTTL)
+	ip.SetHopLimit(icmperr.TTL)
 	ic := f.ICMPv6(frame)
 	ic.SetType(icmp6EchoReply)
 	ic.SetChecksum(packet.ChecksumUpdate16(ic.Checksum(), icmp6EchoRequest<<8, icmp6EchoReply<<8))
@@ -307,7 +308,7 @@ func (w *Worker) steer6(d *Desc, frame []byte, f *packet.Frame) {
 	out := s.egress()
 	w.c.ICMPSteered++
 	if v.mode == ModeDSR {
-		if f.L3Len+dsr.Overhead6 > s.mtu[out] {
+		if f.L3Len+encap.Overhead6 > s.mtu[out] {
 			w.drop(d, DropTooBig)
 			return
 		}

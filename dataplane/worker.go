@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/conntrack"
-	"github.com/vipd/vipd/dsr"
+	"github.com/vipd/vipd/ipfrag"
 )
 
 // Headroom is the space a driver must leave free before each received frame
@@ -76,7 +76,7 @@ type Worker struct {
 	icmp   limiter
 	neigh  *NeighborCache
 	c      Counters
-	frag   dsr.Fragmenter4
+	frag   ipfrag.Fragmenter
 	l4Tick uint32 // NAT'ed packets seen, for sampleL4
 
 	// What classify found for each frame of the batch (ProcessBatch), and
