@@ -18,15 +18,27 @@ type pkt struct {
 	// empty if none, or ambiguous (a non-first fragment for an address
 	// several VIPs of its protocol share).
 	vi int32
-	// tracked: the packet belongs to a flow conntrack tracks (TCP or UDP,
+	// is holds what classify found besides: isTracked, isSrcVIP (known
+	// when vi >= 0), isDstVIP (known when vi is empty), isMapped.
+	is uint8
+	// isTracked: the packet belongs to a flow conntrack tracks (TCP or UDP,
 	// not a fragment, for VIP vi), whose key and hashes follow. h is the
 	// 5-tuple hash (conntrack's), hp the one Maglev picks by (h, or the
-	// source hash of a VIP with source affinity).
-	tracked bool
+	// source hash of a VIP with source affinity). A fragment for VIP vi is
+	// not tracked and has only hp, from addresses and protocol (or the
+	// source alone), so that all of a datagram's fragments pick alike.
 	h, hp   uint64
 	loc     conntrack.Loc // of h in the worker's shard
 	key     conntrack.Key
 }
+
+// Bits of pkt.is.
+const (
+	isTracked uint8 = 1 << iota // a flow conntrack tracks: key, h, hp and loc are set
+	isSrcVIP                    // the source is a VIP address (spoofed)
+	isDstVIP                    // the destination is a VIP address
+	isMapped                    // an IPv4-mapped IPv6 address, which nothing classifies
+)
 
 // ProcessBatch runs the pipeline on every frame of a batch, in two passes:
 // the first parses and classifies each frame and starts loading the
@@ -48,7 +60,7 @@ func (w *Worker) ProcessBatch(descs []Desc) {
 	}
 	if w.prefetch >= 2 {
 		for i := range pk {
-			if pk[i].tracked {
+			if pk[i].is&isTracked != 0 {
 				w.ct.PrefetchRecord(pk[i].loc)
 			}
 		}

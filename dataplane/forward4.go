@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"github.com/vipd/vipd/encap"
-	"github.com/vipd/vipd/hashing"
 	"github.com/vipd/vipd/icmperr"
 	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
@@ -16,19 +15,24 @@ func (s *Snapshot) egress() uint8 {
 	return PortIngress
 }
 
-// forward4 sends a client's IPv4 packet for VIP vi to its backend.
-func (w *Worker) forward4(d *Desc, frame []byte, p *pkt, vi int) {
-	s := w.snap
-	f := &p.f
-	v := &s.vips[vi]
-	ip := packet.IPv4(p.l3)
-	if ttl := ip.TTL(); ttl == 0 || (v.mode == ModeNAT && ttl == 1) {
+// forward sends a client's packet for VIP vi to its backend: the part
+// both families share (the TTL or hop limit, the backend, its next hop,
+// the counters), then forward4 or forward6.
+func (w *Worker) forward(d *Desc, frame []byte, p *pkt, vi int) {
+	v := &w.snap.vips[vi]
+	var ttl uint8
+	if v.v6 {
+		ttl = packet.IPv6(p.l3).HopLimit()
+	} else {
+		ttl = packet.IPv4(p.l3).TTL()
+	}
+	if ttl == 0 || (v.mode == ModeNAT && ttl == 1) {
 		// NAT forwards as a router and must decrement; DSR leaves the
 		// inner packet untouched, but a TTL of 0 never travels.
 		w.drop(d, DropTTLExceeded)
 		return
 	}
-	b, ref := w.pick4(frame, p, vi, v)
+	b, ref := w.pick(frame, p, vi, v)
 	if b == nil {
 		w.drop(d, DropNoBackend)
 		return
@@ -37,7 +41,33 @@ func (w *Worker) forward4(d *Desc, frame []byte, p *pkt, vi int) {
 		w.drop(d, DropNoNeighbor)
 		return
 	}
-	w.count(v, ref, f.L3Len)
+	w.count(v, ref, p.f.L3Len)
+	if v.v6 {
+		w.forward6(d, frame, p, v, b, ref)
+	} else {
+		w.forward4(d, frame, p, v, b)
+	}
+}
+
+// pick finds the backend of a packet for VIP vi: for a tracked flow, the
+// one conntrack pinned it to, if that one still keeps flows, else Maglev's
+// choice (pinned now); for a fragment, Maglev's choice by the stateless
+// hash classify computed.
+func (w *Worker) pick(frame []byte, p *pkt, vi int, v *vip) (*backend, uint32) {
+	if p.f.Frag {
+		w.c.Stateless++
+		return w.maglev(v, p.hp)
+	}
+	return w.track(p, tcpFlags(frame, &p.f), vi, v)
+}
+
+// forward4 sends a client's IPv4 packet for VIP v to backend b, which
+// forward chose: encapsulated (DSR), or translated (NAT) and fragmented if
+// it does not fit the egress MTU and may be.
+func (w *Worker) forward4(d *Desc, frame []byte, p *pkt, v *vip, b *backend) {
+	s := w.snap
+	f := &p.f
+	ip := packet.IPv4(p.l3)
 	if v.mode == ModeNAT && len(s.onLink4) > 0 && d.RxPort == PortIngress {
 		// A client on a connected subnet: its replies will need its MAC.
 		if src := ip.SourceUint32(); s.onLinkClient4(src) {
@@ -65,7 +95,7 @@ func (w *Worker) forward4(d *Desc, frame []byte, p *pkt, vi int) {
 		l4.Hdr = frame[f.L4Off : f.L3Off+f.L3Len]
 	}
 	w.sampleL4(frame, f)
-	nat.DNAT4(ip, l4, b.addr4, b.port) // and the TTL, checked above
+	nat.DNAT4(ip, l4, b.addr4, b.port) // and the TTL, checked in forward
 	setMACs(frame, b.mac, s.mac[out])
 	d.Len = f.L3Off + f.L3Len // drop Ethernet padding
 	if f.L3Len > mtu {
@@ -73,27 +103,6 @@ func (w *Worker) forward4(d *Desc, frame []byte, p *pkt, vi int) {
 		return
 	}
 	w.tx(d, out)
-}
-
-// pick4 finds the backend of an IPv4 flow: the one conntrack pinned it to,
-// if that one still keeps flows, else Maglev's choice (pinned now), by the
-// key and hashes classify4 computed. Fragments bypass conntrack: they are
-// hashed on addresses and protocol so that every fragment of a datagram
-// takes the same way.
-func (w *Worker) pick4(frame []byte, p *pkt, vi int, v *vip) (*backend, uint32) {
-	f := &p.f
-	if f.Frag {
-		s := w.snap
-		ip := packet.IPv4(p.l3)
-		src := ip.SourceUint32()
-		w.c.Stateless++
-		h := hashing.Frag4(src, ip.DestinationUint32(), f.Proto, s.seed)
-		if v.srcHash {
-			h = hashing.Src4(src, s.seed)
-		}
-		return w.maglev(v, h)
-	}
-	return w.track(p, tcpFlags(frame, f), vi, v)
 }
 
 // track looks the flow classify found up in the shard and pins it on a

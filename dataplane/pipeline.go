@@ -33,7 +33,7 @@ func (w *Worker) process(d *Desc) {
 // before act runs for any.
 func (w *Worker) classify(d *Desc, p *pkt) {
 	d.Verdict, d.Reason, d.Port = VerdictDrop, DropNone, 0
-	p.vi, p.tracked = empty, false
+	p.vi, p.is = empty, 0
 	frame := d.Buf[d.Off : d.Off+d.Len]
 	if p.err = packet.Parse(frame, &p.f); p.err != nil {
 		return
@@ -46,7 +46,7 @@ func (w *Worker) classify(d *Desc, p *pkt) {
 		p.l3 = p.f.L3(frame)
 		w.classify6(frame, p)
 	}
-	if p.tracked {
+	if p.is&isTracked != 0 {
 		p.loc = w.ct.Locate(p.h)
 		if w.prefetch >= 1 {
 			w.ct.Prefetch(p.loc)
@@ -69,10 +69,8 @@ func (w *Worker) act(d *Desc, p *pkt) {
 		return
 	}
 	switch p.f.EtherType {
-	case packet.EtherTypeIPv4:
-		w.ipv4(d, frame, p)
-	case packet.EtherTypeIPv6:
-		w.ipv6(d, frame, p)
+	case packet.EtherTypeIPv4, packet.EtherTypeIPv6:
+		w.ip(d, frame, p)
 	default:
 		w.kernel(d)
 	}
@@ -121,95 +119,95 @@ func tcpFlags(frame []byte, f *packet.Frame) uint8 {
 // its protocol share). Fragments after the first carry no ports: they are
 // classified by address and protocol alone. A first fragment has its ports
 // and is classified like a whole packet; all fragments are hashed on
-// addresses and protocol (pick4), so a datagram's fragments that are
-// forwarded land on one backend. (Only TCP and UDP: VIPs serve nothing
-// else, and (address, 0, 0) is the key of the address.)
+// addresses and protocol, so a datagram's fragments that are forwarded
+// land on one backend. (Only TCP and UDP: VIPs serve nothing else, and
+// (address, 0, 0) is the key of the address.)
 func (w *Worker) classify4(frame []byte, p *pkt) {
 	s := w.snap
 	f := &p.f
 	ip := packet.IPv4(p.l3)
-	dst := ip.DestinationUint32()
+	src, dst := ip.SourceUint32(), ip.DestinationUint32()
+	var sp, dp uint16
+	var ok bool
 	if f.Frag && !f.FirstFrag {
 		if isTCPUDP(f.Proto) {
 			p.vi = s.cls4.addr4.get(key4(dst, f.Proto, 0))
 		}
-		return
-	}
-	sp, dp, ok := ports(frame, f)
-	if !ok {
-		return
-	}
-	vi := s.cls4.exact4.get(key4(dst, f.Proto, dp))
-	if vi < 0 {
-		if vi = s.cls4.exact4.get(key4(dst, f.Proto, 0)); vi < 0 {
-			return
+	} else if sp, dp, ok = ports(frame, f); ok {
+		if p.vi = s.cls4.exact4.get(key4(dst, f.Proto, dp)); p.vi < 0 {
+			p.vi = s.cls4.exact4.get(key4(dst, f.Proto, 0))
 		}
 	}
-	p.vi = vi
-	if f.Frag {
-		return // a first fragment: stateless (pick4)
+	if p.vi < 0 {
+		if p.vi == empty && s.cls4.addr4.get(key4(dst, 0, 0)) >= 0 {
+			p.is = isDstVIP
+		}
+		return
 	}
-	v := &s.vips[vi]
-	src := ip.SourceUint32()
-	p.h = hashing.Flow4(src, dst, sp, dp, f.Proto, s.seed)
-	p.hp = p.h
+	if s.cls4.addr4.get(key4(src, 0, 0)) >= 0 {
+		p.is = isSrcVIP
+	}
+	v := &s.vips[p.vi]
+	if f.Frag {
+		p.hp = hashing.Frag4(src, dst, f.Proto, s.seed)
+	} else {
+		p.is |= isTracked
+		p.h = hashing.Flow4(src, dst, sp, dp, f.Proto, s.seed)
+		p.hp = p.h
+		p.key = conntrack.Key{SrcPort: sp, DstPort: dp, VIP: v.id, Proto: f.Proto}
+		binary.BigEndian.PutUint32(p.key.Src[:], src)
+	}
 	if v.srcHash {
 		p.hp = hashing.Src4(src, s.seed)
 	}
-	p.key = conntrack.Key{SrcPort: sp, DstPort: dp, VIP: v.id, Proto: f.Proto}
-	binary.BigEndian.PutUint32(p.key.Src[:], src)
-	p.tracked = true
 }
 
-// ipv4 acts on an IPv4 packet: to a VIP, a NAT reply, or none of ours.
-func (w *Worker) ipv4(d *Desc, frame []byte, p *pkt) {
-	s := w.snap
+// ip acts on an IPv4 or IPv6 packet as classify found it: to a VIP, to a
+// VIP address but no VIP of its protocol and port, a NAT reply, or none of
+// vipd's business.
+func (w *Worker) ip(d *Desc, frame []byte, p *pkt) {
 	f := &p.f
-	ip := packet.IPv4(p.l3)
-	dst := ip.DestinationUint32()
-	vi := p.vi
-	if vi == ambiguous {
-		w.checkedDrop(d, ip, DropFragAmbiguous)
-		return
-	}
-	if vi >= 0 {
-		if !ip.IsChecksumValid() {
-			w.drop(d, DropBadIPChecksum)
-			return
-		}
-		if s.cls4.addr4.get(key4(ip.SourceUint32(), 0, 0)) >= 0 {
-			w.drop(d, DropSrcIsVIP)
-			return
-		}
-		w.forward4(d, frame, p, int(vi))
-		return
-	}
-	if s.cls4.addr4.get(key4(dst, 0, 0)) >= 0 {
-		// A VIP address, but no VIP of this protocol and port.
-		if !ip.IsChecksumValid() {
-			w.drop(d, DropBadIPChecksum)
-			return
-		}
+	v4 := f.EtherType == packet.EtherTypeIPv4
+	switch {
+	case p.is&isMapped != 0:
+		// Not on the wire (RFC 4291 §2.5.5.2); the steering rule leaves
+		// them to the kernel rather than let one alias an IPv4 entry.
+		w.kernel(d)
+	case p.vi == ambiguous:
+		w.checkedDrop(d, p, DropFragAmbiguous)
+	case p.vi >= 0:
 		switch {
-		case f.Proto == packet.ProtoICMPv4 && f.HasL4:
+		case v4 && !packet.IPv4(p.l3).IsChecksumValid():
+			w.drop(d, DropBadIPChecksum)
+		case p.is&isSrcVIP != 0:
+			w.drop(d, DropSrcIsVIP)
+		default:
+			w.forward(d, frame, p, int(p.vi))
+		}
+	case p.is&isDstVIP != 0:
+		switch {
+		case v4 && !packet.IPv4(p.l3).IsChecksumValid():
+			w.drop(d, DropBadIPChecksum)
+		case f.Proto == packet.ProtoICMPv4 && v4 && f.HasL4:
 			w.icmpToVIP4(d, frame, f)
-		case f.Proto == packet.ProtoTCP || f.Proto == packet.ProtoUDP:
+		case f.Proto == packet.ProtoICMPv6 && !v4 && f.HasL4:
+			w.icmpToVIP6(d, frame, f)
+		case isTCPUDP(f.Proto):
 			w.drop(d, DropVIPPort)
 		default:
 			w.drop(d, DropVIPProto)
 		}
-		return
+	case v4 && w.natReply4(d, frame, f), !v4 && w.natReply6(d, frame, f):
+	default:
+		w.kernel(d)
 	}
-	if w.natReply4(d, frame, f) {
-		return
-	}
-	w.kernel(d)
 }
 
-// checkedDrop drops a packet for reason r, unless its header checksum is
-// wrong, which is reported first: a corrupt header says nothing reliable.
-func (w *Worker) checkedDrop(d *Desc, ip packet.IPv4, r DropReason) {
-	if !ip.IsChecksumValid() {
+// checkedDrop drops a packet for reason r, unless its IPv4 header
+// checksum is wrong, which is reported first: a corrupt header says
+// nothing reliable.
+func (w *Worker) checkedDrop(d *Desc, p *pkt, r DropReason) {
+	if p.f.EtherType == packet.EtherTypeIPv4 && !packet.IPv4(p.l3).IsChecksumValid() {
 		r = DropBadIPChecksum
 	}
 	w.drop(d, r)

@@ -12,107 +12,58 @@ import (
 )
 
 // classify6 is classify4 for IPv6. IPv4-mapped addresses are not
-// classified: ipv6 hands them to the kernel.
+// classified: ip hands them to the kernel.
 func (w *Worker) classify6(frame []byte, p *pkt) {
 	s := w.snap
 	f := &p.f
 	ip := packet.IPv6(p.l3)
 	src, dst := ip.SourceAddress(), ip.DestinationAddress()
 	if mapped(dst[:]) || mapped(src[:]) {
+		p.is = isMapped
 		return
 	}
+	var sp, dp uint16
+	var ok bool
 	if f.Frag && !f.FirstFrag {
 		if isTCPUDP(f.Proto) {
 			p.vi = s.cls6.addr6.get(mkKey6(dst, f.Proto, 0))
 		}
-		return
-	}
-	sp, dp, ok := ports(frame, f)
-	if !ok {
-		return
-	}
-	vi := s.cls6.exact6.get(mkKey6(dst, f.Proto, dp))
-	if vi < 0 {
-		if vi = s.cls6.exact6.get(mkKey6(dst, f.Proto, 0)); vi < 0 {
-			return
+	} else if sp, dp, ok = ports(frame, f); ok {
+		if p.vi = s.cls6.exact6.get(mkKey6(dst, f.Proto, dp)); p.vi < 0 {
+			p.vi = s.cls6.exact6.get(mkKey6(dst, f.Proto, 0))
 		}
 	}
-	p.vi = vi
-	if f.Frag {
+	if p.vi < 0 {
+		if p.vi == empty && s.cls6.addr6.get(mkKey6(dst, 0, 0)) >= 0 {
+			p.is = isDstVIP
+		}
 		return
 	}
-	v := &s.vips[vi]
-	p.h = hashing.Flow6(src, dst, sp, dp, f.Proto, s.seed)
-	p.hp = p.h
+	if s.cls6.addr6.get(mkKey6(src, 0, 0)) >= 0 {
+		p.is = isSrcVIP
+	}
+	v := &s.vips[p.vi]
+	if f.Frag {
+		p.hp = hashing.Frag6(src, dst, f.Proto, s.seed)
+	} else {
+		p.is |= isTracked
+		p.h = hashing.Flow6(src, dst, sp, dp, f.Proto, s.seed)
+		p.hp = p.h
+		p.key = conntrack.Key{Src: *src, SrcPort: sp, DstPort: dp, VIP: v.id, Proto: f.Proto, IPv6: true}
+	}
 	if v.srcHash {
 		p.hp = hashing.Src6(src, s.seed)
 	}
-	p.key = conntrack.Key{Src: *src, SrcPort: sp, DstPort: dp, VIP: v.id, Proto: f.Proto, IPv6: true}
-	p.tracked = true
 }
 
-// ipv6 is ipv4 for IPv6. IPv6 packets are never fragmented on the way
-// (RFC 8200 §5): whatever does not fit is answered with Packet Too Big.
-func (w *Worker) ipv6(d *Desc, frame []byte, p *pkt) {
+// forward6 sends a client's IPv6 packet for VIP v to backend b (ref),
+// which forward chose: encapsulated (DSR) or translated (NAT). IPv6
+// packets are never fragmented on the way (RFC 8200 §5): whatever does
+// not fit is answered with Packet Too Big.
+func (w *Worker) forward6(d *Desc, frame []byte, p *pkt, v *vip, b *backend, ref uint32) {
 	s := w.snap
 	f := &p.f
 	ip := packet.IPv6(p.l3)
-	dst := ip.DestinationAddress()
-	if mapped(dst[:]) || mapped(ip.SourceAddress()[:]) {
-		// Not on the wire (RFC 4291 §2.5.5.2); the steering rule leaves
-		// them to the kernel rather than let one alias an IPv4 entry.
-		w.kernel(d)
-		return
-	}
-	vi := p.vi
-	if vi == ambiguous {
-		w.drop(d, DropFragAmbiguous)
-		return
-	}
-	if vi >= 0 {
-		if s.cls6.addr6.get(mkKey6(ip.SourceAddress(), 0, 0)) >= 0 {
-			w.drop(d, DropSrcIsVIP)
-			return
-		}
-		w.forward6(d, frame, p, int(vi))
-		return
-	}
-	if s.cls6.addr6.get(mkKey6(dst, 0, 0)) >= 0 {
-		switch {
-		case f.Proto == packet.ProtoICMPv6 && f.HasL4:
-			w.icmpToVIP6(d, frame, f)
-		case f.Proto == packet.ProtoTCP || f.Proto == packet.ProtoUDP:
-			w.drop(d, DropVIPPort)
-		default:
-			w.drop(d, DropVIPProto)
-		}
-		return
-	}
-	if w.natReply6(d, frame, f) {
-		return
-	}
-	w.kernel(d)
-}
-
-func (w *Worker) forward6(d *Desc, frame []byte, p *pkt, vi int) {
-	s := w.snap
-	f := &p.f
-	v := &s.vips[vi]
-	ip := packet.IPv6(p.l3)
-	if hl := ip.HopLimit(); hl == 0 || (v.mode == ModeNAT && hl == 1) {
-		w.drop(d, DropTTLExceeded)
-		return
-	}
-	b, ref := w.pick6(frame, p, vi, v)
-	if b == nil {
-		w.drop(d, DropNoBackend)
-		return
-	}
-	if !b.hasMAC {
-		w.drop(d, DropNoNeighbor)
-		return
-	}
-	w.count(v, ref, f.L3Len)
 	e := readL2(frame, f)
 	out := s.egress()
 	if v.mode == ModeDSR {
@@ -141,23 +92,6 @@ func l4Of(frame []byte, f *packet.Frame) nat.L4 {
 		l4.Hdr = frame[f.L4Off : f.L3Off+f.L3Len]
 	}
 	return l4
-}
-
-// pick6 is pick4 for IPv6.
-func (w *Worker) pick6(frame []byte, p *pkt, vi int, v *vip) (*backend, uint32) {
-	f := &p.f
-	if f.Frag {
-		s := w.snap
-		ip := packet.IPv6(p.l3)
-		src := ip.SourceAddress()
-		w.c.Stateless++
-		h := hashing.Frag6(src, ip.DestinationAddress(), f.Proto, s.seed)
-		if v.srcHash {
-			h = hashing.Src6(src, s.seed)
-		}
-		return w.maglev(v, h)
-	}
-	return w.track(p, tcpFlags(frame, f), vi, v)
 }
 
 // encap6 wraps the packet in an outer IPv6 header toward backend b.
