@@ -37,6 +37,9 @@ type BoxCounters struct {
 	PipelineDrops float64
 	// Flows: vipd's live connection-table entries (a gauge), -1 if none.
 	Flows float64
+	// BatchFrames and BatchCount: the sum and count of vipd's
+	// vipd_worker_batch_size histogram (frames per batch), over workers.
+	BatchFrames, BatchCount float64
 }
 
 // Box is a program serving the box's interfaces.
@@ -272,6 +275,14 @@ func (v *VIPD) Counters() (BoxCounters, error) {
 		FillEmpty:     ev("xsk_fill_ring_empty"),
 		PipelineDrops: testbed.Metric(fams, "vipd_drops_total"),
 		Flows:         testbed.Metric(fams, "vipd_conntrack_entries"),
+	}
+	if f := fams["vipd_worker_batch_size"]; f != nil {
+		for _, m := range f.GetMetric() {
+			if h := m.GetHistogram(); h != nil {
+				c.BatchFrames += h.GetSampleSum()
+				c.BatchCount += float64(h.GetSampleCount())
+			}
+		}
 	}
 	if v.io == "afpacket" {
 		c.SockDrops = ev("rx_ring_dropped")

@@ -37,7 +37,8 @@ func main() {
 	out := flag.String("out", "bench/results", "directory for latest.md and latest.svg")
 	window := flag.Duration("window", 5*time.Second, "measured window per repetition")
 	reps := flag.Int("reps", 3, "repetitions per scenario")
-	only := flag.String("only", "", "run only the rig scenarios whose name matches this regexp")
+	only := flag.String("only", "", "run only the rig scenarios whose name matches this regexp (box-limited rows are matched as \"box-limited NAME, N flows\")")
+	tables := flag.String("tables", "box,sender", "rig tables to run: box (box-limited, the headline), sender (sender-limited), or both")
 	skipInMem := flag.Bool("skip-inmem", false, "skip the Go benchmarks")
 	skipRig := flag.Bool("skip-rig", false, "skip the on-interface rig")
 	benchtime := flag.String("benchtime", "0.5s", "go test -benchtime of the in-memory benchmarks")
@@ -58,7 +59,7 @@ func main() {
 		fatal(err)
 	}
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	go func() {
 		<-sigs
 		fmt.Fprintln(os.Stderr, "\nbench: interrupted: removing namespaces and processes")
@@ -79,10 +80,19 @@ func main() {
 		rep.Sections = append(rep.Sections, pipelineProfile(root))
 	}
 	if !*skipRig {
+		want := map[string]bool{}
+		for _, t := range strings.Split(*tables, ",") {
+			switch t = strings.TrimSpace(t); t {
+			case "box", "sender":
+				want[t] = true
+			default:
+				fatal(fmt.Errorf("-tables: unknown table %q (box, sender)", t))
+			}
+		}
 		runRig(rep, root, rig.Options{
 			Window: *window, Reps: *reps, Threaded: *threaded, GenProcs: *genProcs,
 			GenCPUs: cpuList(*genProcs),
-		}, filter)
+		}, filter, want)
 	}
 	rep.Env.LoadAfter = loadavg()
 	rep.Env.Notes = append(rep.Env.Notes, fmt.Sprintf("run took %s", time.Since(start).Round(time.Second)))
@@ -92,7 +102,7 @@ func main() {
 	fmt.Printf("\nwrote %s and %s (%s)\n", filepath.Join(*out, "latest.md"), filepath.Join(*out, "latest.svg"), time.Since(start).Round(time.Second))
 }
 
-func runRig(rep *bench.Report, root string, o rig.Options, filter *regexp.Regexp) {
+func runRig(rep *bench.Report, root string, o rig.Options, filter *regexp.Regexp, tables map[string]bool) {
 	for _, tool := range []string{"trafgen", "nft", "taskset", "ip"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			fatal(fmt.Errorf("the rig needs %s (make bench installs netsniff-ng and nftables)", tool))
@@ -106,6 +116,12 @@ func runRig(rep *bench.Report, root string, o rig.Options, filter *regexp.Regexp
 	// Leftovers of a run that was killed before its cleanups ran.
 	if gone := nstest.SweepStale(); len(gone) > 0 {
 		fmt.Printf("removed stale namespaces of dead runs: %v\n", gone)
+	}
+	// and the send-buffer default a killed run left raised.
+	if did, err := rig.RepairWmemDefault(); err != nil {
+		fatal(fmt.Errorf("net.core.wmem_default: %w", err))
+	} else if did != "" {
+		fmt.Println(did)
 	}
 	dir, err := os.MkdirTemp("", "vipd-bench")
 	if err != nil {
@@ -125,6 +141,29 @@ func runRig(rep *bench.Report, root string, o rig.Options, filter *regexp.Regexp
 	}
 	o.Defaults()
 	rep.Env.Notes = append(rep.Env.Notes, layoutNotes(o)...)
+	if tables["box"] {
+		start := time.Now()
+		for _, sc := range rig.BoxScenarios() {
+			if filter != nil && !filter.MatchString(sc.Label()) {
+				continue
+			}
+			fmt.Printf("== %s\n", sc.Label())
+			res := rig.RunBox(scope, sc, o)
+			if res.Err != "" {
+				fmt.Printf("    failed: %s\n", res.Err)
+			} else {
+				fmt.Printf("    median %.0f kpps (%.0f–%.0f), offered %.0f kpps: %s\n", res.Forwarded.Median/1e3,
+					res.Forwarded.Min/1e3, res.Forwarded.Max/1e3, res.Offered.Median/1e3, res.Limit())
+			}
+			rep.Box = append(rep.Box, res)
+		}
+		if len(rep.Box) > 0 {
+			rep.Env.Notes = append(rep.Env.Notes, fmt.Sprintf("box-limited rows took %s", time.Since(start).Round(time.Second)))
+		}
+	}
+	if !tables["sender"] {
+		return
+	}
 	for _, sc := range rig.Scenarios() {
 		if filter != nil && !filter.MatchString(sc.Name) {
 			continue
