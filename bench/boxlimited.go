@@ -135,6 +135,13 @@ func flowsLabel(n int) string {
 	return fmt.Sprintf("%d", n)
 }
 
+func flowsPhrase(n int) string {
+	if n == 1 {
+		return "1 flow"
+	}
+	return flowsLabel(n) + " flows"
+}
+
 // WriteBoxTable writes the box-limited table in Markdown.
 func (r *Report) WriteBoxTable(w io.Writer) {
 	fmt.Fprintln(w, "| box path | flows | forwarded kpps, median (min–max) | offered kpps | lost at box (veth / socket kpps) | limited by | box CPU user / sys / softirq / idle (not the box's) | box process user ns/pkt | box process sys ns/pkt | NAPI thread ns/pkt | box CPU busy ns/pkt | frames per batch | vs bare fwd: pps | vs bare fwd: user ns/pkt |")
@@ -181,8 +188,8 @@ func (r *Report) BoxGoalLines() []string {
 			continue
 		}
 		p, n := r.BoxRatios(x)
-		l := fmt.Sprintf("%s, %s flows: %s the bare forwarder's rate (goal ≥ %.2f×: %s), %s its user ns/packet (goal ≤ %.1f×: %s)",
-			x.Name, flowsLabel(x.Flows), ratio(p), GoalBoxVsForwarder, met(p >= GoalBoxVsForwarder), ratio(n), GoalBoxUserNs, met(n <= GoalBoxUserNs))
+		l := fmt.Sprintf("%s, %s: %s the bare forwarder's rate (goal ≥ %.2f×: %s), %s its user ns/packet (goal ≤ %.1f×: %s)",
+			x.Name, flowsPhrase(x.Flows), ratio(p), GoalBoxVsForwarder, met(p >= GoalBoxVsForwarder), ratio(n), GoalBoxUserNs, met(n <= GoalBoxUserNs))
 		var notes []string
 		if !x.BoxLimited() {
 			notes = append(notes, "vipd did not drop")

@@ -21,6 +21,9 @@ type BoxScenario struct {
 
 // Label is the row's name with its flow count, what -only matches.
 func (sc BoxScenario) Label() string {
+	if sc.Flows == 1 {
+		return "box-limited " + sc.Name + ", 1 flow"
+	}
 	return fmt.Sprintf("box-limited %s, %d flows", sc.Name, sc.Flows)
 }
 

@@ -37,7 +37,7 @@ func main() {
 	out := flag.String("out", "bench/results", "directory for latest.md and latest.svg")
 	window := flag.Duration("window", 5*time.Second, "measured window per repetition")
 	reps := flag.Int("reps", 3, "repetitions per scenario")
-	only := flag.String("only", "", "run only the rig scenarios whose name matches this regexp (box-limited rows are matched as \"box-limited NAME, N flows\")")
+	only := flag.String("only", "", "run only the rig scenarios whose name matches this regexp (box-limited rows are matched as \"box-limited NAME, 1 flow\" or \"..., 64512 flows\")")
 	tables := flag.String("tables", "box,sender", "rig tables to run: box (box-limited, the headline), sender (sender-limited), or both")
 	skipInMem := flag.Bool("skip-inmem", false, "skip the Go benchmarks")
 	skipRig := flag.Bool("skip-rig", false, "skip the on-interface rig")
