@@ -21,9 +21,14 @@ type BoxResult struct {
 	Forwarded Summary // packets counted at the sink
 	Offered   Summary // packets the generator handed to its veth
 	// Lost: offered − forwarded, every frame the box (its receive ring,
-	// socket, program or transmit) did not deliver. VethDrops and
-	// SockDrops say where, as far as counters tell.
-	Lost, VethDrops, SockDrops Summary
+	// socket, program or transmit) did not deliver. The others say where,
+	// as far as counters tell: RingDrops, frames the box's veth receive
+	// ring had no room for (the generator veth's tx_dropped: the NAPI
+	// kthread fell behind); RxDrops, frames dropped in the box's receive
+	// path (its veth's rx_dropped: XDP drops and redirect failures, such
+	// as into a full AF_XDP ring); SockDrops, what the box program's
+	// sockets counted (may overlap RxDrops).
+	Lost, RingDrops, RxDrops, SockDrops Summary
 
 	// CPU is the box CPU's time split from /proc/stat (shares, 0..1).
 	// Others: the share of the box CPU's busy time charged to neither
@@ -144,7 +149,7 @@ func flowsPhrase(n int) string {
 
 // WriteBoxTable writes the box-limited table in Markdown.
 func (r *Report) WriteBoxTable(w io.Writer) {
-	fmt.Fprintln(w, "| box path | flows | forwarded kpps, median (min–max) | offered kpps | lost at box (veth / socket kpps) | limited by | box CPU user / sys / softirq / idle (not the box's) | box process user ns/pkt | box process sys ns/pkt | NAPI thread ns/pkt | box CPU busy ns/pkt | frames per batch | vs bare fwd: pps | vs bare fwd: user ns/pkt |")
+	fmt.Fprintln(w, "| box path | flows | forwarded kpps, median (min–max) | offered kpps | lost at box (ring full / rx path / socket, kpps) | limited by | box CPU user / sys / softirq / idle (not the box's) | box process user ns/pkt | box process sys ns/pkt | NAPI thread ns/pkt | box CPU busy ns/pkt | frames per batch | vs bare fwd: pps | vs bare fwd: user ns/pkt |")
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for i := range r.Box {
 		x := &r.Box[i]
@@ -162,9 +167,9 @@ func (r *Report) WriteBoxTable(w io.Writer) {
 			fpb = fmt.Sprintf("%.1f", x.FramesPerBatch)
 		}
 		c := x.CPU
-		fmt.Fprintf(w, "| %s | %s | **%s** (%s–%s) | %s | %s (%s / %s) | %s | %s / %s / %s / %s (%s) | %s | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(w, "| %s | %s | **%s** (%s–%s) | %s | %s (%s / %s / %s) | %s | %s / %s / %s / %s (%s) | %s | %s | %s | %s | %s | %s | %s |\n",
 			x.Name, flowsLabel(x.Flows), kpps1(x.Forwarded.Median), kpps1(x.Forwarded.Min), kpps1(x.Forwarded.Max),
-			kpps1(x.Offered.Median), pct1(Ratio(max(x.Lost.Median, 0), x.Offered.Median)), kpps(x.VethDrops), kpps(x.SockDrops),
+			kpps1(x.Offered.Median), pct1(Ratio(max(x.Lost.Median, 0), x.Offered.Median)), kpps(x.RingDrops), kpps(x.RxDrops), kpps(x.SockDrops),
 			x.Limit(), pct(c.User), pct(c.Sys), pct(c.SoftIRQ), pct(c.Idle), pctOrDash(x.Others),
 			nsOrDash(x.UserNs), nsOrDash(x.SysNs), nsOrDash(x.NAPINs), nsOrDash(x.BusyNs), fpb, vsPPS, vsNs)
 	}
@@ -217,8 +222,9 @@ const BoxTableIntro = "What limits this table: **the box's CPU**. One queue; the
 	"together with the box's program (vipd or the bare forwarder), as a NIC's interrupts would on a gateway; the generator " +
 	"(trafgen) is alone on the other CPU and offers more than the box can take. A row counts as box-limited when the box " +
 	"lost more than 1% of the offer (offered − forwarded: receive ring, socket, program or transmit); otherwise it says " +
-	"generator-limited. Where the box lost them (veth receive ring, socket) is shown as far as counters tell; the two can " +
-	"overlap (a full AF_XDP ring is also an XDP redirect failure on the veth). Box CPU split: /proc/stat of the box CPU " +
+	"generator-limited. Where the box lost them, as far as counters tell: ring full (the veth's receive ring had no room: " +
+	"the NAPI kthread fell behind), rx path (dropped by the box veth's receive path: XDP drops, redirect failures such as " +
+	"into a full AF_XDP ring), socket (the box program's socket counters; may overlap rx path). Box CPU split: /proc/stat of the box CPU " +
 	"(tick-sampled; the NAPI kthread shows as sys and softirq); in parentheses the share of it charged to neither the box " +
 	"process nor the NAPI kthreads — other tasks on this shared machine. Process and NAPI ns/pkt: " +
 	"/proc/PID/stat CPU time (10 ms ticks) per packet forwarded; the box's transmit into the sink's veth, and the sink's " +

@@ -81,7 +81,7 @@ func TestBoxTableAndRatios(t *testing.T) {
 	r.WriteBoxTable(&b)
 	out := b.String()
 	for _, want := range []string{
-		"| vipd NAT, AF_XDP | 64,512 | **190** (171–209) | 600 | 68.3% (",
+		"| vipd NAT, AF_XDP | 64,512 | **190** (171–209) | 600 | 68.3% (– / – / –) |",
 		"box: lost 68.3% of offered",
 		"| 0.95× | 4.00× |",
 		"| nftables DNAT | 64,512 |",

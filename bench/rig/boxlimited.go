@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vipd/vipd/bench"
 )
 
@@ -17,14 +19,14 @@ type BoxScenario struct {
 	Mode  string // vipd: "nat" or "dsr"; kernel: "nft"
 	IO    string // vipd: "afxdp" or "afpacket"
 	Flows int    // 1 or Flows
+	// Profile records a CPU profile of the box's CPU (perf -C) during
+	// one extra window after the measured ones.
+	Profile bool
 }
 
 // Label is the row's name with its flow count, what -only matches.
 func (sc BoxScenario) Label() string {
-	if sc.Flows == 1 {
-		return "box-limited " + sc.Name + ", 1 flow"
-	}
-	return fmt.Sprintf("box-limited %s, %d flows", sc.Name, sc.Flows)
+	return "box-limited " + sc.Name + ", " + flowsText(sc.Flows)
 }
 
 // BoxScenarios is the box-limited table, in the order of the report: the
@@ -43,6 +45,7 @@ func BoxScenarios() []BoxScenario {
 					Name: fmt.Sprintf("vipd %s, %s", map[string]string{"nat": "NAT", "dsr": "DSR"}[mode],
 						map[string]string{"afxdp": "AF_XDP", "afpacket": "AF_PACKET"}[io]),
 					Kind: bench.KindVIPD, Mode: mode, IO: io, Flows: flows,
+					Profile: mode == "nat" && io == "afxdp" && flows == Flows,
 				})
 			}
 		}
@@ -74,22 +77,23 @@ type boxSample struct {
 // large enough to keep offering while the box drops (GenSendBuffer). One
 // trafgen runs through the warm-up and every window. A failure is
 // returned in the result's Err.
-func RunBox(parent *Scope, sc BoxScenario, o Options) bench.BoxResult {
+func RunBox(parent *Scope, sc BoxScenario, o Options) (bench.BoxResult, *bench.Section) {
 	o.Defaults()
 	res := bench.BoxResult{Name: sc.Name, Kind: sc.Kind, Mode: sc.Mode, IO: sc.IO, Flows: sc.Flows,
 		UserNs: math.NaN(), SysNs: math.NaN(), NAPINs: math.NaN(), BusyNs: math.NaN(), FramesPerBatch: math.NaN()}
 	s := parent.Child()
 	defer s.Close()
+	var prof *bench.Section
 	dir, err := os.MkdirTemp(o.Dir, "box")
 	if err != nil {
 		res.Err = err.Error()
-		return res
+		return res, nil
 	}
 	s.Cleanup(func() { os.RemoveAll(dir) })
 	err = Try(func() {
 		r := New(s, 1, false)
 		tr := Traffic{DstMAC: r.BoxInMAC, Dst: VIPNAT, DstPort: VIPPort, OneFlow: sc.Flows == 1}
-		cpu := strconv.Itoa(BoxCPU)
+		pl := Placement{CPUs: strconv.Itoa(BoxCPU), Nice: o.BoxNice}
 		var box Box
 		switch sc.Kind {
 		case bench.KindKernel:
@@ -97,10 +101,10 @@ func RunBox(parent *Scope, sc BoxScenario, o Options) bench.BoxResult {
 			EnableGRO(s, r.Box, BoxIn)
 		case bench.KindForwarder:
 			r.Box.Sysctl(s, "net.ipv4.ip_forward", "0")
-			box = StartForwarder(s, r, o.XDPFwd, cpu, dir)
+			box = StartForwarder(s, r, o.XDPFwd, pl, dir)
 		case bench.KindVIPD:
 			r.Box.Sysctl(s, "net.ipv4.ip_forward", "0")
-			box = StartVIPD(s, r, o.VIPD, cpu, sc.IO, dir)
+			box = StartVIPD(s, r, o.VIPD, pl, sc.IO, dir)
 			if sc.IO == "afpacket" {
 				EnableGRO(s, r.Box, BoxIn)
 			}
@@ -112,8 +116,16 @@ func RunBox(parent *Scope, sc BoxScenario, o Options) bench.BoxResult {
 		}
 		napi := ThreadedNAPI(s, r.Box, BoxIn, BoxCPU)
 		res.NAPIThreads = len(napi)
+		for _, pid := range napi {
+			if o.BoxNice == 0 {
+				break
+			}
+			if err := unix.Setpriority(unix.PRIO_PROCESS, pid, o.BoxNice); err != nil {
+				s.Fatalf("rig: nice %d for NAPI kthread %d: %v", o.BoxNice, pid, err)
+			}
+		}
 		gopts := GenOptions{CPUs: strconv.Itoa(GenCPU), Procs: 1, SendBuffer: GenSendBuffer}
-		limit := o.Warmup + time.Duration(o.Reps)*o.Window + 15*time.Second
+		limit := o.Warmup + time.Duration(o.Reps+1)*o.Window + 15*time.Second
 		g := StartGenerator(s, r, tr, gopts, limit, dir)
 		time.Sleep(o.Warmup)
 		var ws []boxWindow
@@ -141,13 +153,26 @@ func RunBox(parent *Scope, sc BoxScenario, o Options) bench.BoxResult {
 			time.Sleep(o.Warmup)
 			a, err = takeBox(r, box, g, napi)
 		}
-		g.Stop()
 		summarizeBox(&res, ws)
+		if sc.Profile && o.Perf != "" {
+			prof = ProfileCPU(o.Perf, "box CPU, box-limited "+sc.Name+", "+flowsText(sc.Flows), dir, o.Window, boxComm(Scenario{Kind: sc.Kind}), BoxCPU)
+			if !g.Running() {
+				prof.Text = "trafgen aborted during the profile: " + lastLine(g.Log()) + "\n\n" + prof.Text
+			}
+		}
+		g.Stop()
 	})
 	if err != nil {
 		res.Err = err.Error()
 	}
-	return res
+	return res, prof
+}
+
+func flowsText(n int) string {
+	if n == 1 {
+		return "1 flow"
+	}
+	return fmt.Sprintf("%d flows", n)
 }
 
 func kp(pps float64) string { return fmt.Sprintf("%.0f", pps/1e3) }
@@ -202,11 +227,11 @@ func takeBox(r *Rig, box Box, g *Generator, napi []int) (boxSample, error) {
 
 // boxWindow is one window's rates and costs.
 type boxWindow struct {
-	fwd, off, lost, veth, sock float64 // per second
-	cpu                        bench.CPUSplit
-	others                     float64
-	userNs, sysNs, napiNs      float64
-	busyNs, framesPerBatch     float64
+	fwd, off, lost, ring, rx, sock float64 // per second
+	cpu                            bench.CPUSplit
+	others                         float64
+	userNs, sysNs, napiNs          float64
+	busyNs, framesPerBatch         float64
 }
 
 // deltaBox turns two samples into one window's figures; the box's CPU
@@ -217,7 +242,8 @@ func deltaBox(a, b boxSample) boxWindow {
 	w := boxWindow{
 		fwd:    pkts / dt,
 		off:    (b.gen.TxPackets + b.gen.TxDropped - a.gen.TxPackets - a.gen.TxDropped) / dt,
-		veth:   (b.gen.TxDropped - a.gen.TxDropped + b.box.RxDropped - a.box.RxDropped) / dt,
+		ring:   (b.gen.TxDropped - a.gen.TxDropped) / dt,
+		rx:     (b.box.RxDropped - a.box.RxDropped) / dt,
 		cpu:    SplitBetween(a.cpu, b.cpu),
 		userNs: math.NaN(), sysNs: math.NaN(), napiNs: math.NaN(), framesPerBatch: math.NaN(),
 	}
@@ -288,7 +314,8 @@ func summarizeBox(res *bench.BoxResult, ws []boxWindow) {
 	res.Forwarded = bench.Summarize(col(func(w boxWindow) float64 { return w.fwd }))
 	res.Offered = bench.Summarize(col(func(w boxWindow) float64 { return w.off }))
 	res.Lost = bench.Summarize(col(func(w boxWindow) float64 { return w.lost }))
-	res.VethDrops = bench.Summarize(col(func(w boxWindow) float64 { return w.veth }))
+	res.RingDrops = bench.Summarize(col(func(w boxWindow) float64 { return w.ring }))
+	res.RxDrops = bench.Summarize(col(func(w boxWindow) float64 { return w.rx }))
 	res.SockDrops = bench.Summarize(col(func(w boxWindow) float64 { return w.sock }))
 	res.CPU = bench.CPUSplit{
 		User:    med(func(w boxWindow) float64 { return w.cpu.User }),

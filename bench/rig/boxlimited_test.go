@@ -42,7 +42,8 @@ func TestDeltaBox(t *testing.T) {
 		{"forwarded/s", w.fwd, 200000},
 		{"offered/s", w.off, 500000},
 		{"lost/s", w.lost, 300000},
-		{"veth drops/s", w.veth, 60000},
+		{"ring drops/s", w.ring, 50000},
+		{"rx path drops/s", w.rx, 10000},
 		{"socket drops/s", w.sock, 1000},
 		// 80 ticks = 0.8 s over 400,000 packets
 		{"user ns/pkt", w.userNs, 2000},

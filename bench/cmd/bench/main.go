@@ -45,6 +45,7 @@ func main() {
 	command := flag.String("command", "make bench", "the command line to print in the report")
 	threaded := flag.Bool("threaded-napi", false, "switch the box's receive veth to threaded NAPI")
 	genProcs := flag.Int("gen-procs", 1, "trafgen processes (CPUs 0..n-1)")
+	boxNice := flag.Int("box-nice", -10, "nice value of the box-limited rows' box program and NAPI kthreads (0: unchanged), so that other tasks on a shared machine take less of the box's CPU")
 	flag.Parse()
 	var filter *regexp.Regexp
 	if *only != "" {
@@ -91,7 +92,7 @@ func main() {
 		}
 		runRig(rep, root, rig.Options{
 			Window: *window, Reps: *reps, Threaded: *threaded, GenProcs: *genProcs,
-			GenCPUs: cpuList(*genProcs),
+			GenCPUs: cpuList(*genProcs), BoxNice: *boxNice,
 		}, filter, want)
 	}
 	rep.Env.LoadAfter = loadavg()
@@ -148,7 +149,10 @@ func runRig(rep *bench.Report, root string, o rig.Options, filter *regexp.Regexp
 				continue
 			}
 			fmt.Printf("== %s\n", sc.Label())
-			res := rig.RunBox(scope, sc, o)
+			res, prof := rig.RunBox(scope, sc, o)
+			if prof != nil {
+				rep.Sections = append(rep.Sections, *prof)
+			}
 			if res.Err != "" {
 				fmt.Printf("    failed: %s\n", res.Err)
 			} else {
@@ -193,15 +197,23 @@ func cpuList(n int) string {
 
 func layoutNotes(o rig.Options) []string {
 	n := []string{
-		fmt.Sprintf("rig: %d windows of %v per scenario after a %v warm-up each, trafgen restarted per window; forwarded = packets counted at the sink's veth, offered = the generator's veth tx packets + tx drops", o.Reps, o.Window, o.Warmup),
-		fmt.Sprintf("traffic: %d-byte UDP frames (64 with FCS), %d flows (63 client addresses × 1000 source ports), trafgen through the kernel's qdisc path (-q) so that its transmit hash spreads flows over the veth queues", rig.FrameLen, rig.Flows),
-		fmt.Sprintf("CPUs: trafgen on CPU %s (%d process); the box's program (vipd or the forwarder) pinned to CPU 1 with one queue, free on CPUs 0-1 with two", o.GenCPUs, max(o.GenProcs, 1)),
-		"veth receive work (the box's XDP program and AF_XDP copy, or the kernel's whole forwarding path) runs in the softirq of the CPU that sends into the veth: the generator's CPU for the box's receive side, the box program's CPU for the sink's",
+		fmt.Sprintf("traffic: %d-byte UDP frames (64 with FCS), %d flows (%d client addresses × %d source ports, both stepping per frame) or 1 flow, trafgen through the kernel's qdisc path (-q) so that its transmit hash spreads flows over the veth queues", rig.FrameLen, rig.Flows, rig.Clients, rig.SourcePorts),
+		fmt.Sprintf("box-limited table: %d windows of %v per row after a %v warm-up, one trafgen per row; one queue; the box's receive veth in threaded NAPI, its kthread and the box's program pinned to CPU %d, trafgen alone on CPU %d; trafgen's socket gets a %d KiB send buffer (the root namespace's net.core.wmem_default raised only while trafgen opens it, then restored) so that it keeps offering while the box drops", o.Reps, o.Window, o.Warmup, rig.BoxCPU, rig.GenCPU, rig.GenSendBuffer>>10) + boxNiceNote(o.BoxNice),
+		fmt.Sprintf("sender-limited table: %d windows of %v per scenario after a %v warm-up each, trafgen restarted per window; forwarded = packets counted at the sink's veth, offered = the generator's veth tx packets + tx drops", o.Reps, o.Window, o.Warmup),
+		fmt.Sprintf("sender-limited CPUs: trafgen on CPU %s (%d process); the box's program (vipd or the forwarder) pinned to CPU 1 with one queue, free on CPUs 0-1 with two", o.GenCPUs, max(o.GenProcs, 1)),
+		"sender-limited: veth receive work (the box's XDP program and AF_XDP copy, or the kernel's whole forwarding path) runs in the softirq of the CPU that sends into the veth: the generator's CPU for the box's receive side, the box program's CPU for the sink's",
 	}
 	if o.Threaded {
-		n = append(n, "threaded NAPI on the box's receive veth")
+		n = append(n, "sender-limited: threaded NAPI on the box's receive veth (-threaded-napi)")
 	}
 	return n
+}
+
+func boxNiceNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; the box program and the NAPI kthread run at nice %d, so that other tasks on a shared machine take less of the box CPU", n)
 }
 
 // goBench runs the in-memory benchmarks and parses their output; the full
@@ -264,7 +276,7 @@ func write(rep *bench.Report, out string) error {
 	}
 	var svg bytes.Buffer
 	if len(rep.Rig) > 0 {
-		if err := rep.WriteSVG(&svg, "vipd rig: forwarded packets per second ("+rep.Env.Date+")"); err != nil {
+		if err := rep.WriteSVG(&svg, "vipd rig, sender-limited table: forwarded packets per second ("+rep.Env.Date+")"); err != nil {
 			return err
 		}
 		if err := os.WriteFile(filepath.Join(out, "latest.svg"), svg.Bytes(), 0o644); err != nil {
