@@ -27,9 +27,9 @@ type pkt struct {
 	// source hash of a VIP with source affinity). A fragment for VIP vi is
 	// not tracked and has only hp, from addresses and protocol (or the
 	// source alone), so that all of a datagram's fragments pick alike.
-	h, hp   uint64
-	loc     conntrack.Loc // of h in the worker's shard
-	key     conntrack.Key
+	h, hp uint64
+	loc   conntrack.Loc // of h in the worker's shard
+	key   conntrack.Key
 }
 
 // Bits of pkt.is.
