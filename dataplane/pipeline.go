@@ -126,6 +126,7 @@ func (w *Worker) classify4(frame []byte, p *pkt) {
 	s := w.snap
 	f := &p.f
 	ip := packet.IPv4(p.l3)
+	_ = ip[packet.IPv4MinSize-1] // Parse checked it; one bounds check for what follows
 	src, dst := ip.SourceUint32(), ip.DestinationUint32()
 	var sp, dp uint16
 	var ok bool

@@ -17,6 +17,7 @@ func (w *Worker) classify6(frame []byte, p *pkt) {
 	s := w.snap
 	f := &p.f
 	ip := packet.IPv6(p.l3)
+	_ = ip[packet.IPv6Size-1] // Parse checked it; one bounds check for what follows
 	src, dst := ip.SourceAddress(), ip.DestinationAddress()
 	if mapped(dst[:]) || mapped(src[:]) {
 		p.is = isMapped
