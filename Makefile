@@ -49,9 +49,14 @@ demo: build
 
 # Needs root: the in-memory Go benchmarks (pipeline incl. 1M flows,
 # conntrack, hashing), then the packets-per-second rig in throwaway
-# namespaces (ceiling, Linux forwarding, nftables DNAT, the bare AF_XDP
-# forwarder, vipd NAT and DSR with 1 and 2 queues on AF_XDP and AF_PACKET).
-# Writes bench/results/latest.md and latest.svg in about 7 minutes.
+# namespaces: the box-limited table (the box's receive NAPI threaded and
+# pinned with the box program to CPU 1, trafgen on CPU 0: nftables DNAT,
+# the bare AF_XDP forwarder, vipd NAT and DSR with 1 and 64,512 flows on
+# AF_XDP and AF_PACKET), then the sender-limited one (ceiling, Linux
+# forwarding, nftables, the forwarder, vipd with 1 and 2 queues).
+# Writes bench/results/latest.md and latest.svg in about 10 minutes.
+# BENCH_FLAGS passes flags to bench/cmd/bench, e.g. only the box-limited
+# rows: make bench BENCH_FLAGS='-skip-inmem -tables box'.
 # Installs trafgen (netsniff-ng) and nftables when they are missing, and
 # tries perf (linux-perf), which adds CPU profiles to the report.
 bench: export PATH := $(PATH):/usr/sbin:/sbin
@@ -67,7 +72,7 @@ bench: deps
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf >/dev/null; } || \
 			echo "make bench: linux-perf could not be installed: no profiles in the report"; \
 	fi
-	$(GO) run ./bench/cmd/bench -out bench/results
+	$(GO) run ./bench/cmd/bench -out bench/results $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(BIN)

@@ -212,13 +212,6 @@ func wantStats(t *testing.T, r *Responder, want ResponderStats) {
 	}
 }
 
-func isARPOp(op uint16) func([]byte) bool {
-	return func(f []byte) bool {
-		m, err := parseARP(f)
-		return err == nil && m.op == op && m.senderIP != m.targetIP
-	}
-}
-
 func isAnnouncement(f []byte) bool {
 	if m, err := parseARP(f); err == nil {
 		return m.op == arpRequest && m.senderIP == m.targetIP

@@ -52,7 +52,10 @@ type Section struct {
 
 // Report is everything `make bench` writes.
 type Report struct {
-	Env      Env
+	Env Env
+	// Box is the box-limited table (the headline), Rig the sender-limited
+	// one.
+	Box      []BoxResult
 	Rig      []RigResult
 	InMem    []GoBench
 	Findings []string
@@ -350,14 +353,26 @@ func (r *Report) WriteMarkdown(w io.Writer, chart string) {
 	for _, n := range e.Notes {
 		fmt.Fprintf(w, "- %s\n", n)
 	}
+	if len(r.Box) > 0 {
+		fmt.Fprintf(w, "\n## On interfaces, box-limited: what one box CPU forwards\n\n")
+		fmt.Fprintf(w, "%s\n\n", BoxTableIntro)
+		r.WriteBoxTable(w)
+		if g := r.BoxGoalLines(); len(g) > 0 {
+			fmt.Fprintf(w, "\n### Against the goals\n\n")
+			for _, l := range g {
+				fmt.Fprintf(w, "- %s\n", l)
+			}
+		}
+	}
 	if len(r.Rig) > 0 {
-		fmt.Fprintf(w, "\n## On interfaces: packets per second\n\n")
+		fmt.Fprintf(w, "\n## On interfaces, sender-limited: box receive work on the generator's CPU\n\n")
+		fmt.Fprintf(w, "%s\n\n", RigTableIntro)
 		r.WriteRigTable(w)
 		if chart != "" {
 			fmt.Fprintf(w, "\n![median forwarded packets per second, min–max whiskers](%s)\n", chart)
 		}
 		if g := append(r.GoalLines(), r.InMemGoalLines()...); len(g) > 0 {
-			fmt.Fprintf(w, "\n### Against the goals\n\n")
+			fmt.Fprintf(w, "\n### Against the goals of the sender-limited table\n\n")
 			for _, l := range g {
 				fmt.Fprintf(w, "- %s\n", l)
 			}

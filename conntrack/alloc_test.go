@@ -30,7 +30,8 @@ func TestZeroAllocs(t *testing.T) {
 			e, _ := s.Lookup(&hit, hHit)
 			s.SetBackend(e, 3)
 		}},
-		{"Prefetch", func() { s.Prefetch(hMiss) }},
+		{"Prefetch", func() { s.Prefetch(s.Locate(hMiss)) }},
+		{"PrefetchRecord", func() { s.PrefetchRecord(s.Locate(hHit)) }},
 		{"Advance", func() { s.Advance(s.Now() + 1) }},
 	} {
 		if a := testing.AllocsPerRun(100, c.fn); a != 0 {

@@ -103,30 +103,36 @@ func BenchmarkLookupHit(b *testing.B) {
 }
 
 // BenchmarkLookupBatch is the random lookup as a batch-shaped pipeline can
-// do it: a Prefetch pass over 32 frames, then their lookups. ns/op is per
-// batch; ns/lookup divides it by 32.
+// do it, over 32 frames: plain lookups; a Prefetch pass, then the lookups;
+// a Prefetch pass and a PrefetchRecord pass, then the lookups (what the
+// dataplane does). ns/op is per batch; ns/lookup divides it by 32.
 func BenchmarkLookupBatch(b *testing.B) {
 	const batch = 32
 	for _, sz := range sizes {
-		for _, prefetch := range []bool{false, true} {
-			name := "flows=" + sz.name + "/plain"
-			if prefetch {
-				name = "flows=" + sz.name + "/prefetch"
-			}
-			b.Run(name, func(b *testing.B) {
+		for _, passes := range []string{"plain", "prefetch", "prefetch+record"} {
+			b.Run("flows="+sz.name+"/"+passes, func(b *testing.B) {
 				f := getFixture(b, sz.flows)
 				s, keys, hashes := f.s, f.keys, f.hashes
+				var locs [batch]Loc
 				b.ReportAllocs()
 				n := 0
 				for i := 0; b.Loop(); i += batch {
 					j := i & (sampleSize - 1)
-					if prefetch {
-						for _, h := range hashes[j : j+batch] {
-							s.Prefetch(h)
+					for m := range locs {
+						locs[m] = s.Locate(hashes[j+m])
+					}
+					if passes != "plain" {
+						for _, l := range locs {
+							s.Prefetch(l)
 						}
 					}
-					for m := j; m < j+batch; m++ {
-						if _, ok := s.Lookup(&keys[m], hashes[m]); !ok {
+					if passes == "prefetch+record" {
+						for _, l := range locs {
+							s.PrefetchRecord(l)
+						}
+					}
+					for m, l := range locs {
+						if _, ok := s.LookupAt(&keys[j+m], l); !ok {
 							b.Fatal("miss")
 						}
 					}

@@ -55,7 +55,12 @@ func (r InsertResult) Tracked() bool { return r != Untracked }
 // at most about 20 bucket metadata reads (the pair, 16 relocation probes,
 // the primary of an evicted flow) and no loops over the table.
 func (s *Shard) Insert(k *Key, h uint64, backend uint32, tcpFlags uint8) (Entry, InsertResult) {
-	p, t := s.locate(h)
+	return s.InsertAt(k, s.Locate(h), backend, tcpFlags)
+}
+
+// InsertAt is Insert at the location Locate returned for k's hash.
+func (s *Shard) InsertAt(k *Key, l Loc, backend uint32, tcpFlags uint8) (Entry, InsertResult) {
+	p, t := l.p, l.t
 	a := s.alternate(p, t)
 	bp, ba := &s.buckets[p], &s.buckets[a]
 

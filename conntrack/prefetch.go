@@ -1,19 +1,37 @@
 package conntrack
 
-// Prefetch starts loading the metadata lines of both candidate buckets of
-// flow hash h, without waiting for them. It is an optional first pass over
-// a batch: call it for every frame, then do the lookups. Alone, a lookup in
-// a table far larger than the cache waits for up to three dependent memory
-// reads; a prefetch pass overlaps the first of them across the batch
-// (BenchmarkLookupBatch measures the gain; README.md records it). The
-// record line is still read when the lookup finds its slot.
+import "math/bits"
+
+// Prefetch and PrefetchRecord are the optional first passes of a batch:
+// call Prefetch for every frame's flow, then PrefetchRecord for every one,
+// then do the lookups (LookupAt), all at the flow's Loc. Alone, a lookup in a table far larger than the cache
+// waits for two dependent memory reads (the bucket's metadata line, then
+// the matching record's line); the passes start those reads for the whole
+// batch, so that they overlap instead of following one another
+// (BenchmarkLookupBatch measures the gain; README.md records it).
 //
-// Go has no prefetch instruction, so this issues ordinary loads and folds
+// Go has no prefetch instruction, so these issue ordinary loads and fold
 // the values into a field nothing reads: the CPU does not wait for a load
 // until its value is needed, and the compiler cannot drop a load whose
 // value is stored. Owner only, like every Shard method.
-func (s *Shard) Prefetch(h uint64) {
-	p, t := s.locate(h)
-	a := s.alternate(p, t)
-	s.sink += s.buckets[p].tags[0] + s.buckets[a].tags[0]
+
+// Prefetch starts loading the metadata line of the flow's primary bucket.
+func (s *Shard) Prefetch(l Loc) {
+	s.sink += s.buckets[l.p].tags[0]
+}
+
+// PrefetchRecord reads the metadata line Prefetch loaded and starts loading
+// what a lookup of h reads next: the record line of the first slot whose
+// tag matches, or, when none does and some of the bucket's flows live in
+// their alternate bucket, that bucket's metadata line.
+func (s *Shard) PrefetchRecord(l Loc) {
+	p, t := l.p, l.t
+	b := &s.buckets[p]
+	if m := b.match(t); m != 0 {
+		s.sink += uint64(b.recs[bits.TrailingZeros32(m)&7].backend)
+		return
+	}
+	if b.ovf != 0 {
+		s.sink += s.buckets[s.alternate(p, t)].tags[0]
+	}
 }

@@ -111,12 +111,30 @@ func (s *Shard) expired(b *bucket, i int) bool {
 // Now returns the tick of the last Advance.
 func (s *Shard) Now() Tick { return s.now }
 
+// Loc is where a flow lives in one shard: its primary bucket and tag, a
+// function of the flow hash and the shard's secret (Locate). A caller that
+// makes several passes over a batch (Prefetch, PrefetchRecord, LookupAt,
+// InsertAt) computes it once per flow.
+type Loc struct {
+	p uint32
+	t uint16
+}
+
+// Locate returns the location of flow hash h in this shard.
+func (s *Shard) Locate(h uint64) Loc {
+	p, t := s.locate(h)
+	return Loc{p, t}
+}
+
 // Lookup returns the live entry for k, whose flow hash is h. A flow that
 // has timed out but not yet been reclaimed is a miss; Lookup reclaims it on
 // the spot (counted as an expiration). h must be the same function of the
 // key on every call, as the hash that chose the flow's Maglev slot is.
-func (s *Shard) Lookup(k *Key, h uint64) (Entry, bool) {
-	bi, t := s.locate(h)
+func (s *Shard) Lookup(k *Key, h uint64) (Entry, bool) { return s.LookupAt(k, s.Locate(h)) }
+
+// LookupAt is Lookup at the location Locate returned for k's hash.
+func (s *Shard) LookupAt(k *Key, l Loc) (Entry, bool) {
+	bi, t := l.p, l.t
 	b := &s.buckets[bi]
 	i := b.find(t, k)
 	if i < 0 {

@@ -1,11 +1,8 @@
 package dataplane
 
 import (
-	"encoding/binary"
-
-	"github.com/vipd/vipd/conntrack"
-	"github.com/vipd/vipd/dsr"
-	"github.com/vipd/vipd/hashing"
+	"github.com/vipd/vipd/encap"
+	"github.com/vipd/vipd/icmperr"
 	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
 )
@@ -18,18 +15,24 @@ func (s *Snapshot) egress() uint8 {
 	return PortIngress
 }
 
-// forward4 sends a client's IPv4 packet for VIP vi to its backend.
-func (w *Worker) forward4(d *Desc, frame []byte, f *packet.Frame, vi int) {
-	s := w.snap
-	v := &s.vips[vi]
-	ip := f.IPv4(frame)
-	if ttl := ip.TTL(); ttl == 0 || (v.mode == ModeNAT && ttl == 1) {
+// forward sends a client's packet for VIP vi to its backend: the part
+// both families share (the TTL or hop limit, the backend, its next hop,
+// the counters), then forward4 or forward6.
+func (w *Worker) forward(d *Desc, frame []byte, p *pkt, vi int) {
+	v := &w.snap.vips[vi]
+	var ttl uint8
+	if v.v6 {
+		ttl = packet.IPv6(p.l3).HopLimit()
+	} else {
+		ttl = packet.IPv4(p.l3).TTL()
+	}
+	if ttl == 0 || (v.mode == ModeNAT && ttl == 1) {
 		// NAT forwards as a router and must decrement; DSR leaves the
 		// inner packet untouched, but a TTL of 0 never travels.
 		w.drop(d, DropTTLExceeded)
 		return
 	}
-	b, ref := w.pick4(frame, f, vi, v)
+	b, ref := w.pick(frame, p, vi, v)
 	if b == nil {
 		w.drop(d, DropNoBackend)
 		return
@@ -38,7 +41,33 @@ func (w *Worker) forward4(d *Desc, frame []byte, f *packet.Frame, vi int) {
 		w.drop(d, DropNoNeighbor)
 		return
 	}
-	w.count(v, ref, f.L3Len)
+	w.count(v, ref, p.f.L3Len)
+	if v.v6 {
+		w.forward6(d, frame, p, v, b, ref)
+	} else {
+		w.forward4(d, frame, p, v, b)
+	}
+}
+
+// pick finds the backend of a packet for VIP vi: for a tracked flow, the
+// one conntrack pinned it to, if that one still keeps flows, else Maglev's
+// choice (pinned now); for a fragment, Maglev's choice by the stateless
+// hash classify computed.
+func (w *Worker) pick(frame []byte, p *pkt, vi int, v *vip) (*backend, uint32) {
+	if p.f.Frag {
+		w.c.Stateless++
+		return w.maglev(v, p.hp)
+	}
+	return w.track(p, tcpFlags(frame, &p.f), vi, v)
+}
+
+// forward4 sends a client's IPv4 packet for VIP v to backend b, which
+// forward chose: encapsulated (DSR), or translated (NAT) and fragmented if
+// it does not fit the egress MTU and may be.
+func (w *Worker) forward4(d *Desc, frame []byte, p *pkt, v *vip, b *backend) {
+	s := w.snap
+	f := &p.f
+	ip := packet.IPv4(p.l3)
 	if v.mode == ModeNAT && len(s.onLink4) > 0 && d.RxPort == PortIngress {
 		// A client on a connected subnet: its replies will need its MAC.
 		if src := ip.SourceUint32(); s.onLinkClient4(src) {
@@ -66,7 +95,7 @@ func (w *Worker) forward4(d *Desc, frame []byte, f *packet.Frame, vi int) {
 		l4.Hdr = frame[f.L4Off : f.L3Off+f.L3Len]
 	}
 	w.sampleL4(frame, f)
-	nat.DNAT4(ip, l4, b.addr4, b.port) // and the TTL, checked above
+	nat.DNAT4(ip, l4, b.addr4, b.port) // and the TTL, checked in forward
 	setMACs(frame, b.mac, s.mac[out])
 	d.Len = f.L3Off + f.L3Len // drop Ethernet padding
 	if f.L3Len > mtu {
@@ -76,39 +105,11 @@ func (w *Worker) forward4(d *Desc, frame []byte, f *packet.Frame, vi int) {
 	w.tx(d, out)
 }
 
-// pick4 finds the backend of an IPv4 flow: the one conntrack pinned it to,
-// if that one still keeps flows, else Maglev's choice (pinned now).
-// Fragments bypass conntrack: they are hashed on addresses and protocol so
-// that every fragment of a datagram takes the same way.
-func (w *Worker) pick4(frame []byte, f *packet.Frame, vi int, v *vip) (*backend, uint32) {
+// track looks the flow classify found up in the shard and pins it on a
+// miss.
+func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 	s := w.snap
-	ip := f.IPv4(frame)
-	src, dst := ip.SourceUint32(), ip.DestinationUint32()
-	if f.Frag {
-		w.c.Stateless++
-		h := hashing.Frag4(src, dst, f.Proto, s.seed)
-		if v.srcHash {
-			h = hashing.Src4(src, s.seed)
-		}
-		return w.maglev(v, h)
-	}
-	sp, dp, _ := ports(frame, f)
-	h := hashing.Flow4(src, dst, sp, dp, f.Proto, s.seed)
-	var k conntrack.Key
-	binary.BigEndian.PutUint32(k.Src[:], src)
-	k.SrcPort, k.DstPort, k.VIP, k.Proto = sp, dp, v.id, f.Proto
-	hp := h
-	if v.srcHash {
-		hp = hashing.Src4(src, s.seed)
-	}
-	return w.track(&k, h, hp, tcpFlags(frame, f), vi, v)
-}
-
-// track looks the flow up in the shard and pins it on a miss. h is the
-// 5-tuple hash (conntrack's), hp the one Maglev picks by.
-func (w *Worker) track(k *conntrack.Key, h, hp uint64, flags uint8, vi int, v *vip) (*backend, uint32) {
-	s := w.snap
-	if e, ok := w.ct.Lookup(k, h); ok {
+	if e, ok := w.ct.LookupAt(&p.key, p.loc); ok {
 		w.c.FlowHits++
 		ref := e.Backend()
 		if b := s.backendFor(ref, vi); b != nil {
@@ -116,7 +117,7 @@ func (w *Worker) track(k *conntrack.Key, h, hp uint64, flags uint8, vi int, v *v
 			return b, ref
 		}
 		// Its backend is down or gone: re-pick, keep the entry.
-		b, ref := w.maglev(v, hp)
+		b, ref := w.maglev(v, p.hp)
 		if b != nil {
 			w.ct.SetBackend(e, ref)
 			w.ct.Touch(e, flags)
@@ -126,11 +127,11 @@ func (w *Worker) track(k *conntrack.Key, h, hp uint64, flags uint8, vi int, v *v
 		return b, ref
 	}
 	w.c.FlowMisses++
-	b, ref := w.maglev(v, hp)
+	b, ref := w.maglev(v, p.hp)
 	if b == nil {
 		return nil, 0
 	}
-	if _, res := w.ct.Insert(k, h, ref, flags); !res.Tracked() {
+	if _, res := w.ct.InsertAt(&p.key, p.loc, ref, flags); !res.Tracked() {
 		w.c.Untracked++
 		w.c.Stateless++
 	}
@@ -154,22 +155,22 @@ func (w *Worker) maglev(v *vip, h uint64) (*backend, uint32) {
 func (w *Worker) encap4(d *Desc, frame []byte, f *packet.Frame, e *l2, v *vip, b *backend, out uint8) {
 	s := w.snap
 	mtu := s.mtu[out]
-	if f.L3Len+dsr.Overhead4 > mtu {
+	if f.L3Len+encap.Overhead4 > mtu {
 		if f.IPv4(frame).DF() {
-			w.tooBig4(d, f, e, mtu-dsr.Overhead4, v.addr4)
+			w.tooBig4(d, f, e, mtu-encap.Overhead4, v.addr4)
 			return
 		}
-		w.fragment4(d, f, e, b, out, mtu-dsr.Overhead4, v)
+		w.fragment4(d, f, e, b, out, mtu-encap.Overhead4, v)
 		return
 	}
 	at := d.Off + f.L3Off
-	if at < dsr.Overhead4+e.hlen {
+	if at < encap.Overhead4+e.hlen {
 		w.drop(d, DropNoHeadroom)
 		return
 	}
-	o := dsr.Encap4(d.Buf, at, f.L3Len, v.encap4, b.addr4)
+	o := encap.Encap4(d.Buf, at, f.L3Len, v.encap4, b.addr4)
 	d.Off = o - e.hlen
-	d.Len = e.hlen + dsr.Overhead4 + f.L3Len
+	d.Len = e.hlen + encap.Overhead4 + f.L3Len
 	e.write(d.Buf[d.Off:], b.mac, s.mac[out], packet.EtherTypeIPv4)
 	w.tx(d, out)
 }
@@ -183,11 +184,11 @@ func (w *Worker) tooBig4(d *Desc, f *packet.Frame, e *l2, mtu int, src [4]byte) 
 		return
 	}
 	at := d.Off + f.L3Off
-	if at < dsr.Headroom4+e.hlen {
+	if at < icmperr.Headroom4+e.hlen {
 		w.drop(d, DropNoHeadroom)
 		return
 	}
-	o, n := dsr.FragNeeded4(d.Buf, at, f.L3Len, uint16(mtu), src)
+	o, n := icmperr.FragNeeded4(d.Buf, at, f.L3Len, uint16(mtu), src)
 	d.Off = o - e.hlen
 	d.Len = e.hlen + n
 	e.write(d.Buf[d.Off:], e.src, w.snap.mac[d.RxPort], packet.EtherTypeIPv4)
@@ -215,7 +216,7 @@ func (w *Worker) fragment4(d *Desc, f *packet.Frame, e *l2, b *backend, out uint
 	}
 	over := 0
 	if v != nil {
-		over = dsr.Overhead4
+		over = encap.Overhead4
 	}
 	if d.Off+f.L3Off < over+e.hlen {
 		w.drop(d, DropNoHeadroom)
@@ -231,7 +232,7 @@ func (w *Worker) fragment4(d *Desc, f *packet.Frame, e *l2, b *backend, out uint
 		l := w.frag.Write(i, buf[at:])
 		start := off
 		if v != nil {
-			start = dsr.Encap4(buf, at, l, v.encap4, b.addr4) - e.hlen
+			start = encap.Encap4(buf, at, l, v.encap4, b.addr4) - e.hlen
 		}
 		e.write(buf[start:], b.mac, s.mac[out], packet.EtherTypeIPv4)
 		w.emit.Emit(buf, start, e.hlen+over+l, out)
@@ -241,7 +242,7 @@ func (w *Worker) fragment4(d *Desc, f *packet.Frame, e *l2, b *backend, out uint
 	l := w.frag.Write(0, d.Buf[at:])
 	start := d.Off
 	if v != nil {
-		start = dsr.Encap4(d.Buf, at, l, v.encap4, b.addr4) - e.hlen
+		start = encap.Encap4(d.Buf, at, l, v.encap4, b.addr4) - e.hlen
 	}
 	e.write(d.Buf[start:], b.mac, s.mac[out], packet.EtherTypeIPv4)
 	d.Off = start

@@ -125,11 +125,13 @@ func (h *harness) setSpec(spec *Spec) {
 func (h *harness) run(frames ...[]byte) []*Desc {
 	h.emit.frames = h.emit.frames[:0]
 	h.w.Begin(h.snap, h.now, h.emit)
+	batch := make([]Desc, len(frames))
 	ds := make([]*Desc, len(frames))
 	for i, f := range frames {
-		ds[i] = newDesc(f, PortIngress)
-		h.w.Process(ds[i])
+		batch[i] = *newDesc(f, PortIngress)
+		ds[i] = &batch[i]
 	}
+	h.w.ProcessBatch(batch)
 	h.w.End(len(frames))
 	return ds
 }

@@ -4,8 +4,9 @@ import (
 	"encoding/binary"
 
 	"github.com/vipd/vipd/conntrack"
-	"github.com/vipd/vipd/dsr"
+	"github.com/vipd/vipd/encap"
 	"github.com/vipd/vipd/hashing"
+	"github.com/vipd/vipd/icmperr"
 	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
 )
@@ -48,8 +49,8 @@ func (w *Worker) echo4(d *Desc, frame []byte, f *packet.Frame) {
 	ip.SetSourceAddress(dst)
 	ip.SetDestinationAddress(src)
 	old := uint16(ip.TTL())<<8 | uint16(ip.Protocol())
-	ip.SetTTL(dsr.OuterTTL)
-	ip.SetChecksum(packet.ChecksumUpdate16(ip.Checksum(), old, uint16(dsr.OuterTTL)<<8|uint16(ip.Protocol())))
+	ip.SetTTL(icmperr.TTL)
+	ip.SetChecksum(packet.ChecksumUpdate16(ip.Checksum(), old, uint16(icmperr.TTL)<<8|uint16(ip.Protocol())))
 	ic := f.ICMPv4(frame)
 	ic.SetType(icmpEchoReply)
 	ic.SetChecksum(packet.ChecksumUpdate16(ic.Checksum(), icmpEchoRequest<<8, icmpEchoReply<<8))
@@ -120,7 +121,7 @@ func (w *Worker) steer4(d *Desc, frame []byte, f *packet.Frame) {
 	if v.mode == ModeDSR {
 		// Never answer an ICMP error with another: one that does not fit
 		// is dropped.
-		if f.L3Len+dsr.Overhead4 > s.mtu[out] {
+		if f.L3Len+encap.Overhead4 > s.mtu[out] {
 			w.drop(d, DropTooBig)
 			return
 		}

@@ -16,8 +16,7 @@ type l2 struct {
 }
 
 func readL2(frame []byte, f *packet.Frame) l2 {
-	e := l2{hlen: f.L3Off, vlan: f.VLAN}
-	copy(e.src[:], frame[6:12])
+	e := l2{hlen: f.L3Off, vlan: f.VLAN, src: [6]byte(frame[6:12])}
 	if f.VLAN {
 		e.tci = binary.BigEndian.Uint16(frame[14:])
 	}
@@ -38,8 +37,10 @@ func (e *l2) write(b []byte, dst, src [6]byte, etherType uint16) {
 	binary.BigEndian.PutUint16(b[12:], etherType)
 }
 
-// setMACs rewrites the addresses of the frame's own Ethernet header.
+// setMACs rewrites the addresses of the frame's own Ethernet header. The
+// array conversion is its one bounds check.
 func setMACs(frame []byte, dst, src [6]byte) {
-	copy(frame[0:6], dst[:])
-	copy(frame[6:12], src[:])
+	h := (*[12]byte)(frame)
+	*(*[6]byte)(h[0:6]) = dst
+	*(*[6]byte)(h[6:12]) = src
 }

@@ -3,13 +3,16 @@ package dataplane
 import (
 	"encoding/binary"
 
+	"github.com/vipd/vipd/conntrack"
+	"github.com/vipd/vipd/hashing"
 	"github.com/vipd/vipd/packet"
 )
 
 // Process runs the pipeline on one frame and records the verdict in d. It
 // is pure with respect to the outside world (no I/O, no clock, no
 // allocation): everything it needs is the snapshot and time given to Begin,
-// the worker's conntrack shard and the frame itself.
+// the worker's conntrack shard and the frame itself. It is ProcessBatch for
+// a batch of one.
 func (w *Worker) Process(d *Desc) {
 	w.c.RxFrames++
 	w.c.RxBytes += uint64(d.Len)
@@ -19,25 +22,55 @@ func (w *Worker) Process(d *Desc) {
 // process is Process without the receive counters, for frames another
 // worker received (serveRelays).
 func (w *Worker) process(d *Desc) {
+	w.classify(d, &w.one)
+	w.act(d, &w.one)
+}
+
+// classify is the first stage of the pipeline: it parses the frame, finds
+// the VIP it is for, and for a flow that conntrack tracks computes the
+// flow's key and hashes and starts loading its conntrack bucket. It reads
+// only the frame and the snapshot, so it may run for every frame of a batch
+// before act runs for any.
+func (w *Worker) classify(d *Desc, p *pkt) {
 	d.Verdict, d.Reason, d.Port = VerdictDrop, DropNone, 0
+	p.vi, p.is = empty, 0
 	frame := d.Buf[d.Off : d.Off+d.Len]
-	var f packet.Frame
-	if err := packet.Parse(frame, &f); err != nil {
+	if p.err = packet.Parse(frame, &p.f); p.err != nil {
+		return
+	}
+	switch p.f.EtherType {
+	case packet.EtherTypeIPv4:
+		p.l3 = p.f.L3(frame)
+		w.classify4(frame, p)
+	case packet.EtherTypeIPv6:
+		p.l3 = p.f.L3(frame)
+		w.classify6(frame, p)
+	}
+	if p.is&isTracked != 0 {
+		p.loc = w.ct.Locate(p.h)
+		if w.prefetch >= 1 {
+			w.ct.Prefetch(p.loc)
+		}
+	}
+}
+
+// act is the second stage: the verdict, from what classify found.
+func (w *Worker) act(d *Desc, p *pkt) {
+	frame := d.Buf[d.Off : d.Off+d.Len]
+	if p.err != nil {
 		// Malformed: dropped if the steering rule makes it vipd's (the
 		// XDP program would have redirected it), else the kernel's, as
 		// the XDP program would have passed it.
 		if w.snap.Claims(frame) {
-			w.drop(d, reasonOf(err))
+			w.drop(d, reasonOf(p.err))
 		} else {
 			w.kernel(d)
 		}
 		return
 	}
-	switch f.EtherType {
-	case packet.EtherTypeIPv4:
-		w.ipv4(d, frame, &f)
-	case packet.EtherTypeIPv6:
-		w.ipv6(d, frame, &f)
+	switch p.f.EtherType {
+	case packet.EtherTypeIPv4, packet.EtherTypeIPv6:
+		w.ip(d, frame, p)
 	default:
 		w.kernel(d)
 	}
@@ -81,67 +114,101 @@ func tcpFlags(frame []byte, f *packet.Frame) uint8 {
 	return 0
 }
 
-// ipv4 classifies an IPv4 packet: to a VIP, a NAT reply, or none of ours.
-func (w *Worker) ipv4(d *Desc, frame []byte, f *packet.Frame) {
+// classify4 is classify for IPv4: p.vi is the VIP the packet is for, or
+// empty, or ambiguous (a non-first fragment for an address several VIPs of
+// its protocol share). Fragments after the first carry no ports: they are
+// classified by address and protocol alone. A first fragment has its ports
+// and is classified like a whole packet; all fragments are hashed on
+// addresses and protocol, so a datagram's fragments that are forwarded
+// land on one backend. (Only TCP and UDP: VIPs serve nothing else, and
+// (address, 0, 0) is the key of the address.)
+func (w *Worker) classify4(frame []byte, p *pkt) {
 	s := w.snap
-	ip := f.IPv4(frame)
-	dst := ip.DestinationUint32()
-	vi := int32(-1)
-	if f.Frag && !f.FirstFrag && isTCPUDP(f.Proto) {
-		// Fragments after the first carry no ports: they are classified by
-		// address and protocol alone. A first fragment has its ports and
-		// is classified like a whole packet; all fragments are hashed on
-		// addresses and protocol (pick4), so a datagram's fragments that
-		// are forwarded land on one backend. (Only TCP and UDP: VIPs serve
-		// nothing else, and (address, 0, 0) is the key of the address.)
-		vi = s.cls4.addr4.get(key4(dst, f.Proto, 0))
-		if vi == ambiguous {
-			w.checkedDrop(d, ip, DropFragAmbiguous)
-			return
+	f := &p.f
+	ip := packet.IPv4(p.l3)
+	_ = ip[packet.IPv4MinSize-1] // Parse checked it; one bounds check for what follows
+	src, dst := ip.SourceUint32(), ip.DestinationUint32()
+	var sp, dp uint16
+	var ok bool
+	if f.Frag && !f.FirstFrag {
+		if isTCPUDP(f.Proto) {
+			p.vi = s.cls4.addr4.get(key4(dst, f.Proto, 0))
 		}
-	} else if _, dp, ok := ports(frame, f); ok {
-		if vi = s.cls4.exact4.get(key4(dst, f.Proto, dp)); vi < 0 {
-			vi = s.cls4.exact4.get(key4(dst, f.Proto, 0))
+	} else if sp, dp, ok = ports(frame, f); ok {
+		if p.vi = s.cls4.exact4.get(key4(dst, f.Proto, dp)); p.vi < 0 {
+			p.vi = s.cls4.exact4.get(key4(dst, f.Proto, 0))
 		}
 	}
-	if vi >= 0 {
-		if !ip.IsChecksumValid() {
-			w.drop(d, DropBadIPChecksum)
-			return
+	if p.vi < 0 {
+		if p.vi == empty && s.cls4.addr4.get(key4(dst, 0, 0)) >= 0 {
+			p.is = isDstVIP
 		}
-		if s.cls4.addr4.get(key4(ip.SourceUint32(), 0, 0)) >= 0 {
-			w.drop(d, DropSrcIsVIP)
-			return
-		}
-		w.forward4(d, frame, f, int(vi))
 		return
 	}
-	if s.cls4.addr4.get(key4(dst, 0, 0)) >= 0 {
-		// A VIP address, but no VIP of this protocol and port.
-		if !ip.IsChecksumValid() {
-			w.drop(d, DropBadIPChecksum)
-			return
-		}
+	if s.cls4.addr4.get(key4(src, 0, 0)) >= 0 {
+		p.is = isSrcVIP
+	}
+	v := &s.vips[p.vi]
+	if f.Frag {
+		p.hp = hashing.Frag4(src, dst, f.Proto, s.seed)
+	} else {
+		p.is |= isTracked
+		p.h = hashing.Flow4(src, dst, sp, dp, f.Proto, s.seed)
+		p.hp = p.h
+		p.key = conntrack.Key{SrcPort: sp, DstPort: dp, VIP: v.id, Proto: f.Proto}
+		binary.BigEndian.PutUint32(p.key.Src[:], src)
+	}
+	if v.srcHash {
+		p.hp = hashing.Src4(src, s.seed)
+	}
+}
+
+// ip acts on an IPv4 or IPv6 packet as classify found it: to a VIP, to a
+// VIP address but no VIP of its protocol and port, a NAT reply, or none of
+// vipd's business.
+func (w *Worker) ip(d *Desc, frame []byte, p *pkt) {
+	f := &p.f
+	v4 := f.EtherType == packet.EtherTypeIPv4
+	switch {
+	case p.is&isMapped != 0:
+		// Not on the wire (RFC 4291 §2.5.5.2); the steering rule leaves
+		// them to the kernel rather than let one alias an IPv4 entry.
+		w.kernel(d)
+	case p.vi == ambiguous:
+		w.checkedDrop(d, p, DropFragAmbiguous)
+	case p.vi >= 0:
 		switch {
-		case f.Proto == packet.ProtoICMPv4 && f.HasL4:
+		case v4 && !packet.IPv4(p.l3).IsChecksumValid():
+			w.drop(d, DropBadIPChecksum)
+		case p.is&isSrcVIP != 0:
+			w.drop(d, DropSrcIsVIP)
+		default:
+			w.forward(d, frame, p, int(p.vi))
+		}
+	case p.is&isDstVIP != 0:
+		switch {
+		case v4 && !packet.IPv4(p.l3).IsChecksumValid():
+			w.drop(d, DropBadIPChecksum)
+		case f.Proto == packet.ProtoICMPv4 && v4 && f.HasL4:
 			w.icmpToVIP4(d, frame, f)
-		case f.Proto == packet.ProtoTCP || f.Proto == packet.ProtoUDP:
+		case f.Proto == packet.ProtoICMPv6 && !v4 && f.HasL4:
+			w.icmpToVIP6(d, frame, f)
+		case isTCPUDP(f.Proto):
 			w.drop(d, DropVIPPort)
 		default:
 			w.drop(d, DropVIPProto)
 		}
-		return
+	case v4 && w.natReply4(d, frame, f), !v4 && w.natReply6(d, frame, f):
+	default:
+		w.kernel(d)
 	}
-	if w.natReply4(d, frame, f) {
-		return
-	}
-	w.kernel(d)
 }
 
-// checkedDrop drops a packet for reason r, unless its header checksum is
-// wrong, which is reported first: a corrupt header says nothing reliable.
-func (w *Worker) checkedDrop(d *Desc, ip packet.IPv4, r DropReason) {
-	if !ip.IsChecksumValid() {
+// checkedDrop drops a packet for reason r, unless its IPv4 header
+// checksum is wrong, which is reported first: a corrupt header says
+// nothing reliable.
+func (w *Worker) checkedDrop(d *Desc, p *pkt, r DropReason) {
+	if p.f.EtherType == packet.EtherTypeIPv4 && !packet.IPv4(p.l3).IsChecksumValid() {
 		r = DropBadIPChecksum
 	}
 	w.drop(d, r)

@@ -4,79 +4,67 @@ import (
 	"net/netip"
 
 	"github.com/vipd/vipd/conntrack"
-	"github.com/vipd/vipd/dsr"
+	"github.com/vipd/vipd/encap"
 	"github.com/vipd/vipd/hashing"
+	"github.com/vipd/vipd/icmperr"
 	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
 )
 
-// ipv6 is ipv4 for IPv6. IPv6 packets are never fragmented on the way
-// (RFC 8200 §5): whatever does not fit is answered with Packet Too Big.
-func (w *Worker) ipv6(d *Desc, frame []byte, f *packet.Frame) {
+// classify6 is classify4 for IPv6. IPv4-mapped addresses are not
+// classified: ip hands them to the kernel.
+func (w *Worker) classify6(frame []byte, p *pkt) {
 	s := w.snap
-	ip := f.IPv6(frame)
-	dst := ip.DestinationAddress()
-	if mapped(dst[:]) || mapped(ip.SourceAddress()[:]) {
-		// Not on the wire (RFC 4291 §2.5.5.2); the steering rule leaves
-		// them to the kernel rather than let one alias an IPv4 entry.
-		w.kernel(d)
+	f := &p.f
+	ip := packet.IPv6(p.l3)
+	_ = ip[packet.IPv6Size-1] // Parse checked it; one bounds check for what follows
+	src, dst := ip.SourceAddress(), ip.DestinationAddress()
+	if mapped(dst[:]) || mapped(src[:]) {
+		p.is = isMapped
 		return
 	}
-	vi := int32(-1)
-	if f.Frag && !f.FirstFrag && isTCPUDP(f.Proto) {
-		vi = s.cls6.addr6.get(mkKey6(dst, f.Proto, 0))
-		if vi == ambiguous {
-			w.drop(d, DropFragAmbiguous)
-			return
+	var sp, dp uint16
+	var ok bool
+	if f.Frag && !f.FirstFrag {
+		if isTCPUDP(f.Proto) {
+			p.vi = s.cls6.addr6.get(mkKey6(dst, f.Proto, 0))
 		}
-	} else if _, dp, ok := ports(frame, f); ok {
-		if vi = s.cls6.exact6.get(mkKey6(dst, f.Proto, dp)); vi < 0 {
-			vi = s.cls6.exact6.get(mkKey6(dst, f.Proto, 0))
+	} else if sp, dp, ok = ports(frame, f); ok {
+		if p.vi = s.cls6.exact6.get(mkKey6(dst, f.Proto, dp)); p.vi < 0 {
+			p.vi = s.cls6.exact6.get(mkKey6(dst, f.Proto, 0))
 		}
 	}
-	if vi >= 0 {
-		if s.cls6.addr6.get(mkKey6(ip.SourceAddress(), 0, 0)) >= 0 {
-			w.drop(d, DropSrcIsVIP)
-			return
-		}
-		w.forward6(d, frame, f, int(vi))
-		return
-	}
-	if s.cls6.addr6.get(mkKey6(dst, 0, 0)) >= 0 {
-		switch {
-		case f.Proto == packet.ProtoICMPv6 && f.HasL4:
-			w.icmpToVIP6(d, frame, f)
-		case f.Proto == packet.ProtoTCP || f.Proto == packet.ProtoUDP:
-			w.drop(d, DropVIPPort)
-		default:
-			w.drop(d, DropVIPProto)
+	if p.vi < 0 {
+		if p.vi == empty && s.cls6.addr6.get(mkKey6(dst, 0, 0)) >= 0 {
+			p.is = isDstVIP
 		}
 		return
 	}
-	if w.natReply6(d, frame, f) {
-		return
+	if s.cls6.addr6.get(mkKey6(src, 0, 0)) >= 0 {
+		p.is = isSrcVIP
 	}
-	w.kernel(d)
+	v := &s.vips[p.vi]
+	if f.Frag {
+		p.hp = hashing.Frag6(src, dst, f.Proto, s.seed)
+	} else {
+		p.is |= isTracked
+		p.h = hashing.Flow6(src, dst, sp, dp, f.Proto, s.seed)
+		p.hp = p.h
+		p.key = conntrack.Key{Src: *src, SrcPort: sp, DstPort: dp, VIP: v.id, Proto: f.Proto, IPv6: true}
+	}
+	if v.srcHash {
+		p.hp = hashing.Src6(src, s.seed)
+	}
 }
 
-func (w *Worker) forward6(d *Desc, frame []byte, f *packet.Frame, vi int) {
+// forward6 sends a client's IPv6 packet for VIP v to backend b (ref),
+// which forward chose: encapsulated (DSR) or translated (NAT). IPv6
+// packets are never fragmented on the way (RFC 8200 §5): whatever does
+// not fit is answered with Packet Too Big.
+func (w *Worker) forward6(d *Desc, frame []byte, p *pkt, v *vip, b *backend, ref uint32) {
 	s := w.snap
-	v := &s.vips[vi]
-	ip := f.IPv6(frame)
-	if hl := ip.HopLimit(); hl == 0 || (v.mode == ModeNAT && hl == 1) {
-		w.drop(d, DropTTLExceeded)
-		return
-	}
-	b, ref := w.pick6(frame, f, vi, v)
-	if b == nil {
-		w.drop(d, DropNoBackend)
-		return
-	}
-	if !b.hasMAC {
-		w.drop(d, DropNoNeighbor)
-		return
-	}
-	w.count(v, ref, f.L3Len)
+	f := &p.f
+	ip := packet.IPv6(p.l3)
 	e := readL2(frame, f)
 	out := s.egress()
 	if v.mode == ModeDSR {
@@ -107,53 +95,31 @@ func l4Of(frame []byte, f *packet.Frame) nat.L4 {
 	return l4
 }
 
-func (w *Worker) pick6(frame []byte, f *packet.Frame, vi int, v *vip) (*backend, uint32) {
-	s := w.snap
-	ip := f.IPv6(frame)
-	src, dst := ip.SourceAddress(), ip.DestinationAddress()
-	if f.Frag {
-		w.c.Stateless++
-		h := hashing.Frag6(src, dst, f.Proto, s.seed)
-		if v.srcHash {
-			h = hashing.Src6(src, s.seed)
-		}
-		return w.maglev(v, h)
-	}
-	sp, dp, _ := ports(frame, f)
-	h := hashing.Flow6(src, dst, sp, dp, f.Proto, s.seed)
-	k := conntrack.Key{Src: *src, SrcPort: sp, DstPort: dp, VIP: v.id, Proto: f.Proto, IPv6: true}
-	hp := h
-	if v.srcHash {
-		hp = hashing.Src6(src, s.seed)
-	}
-	return w.track(&k, h, hp, tcpFlags(frame, f), vi, v)
-}
-
 // encap6 wraps the packet in an outer IPv6 header toward backend b.
 func (w *Worker) encap6(d *Desc, frame []byte, f *packet.Frame, e *l2, v *vip, b *backend, out uint8, ref uint32) {
 	s := w.snap
-	if mtu := s.mtu[out]; f.L3Len+dsr.Overhead6 > mtu {
+	if mtu := s.mtu[out]; f.L3Len+encap.Overhead6 > mtu {
 		// RFC 8200 guarantees 1280 bytes end to end; an egress link that
 		// cannot carry 1280 + 40 would need outer fragmentation, which
 		// vipd does not do: the packet is dropped (counted) instead of
 		// advertising an MTU below the IPv6 minimum.
-		if mtu-dsr.Overhead6 < 1280 {
+		if mtu-encap.Overhead6 < 1280 {
 			w.drop(d, DropTooBig)
 			return
 		}
-		w.tooBig6(d, f, e, mtu-dsr.Overhead6, &v.addr6)
+		w.tooBig6(d, f, e, mtu-encap.Overhead6, &v.addr6)
 		return
 	}
 	at := d.Off + f.L3Off
-	if at < dsr.Overhead6+e.hlen {
+	if at < encap.Overhead6+e.hlen {
 		w.drop(d, DropNoHeadroom)
 		return
 	}
 	ip := f.IPv6(frame)
 	label := uint32(hashing.Src6(ip.SourceAddress(), s.seed) ^ uint64(ref))
-	o := dsr.Encap6(d.Buf, at, f.L3Len, &v.encap6, &b.addr6, label)
+	o := encap.Encap6(d.Buf, at, f.L3Len, &v.encap6, &b.addr6, label)
 	d.Off = o - e.hlen
-	d.Len = e.hlen + dsr.Overhead6 + f.L3Len
+	d.Len = e.hlen + encap.Overhead6 + f.L3Len
 	e.write(d.Buf[d.Off:], b.mac, s.mac[out], packet.EtherTypeIPv6)
 	w.tx(d, out)
 }
@@ -166,11 +132,11 @@ func (w *Worker) tooBig6(d *Desc, f *packet.Frame, e *l2, mtu int, src *[16]byte
 		return
 	}
 	at := d.Off + f.L3Off
-	if at < dsr.Headroom6+e.hlen {
+	if at < icmperr.Headroom6+e.hlen {
 		w.drop(d, DropNoHeadroom)
 		return
 	}
-	o, n := dsr.PacketTooBig6(d.Buf, at, f.L3Len, uint32(mtu), src)
+	o, n := icmperr.PacketTooBig6(d.Buf, at, f.L3Len, uint32(mtu), src)
 	d.Off = o - e.hlen
 	d.Len = e.hlen + n
 	e.write(d.Buf[d.Off:], e.src, w.snap.mac[d.RxPort], packet.EtherTypeIPv6)
@@ -222,7 +188,7 @@ func (w *Worker) echo6(d *Desc, frame []byte, f *packet.Frame) {
 	src, dst := *ip.SourceAddress(), *ip.DestinationAddress()
 	ip.SetSourceAddress(&dst)
 	ip.SetDestinationAddress(&src)
-	ip.SetHopLimit(dsr.OuterTTL)
+	ip.SetHopLimit(icmperr.TTL)
 	ic := f.ICMPv6(frame)
 	ic.SetType(icmp6EchoReply)
 	ic.SetChecksum(packet.ChecksumUpdate16(ic.Checksum(), icmp6EchoRequest<<8, icmp6EchoReply<<8))
@@ -277,7 +243,7 @@ func (w *Worker) steer6(d *Desc, frame []byte, f *packet.Frame) {
 	out := s.egress()
 	w.c.ICMPSteered++
 	if v.mode == ModeDSR {
-		if f.L3Len+dsr.Overhead6 > s.mtu[out] {
+		if f.L3Len+encap.Overhead6 > s.mtu[out] {
 			w.drop(d, DropTooBig)
 			return
 		}

@@ -49,6 +49,7 @@ func Nanotime() int64 { return int64(time.Since(epoch)) }
 // notices ctx and publishes counters.
 func (w *Worker) Run(ctx context.Context, q Queue, snaps *Snapshots, batch int, pollTimeout time.Duration) error {
 	descs := make([]Desc, batch)
+	w.pkts = make([]pkt, batch)
 	for ctx.Err() == nil {
 		n, err := q.Receive(descs, pollTimeout)
 		if err != nil {
@@ -73,9 +74,7 @@ func (w *Worker) Run(ctx context.Context, q Queue, snaps *Snapshots, batch int, 
 			// frames; what they send leaves through this Transmit.
 			w.serveRelays()
 		}
-		for i := range descs[:n] {
-			w.Process(&descs[i])
-		}
+		w.ProcessBatch(descs[:n])
 		if n > 0 {
 			w.End(n)
 		}

@@ -44,7 +44,11 @@ func (w *Worker) natReply4(d *Desc, frame []byte, f *packet.Frame) bool {
 		return false
 	}
 	if vi == ambiguous {
-		w.checkedDrop(d, ip, DropFragAmbiguous)
+		r := DropFragAmbiguous
+		if !ip.IsChecksumValid() {
+			r = DropBadIPChecksum
+		}
+		w.drop(d, r)
 		return true
 	}
 	if !ip.IsChecksumValid() {

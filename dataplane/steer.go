@@ -231,5 +231,7 @@ func (s *Snapshot) isReply6(dst *[16]byte, key key6, kind replyKind) bool {
 // (::ffff:0:0/96), which must not appear on the wire (RFC 4291 §2.5.5.2);
 // the rule leaves such packets to the kernel.
 func mapped(a []byte) bool {
-	return binary.BigEndian.Uint64(a) == 0 && binary.BigEndian.Uint32(a[8:]) == 0xffff
+	// Native-order loads compared with the swapped constant: ::ffff:0:0/96
+	// is bytes 0-9 zero and bytes 10-11 0xff.
+	return binary.LittleEndian.Uint64(a) == 0 && binary.LittleEndian.Uint32(a[8:]) == 0xffff0000
 }

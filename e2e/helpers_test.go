@@ -11,7 +11,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -150,21 +149,6 @@ func checkShares(t *testing.T, counts map[string]int, weights map[string]int, n 
 			t.Errorf("unexpected backend %q answered", name)
 		}
 	}
-}
-
-// parallel runs fs at once and returns their errors.
-func parallel(fs ...func() error) []error {
-	errs := make([]error, len(fs))
-	var wg sync.WaitGroup
-	for i, f := range fs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = f()
-		}()
-	}
-	wg.Wait()
-	return errs
 }
 
 // metric reads one metric from vipd.

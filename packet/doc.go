@@ -1,5 +1,5 @@
 // Package packet provides zero-copy views over wire-format headers:
-// Ethernet (with one 802.1Q tag), ARP, IPv4 (RFC 791), IPv6 (RFC 8200) with its
+// Ethernet (with one 802.1Q tag), IPv4 (RFC 791), IPv6 (RFC 8200) with its
 // extension headers, TCP (RFC 9293), UDP (RFC 768), ICMPv4 (RFC 792) and
 // ICMPv6 (RFC 4443), plus full and incremental (RFC 1624) Internet checksums.
 //

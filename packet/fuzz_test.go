@@ -99,12 +99,6 @@ func readAll(frame []byte, f *Frame) {
 		_ = e.VLANID()
 	}
 	switch f.EtherType {
-	case EtherTypeARP:
-		if a := ARP(frame[f.L3Off:]); a.IsValid() {
-			_, _, _, _, _ = a.Op(), a.SenderHardwareAddress(), a.SenderProtocolAddress(),
-				a.TargetHardwareAddress(), a.TargetProtocolAddress()
-		}
-		return
 	case EtherTypeIPv4:
 		ip := f.IPv4(frame)
 		_, _, _, _, _ = ip.Version(), ip.HeaderLength(), ip.TOS(), ip.TotalLength(), ip.ID()

@@ -219,11 +219,13 @@ func (b IPv4) ComputeChecksum() uint16 {
 // not call it; a forwarder must (RFC 1812 §5.2.2). A header without options,
 // the usual case, is summed as five 32-bit words with no loop.
 func (b IPv4) IsChecksumValid() bool {
-	if b.HeaderLength() == IPv4MinSize && len(b) >= IPv4MinSize {
+	if len(b) >= IPv4MinSize && b[ipv4VersIHL]&0x0f == IPv4MinSize/4 {
+		// Native-order words: ones' complement sums commute with byte
+		// swapping (RFC 1071 §2(B)), and 0xffff is its own swap.
 		_ = b[19]
-		s := uint64(binary.BigEndian.Uint32(b[0:])) + uint64(binary.BigEndian.Uint32(b[4:])) +
-			uint64(binary.BigEndian.Uint32(b[8:])) + uint64(binary.BigEndian.Uint32(b[12:])) +
-			uint64(binary.BigEndian.Uint32(b[16:]))
+		s := uint64(binary.LittleEndian.Uint32(b[0:])) + uint64(binary.LittleEndian.Uint32(b[4:])) +
+			uint64(binary.LittleEndian.Uint32(b[8:])) + uint64(binary.LittleEndian.Uint32(b[12:])) +
+			uint64(binary.LittleEndian.Uint32(b[16:]))
 		return fold64(s) == 0xffff
 	}
 	return Sum(b[:b.HeaderLength()], 0) == 0xffff

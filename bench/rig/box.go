@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -37,6 +38,9 @@ type BoxCounters struct {
 	PipelineDrops float64
 	// Flows: vipd's live connection-table entries (a gauge), -1 if none.
 	Flows float64
+	// BatchFrames and BatchCount: the sum and count of vipd's
+	// vipd_worker_batch_size histogram (frames per batch), over workers.
+	BatchFrames, BatchCount float64
 }
 
 // Box is a program serving the box's interfaces.
@@ -52,22 +56,49 @@ type proc struct {
 	log  string
 }
 
-func startProc(t nstest.T, ns *nstest.NS, cpus, logPath string, stdout io.Writer, bin string, args ...string) *proc {
+// Placement is where a box program runs: the CPUs it may use and its
+// nice value (0: unchanged), which is also given to the autogroup of the
+// session it then leads.
+type Placement struct {
+	CPUs string
+	Nice int
+}
+
+func startProc(t nstest.T, ns *nstest.NS, pl Placement, logPath string, stdout io.Writer, bin string, args ...string) *proc {
 	t.Helper()
 	f, err := os.Create(logPath)
 	if err != nil {
 		t.Fatalf("rig: %v", err)
 	}
-	full := append([]string{"netns", "exec", ns.Name, "taskset", "-c", cpus, bin}, args...)
+	full := []string{"netns", "exec", ns.Name}
+	if pl.Nice != 0 {
+		full = append(full, "nice", "-n", strconv.Itoa(pl.Nice))
+	}
+	full = append(append(full, "taskset", "-c", pl.CPUs, bin), args...)
 	cmd := exec.Command("ip", full...)
 	cmd.Stderr = f
 	cmd.Stdout = f
 	if stdout != nil {
 		cmd.Stdout = stdout
 	}
+	if pl.Nice != 0 {
+		// A session of its own is an autogroup of its own, whose weight
+		// is set below: with autogroups on, a nice value only counts
+		// within the group.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		t.Fatalf("rig: start %s: %v", filepath.Base(bin), err)
+	}
+	if pl.Nice != 0 {
+		err := os.WriteFile("/proc/"+strconv.Itoa(cmd.Process.Pid)+"/autogroup", []byte(strconv.Itoa(pl.Nice)), 0)
+		if err != nil && !errors.Is(err, os.ErrNotExist) { // no file: no autogroups
+			cmd.Process.Kill()
+			cmd.Wait()
+			f.Close()
+			t.Fatalf("rig: autogroup nice of %s: %v", filepath.Base(bin), err)
+		}
 	}
 	p := &proc{cmd: cmd, done: make(chan struct{}), log: logPath}
 	go func() {
@@ -89,7 +120,7 @@ func (p *proc) running() bool {
 }
 
 // stop sends SIGTERM and, after 10 s, SIGKILL; ip netns exec has exec'd
-// taskset, which exec'd the program: the PID is the program's.
+// nice and taskset, which exec'd the program: the PID is the program's.
 func (p *proc) stop() {
 	if !p.running() {
 		return
@@ -115,13 +146,13 @@ type Forwarder struct {
 	lines chan string
 }
 
-// StartForwarder runs the bare AF_XDP forwarder in the box on cpus,
+// StartForwarder runs the bare AF_XDP forwarder in the box where pl says,
 // forwarding what arrives for VIPNAT to the sink.
-func StartForwarder(t nstest.T, r *Rig, bin, cpus, dir string) *Forwarder {
+func StartForwarder(t nstest.T, r *Rig, bin string, pl Placement, dir string) *Forwarder {
 	t.Helper()
 	pr, pw := io.Pipe()
 	f := &Forwarder{lines: make(chan string, 16)}
-	f.p = startProc(t, r.Box, cpus, filepath.Join(dir, "xdpfwd.log"), pw, bin,
+	f.p = startProc(t, r.Box, pl, filepath.Join(dir, "xdpfwd.log"), pw, bin,
 		"-in", BoxIn, "-out", BoxOut, "-queues", strconv.Itoa(r.Queues), "-dst-mac", DropMAC, "-vip", VIPNAT.String())
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -211,9 +242,9 @@ type VIPD struct {
 	client *http.Client
 }
 
-// StartVIPD writes the configuration and runs vipd on cpus, waiting for its
-// admin API.
-func StartVIPD(t nstest.T, r *Rig, bin, cpus, io, dir string) *VIPD {
+// StartVIPD writes the configuration and runs vipd where pl says, waiting
+// for its admin API.
+func StartVIPD(t nstest.T, r *Rig, bin string, pl Placement, io, dir string) *VIPD {
 	t.Helper()
 	cfg := filepath.Join(dir, "vipd.toml")
 	if err := os.WriteFile(cfg, []byte(VIPDConfig(io, r.Queues)), 0o644); err != nil {
@@ -223,7 +254,7 @@ func StartVIPD(t nstest.T, r *Rig, bin, cpus, io, dir string) *VIPD {
 		Transport: &http.Transport{DialContext: testbed.Dialer(r.Box), DisableKeepAlives: true},
 		Timeout:   5 * time.Second,
 	}}
-	v.p = startProc(t, r.Box, cpus, filepath.Join(dir, "vipd.log"), nil, bin, "-config", cfg, "-log-level", "warn")
+	v.p = startProc(t, r.Box, pl, filepath.Join(dir, "vipd.log"), nil, bin, "-config", cfg, "-log-level", "warn")
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		resp, err := v.client.Get("http://" + AdminAddr + "/healthz")
@@ -272,6 +303,14 @@ func (v *VIPD) Counters() (BoxCounters, error) {
 		FillEmpty:     ev("xsk_fill_ring_empty"),
 		PipelineDrops: testbed.Metric(fams, "vipd_drops_total"),
 		Flows:         testbed.Metric(fams, "vipd_conntrack_entries"),
+	}
+	if f := fams["vipd_worker_batch_size"]; f != nil {
+		for _, m := range f.GetMetric() {
+			if h := m.GetHistogram(); h != nil {
+				c.BatchFrames += h.GetSampleSum()
+				c.BatchCount += float64(h.GetSampleCount())
+			}
+		}
 	}
 	if v.io == "afpacket" {
 		c.SockDrops = ev("rx_ring_dropped")

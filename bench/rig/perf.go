@@ -18,12 +18,25 @@ import (
 // comm, when set, names the box program whose own code gets a symbol
 // table of its own.
 func Profile(perf, name, dir string, window time.Duration, comm string) *bench.Section {
+	return ProfileCPU(perf, name, dir, window, comm, -1)
+}
+
+// ProfileCPU is Profile restricted to one CPU (perf record -C), or all
+// CPUs when cpu < 0.
+func ProfileCPU(perf, name, dir string, window time.Duration, comm string, cpu int) *bench.Section {
 	data := filepath.Join(dir, "perf.data")
 	sec := &bench.Section{Title: "Profile: " + name,
 		Intro: fmt.Sprintf("`perf record -a -F 999` over one %v window with the generator running (all CPUs; "+
 			"the generator's share includes the kernel work done in its context, such as the veth receive of the box). "+
 			"Percentages are of all samples, idle included.", window)}
-	rec := exec.Command(perf, "record", "-a", "-F", "999", "-o", data, "--", "sleep", strconv.FormatFloat(window.Seconds(), 'f', -1, 64))
+	args := []string{"record", "-a", "-F", "999", "-o", data}
+	if cpu >= 0 {
+		args = append(args, "-C", strconv.Itoa(cpu))
+		sec.Intro = fmt.Sprintf("`perf record -C %d -F 999` over one %v window with the generator running: the box's CPU only "+
+			"(its program, the receive NAPI kthread, the transmit and the sink's receive that run in their context, and any "+
+			"other task that ran there). Percentages are of that CPU's samples, idle included.", cpu, window)
+	}
+	rec := exec.Command(perf, append(args, "--", "sleep", strconv.FormatFloat(window.Seconds(), 'f', -1, 64))...)
 	if out, err := rec.CombinedOutput(); err != nil {
 		sec.Text = fmt.Sprintf("perf record failed: %v\n%s", err, out)
 		return sec

@@ -26,14 +26,43 @@ func TestVIPDConfigIsValid(t *testing.T) {
 }
 
 func TestTrafficConfig(t *testing.T) {
-	c := Traffic{DstMAC: "02:00:00:00:00:02", Dst: VIPNAT, DstPort: VIPPort}.Config()
-	for _, want := range []string{"da=02:00:00:00:00:02", "da=198.18.0.100", "dp=7000", "dinc(1, 63)", "dinc(10000, 10999)", "fill(0x00, 18)"} {
-		if !strings.Contains(c, want) {
-			t.Errorf("trafgen config lacks %q: %s", want, c)
+	for _, tc := range []struct {
+		name    string
+		tr      Traffic
+		want    []string
+		notWant []string
+		flows   int
+	}{
+		{"many flows", Traffic{DstMAC: "02:00:00:00:00:02", Dst: VIPNAT, DstPort: VIPPort},
+			[]string{"da=02:00:00:00:00:02", "da=198.18.0.100", "dp=7000", "dinc(1, 63)", "dinc(10000, 11023)", "fill(0x00, 18)"}, nil, 64512},
+		{"one flow", Traffic{DstMAC: "02:00:00:00:00:02", Dst: VIPDSR, DstPort: VIPPort, OneFlow: true},
+			[]string{"sa=198.18.2.1,", "da=198.18.0.101", "sp=10000,", "dp=7000", "fill(0x00, 18)"}, []string{"dinc"}, 1},
+	} {
+		c := tc.tr.Config()
+		for _, w := range tc.want {
+			if !strings.Contains(c, w) {
+				t.Errorf("%s: trafgen config lacks %q: %s", tc.name, w, c)
+			}
+		}
+		for _, w := range tc.notWant {
+			if strings.Contains(c, w) {
+				t.Errorf("%s: trafgen config has %q: %s", tc.name, w, c)
+			}
+		}
+		if got := tc.tr.FlowCount(); got != tc.flows {
+			t.Errorf("%s: FlowCount %d, want %d", tc.name, got, tc.flows)
 		}
 	}
-	if FrameLen != 60 || Flows != 63000 {
-		t.Errorf("FrameLen %d, Flows %d", FrameLen, Flows)
+	// The two dinc fields step together: the flows are lcm(clients,
+	// ports), which is their product only when they are coprime.
+	gcd := func(a, b int) int {
+		for b != 0 {
+			a, b = b, a%b
+		}
+		return a
+	}
+	if FrameLen != 60 || Flows != Clients*SourcePorts || gcd(Clients, SourcePorts) != 1 {
+		t.Errorf("FrameLen %d, Flows %d, gcd(%d, %d) = %d", FrameLen, Flows, Clients, SourcePorts, gcd(Clients, SourcePorts))
 	}
 }
 

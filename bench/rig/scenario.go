@@ -69,6 +69,10 @@ type Options struct {
 	Threaded bool
 	// Perf is the perf binary for profiles; "" skips them.
 	Perf string
+	// BoxNice is the nice value of the box-limited rows' box program and
+	// NAPI kthreads (0: unchanged): on a shared machine it keeps other
+	// tasks from taking the box's CPU, as none would on a gateway.
+	BoxNice int
 }
 
 // Defaults fills in the zero fields.
@@ -139,11 +143,11 @@ func Run(parent *Scope, sc Scenario, o Options) (bench.RigResult, *bench.Section
 			SetupNFT(s, r, dir)
 		case sc.Kind == bench.KindForwarder:
 			r.Box.Sysctl(s, "net.ipv4.ip_forward", "0")
-			box = StartForwarder(s, r, o.XDPFwd, boxCPUs, dir)
+			box = StartForwarder(s, r, o.XDPFwd, Placement{CPUs: boxCPUs}, dir)
 		case sc.Kind == bench.KindVIPD:
 			// AF_PACKET mode requires it; AF_XDP mode does not care.
 			r.Box.Sysctl(s, "net.ipv4.ip_forward", "0")
-			box = StartVIPD(s, r, o.VIPD, boxCPUs, sc.IO, dir)
+			box = StartVIPD(s, r, o.VIPD, Placement{CPUs: boxCPUs}, sc.IO, dir)
 			if sc.Mode == "dsr" {
 				tr.Dst = VIPDSR
 			}

@@ -37,13 +37,16 @@ func main() {
 	out := flag.String("out", "bench/results", "directory for latest.md and latest.svg")
 	window := flag.Duration("window", 5*time.Second, "measured window per repetition")
 	reps := flag.Int("reps", 3, "repetitions per scenario")
-	only := flag.String("only", "", "run only the rig scenarios whose name matches this regexp")
+	only := flag.String("only", "", "run only the rig scenarios whose name matches this regexp (box-limited rows are matched as \"box-limited NAME, 1 flow\" or \"..., 64512 flows\")")
+	tables := flag.String("tables", "box,sender", "rig tables to run: box (box-limited, the headline), sender (sender-limited), or both")
 	skipInMem := flag.Bool("skip-inmem", false, "skip the Go benchmarks")
 	skipRig := flag.Bool("skip-rig", false, "skip the on-interface rig")
 	benchtime := flag.String("benchtime", "0.5s", "go test -benchtime of the in-memory benchmarks")
 	command := flag.String("command", "make bench", "the command line to print in the report")
 	threaded := flag.Bool("threaded-napi", false, "switch the box's receive veth to threaded NAPI")
 	genProcs := flag.Int("gen-procs", 1, "trafgen processes (CPUs 0..n-1)")
+	baseline := flag.String("baseline", "91273fb", "git revision whose in-memory pipeline benchmark the report compares against (empty: none)")
+	boxNice := flag.Int("box-nice", -10, "nice value of the box-limited rows' box program and NAPI kthreads (0: unchanged), so that other tasks on a shared machine take less of the box's CPU")
 	flag.Parse()
 	var filter *regexp.Regexp
 	if *only != "" {
@@ -58,7 +61,7 @@ func main() {
 		fatal(err)
 	}
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	go func() {
 		<-sigs
 		fmt.Fprintln(os.Stderr, "\nbench: interrupted: removing namespaces and processes")
@@ -75,14 +78,27 @@ func main() {
 		if err != nil {
 			fatal(err)
 		}
+		if *baseline != "" {
+			fmt.Println("== in-memory pipeline against " + *baseline)
+			rep.Sections = append(rep.Sections, baselineSection(root, *baseline, 3, "1s"))
+		}
 		fmt.Println("== CPU profile of the pipeline's conntrack-hit path (pprof)")
 		rep.Sections = append(rep.Sections, pipelineProfile(root))
 	}
 	if !*skipRig {
+		want := map[string]bool{}
+		for _, t := range strings.Split(*tables, ",") {
+			switch t = strings.TrimSpace(t); t {
+			case "box", "sender":
+				want[t] = true
+			default:
+				fatal(fmt.Errorf("-tables: unknown table %q (box, sender)", t))
+			}
+		}
 		runRig(rep, root, rig.Options{
 			Window: *window, Reps: *reps, Threaded: *threaded, GenProcs: *genProcs,
-			GenCPUs: cpuList(*genProcs),
-		}, filter)
+			GenCPUs: cpuList(*genProcs), BoxNice: *boxNice,
+		}, filter, want)
 	}
 	rep.Env.LoadAfter = loadavg()
 	rep.Env.Notes = append(rep.Env.Notes, fmt.Sprintf("run took %s", time.Since(start).Round(time.Second)))
@@ -92,7 +108,7 @@ func main() {
 	fmt.Printf("\nwrote %s and %s (%s)\n", filepath.Join(*out, "latest.md"), filepath.Join(*out, "latest.svg"), time.Since(start).Round(time.Second))
 }
 
-func runRig(rep *bench.Report, root string, o rig.Options, filter *regexp.Regexp) {
+func runRig(rep *bench.Report, root string, o rig.Options, filter *regexp.Regexp, tables map[string]bool) {
 	for _, tool := range []string{"trafgen", "nft", "taskset", "ip"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			fatal(fmt.Errorf("the rig needs %s (make bench installs netsniff-ng and nftables)", tool))
@@ -106,6 +122,12 @@ func runRig(rep *bench.Report, root string, o rig.Options, filter *regexp.Regexp
 	// Leftovers of a run that was killed before its cleanups ran.
 	if gone := nstest.SweepStale(); len(gone) > 0 {
 		fmt.Printf("removed stale namespaces of dead runs: %v\n", gone)
+	}
+	// and the send-buffer default a killed run left raised.
+	if did, err := rig.RepairWmemDefault(); err != nil {
+		fatal(fmt.Errorf("net.core.wmem_default: %w", err))
+	} else if did != "" {
+		fmt.Println(did)
 	}
 	dir, err := os.MkdirTemp("", "vipd-bench")
 	if err != nil {
@@ -125,6 +147,32 @@ func runRig(rep *bench.Report, root string, o rig.Options, filter *regexp.Regexp
 	}
 	o.Defaults()
 	rep.Env.Notes = append(rep.Env.Notes, layoutNotes(o)...)
+	if tables["box"] {
+		start := time.Now()
+		for _, sc := range rig.BoxScenarios() {
+			if filter != nil && !filter.MatchString(sc.Label()) {
+				continue
+			}
+			fmt.Printf("== %s\n", sc.Label())
+			res, prof := rig.RunBox(scope, sc, o)
+			if prof != nil {
+				rep.Sections = append(rep.Sections, *prof)
+			}
+			if res.Err != "" {
+				fmt.Printf("    failed: %s\n", res.Err)
+			} else {
+				fmt.Printf("    median %.0f kpps (%.0f–%.0f), offered %.0f kpps: %s\n", res.Forwarded.Median/1e3,
+					res.Forwarded.Min/1e3, res.Forwarded.Max/1e3, res.Offered.Median/1e3, res.Limit())
+			}
+			rep.Box = append(rep.Box, res)
+		}
+		if len(rep.Box) > 0 {
+			rep.Env.Notes = append(rep.Env.Notes, fmt.Sprintf("box-limited rows took %s", time.Since(start).Round(time.Second)))
+		}
+	}
+	if !tables["sender"] {
+		return
+	}
 	for _, sc := range rig.Scenarios() {
 		if filter != nil && !filter.MatchString(sc.Name) {
 			continue
@@ -154,15 +202,23 @@ func cpuList(n int) string {
 
 func layoutNotes(o rig.Options) []string {
 	n := []string{
-		fmt.Sprintf("rig: %d windows of %v per scenario after a %v warm-up each, trafgen restarted per window; forwarded = packets counted at the sink's veth, offered = the generator's veth tx packets + tx drops", o.Reps, o.Window, o.Warmup),
-		fmt.Sprintf("traffic: %d-byte UDP frames (64 with FCS), %d flows (63 client addresses × 1000 source ports), trafgen through the kernel's qdisc path (-q) so that its transmit hash spreads flows over the veth queues", rig.FrameLen, rig.Flows),
-		fmt.Sprintf("CPUs: trafgen on CPU %s (%d process); the box's program (vipd or the forwarder) pinned to CPU 1 with one queue, free on CPUs 0-1 with two", o.GenCPUs, max(o.GenProcs, 1)),
-		"veth receive work (the box's XDP program and AF_XDP copy, or the kernel's whole forwarding path) runs in the softirq of the CPU that sends into the veth: the generator's CPU for the box's receive side, the box program's CPU for the sink's",
+		fmt.Sprintf("traffic: %d-byte UDP frames (64 with FCS), %d flows (%d client addresses × %d source ports, both stepping per frame) or 1 flow, trafgen through the kernel's qdisc path (-q) so that its transmit hash spreads flows over the veth queues", rig.FrameLen, rig.Flows, rig.Clients, rig.SourcePorts),
+		fmt.Sprintf("box-limited table: %d windows of %v per row after a %v warm-up, one trafgen per row; one queue; the box's receive veth in threaded NAPI, its kthread and the box's program pinned to CPU %d, trafgen alone on CPU %d; trafgen's socket gets a %d KiB send buffer (the root namespace's net.core.wmem_default raised only while trafgen opens it, then restored) so that it keeps offering while the box drops", o.Reps, o.Window, o.Warmup, rig.BoxCPU, rig.GenCPU, rig.GenSendBuffer>>10) + boxNiceNote(o.BoxNice),
+		fmt.Sprintf("sender-limited table: %d windows of %v per scenario after a %v warm-up each, trafgen restarted per window; forwarded = packets counted at the sink's veth, offered = the generator's veth tx packets + tx drops", o.Reps, o.Window, o.Warmup),
+		fmt.Sprintf("sender-limited CPUs: trafgen on CPU %s (%d process); the box's program (vipd or the forwarder) pinned to CPU 1 with one queue, free on CPUs 0-1 with two", o.GenCPUs, max(o.GenProcs, 1)),
+		"sender-limited: veth receive work (the box's XDP program and AF_XDP copy, or the kernel's whole forwarding path) runs in the softirq of the CPU that sends into the veth: the generator's CPU for the box's receive side, the box program's CPU for the sink's",
 	}
 	if o.Threaded {
-		n = append(n, "threaded NAPI on the box's receive veth")
+		n = append(n, "sender-limited: threaded NAPI on the box's receive veth (-threaded-napi)")
 	}
 	return n
+}
+
+func boxNiceNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; the box program and the NAPI kthread run at nice %d, so that other tasks on a shared machine take less of the box CPU", n)
 }
 
 // goBench runs the in-memory benchmarks and parses their output; the full
@@ -225,7 +281,7 @@ func write(rep *bench.Report, out string) error {
 	}
 	var svg bytes.Buffer
 	if len(rep.Rig) > 0 {
-		if err := rep.WriteSVG(&svg, "vipd rig: forwarded packets per second ("+rep.Env.Date+")"); err != nil {
+		if err := rep.WriteSVG(&svg, "vipd rig, sender-limited table: forwarded packets per second ("+rep.Env.Date+")"); err != nil {
 			return err
 		}
 		if err := os.WriteFile(filepath.Join(out, "latest.svg"), svg.Bytes(), 0o644); err != nil {

@@ -1,4 +1,4 @@
-package dsr
+package icmperr
 
 import (
 	"encoding/binary"
@@ -19,6 +19,10 @@ const (
 	Headroom4 = packet.IPv4MinSize + packet.ICMPSize
 	Headroom6 = packet.IPv6Size + packet.ICMPSize
 )
+
+// TTL is the TTL (hop limit) of the messages vipd originates: ICMP errors
+// and echo replies.
+const TTL = 64
 
 // ICMP types and codes used here.
 const (
@@ -61,7 +65,7 @@ func writeReplyIPv4(h packet.IPv4, total int, proto uint8, src, dst [4]byte) {
 	h[1] = 0xc0
 	binary.BigEndian.PutUint16(h[2:], uint16(total))
 	binary.BigEndian.PutUint32(h[4:], 0) // ID 0, no flags: a fresh datagram under 576 bytes
-	h[8] = OuterTTL
+	h[8] = TTL
 	h[9] = proto
 	h.SetSourceAddress(src)
 	h.SetDestinationAddress(dst)
@@ -90,7 +94,7 @@ func PacketTooBig6(buf []byte, at, n int, mtu uint32, src *[16]byte) (int, int) 
 	binary.BigEndian.PutUint32(h[0:], 6<<28)
 	binary.BigEndian.PutUint16(h[4:], uint16(plen))
 	h[6] = packet.ProtoICMPv6
-	h[7] = OuterTTL
+	h[7] = TTL
 	copy(h[8:24], vip[:])
 	copy(h[24:40], client[:])
 	return o, packet.IPv6Size + plen

@@ -1,4 +1,4 @@
-package dsr
+package ipfrag
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ func TestFragmenterOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	pkt := packet.IPv4(buf.Bytes())
-	var f Fragmenter4
+	var f Fragmenter
 	n := f.Init(pkt, 1000)
 	if n != 4 {
 		t.Fatalf("%d fragments, want 4", n)
@@ -75,7 +75,7 @@ func TestFragmenterTooSmall(t *testing.T) {
 	hdr := make([]byte, 60+100)
 	hdr[0] = 0x4f // IHL 15
 	packet.IPv4(hdr).SetTotalLength(160)
-	var f Fragmenter4
+	var f Fragmenter
 	if n := f.Init(packet.IPv4(hdr), 64); n != 0 {
 		t.Errorf("a 64-byte limit under a 60-byte header gave %d fragments", n)
 	}

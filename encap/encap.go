@@ -1,4 +1,4 @@
-package dsr
+package encap
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package dsr
+package ipfrag
 
 import (
 	"encoding/binary"
@@ -6,13 +6,13 @@ import (
 	"github.com/vipd/vipd/packet"
 )
 
-// Fragmenter4 splits an IPv4 datagram whose DF bit is clear into fragments
+// Fragmenter splits an IPv4 datagram whose DF bit is clear into fragments
 // of at most a given total length (RFC 791 §3.2, "fragmentation"), so that a
 // packet too big for the tunnel or the egress link is delivered rather than
 // lost. It keeps its own copy of the original header, so fragment 0 may be
 // written over the original packet in place — after every other fragment,
 // whose data it would otherwise overwrite. It does not allocate.
-type Fragmenter4 struct {
+type Fragmenter struct {
 	src      []byte   // the original datagram: header and data
 	hdr      [60]byte // the original header
 	hl       int      // original header length
@@ -31,7 +31,7 @@ type Fragmenter4 struct {
 // clear) into fragments of at most maxTotal bytes each. It returns the number
 // of fragments, or 0 when maxTotal leaves no room for 8 bytes of data after
 // the header (the caller must then drop the packet).
-func (f *Fragmenter4) Init(pkt packet.IPv4, maxTotal int) int {
+func (f *Fragmenter) Init(pkt packet.IPv4, maxTotal int) int {
 	f.src = pkt
 	f.hl = pkt.HeaderLength()
 	copy(f.hdr[:], pkt[:f.hl])
@@ -55,7 +55,7 @@ func (f *Fragmenter4) Init(pkt packet.IPv4, maxTotal int) int {
 }
 
 // Len returns the total length of fragment i.
-func (f *Fragmenter4) Len(i int) int {
+func (f *Fragmenter) Len(i int) int {
 	_, n := f.span(i)
 	if i == 0 {
 		return f.hl + n
@@ -65,7 +65,7 @@ func (f *Fragmenter4) Len(i int) int {
 
 // span returns the data offset (relative to the original datagram's data)
 // and length of fragment i.
-func (f *Fragmenter4) span(i int) (int, int) {
+func (f *Fragmenter) span(i int) (int, int) {
 	if i == 0 {
 		return 0, min(f.first, f.data)
 	}
@@ -77,7 +77,7 @@ func (f *Fragmenter4) span(i int) (int, int) {
 // checksum) at the start of dst, which must hold Len(i) bytes, and returns
 // its length. Fragment 0 may be written to the original packet's own
 // storage, once all others are written.
-func (f *Fragmenter4) Write(i int, dst []byte) int {
+func (f *Fragmenter) Write(i int, dst []byte) int {
 	start, n := f.span(i)
 	hdr, hl := f.hdr[:f.hl], f.hl
 	if i > 0 {

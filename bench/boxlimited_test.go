@@ -1,0 +1,111 @@
+package bench
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestNsPerPacket(t *testing.T) {
+	for _, tc := range []struct {
+		ticks, pkts, want float64 // want NaN: none
+	}{
+		{100, 1e6, 1000}, // 1 s over a million packets
+		{1, 1e4, 1000},   // one 10 ms tick over 10,000
+		{0, 5, 0},
+		{10, 0, math.NaN()},
+		{10, -1, math.NaN()},
+		{math.NaN(), 5, math.NaN()},
+	} {
+		got := NsPerPacket(tc.ticks, tc.pkts)
+		if math.IsNaN(tc.want) != math.IsNaN(got) || (!math.IsNaN(got) && math.Abs(got-tc.want) > 1e-9) {
+			t.Errorf("NsPerPacket(%v, %v) = %v, want %v", tc.ticks, tc.pkts, got, tc.want)
+		}
+	}
+}
+
+func TestBoxLimit(t *testing.T) {
+	s := func(v float64) Summary { return Summary{Median: v, Min: v, Max: v, N: 1} }
+	for _, tc := range []struct {
+		name            string
+		offered, lost   float64
+		boxLimited      bool
+		limitStartsWith string
+	}{
+		{"overloaded box", 500e3, 300e3, true, "box: lost 60.0% of offered"},
+		{"just above the threshold", 100e3, 1.5e3, true, "box: lost 1.5%"},
+		{"at the threshold", 100e3, 1e3, false, "generator-limited (box lost 1.0%)"},
+		{"nothing lost", 100e3, 0, false, "generator-limited (box lost 0.0%)"},
+		{"sink counted more than offered (window skew)", 100e3, -20, false, "generator-limited (box lost 0.0%)"},
+		{"nothing offered", 0, 0, false, "nothing offered"},
+	} {
+		x := &BoxResult{Offered: s(tc.offered), Lost: s(tc.lost)}
+		if got := x.BoxLimited(); got != tc.boxLimited {
+			t.Errorf("%s: BoxLimited = %v", tc.name, got)
+		}
+		if got := x.Limit(); !strings.HasPrefix(got, tc.limitStartsWith) {
+			t.Errorf("%s: Limit = %q, want prefix %q", tc.name, got, tc.limitStartsWith)
+		}
+	}
+}
+
+func TestBoxTableAndRatios(t *testing.T) {
+	s := func(v float64) Summary { return Summary{Median: v, Min: v * 0.9, Max: v * 1.1, N: 3} }
+	nan := math.NaN()
+	r := &Report{Box: []BoxResult{
+		{Name: "bare AF_XDP forwarder", Kind: KindForwarder, IO: "afxdp", Flows: 64512, Forwarded: s(200e3), Offered: s(600e3), Lost: s(400e3),
+			UserNs: 200, SysNs: 900, NAPINs: 1500, BusyNs: 2800, FramesPerBatch: 64},
+		{Name: "bare AF_XDP forwarder", Kind: KindForwarder, IO: "afxdp", Flows: 1, Forwarded: s(250e3), Offered: s(600e3), Lost: s(350e3),
+			UserNs: 100, SysNs: 900, NAPINs: 1500, BusyNs: 2800, FramesPerBatch: 64},
+		{Name: "nftables DNAT", Kind: KindKernel, Mode: "nft", Flows: 64512, Forwarded: s(180e3), Offered: s(600e3), Lost: s(420e3),
+			UserNs: nan, SysNs: nan, NAPINs: 3000, BusyNs: 4000, FramesPerBatch: nan},
+		{Name: "vipd NAT, AF_XDP", Kind: KindVIPD, Mode: "nat", IO: "afxdp", Flows: 64512, Forwarded: s(190e3), Offered: s(600e3), Lost: s(410e3),
+			UserNs: 800, SysNs: 900, NAPINs: 1500, BusyNs: 3000, FramesPerBatch: 60},
+		{Name: "vipd DSR, AF_XDP", Kind: KindVIPD, Mode: "dsr", IO: "afxdp", Flows: 1, Forwarded: s(250e3), Offered: s(250e3), Lost: s(0),
+			UserNs: 140, SysNs: 900, NAPINs: 1500, BusyNs: 3000, FramesPerBatch: 8},
+		{Name: "vipd DSR, AF_PACKET", Kind: KindVIPD, Mode: "dsr", IO: "afpacket", Flows: 1, Err: "boom\nline two"},
+	}}
+	pps, ns := r.BoxRatios(&r.Box[3])
+	if math.Abs(pps-0.95) > 1e-9 || math.Abs(ns-4) > 1e-9 {
+		t.Errorf("NAT 64k ratios %v %v, want 0.95 4", pps, ns)
+	}
+	pps, ns = r.BoxRatios(&r.Box[4]) // against the 1-flow forwarder
+	if math.Abs(pps-1) > 1e-9 || math.Abs(ns-1.4) > 1e-9 {
+		t.Errorf("DSR 1-flow ratios %v %v, want 1 1.4", pps, ns)
+	}
+	if p, n := r.BoxRatios(&BoxResult{Flows: 7}); !math.IsNaN(p) || !math.IsNaN(n) {
+		t.Errorf("no forwarder with that flow count: %v %v", p, n)
+	}
+	var b bytes.Buffer
+	r.WriteBoxTable(&b)
+	out := b.String()
+	for _, want := range []string{
+		"| vipd NAT, AF_XDP | 64,512 | **190** (171–209) | 600 | 68.3% (– / – / –) |",
+		"box: lost 68.3% of offered",
+		"| 0.95× | 4.00× |",
+		"| nftables DNAT | 64,512 |",
+		"| – | – | 3000 | 4000 | – |",       // no process, no batches
+		"generator-limited (box lost 0.0%)", // the DSR row did not drop
+		"failed: boom line two",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "\n"); n != 2+len(r.Box) {
+		t.Errorf("%d lines, want %d:\n%s", n, 2+len(r.Box), out)
+	}
+	goals := strings.Join(r.BoxGoalLines(), "\n")
+	for _, want := range []string{
+		"vipd NAT, AF_XDP, 64,512 flows: 0.95× the bare forwarder's rate (goal ≥ 0.97×: **not met**), 4.00× its user ns/packet (goal ≤ 1.5×: **not met**)",
+		"vipd DSR, AF_XDP, 1 flow: 1.00× the bare forwarder's rate (goal ≥ 0.97×: met), 1.40× its user ns/packet (goal ≤ 1.5×: met); vipd did not drop",
+	} {
+		if !strings.Contains(goals, want) {
+			t.Errorf("goal lines lack %q:\n%s", want, goals)
+		}
+	}
+	if strings.Contains(goals, "AF_PACKET") {
+		t.Errorf("goals are for AF_XDP rows only:\n%s", goals)
+	}
+}

@@ -1,0 +1,334 @@
+package rig
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vipd/vipd/bench"
+)
+
+// BoxScenario is one row of the box-limited table.
+type BoxScenario struct {
+	Name  string
+	Kind  string // bench.KindKernel ("nft"), KindForwarder or KindVIPD
+	Mode  string // vipd: "nat" or "dsr"; kernel: "nft"
+	IO    string // vipd: "afxdp" or "afpacket"
+	Flows int    // 1 or Flows
+	// Profile records a CPU profile of the box's CPU (perf -C) during
+	// one extra window after the measured ones.
+	Profile bool
+}
+
+// Label is the row's name with its flow count, what -only matches.
+func (sc BoxScenario) Label() string {
+	return "box-limited " + sc.Name + ", " + flowsText(sc.Flows)
+}
+
+// BoxScenarios is the box-limited table, in the order of the report: the
+// bare forwarder first (every vipd row is compared with it), nftables,
+// then vipd.
+func BoxScenarios() []BoxScenario {
+	s := []BoxScenario{
+		{Name: "bare AF_XDP forwarder", Kind: bench.KindForwarder, IO: "afxdp", Flows: 1},
+		{Name: "bare AF_XDP forwarder", Kind: bench.KindForwarder, IO: "afxdp", Flows: Flows},
+		{Name: bench.NameNFT, Kind: bench.KindKernel, Mode: "nft", Flows: Flows},
+	}
+	for _, mode := range []string{"nat", "dsr"} {
+		for _, io := range []string{"afxdp", "afpacket"} {
+			for _, flows := range []int{1, Flows} {
+				s = append(s, BoxScenario{
+					Name: fmt.Sprintf("vipd %s, %s", map[string]string{"nat": "NAT", "dsr": "DSR"}[mode],
+						map[string]string{"afxdp": "AF_XDP", "afpacket": "AF_PACKET"}[io]),
+					Kind: bench.KindVIPD, Mode: mode, IO: io, Flows: flows,
+					Profile: mode == "nat" && io == "afxdp" && flows == Flows,
+				})
+			}
+		}
+	}
+	return s
+}
+
+// The CPUs of the box-limited rows: the box's program and its receive
+// NAPI on one, the generator alone on the other.
+const (
+	BoxCPU = 1
+	GenCPU = 0
+)
+
+// boxSample is everything read at one instant of a box-limited row.
+type boxSample struct {
+	at               time.Time
+	gen, box, sink   LinkStats
+	boxc             BoxCounters
+	cpu              CPUStat
+	proc             TaskStat
+	napi             []TaskStat
+	hasProc, hasBoxc bool
+}
+
+// RunBox builds a box-limited row's rig inside a child of parent: the
+// box's receive veth with threaded NAPI, its kthreads and the box's
+// program pinned to BoxCPU, trafgen alone on GenCPU with a send buffer
+// large enough to keep offering while the box drops (GenSendBuffer). One
+// trafgen runs through the warm-up and every window. A failure is
+// returned in the result's Err.
+func RunBox(parent *Scope, sc BoxScenario, o Options) (bench.BoxResult, *bench.Section) {
+	o.Defaults()
+	res := bench.BoxResult{Name: sc.Name, Kind: sc.Kind, Mode: sc.Mode, IO: sc.IO, Flows: sc.Flows,
+		UserNs: math.NaN(), SysNs: math.NaN(), NAPINs: math.NaN(), BusyNs: math.NaN(), FramesPerBatch: math.NaN()}
+	s := parent.Child()
+	defer s.Close()
+	var prof *bench.Section
+	dir, err := os.MkdirTemp(o.Dir, "box")
+	if err != nil {
+		res.Err = err.Error()
+		return res, nil
+	}
+	s.Cleanup(func() { os.RemoveAll(dir) })
+	err = Try(func() {
+		r := New(s, 1, false)
+		tr := Traffic{DstMAC: r.BoxInMAC, Dst: VIPNAT, DstPort: VIPPort, OneFlow: sc.Flows == 1}
+		pl := Placement{CPUs: strconv.Itoa(BoxCPU), Nice: o.BoxNice}
+		var box Box
+		switch sc.Kind {
+		case bench.KindKernel:
+			SetupNFT(s, r, dir)
+			EnableGRO(s, r.Box, BoxIn)
+		case bench.KindForwarder:
+			r.Box.Sysctl(s, "net.ipv4.ip_forward", "0")
+			box = StartForwarder(s, r, o.XDPFwd, pl, dir)
+		case bench.KindVIPD:
+			r.Box.Sysctl(s, "net.ipv4.ip_forward", "0")
+			box = StartVIPD(s, r, o.VIPD, pl, sc.IO, dir)
+			if sc.IO == "afpacket" {
+				EnableGRO(s, r.Box, BoxIn)
+			}
+			if sc.Mode == "dsr" {
+				tr.Dst = VIPDSR
+			}
+		default:
+			s.Fatalf("rig: no box-limited scenario of kind %q", sc.Kind)
+		}
+		napi := ThreadedNAPI(s, r.Box, BoxIn, BoxCPU)
+		res.NAPIThreads = len(napi)
+		for _, pid := range napi {
+			if o.BoxNice == 0 {
+				break
+			}
+			if err := unix.Setpriority(unix.PRIO_PROCESS, pid, o.BoxNice); err != nil {
+				s.Fatalf("rig: nice %d for NAPI kthread %d: %v", o.BoxNice, pid, err)
+			}
+		}
+		gopts := GenOptions{CPUs: strconv.Itoa(GenCPU), Procs: 1, SendBuffer: GenSendBuffer}
+		limit := o.Warmup + time.Duration(o.Reps+1)*o.Window + 15*time.Second
+		g := StartGenerator(s, r, tr, gopts, limit, dir)
+		time.Sleep(o.Warmup)
+		var ws []boxWindow
+		a, err := takeBox(r, box, g, napi)
+		for len(ws) < o.Reps {
+			if err == nil {
+				time.Sleep(o.Window)
+				var b boxSample
+				if b, err = takeBox(r, box, g, napi); err == nil {
+					w := deltaBox(a, b)
+					ws = append(ws, w)
+					fmt.Fprintf(o.Log, "    rep %d: forwarded %s kpps, offered %s kpps, lost %.1f%%\n", len(ws),
+						kp(w.fwd), kp(w.off), 100*bench.Ratio(w.off-w.fwd, w.off))
+					a = b
+					continue
+				}
+			}
+			if res.Restarts == maxRestarts || g.Running() {
+				s.Fatalf("%v", err)
+			}
+			res.Restarts++
+			fmt.Fprintf(o.Log, "    trafgen aborted (%s); restarted\n", lastLine(g.Log()))
+			g.Stop()
+			g = StartGenerator(s, r, tr, gopts, limit, dir)
+			time.Sleep(o.Warmup)
+			a, err = takeBox(r, box, g, napi)
+		}
+		summarizeBox(&res, ws)
+		if sc.Profile && o.Perf != "" {
+			prof = ProfileCPU(o.Perf, "box CPU, box-limited "+sc.Name+", "+flowsText(sc.Flows), dir, o.Window, boxComm(Scenario{Kind: sc.Kind}), BoxCPU)
+			if !g.Running() {
+				prof.Text = "trafgen aborted during the profile: " + lastLine(g.Log()) + "\n\n" + prof.Text
+			}
+		}
+		g.Stop()
+	})
+	if err != nil {
+		res.Err = err.Error()
+	}
+	return res, prof
+}
+
+func flowsText(n int) string {
+	if n == 1 {
+		return "1 flow"
+	}
+	return fmt.Sprintf("%d flows", n)
+}
+
+func kp(pps float64) string { return fmt.Sprintf("%.0f", pps/1e3) }
+
+// takeBox reads every counter of a box-limited rig.
+func takeBox(r *Rig, box Box, g *Generator, napi []int) (boxSample, error) {
+	var x boxSample
+	if !g.Running() {
+		return x, fmt.Errorf("%w: %s", errGenExited, lastLine(g.Log()))
+	}
+	cs, err := ReadCPUStats()
+	if err != nil {
+		return x, err
+	}
+	x.cpu = cs[BoxCPU]
+	x.at = time.Now()
+	sl, err := Links(r.Sink)
+	if err != nil {
+		return x, err
+	}
+	gl, err := Links(r.Gen)
+	if err != nil {
+		return x, err
+	}
+	bl, err := Links(r.Box)
+	if err != nil {
+		return x, err
+	}
+	x.gen, x.sink, x.box = gl[GenIf], sl[SinkIf], bl[BoxIn]
+	for _, pid := range napi {
+		st, err := ReadTaskStat(pid)
+		if err != nil {
+			return x, fmt.Errorf("NAPI kthread %d: %w", pid, err)
+		}
+		x.napi = append(x.napi, st)
+	}
+	if box != nil {
+		if x.proc, err = ReadTaskStat(box.PID()); err != nil {
+			return x, fmt.Errorf("box process: %w", err)
+		}
+		x.hasProc = true
+		if x.boxc, err = box.Counters(); err != nil {
+			return x, fmt.Errorf("box counters: %w", err)
+		}
+		x.hasBoxc = true
+	}
+	if !g.Running() {
+		return x, fmt.Errorf("%w: %s", errGenExited, lastLine(g.Log()))
+	}
+	return x, nil
+}
+
+// boxWindow is one window's rates and costs.
+type boxWindow struct {
+	fwd, off, lost, ring, rx, sock float64 // per second
+	cpu                            bench.CPUSplit
+	others                         float64
+	userNs, sysNs, napiNs          float64
+	busyNs, framesPerBatch         float64
+}
+
+// deltaBox turns two samples into one window's figures; the box's CPU
+// costs are per packet counted at the sink.
+func deltaBox(a, b boxSample) boxWindow {
+	dt := b.at.Sub(a.at).Seconds()
+	pkts := b.sink.RxPackets - a.sink.RxPackets
+	w := boxWindow{
+		fwd:    pkts / dt,
+		off:    (b.gen.TxPackets + b.gen.TxDropped - a.gen.TxPackets - a.gen.TxDropped) / dt,
+		ring:   (b.gen.TxDropped - a.gen.TxDropped) / dt,
+		rx:     (b.box.RxDropped - a.box.RxDropped) / dt,
+		cpu:    SplitBetween(a.cpu, b.cpu),
+		userNs: math.NaN(), sysNs: math.NaN(), napiNs: math.NaN(), framesPerBatch: math.NaN(),
+	}
+	w.lost = w.off - w.fwd
+	busy := b.cpu.Total() - b.cpu.Idle - b.cpu.IOWait - (a.cpu.Total() - a.cpu.Idle - a.cpu.IOWait)
+	w.busyNs = bench.NsPerPacket(busy, pkts)
+	own := 0.0 // ticks charged to the box process and its NAPI kthreads
+	if len(a.napi) == len(b.napi) && len(b.napi) > 0 {
+		t := 0.0
+		for i := range b.napi {
+			t += b.napi[i].UTime + b.napi[i].STime - a.napi[i].UTime - a.napi[i].STime
+		}
+		w.napiNs = bench.NsPerPacket(t, pkts)
+		own += t
+	}
+	if a.hasProc && b.hasProc {
+		w.userNs = bench.NsPerPacket(b.proc.UTime-a.proc.UTime, pkts)
+		w.sysNs = bench.NsPerPacket(b.proc.STime-a.proc.STime, pkts)
+		own += b.proc.UTime + b.proc.STime - a.proc.UTime - a.proc.STime
+	}
+	w.others = math.NaN()
+	if total := b.cpu.Total() - a.cpu.Total(); total > 0 {
+		w.others = max(busy-own, 0) / total
+	}
+	if a.hasBoxc && b.hasBoxc {
+		w.sock = (b.boxc.SockDrops - a.boxc.SockDrops) / dt
+		w.framesPerBatch = FramesPerBatch(a.boxc, b.boxc)
+	}
+	return w
+}
+
+// FramesPerBatch is the mean batch between two readings of a box's
+// counters: vipd's batch-size histogram when it has one, else the frames
+// received over the batches counted (the forwarder); NaN without batches.
+func FramesPerBatch(a, b BoxCounters) float64 {
+	if n := b.BatchCount - a.BatchCount; n > 0 {
+		return (b.BatchFrames - a.BatchFrames) / n
+	}
+	if n := b.Batches - a.Batches; n > 0 {
+		f := 0.0
+		for i, q := range b.QueueRx {
+			f += q
+			if i < len(a.QueueRx) {
+				f -= a.QueueRx[i]
+			}
+		}
+		return f / n
+	}
+	return math.NaN()
+}
+
+// summarizeBox fills res with the medians over the windows.
+func summarizeBox(res *bench.BoxResult, ws []boxWindow) {
+	col := func(f func(w boxWindow) float64) []float64 {
+		var xs []float64
+		for _, w := range ws {
+			xs = append(xs, f(w))
+		}
+		return xs
+	}
+	med := func(f func(w boxWindow) float64) float64 {
+		s := bench.Summarize(col(f))
+		if s.N == 0 {
+			return math.NaN()
+		}
+		return s.Median
+	}
+	res.Forwarded = bench.Summarize(col(func(w boxWindow) float64 { return w.fwd }))
+	res.Offered = bench.Summarize(col(func(w boxWindow) float64 { return w.off }))
+	res.Lost = bench.Summarize(col(func(w boxWindow) float64 { return w.lost }))
+	res.RingDrops = bench.Summarize(col(func(w boxWindow) float64 { return w.ring }))
+	res.RxDrops = bench.Summarize(col(func(w boxWindow) float64 { return w.rx }))
+	res.SockDrops = bench.Summarize(col(func(w boxWindow) float64 { return w.sock }))
+	res.CPU = bench.CPUSplit{
+		User:    med(func(w boxWindow) float64 { return w.cpu.User }),
+		Sys:     med(func(w boxWindow) float64 { return w.cpu.Sys }),
+		IRQ:     med(func(w boxWindow) float64 { return w.cpu.IRQ }),
+		SoftIRQ: med(func(w boxWindow) float64 { return w.cpu.SoftIRQ }),
+		Steal:   med(func(w boxWindow) float64 { return w.cpu.Steal }),
+		Idle:    med(func(w boxWindow) float64 { return w.cpu.Idle }),
+	}
+	res.Others = med(func(w boxWindow) float64 { return w.others })
+	res.UserNs = med(func(w boxWindow) float64 { return w.userNs })
+	res.SysNs = med(func(w boxWindow) float64 { return w.sysNs })
+	res.NAPINs = med(func(w boxWindow) float64 { return w.napiNs })
+	res.BusyNs = med(func(w boxWindow) float64 { return w.busyNs })
+	res.FramesPerBatch = med(func(w boxWindow) float64 { return w.framesPerBatch })
+}

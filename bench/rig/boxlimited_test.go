@@ -1,0 +1,108 @@
+package rig
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/vipd/vipd/bench"
+)
+
+func TestDeltaBox(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	a := boxSample{
+		at:   t0,
+		gen:  LinkStats{TxPackets: 1000, TxDropped: 100},
+		box:  LinkStats{RxDropped: 10},
+		sink: LinkStats{RxPackets: 500},
+		cpu:  CPUStat{User: 100, System: 100, SoftIRQ: 0, Idle: 100},
+		proc: TaskStat{UTime: 10, STime: 20},
+		napi: []TaskStat{{STime: 50}},
+		boxc: BoxCounters{SockDrops: 5, BatchFrames: 0, BatchCount: 0},
+		// the process and counters are there
+		hasProc: true, hasBoxc: true,
+	}
+	// 2 s later: 400,000 packets forwarded, 1,000,000 offered (900,000
+	// sent + 100,000 dropped at the veth), 200 ticks of the box CPU:
+	// 100 ticks user (80 the process's), 80 sys, 10 softirq, 10 idle.
+	b := a
+	b.at = t0.Add(2 * time.Second)
+	b.gen = LinkStats{TxPackets: 901000, TxDropped: 100100}
+	b.box = LinkStats{RxDropped: 20010}
+	b.sink = LinkStats{RxPackets: 400500}
+	b.cpu = CPUStat{User: 200, System: 180, SoftIRQ: 10, Idle: 110}
+	b.proc = TaskStat{UTime: 90, STime: 40}
+	b.napi = []TaskStat{{STime: 110}}
+	b.boxc = BoxCounters{SockDrops: 2005, BatchFrames: 400000, BatchCount: 6250}
+	w := deltaBox(a, b)
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"forwarded/s", w.fwd, 200000},
+		{"offered/s", w.off, 500000},
+		{"lost/s", w.lost, 300000},
+		{"ring drops/s", w.ring, 50000},
+		{"rx path drops/s", w.rx, 10000},
+		{"socket drops/s", w.sock, 1000},
+		// 80 ticks = 0.8 s over 400,000 packets
+		{"user ns/pkt", w.userNs, 2000},
+		{"sys ns/pkt", w.sysNs, 500},
+		{"NAPI ns/pkt", w.napiNs, 1500},
+		// 190 busy ticks = 1.9 s
+		{"busy ns/pkt", w.busyNs, 4750},
+		{"frames per batch", w.framesPerBatch, 64},
+		{"user share", w.cpu.User, 0.5},
+		// busy 190 − own (80 + 20 + 60) = 30 of 200 ticks
+		{"others", w.others, 0.15},
+	} {
+		if math.Abs(c.got-c.want) > 1e-6*math.Max(1, math.Abs(c.want)) {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	// Without a box process (nftables) its figures are NaN, not 0.
+	a.hasProc, b.hasProc, a.hasBoxc, b.hasBoxc = false, false, false, false
+	w = deltaBox(a, b)
+	if !math.IsNaN(w.userNs) || !math.IsNaN(w.sysNs) || !math.IsNaN(w.framesPerBatch) || math.IsNaN(w.napiNs) {
+		t.Errorf("no process: user %v sys %v fpb %v napi %v", w.userNs, w.sysNs, w.framesPerBatch, w.napiNs)
+	}
+}
+
+func TestSummarizeBox(t *testing.T) {
+	ws := []boxWindow{
+		{fwd: 100, off: 300, lost: 200, userNs: 700, sysNs: math.NaN(), napiNs: 1, busyNs: 1, framesPerBatch: math.NaN()},
+		{fwd: 300, off: 400, lost: 100, userNs: 900, sysNs: math.NaN(), napiNs: 1, busyNs: 1, framesPerBatch: math.NaN()},
+		{fwd: 200, off: 500, lost: 300, userNs: 800, sysNs: math.NaN(), napiNs: 1, busyNs: 1, framesPerBatch: math.NaN()},
+	}
+	var res bench.BoxResult
+	summarizeBox(&res, ws)
+	if res.Forwarded.Median != 200 || res.Forwarded.Min != 100 || res.Forwarded.Max != 300 || res.Lost.Median != 200 {
+		t.Errorf("forwarded %+v, lost %+v", res.Forwarded, res.Lost)
+	}
+	if res.UserNs != 800 || !math.IsNaN(res.SysNs) || !math.IsNaN(res.FramesPerBatch) {
+		t.Errorf("user %v, sys %v, frames per batch %v", res.UserNs, res.SysNs, res.FramesPerBatch)
+	}
+}
+
+func TestBoxScenarios(t *testing.T) {
+	seen := map[string]bool{}
+	count := map[string]int{}
+	for _, sc := range BoxScenarios() {
+		if seen[sc.Label()] {
+			t.Errorf("duplicate row %q", sc.Label())
+		}
+		seen[sc.Label()] = true
+		if sc.Flows != 1 && sc.Flows != Flows {
+			t.Errorf("%s: %d flows", sc.Label(), sc.Flows)
+		}
+		count[sc.Kind]++
+	}
+	// the bare forwarder at 1 and 64k flows, nftables, vipd NAT and DSR
+	// × AF_XDP and AF_PACKET × 1 and 64k flows
+	if count[bench.KindForwarder] != 2 || count[bench.KindKernel] != 1 || count[bench.KindVIPD] != 8 {
+		t.Errorf("rows per kind: %v", count)
+	}
+	if s := BoxScenarios(); s[0].Kind != bench.KindForwarder {
+		t.Error("the bare forwarder must come first: every vipd row is compared with it")
+	}
+}

@@ -1,0 +1,71 @@
+package dataplane
+
+import (
+	"github.com/vipd/vipd/conntrack"
+	"github.com/vipd/vipd/packet"
+)
+
+// pkt is what the first stage of the pipeline (classify) learns about a
+// frame for the second (act). A worker keeps one per frame of its largest
+// batch, so nothing is allocated per packet.
+type pkt struct {
+	f   packet.Frame
+	err error // Parse's; nothing below is set when it is not nil
+	// l3 is the IP packet (f.L3 of the frame) when f.EtherType is IPv4 or
+	// IPv6: sliced once here rather than in every stage.
+	l3 []byte
+	// vi is the VIP the packet is for (an index into Snapshot.vips),
+	// empty if none, or ambiguous (a non-first fragment for an address
+	// several VIPs of its protocol share).
+	vi int32
+	// is holds what classify found besides: isTracked, isSrcVIP (known
+	// when vi >= 0), isDstVIP (known when vi is empty), isMapped.
+	is uint8
+	// isTracked: the packet belongs to a flow conntrack tracks (TCP or UDP,
+	// not a fragment, for VIP vi), whose key and hashes follow. h is the
+	// 5-tuple hash (conntrack's), hp the one Maglev picks by (h, or the
+	// source hash of a VIP with source affinity). A fragment for VIP vi is
+	// not tracked and has only hp, from addresses and protocol (or the
+	// source alone), so that all of a datagram's fragments pick alike.
+	h, hp uint64
+	loc   conntrack.Loc // of h in the worker's shard
+	key   conntrack.Key
+}
+
+// Bits of pkt.is.
+const (
+	isTracked uint8 = 1 << iota // a flow conntrack tracks: key, h, hp and loc are set
+	isSrcVIP                    // the source is a VIP address (spoofed)
+	isDstVIP                    // the destination is a VIP address
+	isMapped                    // an IPv4-mapped IPv6 address, which nothing classifies
+)
+
+// ProcessBatch runs the pipeline on every frame of a batch, in two passes:
+// the first parses and classifies each frame and starts loading the
+// conntrack bucket of each tracked flow; the second looks the flows up and
+// decides. On a table larger than the CPU's caches a lookup waits for
+// memory; the first pass lets those loads overlap across the batch rather
+// than wait one after the other. Verdicts are those Process would give
+// each frame in turn: the first pass reads nothing the second writes.
+func (w *Worker) ProcessBatch(descs []Desc) {
+	if len(descs) > len(w.pkts) {
+		w.pkts = make([]pkt, len(descs)) // once per larger batch, not per packet
+	}
+	pk := w.pkts[:len(descs)]
+	for i := range descs {
+		d := &descs[i]
+		w.c.RxFrames++
+		w.c.RxBytes += uint64(d.Len)
+		w.classify(d, &pk[i])
+	}
+	if w.prefetch >= 2 {
+		for i := range pk {
+			if pk[i].is&isTracked != 0 {
+				w.ct.PrefetchRecord(pk[i].loc)
+			}
+		}
+	}
+	for i := range descs {
+		w.act(&descs[i], &pk[i])
+	}
+}

@@ -1,0 +1,94 @@
+package dataplane
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"reflect"
+	"testing"
+
+	"github.com/google/gopacket/layers"
+
+	"github.com/vipd/vipd/internal/framegen"
+)
+
+// TestBatchAgreesWithProcess runs the same frames through two identical
+// workers, one frame at a time (Process) and in batches (ProcessBatch),
+// and requires the same verdict, reason, port and bytes for every frame,
+// the same emitted frames and the same counters. The frames are the policy
+// corpus plus flows whose packets share a batch (a SYN and the packets
+// after it), the case where the first pass runs ahead of the second.
+func TestBatchAgreesWithProcess(t *testing.T) {
+	spec := fuzzSpec()
+	st := spec.Steering()
+	addrs := append(append(append([]netip.Addr{}, st.VIPs...), st.NextHops...), st.Local...)
+	addrs = append(addrs, client4, client6, router4, router6)
+	n := 6000
+	if testing.Short() {
+		n = 2000
+	}
+	corpus, err := framegen.Generate(framegen.Params{Addrs: addrs, Ports: []uint16{0, 80, 443, 7000, 8080}, N: n, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 40 flows of 5 packets each, interleaved so that every batch holds
+	// several packets of the same flow, first ones included.
+	var flows [][]byte
+	for round := 0; round < 5; round++ {
+		for fl := 0; fl < 40; fl++ {
+			flags := "A"
+			if round == 0 {
+				flags = "S"
+			}
+			src, dst := client4, vipNAT4
+			if fl%2 == 1 {
+				src, dst = client6, vipNAT6
+			}
+			if fl%4 >= 2 {
+				dst = map[bool]netip.Addr{false: vipDSR4, true: vipDSR6}[fl%2 == 1]
+			}
+			flows = append(flows, build(t, pk{src: src, dst: dst, sport: uint16(2000 + fl), dport: 80, flags: flags, proto: layers.IPProtocolTCP}))
+		}
+	}
+	frames := append(flows, corpus...)
+
+	snap, err := NewSnapshot(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{1, 7, 64} {
+		t.Run(fmt.Sprintf("batch=%d", size), func(t *testing.T) {
+			one, many := newHarnessOf(t, snap, 1<<14), newHarnessOf(t, snap, 1<<14)
+			for start := 0; start < len(frames); start += size {
+				chunk := frames[start:min(start+size, len(frames))]
+				one.emit.frames = one.emit.frames[:0]
+				one.w.Begin(snap, one.now, one.emit)
+				singles := make([]*Desc, len(chunk))
+				for i, f := range chunk {
+					singles[i] = newDesc(f, PortIngress)
+					one.w.Process(singles[i])
+				}
+				one.w.End(len(chunk))
+				batch := many.run(chunk...)
+				for i := range chunk {
+					a, b := singles[i], batch[i]
+					if a.Verdict != b.Verdict || a.Reason != b.Reason || a.Port != b.Port || !bytes.Equal(a.frame(), b.frame()) {
+						t.Fatalf("frame %d: alone %v/%v port %d, in a batch %v/%v port %d (bytes equal: %v)\n%x",
+							start+i, a.Verdict, a.Reason, a.Port, b.Verdict, b.Reason, b.Port, bytes.Equal(a.frame(), b.frame()), chunk[i])
+					}
+				}
+				if !reflect.DeepEqual(one.emit.frames, many.emit.frames) {
+					t.Fatalf("batch at %d: emitted frames differ", start)
+				}
+				one.now += 1e6
+				many.now += 1e6
+			}
+			if a, b := one.w.Counters(), many.w.Counters(); !reflect.DeepEqual(a, b) {
+				t.Errorf("counters differ:\nalone    %+v\nbatched  %+v", a, b)
+			}
+			if one.w.Counters().FlowHits == 0 {
+				t.Error("no conntrack hit: the flows did not exercise lookups")
+			}
+		})
+	}
+}
