@@ -85,3 +85,22 @@ func TestNeighborCacheAllocs(t *testing.T) {
 		t.Errorf("%v allocations", n)
 	}
 }
+
+// TestOnLinkClient6 checks the precomputed IPv6 prefix masks against
+// netip.Prefix.Contains, for prefix lengths on both sides of 64.
+func TestOnLinkClient6(t *testing.T) {
+	prefixes := []string{"2001:db8::/32", "2001:2:0:1::/64", "2001:2:0:2:8000::/65", "2001:2::7/128", "fd00::/8"}
+	addrs := []string{"2001:db8::1", "2001:db9::1", "2001:2:0:1::ffff", "2001:2:0:1:1::", "2001:2:0:2:8000::1",
+		"2001:2:0:2:7fff::1", "2001:2::7", "2001:2::8", "fdff::1", "fe00::1", "::"}
+	for _, ps := range prefixes {
+		p := netip.MustParsePrefix(ps)
+		s := &Snapshot{onLink6: []prefix6{mkPrefix6(p)}}
+		for _, as := range addrs {
+			a := netip.MustParseAddr(as)
+			a16 := a.As16()
+			if got, want := s.onLinkClient6(&a16), p.Contains(a); got != want {
+				t.Errorf("%v in %v: %v, want %v", a, p, got, want)
+			}
+		}
+	}
+}

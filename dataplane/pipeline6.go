@@ -1,8 +1,6 @@
 package dataplane
 
 import (
-	"net/netip"
-
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/encap"
 	"github.com/vipd/vipd/hashing"
@@ -71,7 +69,7 @@ func (w *Worker) forward6(d *Desc, frame []byte, p *pkt, v *vip, b *backend, ref
 		w.encap6(d, frame, f, &e, v, b, out, ref)
 		return
 	}
-	if len(s.onLink) > 0 && d.RxPort == PortIngress {
+	if len(s.onLink6) > 0 && d.RxPort == PortIngress {
 		w.learn6(ip.SourceAddress(), e.src)
 	}
 	if mtu := s.mtu[out]; f.L3Len > mtu {
@@ -387,12 +385,8 @@ func (w *Worker) natReplyICMP6(d *Desc, frame []byte, f *packet.Frame) bool {
 // learn6 records an IPv6 client's MAC when it is on a connected subnet of
 // the ingress port.
 func (w *Worker) learn6(src *[16]byte, mac [6]byte) {
-	addr := netip.AddrFrom16(*src)
-	for _, p := range w.snap.onLink {
-		if p.Addr().Is6() && p.Contains(addr) {
-			hi, lo := nkey6(src)
-			w.neigh.learn(hi, lo, mac)
-			return
-		}
+	if w.snap.onLinkClient6(src) {
+		hi, lo := nkey6(src)
+		w.neigh.learn(hi, lo, mac)
 	}
 }

@@ -61,7 +61,13 @@ func (w *Worker) Run(ctx context.Context, q Queue, snaps *Snapshots, batch int, 
 			// step (countStep buckets) per batch, so that the count never
 			// holds up forwarding for long.
 			w.serveCount(64)
-			// Idle: keep expiry going and what others read fresh.
+			// Idle: keep expiry going and what others read fresh,
+			// per-backend counters included (a snapshot may have
+			// reused a backend reference: resize restarts its counters).
+			if s := snaps.Load(); s != nil && s != w.snap {
+				w.resize(s)
+				w.snap = s
+			}
 			w.now = Nanotime()
 			w.ct.Advance(conntrack.Tick(w.now / int64(time.Second)))
 			w.Publish()

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -135,8 +136,8 @@ type Snapshot struct {
 	local4    table4
 	local6    table6
 	gw4, gw6  [6]byte
-	onLink    []netip.Prefix
 	onLink4   []prefix4 // onLink's IPv4 prefixes, for the per-packet check
+	onLink6   []prefix6 // and its IPv6 ones
 	neighbors map[netip.Addr][6]byte
 
 	// What NewSnapshotFrom reuses; workers never read it.
@@ -283,6 +284,37 @@ func (s *Snapshot) syncCounters(c []FlowCounters, epochs []uint32) ([]FlowCounte
 // prefix4 is an IPv4 prefix as network and mask words.
 type prefix4 struct{ net, mask uint32 }
 
+// prefix6 is an IPv6 prefix as network and mask, each in two words.
+type prefix6 struct{ hi, lo, maskHi, maskLo uint64 }
+
+func mkPrefix6(p netip.Prefix) prefix6 {
+	a := p.Masked().Addr().As16()
+	bits := p.Bits()
+	var mhi, mlo uint64
+	switch {
+	case bits >= 64:
+		mhi = ^uint64(0)
+		if bits > 64 {
+			mlo = ^uint64(0) << (128 - bits)
+		}
+	case bits > 0:
+		mhi = ^uint64(0) << (64 - bits)
+	}
+	return prefix6{binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:]), mhi, mlo}
+}
+
+// onLinkClient6 is onLinkClient4 for IPv6: masks computed once per
+// snapshot instead of netip.Prefix.Contains per packet.
+func (s *Snapshot) onLinkClient6(a *[16]byte) bool {
+	hi, lo := binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])
+	for _, p := range s.onLink6 {
+		if hi&p.maskHi == p.hi && lo&p.maskLo == p.lo {
+			return true
+		}
+	}
+	return false
+}
+
 // onLinkClient4 reports whether an IPv4 client is on a connected subnet of
 // the ingress port.
 func (s *Snapshot) onLinkClient4(a uint32) bool {
@@ -353,7 +385,7 @@ var ErrSpec = errors.New("dataplane: invalid spec")
 
 // NewSnapshot builds a Snapshot from spec: classifier tables and one Maglev
 // table per VIP over its backends that are up. It is a pure function of
-// spec; the result shares spec's ClientOnLink, Neighbors, Local and every
+// spec; the result shares spec's Neighbors, Local and every
 // VIP's Backends, which must not be modified afterwards.
 func NewSnapshot(spec *Spec) (*Snapshot, error) { return NewSnapshotFrom(nil, spec) }
 
@@ -383,7 +415,6 @@ func NewSnapshotFrom(prev *Snapshot, spec *Spec) (*Snapshot, error) {
 		mtu:       spec.MTU,
 		gw4:       spec.ClientGateway4,
 		gw6:       spec.ClientGateway6,
-		onLink:    spec.ClientOnLink,
 		neighbors: spec.Neighbors,
 		local:     spec.localAddrs(),
 	}
@@ -395,6 +426,8 @@ func NewSnapshotFrom(prev *Snapshot, spec *Spec) (*Snapshot, error) {
 				mask = ^uint32(0) << (32 - bits)
 			}
 			s.onLink4 = append(s.onLink4, prefix4{u32(p.Masked().Addr().As4()), mask})
+		} else {
+			s.onLink6 = append(s.onLink6, mkPrefix6(p))
 		}
 	}
 	for p := 0; p < 2; p++ {
@@ -819,16 +852,11 @@ func (s *Snapshot) clientMAC4(a [4]byte, learned *NeighborCache) ([6]byte, bool)
 
 // clientMAC6 is clientMAC4 for IPv6.
 func (s *Snapshot) clientMAC6(a *[16]byte, learned *NeighborCache) ([6]byte, bool) {
-	if len(s.onLink) > 0 {
-		addr := netip.AddrFrom16(*a)
-		for _, p := range s.onLink {
-			if p.Addr().Is6() && p.Contains(addr) {
-				if mac, ok := s.neighbors[addr]; ok {
-					return mac, true
-				}
-				return learned.lookup(nkey6(a))
-			}
+	if len(s.onLink6) > 0 && s.onLinkClient6(a) {
+		if mac, ok := s.neighbors[netip.AddrFrom16(*a)]; ok {
+			return mac, true
 		}
+		return learned.lookup(nkey6(a))
 	}
 	return s.gw6, s.gw6 != [6]byte{}
 }
