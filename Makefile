@@ -4,7 +4,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 BIN     := bin
 
-.PHONY: all deps build test test-unit test-race test-bench-smoke lint demo bench clean
+.PHONY: all deps build test test-unit test-race test-bench-smoke lint demo bench pgo pgo-compare clean
 
 all: build
 
@@ -73,6 +73,28 @@ bench: deps
 			echo "make bench: linux-perf could not be installed: no profiles in the report"; \
 	fi
 	$(GO) run ./bench/cmd/bench -out bench/results $(BENCH_FLAGS)
+
+# Profile-guided optimization: cmd/vipd/default.pgo is a CPU profile of the
+# in-memory pipeline benchmarks (NAT and DSR, hits and misses, both
+# families); go build uses it for vipd by default. Refresh it after changing
+# the pipeline, then check the gain with pgo-compare (the same benchmarks
+# built with and without the profile, run in turn; benchstat table).
+PGO_BENCH := ^Benchmark(Pipeline|Hit)$$
+pgo: deps
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(GO) test -run '^$$' -bench '$(PGO_BENCH)' -benchtime 1s -cpuprofile "$$tmp/cpu.pprof" -o "$$tmp/dataplane.test" ./dataplane >/dev/null && \
+	cp "$$tmp/cpu.pprof" cmd/vipd/default.pgo && echo "wrote cmd/vipd/default.pgo"
+
+pgo-compare: deps
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(GO) test -c -pgo=off -o "$$tmp/off.test" ./dataplane && \
+	$(GO) test -c -pgo=$(CURDIR)/cmd/vipd/default.pgo -o "$$tmp/pgo.test" ./dataplane && \
+	for i in 1 2 3 4 5 6; do for v in off pgo; do \
+		(cd dataplane && "$$tmp/$$v.test" -test.run '^$$' -test.bench '^BenchmarkPipeline$$/^(nat|dsr)$$/^(hit|miss)$$/^flows=(1|100000)$$/^64B$$' -test.benchtime 300ms && \
+		 "$$tmp/$$v.test" -test.run '^$$' -test.bench '^BenchmarkHit$$' -test.benchtime 300ms) >> "$$tmp/$$v.txt"; \
+	done; done && \
+	if command -v benchstat >/dev/null; then benchstat "$$tmp/off.txt" "$$tmp/pgo.txt"; \
+	else $(GO) run golang.org/x/perf/cmd/benchstat@latest "$$tmp/off.txt" "$$tmp/pgo.txt"; fi
 
 clean:
 	rm -rf $(BIN)
