@@ -12,7 +12,7 @@ const (
 	DefaultRingSize          = 2048
 	DefaultBatchSize         = 64
 	DefaultXDPMode           = XDPAuto
-	DefaultBusyPollUsecs     = 0 // off: see README, "Busy polling", for the measurement
+	DefaultBusyPollUsecs     = 0 // off: README, "Busy polling, measured"
 	MaxBusyPollUsecs         = 1000
 	MaxBusyPollBudget        = 1024
 	DefaultFlowHashSeed      = 0x5f1b_7a3c_9e2d_4b60 // any fixed value: what matters is that every instance uses the same one
