@@ -56,12 +56,30 @@ type Dataplane struct {
 	// BatchSize is the most frames a worker takes per receive call.
 	BatchSize int     `toml:"batch_size"`
 	XDPMode   XDPMode `toml:"xdp_mode"`
+	// BusyPollUsecs turns on AF_XDP preferred busy polling when positive:
+	// each socket gets SO_PREFER_BUSY_POLL and SO_BUSY_POLL, and a worker
+	// whose rx ring is empty busy polls (non-blocking recvfrom, which runs
+	// the device's NAPI in the worker's thread) for this many
+	// microseconds before it sleeps. 0 is off.
+	BusyPollUsecs int `toml:"busy_poll_usecs"`
+	// BusyPollBudget is SO_BUSY_POLL_BUDGET, the most frames one busy
+	// poll moves to the rx ring; 0 means BatchSize.
+	BusyPollBudget int `toml:"busy_poll_budget"`
 	// EgressMTU overrides the MTU read from the egress interface (bytes of
 	// IP packet); 0 follows the interface.
 	EgressMTU int `toml:"egress_mtu"`
 	// FlowHashSeed seeds the flow hash. Every vipd instance that shares VIPs
 	// behind ECMP must use the same seed so that they agree on every flow.
 	FlowHashSeed uint64 `toml:"flow_hash_seed"`
+}
+
+// BusyPollBatch is the busy-poll budget in effect: BusyPollBudget, or
+// BatchSize when that is 0.
+func (d *Dataplane) BusyPollBatch() int {
+	if d.BusyPollBudget > 0 {
+		return d.BusyPollBudget
+	}
+	return d.BatchSize
 }
 
 // TwoArmed reports whether packets leave through a different interface

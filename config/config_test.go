@@ -64,6 +64,11 @@ func TestValidationErrors(t *testing.T) {
 		{"frames fewer than fill ring", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nframe_count = 1024 #!", 1), "dataplane.frame_count", "cannot fill"},
 		{"batch larger than ring", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nrx_ring_size = 64\nbatch_size = 128 #!", 1), "dataplane.batch_size", "larger than rx_ring_size"},
 		{"zero queues", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nqueues = 0 #!", 1), "dataplane.queues", "from 1 to"},
+		{"negative busy poll", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nbusy_poll_usecs = -1 #!", 1), "dataplane.busy_poll_usecs", "must be 0 (off) or from 1 to 1000 microseconds, not -1"},
+		{"absurd busy poll", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nbusy_poll_usecs = 5000000 #!", 1), "dataplane.busy_poll_usecs", "not 5000000"},
+		{"negative busy poll budget", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nbusy_poll_usecs = 50\nbusy_poll_budget = -8 #!", 1), "dataplane.busy_poll_budget", "must be 0 (batch_size) or from 1 to 1024 frames, not -8"},
+		{"absurd busy poll budget", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nbusy_poll_usecs = 50\nbusy_poll_budget = 65536 #!", 1), "dataplane.busy_poll_budget", "not 65536"},
+		{"busy poll budget over the ring", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nrx_ring_size = 256\nbusy_poll_usecs = 50\nbusy_poll_budget = 512 #!", 1), "dataplane.busy_poll_budget", "larger than rx_ring_size (256)"},
 		{"xdp mode", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nxdp_mode = \"offload\" #!", 1), "dataplane.xdp_mode", `not "offload"`},
 		{"egress mtu too small for IPv6 DSR", "[dataplane]\ningress = \"eth0\"\negress_mtu = 1300 #!\n[[vip]]\nname = \"v6\"\naddress = \"2001:2::100\"\nport = 80\nmode = \"dsr\"\nencap_source = \"2001:2:1::1\"\n[[vip.backend]]\naddress = \"2001:2:1::11\"\n", "dataplane.egress_mtu", "from 1320"},
 		{"egress mtu too small", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\negress_mtu = 500 #!", 1), "dataplane.egress_mtu", "from 576"},
@@ -194,6 +199,8 @@ func TestWarnings(t *testing.T) {
 	}{
 		{"small table", strings.Replace(base, `port = 80`, "port = 80\ntable_size = 101", 1), "vip[0].table_size", "under 100×"},
 		{"public admin", base + "\n[admin]\nlisten = \"0.0.0.0:9180\"\n", "admin.listen", "not a loopback"},
+		{"busy poll with afpacket", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nio = \"afpacket\"\nbusy_poll_usecs = 50", 1), "dataplane.busy_poll_usecs", "ignored"},
+		{"busy poll budget without busy poll", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nbusy_poll_budget = 32", 1), "dataplane.busy_poll_budget", "no effect"},
 		{"no VIPs", "[dataplane]\ningress = \"eth0\"\n", "vip", "no [[vip]]"},
 		{"timeouts inverted", base + "\n[conntrack]\ntcp_established_timeout = \"5s\"\n", "conntrack.tcp_established_timeout", "shorter than"},
 		{"unconfirmed outlives established", base + "\n[conntrack]\ntcp_unconfirmed_timeout = \"1h\"\n", "conntrack.tcp_established_timeout", "tcp_unconfirmed_timeout"},
@@ -457,4 +464,28 @@ func m2(m []string) string {
 		return ""
 	}
 	return m[2]
+}
+
+func TestBusyPollConfig(t *testing.T) {
+	cfg, _, err := Parse("d.toml", []byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cfg.Dataplane; d.BusyPollUsecs != DefaultBusyPollUsecs || d.BusyPollBatch() != d.BatchSize {
+		t.Errorf("defaults: busy_poll_usecs %d, budget in effect %d; want %d and batch_size (%d)", d.BusyPollUsecs, d.BusyPollBatch(), DefaultBusyPollUsecs, d.BatchSize)
+	}
+	src := strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nbatch_size = 128\nbusy_poll_usecs = 50", 1)
+	if cfg, _, err = Parse("b.toml", []byte(src)); err != nil {
+		t.Fatal(err)
+	}
+	if d := cfg.Dataplane; d.BusyPollUsecs != 50 || d.BusyPollBatch() != 128 {
+		t.Errorf("busy_poll_usecs %d, budget in effect %d; want 50 and batch_size 128", d.BusyPollUsecs, d.BusyPollBatch())
+	}
+	src = strings.Replace(src, "busy_poll_usecs = 50", "busy_poll_usecs = 1000\nbusy_poll_budget = 1024", 1)
+	if cfg, _, err = Parse("c.toml", []byte(src)); err != nil {
+		t.Fatal(err)
+	}
+	if d := cfg.Dataplane; d.BusyPollUsecs != 1000 || d.BusyPollBatch() != 1024 {
+		t.Errorf("the largest values: busy_poll_usecs %d, budget %d", d.BusyPollUsecs, d.BusyPollBatch())
+	}
 }

@@ -12,6 +12,9 @@ const (
 	DefaultRingSize          = 2048
 	DefaultBatchSize         = 64
 	DefaultXDPMode           = XDPAuto
+	DefaultBusyPollUsecs     = 0 // off: README, "Busy polling, measured"
+	MaxBusyPollUsecs         = 1000
+	MaxBusyPollBudget        = 1024
 	DefaultFlowHashSeed      = 0x5f1b_7a3c_9e2d_4b60 // any fixed value: what matters is that every instance uses the same one
 	DefaultConntrackCapacity = 1 << 20
 	DefaultTCPUnestablished  = 30 * time.Second
@@ -51,6 +54,7 @@ func Default() Config {
 			CompletionRingSize: DefaultRingSize,
 			BatchSize:          DefaultBatchSize,
 			XDPMode:            DefaultXDPMode,
+			BusyPollUsecs:      DefaultBusyPollUsecs,
 			FlowHashSeed:       DefaultFlowHashSeed,
 		},
 		Conntrack: Conntrack{

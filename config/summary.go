@@ -16,8 +16,12 @@ func WriteSummary(w io.Writer, cfg *Config) error {
 		arms = "two-armed"
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "dataplane: %s, ingress %s, egress %s, io %s, %d queue(s), batch %d\n",
-		arms, d.Ingress, d.EgressInterface(), d.IO, d.Queues, d.BatchSize)
+	busy := ""
+	if d.BusyPollUsecs > 0 && d.IO == IOAFXDP {
+		busy = fmt.Sprintf(", busy poll %dµs budget %d", d.BusyPollUsecs, d.BusyPollBatch())
+	}
+	fmt.Fprintf(tw, "dataplane: %s, ingress %s, egress %s, io %s, %d queue(s), batch %d%s\n",
+		arms, d.Ingress, d.EgressInterface(), d.IO, d.Queues, d.BatchSize, busy)
 	mtu := "from interface"
 	if d.EgressMTU != 0 {
 		mtu = fmt.Sprint(d.EgressMTU)

@@ -90,6 +90,18 @@ func (c *collector) validateDataplane(d *Dataplane, cfg *Config) {
 	} else if pow2(d.RxRingSize) && d.BatchSize > d.RxRingSize {
 		c.errorf(p+".batch_size", "%d is larger than rx_ring_size (%d)", d.BatchSize, d.RxRingSize)
 	}
+	if d.BusyPollUsecs < 0 || d.BusyPollUsecs > MaxBusyPollUsecs {
+		c.errorf(p+".busy_poll_usecs", "must be 0 (off) or from 1 to %d microseconds, not %d: a worker spins this long on an empty ring before it sleeps", MaxBusyPollUsecs, d.BusyPollUsecs)
+	} else if d.BusyPollUsecs > 0 && d.IO == IOAFPacket {
+		c.warnf(p+".busy_poll_usecs", "applies to io = %q only: ignored with %q", IOAFXDP, IOAFPacket)
+	}
+	if d.BusyPollBudget < 0 || d.BusyPollBudget > MaxBusyPollBudget {
+		c.errorf(p+".busy_poll_budget", "must be 0 (batch_size) or from 1 to %d frames, not %d", MaxBusyPollBudget, d.BusyPollBudget)
+	} else if pow2(d.RxRingSize) && d.BusyPollBudget > d.RxRingSize {
+		c.errorf(p+".busy_poll_budget", "%d is larger than rx_ring_size (%d): one busy poll would overflow the ring", d.BusyPollBudget, d.RxRingSize)
+	} else if d.BusyPollBudget > 0 && d.BusyPollUsecs == 0 {
+		c.warnf(p+".busy_poll_budget", "has no effect while busy_poll_usecs is 0 (busy polling off)")
+	}
 	switch d.XDPMode {
 	case XDPAuto, XDPNative, XDPGeneric:
 	default:

@@ -90,7 +90,8 @@ func (p *LinuxPlatform) openAFXDP(dp *config.Dataplane) ([]dataplane.Queue, erro
 	opts := afxdp.Options{
 		FrameSize: dp.FrameSize, FrameCount: dp.FrameCount,
 		RxRing: dp.RxRingSize, TxRing: dp.TxRingSize, FillRing: dp.FillRingSize, CompletionRing: dp.CompletionRingSize,
-		TxBudget: max(dp.BatchSize, 64),
+		TxBudget:      max(dp.BatchSize, 64),
+		BusyPollUsecs: dp.BusyPollUsecs, BusyPollBudget: dp.BusyPollBatch(),
 	}
 	links := []arp.Link{p.links[0]}
 	if dp.TwoArmed() {
@@ -109,6 +110,12 @@ func (p *LinuxPlatform) openAFXDP(dp *config.Dataplane) ([]dataplane.Queue, erro
 				return nil, fmt.Errorf("%s queue %d: %w (does the interface have %d queues? see ethtool -l)", l.Name, q, err, dp.Queues)
 			}
 			socks[li] = append(socks[li], s)
+			if on, err := s.BusyPoll(); dp.BusyPollUsecs > 0 && !on {
+				// Not fatal: the socket works as it would with
+				// busy_poll_usecs = 0.
+				p.log.Warn("busy polling refused by the kernel; this queue runs without it (vipd needs CAP_NET_ADMIN for it; Linux 5.11+)",
+					"interface", l.Name, "queue", q, "err", err)
+			}
 			if err := prog.Register(q, s.FD()); err != nil {
 				return nil, err
 			}
@@ -284,6 +291,7 @@ func (p *LinuxPlatform) DriverStats() map[string]uint64 {
 		m["fill_ring_starved"] += s.FillStarved
 		m["tx_kicks"] += s.Kicks
 		m["tx_kick_errors"] += s.KickErrors
+		m["rx_wakeups"] += s.Wakeups
 		m["xsk_rx_dropped"] += s.RxDropped
 		m["xsk_rx_ring_full"] += s.RxRingFull
 		m["xsk_fill_ring_empty"] += s.RxFillRingEmpty

@@ -212,9 +212,13 @@ const AdminAddr = "127.0.0.1:9180"
 // VIPDConfig is the rig's vipd configuration: a UDP NAT VIP and a UDP DSR
 // VIP over the three backends, no health checks (the backends are only
 // addresses), io and queues as given.
-func VIPDConfig(io string, queues int) string {
+func VIPDConfig(io string, queues int, dataplane ...string) string {
 	var s strings.Builder
-	fmt.Fprintf(&s, "[dataplane]\ningress = %q\negress = %q\nio = %q\nqueues = %d\n\n", BoxIn, BoxOut, io, queues)
+	fmt.Fprintf(&s, "[dataplane]\ningress = %q\negress = %q\nio = %q\nqueues = %d\n", BoxIn, BoxOut, io, queues)
+	for _, l := range dataplane {
+		s.WriteString(l + "\n")
+	}
+	s.WriteString("\n")
 	fmt.Fprintf(&s, "[conntrack]\ncapacity = 262144\n\n[admin]\nlisten = %q\nsocket = \"\"\n\n", AdminAddr)
 	vip := func(name, addr, mode string, bport int) {
 		fmt.Fprintf(&s, "[[vip]]\nname = %q\naddress = %q\nport = %d\nprotocol = \"udp\"\nmode = %q\n", name, addr, VIPPort, mode)
@@ -242,12 +246,13 @@ type VIPD struct {
 	client *http.Client
 }
 
-// StartVIPD writes the configuration and runs vipd where pl says, waiting
-// for its admin API.
-func StartVIPD(t nstest.T, r *Rig, bin string, pl Placement, io, dir string) *VIPD {
+// StartVIPD writes the configuration, with extra lines for its
+// [dataplane] table, and runs vipd where pl says, waiting for its admin
+// API.
+func StartVIPD(t nstest.T, r *Rig, bin string, pl Placement, io, dir string, dataplane ...string) *VIPD {
 	t.Helper()
 	cfg := filepath.Join(dir, "vipd.toml")
-	if err := os.WriteFile(cfg, []byte(VIPDConfig(io, r.Queues)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(VIPDConfig(io, r.Queues, dataplane...)), 0o644); err != nil {
 		t.Fatalf("rig: %v", err)
 	}
 	v := &VIPD{io: io, client: &http.Client{

@@ -22,11 +22,36 @@ type BoxScenario struct {
 	// Profile records a CPU profile of the box's CPU (perf -C) during
 	// one extra window after the measured ones.
 	Profile bool
+	// BusyPoll (vipd, AF_XDP) runs vipd with busy_poll_usecs set to it;
+	// NAPIDefer also sets the box veth's napi_defer_hard_irqs (2) and
+	// gro_flush_timeout (200 µs), the kernel's advice for preferred busy
+	// polling.
+	BusyPoll  int
+	NAPIDefer bool
 }
 
 // Label is the row's name with its flow count, what -only matches.
 func (sc BoxScenario) Label() string {
 	return "box-limited " + sc.Name + ", " + flowsText(sc.Flows)
+}
+
+// BusyPollRows returns, for every vipd AF_XDP row of rows, the same row
+// with busy polling (busy_poll_usecs = usecs) and, with napiDefer, the
+// box veth's IRQ deferral knobs: the rows -busy-poll adds to compare with.
+func BusyPollRows(rows []BoxScenario, usecs int, napiDefer bool) []BoxScenario {
+	var out []BoxScenario
+	for _, sc := range rows {
+		if sc.Kind != bench.KindVIPD || sc.IO != "afxdp" {
+			continue
+		}
+		sc.Name += fmt.Sprintf(", busy poll %dµs", usecs)
+		if napiDefer {
+			sc.Name += " + NAPI defer"
+		}
+		sc.BusyPoll, sc.NAPIDefer, sc.Profile = usecs, napiDefer, false
+		out = append(out, sc)
+	}
+	return out
 }
 
 // BoxScenarios is the box-limited table, in the order of the report: the
@@ -104,7 +129,15 @@ func RunBox(parent *Scope, sc BoxScenario, o Options) (bench.BoxResult, *bench.S
 			box = StartForwarder(s, r, o.XDPFwd, pl, dir)
 		case bench.KindVIPD:
 			r.Box.Sysctl(s, "net.ipv4.ip_forward", "0")
-			box = StartVIPD(s, r, o.VIPD, pl, sc.IO, dir)
+			var extra []string
+			if sc.BusyPoll > 0 {
+				extra = append(extra, fmt.Sprintf("busy_poll_usecs = %d", sc.BusyPoll))
+			}
+			if sc.NAPIDefer {
+				Sysfs(s, r.Box, BoxIn, "napi_defer_hard_irqs", "2")
+				Sysfs(s, r.Box, BoxIn, "gro_flush_timeout", "200000")
+			}
+			box = StartVIPD(s, r, o.VIPD, pl, sc.IO, dir, extra...)
 			if sc.IO == "afpacket" {
 				EnableGRO(s, r.Box, BoxIn)
 			}

@@ -2,6 +2,8 @@ package rig
 
 import (
 	"math"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,5 +106,31 @@ func TestBoxScenarios(t *testing.T) {
 	}
 	if s := BoxScenarios(); s[0].Kind != bench.KindForwarder {
 		t.Error("the bare forwarder must come first: every vipd row is compared with it")
+	}
+}
+
+func TestBusyPollRows(t *testing.T) {
+	base := BoxScenarios()
+	rows := BusyPollRows(base, 50, true)
+	// vipd NAT and DSR over AF_XDP, 1 and 64k flows
+	if len(rows) != 4 {
+		t.Fatalf("%d busy-poll rows, want 4: %+v", len(rows), rows)
+	}
+	seen := map[string]bool{}
+	for _, sc := range base {
+		seen[sc.Label()] = true
+	}
+	for _, sc := range rows {
+		if sc.Kind != bench.KindVIPD || sc.IO != "afxdp" || sc.BusyPoll != 50 || !sc.NAPIDefer || sc.Profile {
+			t.Errorf("row %+v", sc)
+		}
+		if seen[sc.Label()] || !strings.Contains(sc.Label(), "busy poll 50µs + NAPI defer") {
+			t.Errorf("row label %q", sc.Label())
+		}
+		seen[sc.Label()] = true
+	}
+	// The rows must match the -only filter of the row they copy.
+	if !regexp.MustCompile("vipd NAT, AF_XDP").MatchString(rows[0].Label()) {
+		t.Errorf("%q does not match its base row's filter", rows[0].Label())
 	}
 }

@@ -23,6 +23,14 @@ func TestVIPDConfigIsValid(t *testing.T) {
 			t.Errorf("%s: parsed %+v", io, cfg.Dataplane)
 		}
 	}
+	src := VIPDConfig("afxdp", 1, "busy_poll_usecs = 50")
+	cfg, _, err := config.Parse("rig.toml", []byte(src))
+	if err != nil {
+		t.Fatalf("with busy polling: %v\n%s", err, src)
+	}
+	if cfg.Dataplane.BusyPollUsecs != 50 {
+		t.Errorf("busy_poll_usecs %d, want 50", cfg.Dataplane.BusyPollUsecs)
+	}
 }
 
 func TestTrafficConfig(t *testing.T) {

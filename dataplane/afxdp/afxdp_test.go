@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"net"
+	"os/exec"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,10 +35,20 @@ type rig struct {
 	macB   net.HardwareAddr
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { return newRigWith(t, testOpts, false) }
+
+// newRigWith is newRig with the socket opened with o and, with gro, GRO
+// turned on on a's veth before the XDP program is attached.
+func newRigWith(t *testing.T, o Options, gro bool) *rig {
 	nstest.RequireRoot(t)
 	r := &rig{a: nstest.New(t, "xa"), b: nstest.New(t, "xb"), an: nstest.Name("xa"), bn: nstest.Name("xb")}
 	nstest.Veth(t, r.a, r.an, r.b, r.bn)
+	if gro {
+		if _, err := exec.LookPath("ethtool"); err != nil {
+			t.Skip("ethtool not installed")
+		}
+		r.a.Must(t, "ethtool", "-K", r.an, "gro", "on")
+	}
 	err := r.a.Do(func() error {
 		ifi, err := net.InterfaceByName(r.an)
 		if err != nil {
@@ -51,7 +63,7 @@ func newRig(t *testing.T) *rig {
 		if err := prog.Attach(ifi.Index); err != nil {
 			return err
 		}
-		s, err := Open(ifi.Index, 0, testOpts)
+		s, err := Open(ifi.Index, 0, o)
 		if err != nil {
 			return err
 		}
@@ -300,5 +312,117 @@ func TestManyBatches(t *testing.T) {
 	}
 	if st := r.q.Stats(); st.RxFillRingEmpty != 0 || st.RxDropped != 0 {
 		t.Errorf("kernel dropped frames: %+v", st)
+	}
+}
+
+// sockopt reads a SOL_SOCKET option of the rig's socket.
+func (r *rig) sockopt(t *testing.T, opt int) int {
+	t.Helper()
+	v, err := unix.GetsockoptInt(r.sock.FD(), unix.SOL_SOCKET, opt)
+	if err != nil {
+		t.Fatalf("getsockopt %d: %v", opt, err)
+	}
+	return v
+}
+
+// bounce sends n test frames from b, has the queue send every one back and
+// checks they all arrive at a; it fails the test otherwise.
+func (r *rig) bounce(t *testing.T, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		r.send(t, r.frame(t, i, 60))
+	}
+	got := r.exchange(t, n, func(d *dataplane.Desc, f []byte, _ uint32) {
+		copy(f[0:6], r.macB)
+		copy(f[6:12], r.macA)
+		d.Verdict, d.Port = dataplane.VerdictTX, dataplane.PortIngress
+	})
+	if got != n {
+		t.Fatalf("received %d of %d frames", got, n)
+	}
+	unix.SetsockoptTimeval(r.raw, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 200000})
+	back := map[uint32]bool{}
+	buf := make([]byte, 2048)
+	for deadline := time.Now().Add(3 * time.Second); len(back) < n && time.Now().Before(deadline); {
+		k, _, err := unix.Recvfrom(r.raw, buf, 0)
+		if err != nil {
+			continue
+		}
+		if seq, ok := testSeq(buf[:k]); ok && bytes.Equal(buf[0:6], r.macB) {
+			back[seq] = true
+		}
+	}
+	if len(back) != n {
+		t.Fatalf("%d of %d frames came back", len(back), n)
+	}
+}
+
+// TestBusyPoll opens the socket with busy polling: the kernel must hold
+// the three options, Receive must busy poll (non-blocking recvfrom) and
+// frames must still flow both ways.
+func TestBusyPoll(t *testing.T) {
+	t.Run("xdp", func(t *testing.T) { testBusyPoll(t, false) })
+	t.Run("gro+xdp", func(t *testing.T) { testBusyPoll(t, true) })
+}
+
+func testBusyPoll(t *testing.T, gro bool) {
+	o := testOpts
+	o.BusyPollUsecs, o.BusyPollBudget = 50, 32
+	r := newRigWith(t, o, gro)
+	if on, err := r.sock.BusyPoll(); !on {
+		t.Fatalf("busy polling refused: %v", err)
+	}
+	for _, c := range []struct {
+		name      string
+		opt, want int
+	}{
+		{"SO_PREFER_BUSY_POLL", unix.SO_PREFER_BUSY_POLL, 1},
+		{"SO_BUSY_POLL", unix.SO_BUSY_POLL, 50},
+	} {
+		if got := r.sockopt(t, c.opt); got != c.want {
+			t.Errorf("%s = %d, want %d", c.name, got, c.want)
+		}
+	}
+	// The kernel has no getsockopt for SO_BUSY_POLL_BUDGET (ENOPROTOOPT
+	// up to 6.18 at least); read it if it ever does.
+	if got, err := unix.GetsockoptInt(r.sock.FD(), unix.SOL_SOCKET, unix.SO_BUSY_POLL_BUDGET); err == nil && got != 32 {
+		t.Errorf("SO_BUSY_POLL_BUDGET = %d, want 32", got)
+	} else if err != nil && !errors.Is(err, unix.ENOPROTOOPT) {
+		t.Errorf("getsockopt SO_BUSY_POLL_BUDGET: %v", err)
+	}
+	r.bounce(t, 40)
+	r.exchange(t, 0, nil) // an empty ring: Receive busy polls
+	st := r.q.Stats()
+	if !st.BusyPoll || st.Wakeups == 0 {
+		t.Errorf("the queue did not busy poll: %+v", st)
+	}
+	// The kernel records the NAPI to busy poll with the first frame
+	// (SO_INCOMING_NAPI_ID); without one, busy polling is a no-op in the
+	// kernel and only the queue's polling of its rx ring remains. On
+	// 6.18 a veth's XDP receive queue reports none, GRO on or off.
+	id, err := r.sock.NAPIID()
+	if err != nil {
+		t.Errorf("getsockopt SO_INCOMING_NAPI_ID: %v", err)
+	}
+	t.Logf("SO_INCOMING_NAPI_ID %d, %d non-blocking recvfrom calls", id, st.Wakeups)
+}
+
+// TestBusyPollRefused: options the kernel refuses (a budget above its
+// 65535 limit) leave a socket that works without busy polling and says
+// why.
+func TestBusyPollRefused(t *testing.T) {
+	o := testOpts
+	o.BusyPollUsecs, o.BusyPollBudget = 50, 1<<20
+	r := newRigWith(t, o, false)
+	on, err := r.sock.BusyPoll()
+	if on || !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("BusyPoll() = %v, %v; want false and EINVAL", on, err)
+	}
+	if p, u := r.sockopt(t, unix.SO_PREFER_BUSY_POLL), r.sockopt(t, unix.SO_BUSY_POLL); p != 0 || u != 0 {
+		t.Errorf("after the refusal SO_PREFER_BUSY_POLL = %d, SO_BUSY_POLL = %d; want both 0", p, u)
+	}
+	r.bounce(t, 20)
+	if st := r.q.Stats(); st.BusyPoll {
+		t.Errorf("queue says it busy polls: %+v", st)
 	}
 }

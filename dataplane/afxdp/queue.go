@@ -21,6 +21,9 @@ type Queue struct {
 	emit     []pending
 	pfds     []unix.PollFd
 	next     int // socket to read first, for fairness between ports
+	// busyPoll: how long Receive keeps busy polling an empty rx ring
+	// before it sleeps in poll; 0 when some socket does not busy poll.
+	busyPoll time.Duration
 	closed   bool
 
 	st queueStats
@@ -57,10 +60,16 @@ type Stats struct {
 	FillStarved   uint64 // refills that found the free stack empty
 	Kicks         uint64 // sendto wakeups
 	KickErrors    uint64
+	// Wakeups: non-blocking recvfrom calls, to wake a zero-copy driver
+	// waiting on the fill ring (need-wakeup) or to busy poll.
+	Wakeups uint64
 	// Kernel-side counters, summed over the queue's sockets.
 	RxDropped, RxRingFull, RxFillRingEmpty, TxRingEmpty, RxInvalid, TxInvalid uint64
 	// TxBudget reports that every socket accepted XDP_MAX_TX_SKB_BUDGET.
 	TxBudget bool
+	// BusyPoll reports that the queue busy polls (every socket accepted
+	// the busy-poll options).
+	BusyPoll bool
 }
 
 // NewQueue builds the queue for queue id on ingress and, when egress is not
@@ -72,8 +81,10 @@ func NewQueue(ingress, egress *Socket, batch int) *Queue {
 		q.socks[dataplane.PortEgress] = egress
 		q.distinct = append(q.distinct, egress)
 	}
+	q.busyPoll = ingress.busyPoll
 	for _, s := range q.distinct {
 		q.pfds = append(q.pfds, unix.PollFd{Fd: int32(s.fd), Events: unix.POLLIN})
+		q.busyPoll = min(q.busyPoll, s.busyPoll)
 	}
 	return q
 }
@@ -91,7 +102,21 @@ func (q *Queue) Receive(descs []dataplane.Desc, timeout time.Duration) (int, err
 		s.refill()
 	}
 	n := q.take(descs)
+	if n == 0 && q.busyPoll > 0 {
+		n = q.poll(descs, timeout)
+	} else if n == 0 && timeout <= 0 {
+		// No poll below to do it: wake a zero-copy driver that waits
+		// for the fill ring (need-wakeup, as xdpsock does when idle).
+		for _, s := range q.distinct {
+			if s.fill.needWakeup() {
+				s.wake()
+			}
+		}
+	}
 	if n == 0 && timeout > 0 {
+		// xsk_poll busy polls once (when the socket does) and wakes a
+		// zero-copy driver that set need-wakeup on the fill ring, then
+		// sleeps until a frame arrives.
 		ms := int(timeout / time.Millisecond)
 		for {
 			_, err := unix.Poll(q.pfds, ms)
@@ -107,6 +132,28 @@ func (q *Queue) Receive(descs []dataplane.Desc, timeout time.Duration) (int, err
 	}
 	q.st.rx.Add(uint64(n))
 	return n, nil
+}
+
+// poll busy polls the queue's sockets, each non-blocking recvfrom running
+// the device's NAPI in this thread for up to the busy-poll budget, until a
+// frame arrives or, when the caller may wait, q.busyPoll has passed. With
+// timeout 0 it polls once.
+func (q *Queue) poll(descs []dataplane.Desc, timeout time.Duration) int {
+	var end time.Time
+	for i := 0; ; i++ {
+		for _, s := range q.distinct {
+			s.wake()
+		}
+		if n := q.take(descs); n > 0 || timeout <= 0 {
+			return n
+		}
+		now := time.Now()
+		if i == 0 {
+			end = now.Add(min(q.busyPoll, timeout))
+		} else if !now.Before(end) {
+			return 0
+		}
+	}
 }
 
 // take moves received frames from the rx rings into descs.
@@ -233,11 +280,13 @@ func (q *Queue) Stats() Stats {
 		NoFrame:       q.st.noFrame.Load(),
 		KernelDropped: q.st.kernel.Load(),
 		TxBudget:      true,
+		BusyPoll:      q.busyPoll > 0,
 	}
 	for _, s := range q.distinct {
 		st.FillStarved += s.st.fillStarved.Load()
 		st.Kicks += s.st.kicks.Load()
 		st.KickErrors += s.st.kickErrors.Load()
+		st.Wakeups += s.st.wakeups.Load()
 		st.TxBudget = st.TxBudget && s.budget
 		if k, err := s.KernelStats(); err == nil {
 			st.RxDropped += k.Rx_dropped

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/asavie/xdp"
@@ -27,6 +28,18 @@ type Options struct {
 	// mode (XDP_MAX_TX_SKB_BUDGET, kernel 6.17+; the default is 32). 0
 	// leaves the kernel's default.
 	TxBudget int
+	// BusyPollUsecs, when positive, turns on preferred busy polling
+	// (SO_PREFER_BUSY_POLL, SO_BUSY_POLL = BusyPollUsecs and
+	// SO_BUSY_POLL_BUDGET = BusyPollBudget): the kernel then runs the
+	// device's NAPI in the worker's recvfrom, sendto and poll calls, and a
+	// Queue whose sockets all accepted it keeps polling an empty rx ring
+	// for this many microseconds before it sleeps. The kernel refuses
+	// values above its sysctls without CAP_NET_ADMIN; Open does not fail
+	// then: BusyPollErr says why, and the socket works without.
+	BusyPollUsecs int
+	// BusyPollBudget is the most frames one busy poll may process
+	// (SO_BUSY_POLL_BUDGET, at most 65535); 0 means 64.
+	BusyPollBudget int
 }
 
 // xdpMaxTxSkbBudget is the socket option XDP_MAX_TX_SKB_BUDGET (Linux 6.17,
@@ -44,6 +57,11 @@ type Socket struct {
 	free      []uint64 // base addresses of free frames (a stack)
 	budget    bool     // TxBudget was accepted
 	zeroCopy  bool     // the kernel bound the socket in zero-copy mode
+	// busyPoll is how long a Queue polls an empty rx ring before it
+	// sleeps; non-zero only when the kernel accepted every busy-poll
+	// option.
+	busyPoll    time.Duration
+	busyPollErr error
 
 	st sockStats
 }
@@ -52,6 +70,7 @@ type sockStats struct {
 	fillStarved atomic.Uint64 // refills that found no free frame while the fill ring had room
 	kicks       atomic.Uint64 // sendto calls
 	kickErrors  atomic.Uint64 // sendto failures other than "try again"
+	wakeups     atomic.Uint64 // recvfrom calls: fill-ring wakeups and busy polls
 }
 
 // socketFlags serializes the use of asavie/xdp's global bind flags.
@@ -93,12 +112,61 @@ func Open(ifindex, queue int, o Options) (*Socket, error) {
 	if o.TxBudget > 0 {
 		s.budget = unix.SetsockoptInt(s.fd, unix.SOL_XDP, xdpMaxTxSkbBudget, o.TxBudget) == nil
 	}
+	if o.BusyPollUsecs > 0 {
+		if s.busyPollErr = setBusyPoll(s.fd, o.BusyPollUsecs, o.BusyPollBudget); s.busyPollErr == nil {
+			s.busyPoll = time.Duration(o.BusyPollUsecs) * time.Microsecond
+		}
+	}
 	s.free = make([]uint64, 0, o.FrameCount)
 	for i := o.FrameCount - 1; i >= 0; i-- {
 		s.free = append(s.free, uint64(i)*s.frameSize)
 	}
 	s.refill()
 	return s, nil
+}
+
+// setBusyPoll applies the three busy-poll options (Linux 5.11+). Raising
+// SO_BUSY_POLL above net.core.busy_read, SO_BUSY_POLL_BUDGET above its
+// current value and setting SO_PREFER_BUSY_POLL need CAP_NET_ADMIN (EPERM
+// otherwise); an older kernel answers ENOPROTOOPT. On failure the options
+// already set are turned off again, so that the socket is left as it was.
+func setBusyPoll(fd, usecs, budget int) error {
+	if budget <= 0 {
+		budget = 64
+	}
+	opts := []struct {
+		name string
+		opt  int
+		val  int
+	}{
+		{"SO_PREFER_BUSY_POLL", unix.SO_PREFER_BUSY_POLL, 1},
+		{"SO_BUSY_POLL", unix.SO_BUSY_POLL, usecs},
+		{"SO_BUSY_POLL_BUDGET", unix.SO_BUSY_POLL_BUDGET, budget},
+	}
+	for i, o := range opts {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, o.opt, o.val); err != nil {
+			// Turning off needs no privilege: SO_BUSY_POLL 0 disables the
+			// busy loop whatever the other two say.
+			if i > 0 {
+				unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PREFER_BUSY_POLL, 0)
+				unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL, 0)
+			}
+			return fmt.Errorf("afxdp: setsockopt %s %d: %w", o.name, o.val, err)
+		}
+	}
+	return nil
+}
+
+// BusyPoll reports whether the socket busy polls, and when it was asked
+// to but the kernel refused, why.
+func (s *Socket) BusyPoll() (bool, error) { return s.busyPoll > 0, s.busyPollErr }
+
+// NAPIID is the NAPI instance the kernel busy polls for the socket
+// (SO_INCOMING_NAPI_ID), recorded when the first frame arrives; 0 before
+// that, or when the device's receive path has none (busy polling is then
+// a no-op).
+func (s *Socket) NAPIID() (int, error) {
+	return unix.GetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_INCOMING_NAPI_ID)
 }
 
 func (s *Socket) mapRings(o Options) error {
@@ -150,8 +218,17 @@ func (s *Socket) refill() {
 	s.fill.submit()
 	if n > 0 && s.fill.needWakeup() {
 		// Zero-copy drivers stop polling an empty fill ring until told.
-		unix.Recvfrom(s.fd, nil, unix.MSG_DONTWAIT)
+		s.wake()
 	}
+}
+
+// wake is a non-blocking recvfrom: it tells a zero-copy driver that waits
+// for it (need-wakeup) to look at the fill ring again, and on a socket
+// that busy polls it runs the device's NAPI here, in the caller's thread,
+// moving up to the busy-poll budget of frames to the rx ring.
+func (s *Socket) wake() {
+	s.st.wakeups.Add(1)
+	unix.Syscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 }
 
 // reap returns transmitted frames to the free stack.
@@ -184,8 +261,10 @@ func (s *Socket) kick() error {
 	s.tx.submit()
 	for try := 0; try < 4; try++ {
 		// Copy mode transmits only inside sendto; zero-copy drivers send
-		// on their own unless they set need-wakeup.
-		if s.zeroCopy && !s.tx.needWakeup() {
+		// on their own unless they set need-wakeup, or unless the socket
+		// busy polls: then the driver's NAPI, completions included, runs
+		// only when asked (xdpsock -B kicks every time too).
+		if s.zeroCopy && s.busyPoll == 0 && !s.tx.needWakeup() {
 			return nil
 		}
 		if atomic.LoadUint32(s.tx.cons) == s.tx.cachedProd {

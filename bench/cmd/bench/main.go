@@ -47,6 +47,8 @@ func main() {
 	genProcs := flag.Int("gen-procs", 1, "trafgen processes (CPUs 0..n-1)")
 	baseline := flag.String("baseline", "91273fb", "git revision whose in-memory pipeline benchmark the report compares against (empty: none)")
 	boxNice := flag.Int("box-nice", -10, "nice value of the box-limited rows' box program and NAPI kthreads (0: unchanged), so that other tasks on a shared machine take less of the box's CPU")
+	busyPoll := flag.Int("busy-poll", 0, "also run every vipd AF_XDP box-limited row with busy_poll_usecs set to this (0: no such rows); the rows are named \"..., busy poll Nµs\"")
+	busyDefer := flag.Bool("busy-poll-napi-defer", false, "in the -busy-poll rows, also set the box veth's napi_defer_hard_irqs=2 and gro_flush_timeout=200000")
 	flag.Parse()
 	var filter *regexp.Regexp
 	if *only != "" {
@@ -95,10 +97,14 @@ func main() {
 				fatal(fmt.Errorf("-tables: unknown table %q (box, sender)", t))
 			}
 		}
+		rows := rig.BoxScenarios()
+		if *busyPoll > 0 {
+			rows = append(rows, rig.BusyPollRows(rows, *busyPoll, *busyDefer)...)
+		}
 		runRig(rep, root, rig.Options{
 			Window: *window, Reps: *reps, Threaded: *threaded, GenProcs: *genProcs,
 			GenCPUs: cpuList(*genProcs), BoxNice: *boxNice,
-		}, filter, want)
+		}, rows, filter, want)
 	}
 	rep.Env.LoadAfter = loadavg()
 	rep.Env.Notes = append(rep.Env.Notes, fmt.Sprintf("run took %s", time.Since(start).Round(time.Second)))
@@ -108,7 +114,7 @@ func main() {
 	fmt.Printf("\nwrote %s and %s (%s)\n", filepath.Join(*out, "latest.md"), filepath.Join(*out, "latest.svg"), time.Since(start).Round(time.Second))
 }
 
-func runRig(rep *bench.Report, root string, o rig.Options, filter *regexp.Regexp, tables map[string]bool) {
+func runRig(rep *bench.Report, root string, o rig.Options, boxRows []rig.BoxScenario, filter *regexp.Regexp, tables map[string]bool) {
 	for _, tool := range []string{"trafgen", "nft", "taskset", "ip"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			fatal(fmt.Errorf("the rig needs %s (make bench installs netsniff-ng and nftables)", tool))
@@ -149,7 +155,7 @@ func runRig(rep *bench.Report, root string, o rig.Options, filter *regexp.Regexp
 	rep.Env.Notes = append(rep.Env.Notes, layoutNotes(o)...)
 	if tables["box"] {
 		start := time.Now()
-		for _, sc := range rig.BoxScenarios() {
+		for _, sc := range boxRows {
 			if filter != nil && !filter.MatchString(sc.Label()) {
 				continue
 			}
