@@ -74,6 +74,20 @@ func (s *Shard) InsertAt(k *Key, l Loc, backend uint32, tcpFlags uint8) (Entry, 
 			return e, Existed
 		}
 	}
+	return s.insertNew(k, p, a, t, backend, tcpFlags)
+}
+
+// InsertMissed is InsertAt for a key LookupAt has just missed at l, with
+// no other call on the shard in between: the key is then known to be
+// absent (LookupAt reclaimed an expired entry for it), so the search for
+// a duplicate is skipped. The pipeline's miss path calls it.
+func (s *Shard) InsertMissed(k *Key, l Loc, backend uint32, tcpFlags uint8) (Entry, InsertResult) {
+	return s.insertNew(k, l.p, s.alternate(l.p, l.t), l.t, backend, tcpFlags)
+}
+
+// insertNew places k, known to be absent, in its pair of buckets p and a.
+func (s *Shard) insertNew(k *Key, p, a uint32, t uint16, backend uint32, tcpFlags uint8) (Entry, InsertResult) {
+	bp, ba := &s.buckets[p], &s.buckets[a]
 
 	st := initialPhase(k.Proto, tcpFlags)
 	up, ua := bp.used(), ba.used()

@@ -21,9 +21,10 @@ func (s *Shard) Prefetch(l Loc) {
 }
 
 // PrefetchRecord reads the metadata line Prefetch loaded and starts loading
-// what a lookup of h reads next: the record line of the first slot whose
-// tag matches, or, when none does and some of the bucket's flows live in
-// their alternate bucket, that bucket's metadata line.
+// what the flow's lookup reads next: the record line of the first slot
+// whose tag matches, or, when none does, the alternate bucket's metadata
+// line, which the lookup reads if some of the bucket's flows live there
+// and an insert of the new flow reads in any case.
 func (s *Shard) PrefetchRecord(l Loc) {
 	p, t := l.p, l.t
 	b := &s.buckets[p]
@@ -31,7 +32,5 @@ func (s *Shard) PrefetchRecord(l Loc) {
 		s.sink += uint64(b.recs[bits.TrailingZeros32(m)&7].backend)
 		return
 	}
-	if b.ovf != 0 {
-		s.sink += s.buckets[s.alternate(p, t)].tags[0]
-	}
+	s.sink += s.buckets[s.alternate(p, t)].tags[0]
 }

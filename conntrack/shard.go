@@ -108,6 +108,10 @@ func (s *Shard) expired(b *bucket, i int) bool {
 	return s.now-b.seen[i&7] > s.timeout[b.state[i&7]&stateMask]
 }
 
+// Live returns the number of flows the shard holds (expired ones not yet
+// reclaimed included). Owner only.
+func (s *Shard) Live() int { return int(s.live) }
+
 // Now returns the tick of the last Advance.
 func (s *Shard) Now() Tick { return s.now }
 

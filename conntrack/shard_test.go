@@ -378,3 +378,40 @@ func TestBucketKey(t *testing.T) {
 		}
 	}
 }
+
+// TestInsertMissed drives two shards with the same operations, one
+// inserting missed flows with InsertAt and the other with InsertMissed, over
+// enough flows to fill the table, evict and time out: every result, every
+// later lookup and the statistics must agree.
+func TestInsertMissed(t *testing.T) {
+	a, b := newShard(t, 1024), newShard(t, 1024)
+	for i := 0; i < 20000; i++ {
+		if i%3000 == 0 {
+			a.Advance(a.Now() + 7)
+			b.Advance(b.Now() + 7)
+		}
+		k := Key{SrcPort: uint16(i % 5000), DstPort: 80, VIP: 1, Proto: 6}
+		k.Src[0], k.Src[1] = 198, 18
+		k.Src[3] = byte(i / 5000)
+		h := hashKey(&k)
+		la, lb := a.Locate(h), b.Locate(h)
+		ea, oka := a.LookupAt(&k, la)
+		eb, okb := b.LookupAt(&k, lb)
+		if oka != okb {
+			t.Fatalf("flow %d: lookups disagree: %v, %v", i, oka, okb)
+		}
+		if oka {
+			a.Touch(ea, tcpACK)
+			b.Touch(eb, tcpACK)
+			continue
+		}
+		_, ra := a.InsertAt(&k, la, uint32(i), tcpSYN)
+		_, rb := b.InsertMissed(&k, lb, uint32(i), tcpSYN)
+		if ra != rb {
+			t.Fatalf("flow %d: InsertAt %v, InsertMissed %v", i, ra, rb)
+		}
+	}
+	if sa, sb := a.Stats(), b.Stats(); sa != sb {
+		t.Errorf("stats differ:\nInsertAt     %+v\nInsertMissed %+v", sa, sb)
+	}
+}

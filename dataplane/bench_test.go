@@ -67,17 +67,22 @@ func flowHeaders(b *testing.B, vip netip.Addr, n, size int) ([]byte, []byte) {
 }
 
 // BenchmarkPrefetch compares ProcessBatch's prefetch passes in one run:
-// none, bucket metadata, metadata then records (the default), NAT hits at
-// 1M flows, where every lookup misses the CPU caches, and at 1 flow, where
-// the passes are pure overhead.
+// none, bucket metadata, metadata then records, each forced, and the
+// default (auto: two passes from prefetchMinFlows flows on, none below);
+// NAT hits at 1M flows, where every lookup misses the CPU caches, and at 1
+// flow, where the passes are pure overhead.
 func BenchmarkPrefetch(b *testing.B) {
 	flowCounts := []int{1, 1_000_000}
 	if testing.Short() {
 		flowCounts = []int{1, 100_000}
 	}
 	for _, flows := range flowCounts {
-		for passes := 0; passes <= 2; passes++ {
-			b.Run(fmt.Sprintf("flows=%d/passes=%d", flows, passes), func(b *testing.B) {
+		for passes := -1; passes <= 2; passes++ {
+			name := fmt.Sprintf("flows=%d/passes=%d", flows, passes)
+			if passes < 0 {
+				name = fmt.Sprintf("flows=%d/passes=auto", flows)
+			}
+			b.Run(name, func(b *testing.B) {
 				benchPipelineOf(b, vipNAT4, false, flows, 64, passes)
 			})
 		}
@@ -85,7 +90,7 @@ func BenchmarkPrefetch(b *testing.B) {
 }
 
 func benchPipeline(b *testing.B, vip netip.Addr, miss bool, flows, size int) {
-	benchPipelineOf(b, vip, miss, flows, size, 2)
+	benchPipelineOf(b, vip, miss, flows, size, -1)
 }
 
 func benchPipelineOf(b *testing.B, vip netip.Addr, miss bool, flows, size, passes int) {
@@ -107,7 +112,10 @@ func benchPipelineOf(b *testing.B, vip netip.Addr, miss bool, flows, size, passe
 		b.Fatal(err)
 	}
 	w := NewWorker(ct.Shard(0), WorkerOptions{})
-	w.prefetch = passes
+	if passes >= 0 {
+		// BenchmarkPrefetch: the passes asked for, whatever the size.
+		w.prefetch, w.prefetchMin = passes, 0
+	}
 	tmpl, hdrs := flowHeaders(b, vip, flows, size)
 	// A batch as a driver hands it over: batchSize frames in their own
 	// buffers, processed in place by ProcessBatch.

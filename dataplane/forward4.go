@@ -131,7 +131,7 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 	if b == nil {
 		return nil, 0
 	}
-	if _, res := w.ct.InsertAt(&p.key, p.loc, ref, flags); !res.Tracked() {
+	if _, res := w.ct.InsertMissed(&p.key, p.loc, ref, flags); !res.Tracked() {
 		w.c.Untracked++
 		w.c.Stateless++
 	}

@@ -48,9 +48,6 @@ func (w *Worker) classify(d *Desc, p *pkt) {
 	}
 	if p.is&isTracked != 0 {
 		p.loc = w.ct.Locate(p.h)
-		if w.prefetch >= 1 {
-			w.ct.Prefetch(p.loc)
-		}
 	}
 }
 

@@ -86,7 +86,10 @@ type Worker struct {
 	one  pkt
 	// prefetch is how many prefetch passes ProcessBatch makes: 2 (bucket
 	// metadata, then records), as measured best; benchmarks compare 0-2.
-	prefetch int
+	// It makes none while the shard holds fewer than prefetchMin flows:
+	// their buckets stay in the CPU's caches, and the passes would cost
+	// instructions for nothing (BenchmarkPrefetch).
+	prefetch, prefetchMin int
 
 	// The ICMP relay (relay.go): this worker's index and inbox, the worker
 	// that received the frame in process (id for the worker's own frames),
@@ -168,7 +171,7 @@ func NewWorker(ct *conntrack.Shard, opts WorkerOptions) *Worker {
 	if opts.Neighbors == nil {
 		opts.Neighbors = NewNeighborCache(1024)
 	}
-	w := &Worker{ct: ct, publishEvery: int64(opts.PublishEvery), neigh: opts.Neighbors, prefetch: 2}
+	w := &Worker{ct: ct, publishEvery: int64(opts.PublishEvery), neigh: opts.Neighbors, prefetch: 2, prefetchMin: prefetchMinFlows}
 	if r := opts.Relay; r != nil && len(r.inboxes) > 1 {
 		if id := r.join(); id >= 0 {
 			w.relay, w.id, w.origin, w.inbox = r, id, id, r.inboxes[id]

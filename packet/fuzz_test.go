@@ -31,6 +31,7 @@ func FuzzParse(f *testing.F) {
 	addSeeds(f)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		frame := append([]byte(nil), in...)
+		checkCommonAgrees(t, frame)
 		var fr Frame
 		if err := Parse(frame, &fr); err != nil {
 			for _, s := range sentinels {

@@ -361,3 +361,42 @@ func TestParseResetsFrame(t *testing.T) {
 		t.Fatalf("stale fields after reuse: %+v", f)
 	}
 }
+
+// checkCommonAgrees fails t if parseCommon takes frame and fills a Frame
+// other than the general path's, or takes a frame the general path
+// rejects.
+func checkCommonAgrees(t *testing.T, frame []byte) {
+	t.Helper()
+	var c, g Frame
+	if !parseCommon(frame, &c) {
+		return
+	}
+	if err := parseGeneral(frame, &g); err != nil || c != g {
+		t.Fatalf("parseCommon %+v; general path %+v, %v\n%x", c, g, err, frame)
+	}
+}
+
+// TestParseCommonAgrees runs parseCommon against the general path on
+// common frames with every header byte set to values around the edges
+// the checks test (lengths, version and IHL, flags, data offset).
+func TestParseCommonAgrees(t *testing.T) {
+	taken := 0
+	for _, base := range [][]byte{tcp4Frame(t), udp4Frame(t), tcp6Frame(t)} {
+		for i := 0; i < min(len(base), 14+20+20); i++ {
+			for _, v := range []byte{0, 1, 4, 5, 6, 8, 0x11, 0x14, 0x20, 0x3f, 0x40, 0x45, 0x46, 0x50, 0x80, 0xf0, 0xff} {
+				frame := append([]byte(nil), base...)
+				frame[i] = v
+				checkCommonAgrees(t, frame)
+				var f Frame
+				if parseCommon(frame, &f) {
+					taken++
+				}
+			}
+			checkCommonAgrees(t, base[:i]) // truncated
+		}
+	}
+	if taken == 0 {
+		t.Fatal("parseCommon took no frame")
+	}
+	t.Logf("%d frames took the common path", taken)
+}
