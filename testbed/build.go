@@ -17,6 +17,7 @@ type Binaries struct {
 var (
 	buildOnce sync.Once
 	bins      Binaries
+	binDir    string
 	buildErr  error
 )
 
@@ -34,6 +35,7 @@ func Build() (Binaries, error) {
 			buildErr = err
 			return
 		}
+		binDir = dir
 		bins = Binaries{
 			VIPD:    filepath.Join(dir, "vipd"),
 			Backend: filepath.Join(dir, "vipd-backend"),
@@ -52,6 +54,16 @@ func Build() (Binaries, error) {
 		}
 	})
 	return bins, buildErr
+}
+
+// RemoveBinaries deletes what Build compiled. A test binary calls it from
+// TestMain once its tests are done, a program before it exits; Build must
+// not be called afterwards.
+func RemoveBinaries() error {
+	if binDir == "" {
+		return nil
+	}
+	return os.RemoveAll(binDir)
 }
 
 func moduleRoot() (string, error) {

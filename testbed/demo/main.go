@@ -51,6 +51,9 @@ func (r *run) finish() {
 	for i := len(cs) - 1; i >= 0; i-- {
 		cs[i]()
 	}
+	if err := testbed.RemoveBinaries(); err != nil {
+		fmt.Fprintln(os.Stderr, "demo: removing the bed's binaries:", err)
+	}
 }
 
 func main() {
