@@ -90,6 +90,7 @@ type Worker struct {
 	// their buckets stay in the CPU's caches, and the passes would cost
 	// instructions for nothing (BenchmarkPrefetch).
 	prefetch, prefetchMin int
+	sink                  uint8 // folds the frame prefetch loads, so they stay
 
 	// The ICMP relay (relay.go): this worker's index and inbox, the worker
 	// that received the frame in process (id for the worker's own frames),
