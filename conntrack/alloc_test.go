@@ -32,6 +32,7 @@ func TestZeroAllocs(t *testing.T) {
 		}},
 		{"Prefetch", func() { s.Prefetch(s.Locate(hMiss)) }},
 		{"PrefetchRecord", func() { s.PrefetchRecord(s.Locate(hHit)) }},
+		{"PrefetchAltRecord", func() { s.PrefetchAltRecord(s.Locate(hHit)) }},
 		{"Advance", func() { s.Advance(s.Now() + 1) }},
 	} {
 		if a := testing.AllocsPerRun(100, c.fn); a != 0 {

@@ -25,12 +25,27 @@ func (s *Shard) Prefetch(l Loc) {
 // whose tag matches, or, when none does, the alternate bucket's metadata
 // line, which the lookup reads if some of the bucket's flows live there
 // and an insert of the new flow reads in any case.
-func (s *Shard) PrefetchRecord(l Loc) {
+//
+// It reports whether it went on to the alternate bucket: then a third
+// pass, PrefetchAltRecord, can start loading the record there.
+func (s *Shard) PrefetchRecord(l Loc) (alt bool) {
 	p, t := l.p, l.t
 	b := &s.buckets[p]
 	if m := b.match(t); m != 0 {
 		s.sink += uint64(b.recs[bits.TrailingZeros32(m)&7].backend)
-		return
+		return false
 	}
 	s.sink += s.buckets[s.alternate(p, t)].tags[0]
+	return true
+}
+
+// PrefetchAltRecord reads the alternate bucket's metadata line
+// PrefetchRecord loaded and starts loading the record line of its first
+// slot whose tag matches, if any: the flow lives in its alternate bucket
+// when its primary is full, which at a high fill is one flow in several.
+func (s *Shard) PrefetchAltRecord(l Loc) {
+	b := &s.buckets[s.alternate(l.p, l.t)]
+	if m := b.match(l.t); m != 0 {
+		s.sink += uint64(b.recs[bits.TrailingZeros32(m)&7].backend)
+	}
 }

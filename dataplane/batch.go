@@ -43,6 +43,7 @@ const (
 	isSrcVIP                    // the source is a VIP address (spoofed)
 	isDstVIP                    // the destination is a VIP address
 	isMapped                    // an IPv4-mapped IPv6 address, which nothing classifies
+	isAlt                       // no tag matched in the primary bucket: prefetch went to the alternate
 )
 
 // ProcessBatch runs the pipeline on every frame of a batch, in two passes:
@@ -87,9 +88,18 @@ func (w *Worker) ProcessBatch(descs []Desc) {
 		}
 	}
 	if passes >= 2 {
+		alt := false
 		for i := range pk {
-			if pk[i].is&isTracked != 0 {
-				w.ct.PrefetchRecord(pk[i].loc)
+			if pk[i].is&isTracked != 0 && w.ct.PrefetchRecord(pk[i].loc) {
+				pk[i].is |= isAlt
+				alt = true
+			}
+		}
+		if alt && passes >= 3 {
+			for i := range pk {
+				if pk[i].is&isAlt != 0 {
+					w.ct.PrefetchAltRecord(pk[i].loc)
+				}
 			}
 		}
 	}

@@ -77,7 +77,7 @@ func BenchmarkPrefetch(b *testing.B) {
 		flowCounts = []int{1, 100_000}
 	}
 	for _, flows := range flowCounts {
-		for passes := -1; passes <= 2; passes++ {
+		for passes := -1; passes <= 3; passes++ {
 			name := fmt.Sprintf("flows=%d/passes=%d", flows, passes)
 			if passes < 0 {
 				name = fmt.Sprintf("flows=%d/passes=auto", flows)

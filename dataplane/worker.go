@@ -84,8 +84,9 @@ type Worker struct {
 	// for a frame processed alone (Process, relayed errors).
 	pkts []pkt
 	one  pkt
-	// prefetch is how many prefetch passes ProcessBatch makes: 2 (bucket
-	// metadata, then records), as measured best; benchmarks compare 0-2.
+	// prefetch is how many prefetch passes ProcessBatch makes: 3 (bucket
+	// metadata, records, records in alternate buckets), as measured best;
+	// BenchmarkPrefetch compares 0-3.
 	// It makes none while the shard holds fewer than prefetchMin flows:
 	// their buckets stay in the CPU's caches, and the passes would cost
 	// instructions for nothing (BenchmarkPrefetch).
@@ -172,7 +173,7 @@ func NewWorker(ct *conntrack.Shard, opts WorkerOptions) *Worker {
 	if opts.Neighbors == nil {
 		opts.Neighbors = NewNeighborCache(1024)
 	}
-	w := &Worker{ct: ct, publishEvery: int64(opts.PublishEvery), neigh: opts.Neighbors, prefetch: 2, prefetchMin: prefetchMinFlows}
+	w := &Worker{ct: ct, publishEvery: int64(opts.PublishEvery), neigh: opts.Neighbors, prefetch: 3, prefetchMin: prefetchMinFlows}
 	if r := opts.Relay; r != nil && len(r.inboxes) > 1 {
 		if id := r.join(); id >= 0 {
 			w.relay, w.id, w.origin, w.inbox = r, id, id, r.inboxes[id]
