@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,11 +19,26 @@ func TestBalance(t *testing.T) {
 	for _, io := range drivers {
 		t.Run(io, func(t *testing.T) {
 			e := setup(t, testbed.Options{}, testbed.ConfigOptions{IO: io, Weights: []int{2, 1, 1}})
+			// Record the client side of every NAT connection: vipd counts
+			// a new flow per distinct (address, port), and the kernel may
+			// give a later connection a port an earlier one used.
+			dials := &dialLog{}
+			e.c = &http.Client{
+				Transport: &http.Transport{DialContext: dials.wrap(testbed.Dialer(e.bed.Client)), DisableKeepAlives: true},
+				Timeout:   60 * time.Second,
+			}
 			const n = 300
 			checkShares(t, e.names(natURL, n), map[string]int{"backend1": 2, "backend2": 1, "backend3": 1}, n)
+			conns, tuples := dials.count()
+			if conns < n {
+				t.Fatalf("%d connections for %d requests", conns, n)
+			}
+			if tuples < conns {
+				t.Logf("the kernel reused client ports: %d connections from %d distinct ones", conns, tuples)
+			}
 			checkShares(t, e.names(dsrURL, n), map[string]int{"backend1": 1, "backend2": 1, "backend3": 1}, n)
-			if v := e.eventually(func(v float64) bool { return v >= n }, "vipd_vip_new_flows_total", "vip", "web-nat"); v < n {
-				t.Errorf("vipd counted %v new NAT flows for %d connections", v, n)
+			if v := e.eventually(func(v float64) bool { return v >= float64(tuples) }, "vipd_vip_new_flows_total", "vip", "web-nat"); v < float64(tuples) {
+				t.Errorf("vipd counted %v new NAT flows for %d connections from %d distinct client ports", v, conns, tuples)
 			}
 			if err := e.v.Stop(); err != nil {
 				t.Error(err)
@@ -105,4 +122,34 @@ func TestIPv6(t *testing.T) {
 			}
 		})
 	}
+}
+
+// dialLog records the local address of every connection a dialer makes.
+type dialLog struct {
+	mu    sync.Mutex
+	conns int
+	local map[string]bool
+}
+
+func (l *dialLog) wrap(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err == nil {
+			l.mu.Lock()
+			if l.local == nil {
+				l.local = map[string]bool{}
+			}
+			l.conns++
+			l.local[c.LocalAddr().String()] = true
+			l.mu.Unlock()
+		}
+		return c, err
+	}
+}
+
+// count returns the connections made and their distinct local addresses.
+func (l *dialLog) count() (conns, distinct int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.conns, len(l.local)
 }
