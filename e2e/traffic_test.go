@@ -38,7 +38,9 @@ func TestBalance(t *testing.T) {
 			}
 			checkShares(t, e.names(dsrURL, n), map[string]int{"backend1": 1, "backend2": 1, "backend3": 1}, n)
 			if v := e.eventually(func(v float64) bool { return v >= float64(tuples) }, "vipd_vip_new_flows_total", "vip", "web-nat"); v < float64(tuples) {
-				t.Errorf("vipd counted %v new NAT flows for %d connections from %d distinct client ports", v, conns, tuples)
+				t.Errorf("vipd counted %v new NAT flows for %d connections from %d distinct client ports (lookups: %v hits, %v misses; repicked %v, untracked %v)",
+					v, conns, tuples, e.metric("vipd_flow_lookups_total", "result", "hit"), e.metric("vipd_flow_lookups_total", "result", "miss"),
+					e.metric("vipd_flows_repicked_total"), e.metric("vipd_flows_untracked_total"))
 			}
 			if err := e.v.Stop(); err != nil {
 				t.Error(err)
