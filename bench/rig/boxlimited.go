@@ -222,19 +222,9 @@ func takeBox(r *Rig, box Box, g *Generator, napi []int) (boxSample, error) {
 	}
 	x.cpu = cs[BoxCPU]
 	x.at = time.Now()
-	sl, err := Links(r.Sink)
-	if err != nil {
+	if x.gen, x.sink, x.box, err = rigLinks(r); err != nil {
 		return x, err
 	}
-	gl, err := Links(r.Gen)
-	if err != nil {
-		return x, err
-	}
-	bl, err := Links(r.Box)
-	if err != nil {
-		return x, err
-	}
-	x.gen, x.sink, x.box = gl[GenIf], sl[SinkIf], bl[BoxIn]
 	for _, pid := range napi {
 		st, err := ReadTaskStat(pid)
 		if err != nil {

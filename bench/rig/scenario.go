@@ -283,6 +283,29 @@ func boxComm(sc Scenario) string {
 	return ""
 }
 
+// rigLinks reads the interface counters of the generator, the sink and the
+// box (zero when the rig has no box), the sink first: callers read their
+// clock right before, and the sink's counter is the result.
+func rigLinks(r *Rig) (gen, sink, box LinkStats, err error) {
+	sl, err := Links(r.Sink)
+	if err != nil {
+		return gen, sink, box, err
+	}
+	gl, err := Links(r.Gen)
+	if err != nil {
+		return gen, sink, box, err
+	}
+	gen, sink = gl[GenIf], sl[SinkIf]
+	if r.Box != nil {
+		bl, err := Links(r.Box)
+		if err != nil {
+			return gen, sink, box, err
+		}
+		box = bl[BoxIn]
+	}
+	return gen, sink, box, nil
+}
+
 // take reads every counter of the rig; the sink first, right after the
 // clock, since its counter is the result.
 func take(r *Rig, box Box, g *Generator) (sample, error) {
@@ -292,21 +315,9 @@ func take(r *Rig, box Box, g *Generator) (sample, error) {
 	}
 	x.cpu = ReadCPU()
 	x.at = time.Now()
-	sl, err := Links(r.Sink)
-	if err != nil {
+	var err error
+	if x.gen, x.sink, x.box, err = rigLinks(r); err != nil {
 		return x, err
-	}
-	gl, err := Links(r.Gen)
-	if err != nil {
-		return x, err
-	}
-	x.gen, x.sink = gl[GenIf], sl[SinkIf]
-	if r.Box != nil {
-		bl, err := Links(r.Box)
-		if err != nil {
-			return x, err
-		}
-		x.box = bl[BoxIn]
 	}
 	if box != nil {
 		c, err := box.Counters()
