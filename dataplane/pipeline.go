@@ -171,8 +171,10 @@ func (w *Worker) ip(d *Desc, frame []byte, p *pkt) {
 		// Not on the wire (RFC 4291 §2.5.5.2); the steering rule leaves
 		// them to the kernel rather than let one alias an IPv4 entry.
 		w.kernel(d)
+	case p.vi == ambiguous && v4:
+		w.checkedDrop4(d, packet.IPv4(p.l3), DropFragAmbiguous)
 	case p.vi == ambiguous:
-		w.checkedDrop(d, p, DropFragAmbiguous)
+		w.drop(d, DropFragAmbiguous)
 	case p.vi >= 0:
 		switch {
 		case v4 && !packet.IPv4(p.l3).IsChecksumValid():
@@ -201,11 +203,11 @@ func (w *Worker) ip(d *Desc, frame []byte, p *pkt) {
 	}
 }
 
-// checkedDrop drops a packet for reason r, unless its IPv4 header
+// checkedDrop4 drops an IPv4 packet for reason r, unless its header
 // checksum is wrong, which is reported first: a corrupt header says
-// nothing reliable.
-func (w *Worker) checkedDrop(d *Desc, p *pkt, r DropReason) {
-	if p.f.EtherType == packet.EtherTypeIPv4 && !packet.IPv4(p.l3).IsChecksumValid() {
+// nothing reliable. (IPv6 has no header checksum.)
+func (w *Worker) checkedDrop4(d *Desc, ip packet.IPv4, r DropReason) {
+	if !ip.IsChecksumValid() {
 		r = DropBadIPChecksum
 	}
 	w.drop(d, r)

@@ -44,11 +44,7 @@ func (w *Worker) natReply4(d *Desc, frame []byte, f *packet.Frame) bool {
 		return false
 	}
 	if vi == ambiguous {
-		r := DropFragAmbiguous
-		if !ip.IsChecksumValid() {
-			r = DropBadIPChecksum
-		}
-		w.drop(d, r)
+		w.checkedDrop4(d, ip, DropFragAmbiguous)
 		return true
 	}
 	if !ip.IsChecksumValid() {
