@@ -46,13 +46,15 @@ const (
 	isAlt                       // no tag matched in the primary bucket: prefetch went to the alternate
 )
 
-// ProcessBatch runs the pipeline on every frame of a batch, in two passes:
-// the first parses and classifies each frame and starts loading the
-// conntrack bucket of each tracked flow; the second looks the flows up and
-// decides. On a table larger than the CPU's caches a lookup waits for
-// memory; the first pass lets those loads overlap across the batch rather
-// than wait one after the other. Verdicts are those Process would give
-// each frame in turn: the first pass reads nothing the second writes.
+// ProcessBatch runs the pipeline on every frame of a batch, in passes: it
+// touches every frame's headers, classifies every frame (parse, VIP, flow
+// key and hash), starts loading each tracked flow's conntrack bucket and
+// then its record (prefetch passes, from prefetchMinFlows live flows on),
+// and only then looks the flows up and decides, frame by frame (act). On a
+// table larger than the CPU's caches a lookup waits for memory; the passes
+// let those loads overlap across the batch rather than wait one after the
+// other. Verdicts are those Process would give each frame in turn: the
+// passes before act read nothing act writes.
 func (w *Worker) ProcessBatch(descs []Desc) {
 	if len(descs) > len(w.pkts) {
 		w.pkts = make([]pkt, len(descs)) // once per larger batch, not per packet

@@ -28,9 +28,9 @@ func (w *Worker) process(d *Desc) {
 
 // classify is the first stage of the pipeline: it parses the frame, finds
 // the VIP it is for, and for a flow that conntrack tracks computes the
-// flow's key and hashes and starts loading its conntrack bucket. It reads
-// only the frame and the snapshot, so it may run for every frame of a batch
-// before act runs for any.
+// flow's key, hashes and location in the shard. It reads only the frame,
+// the snapshot and the shard's fixed geometry, so it may run for every
+// frame of a batch before act runs for any.
 func (w *Worker) classify(d *Desc, p *pkt) {
 	d.Verdict, d.Reason, d.Port = VerdictDrop, DropNone, 0
 	p.vi, p.is = empty, 0

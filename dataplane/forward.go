@@ -1,0 +1,102 @@
+package dataplane
+
+import "github.com/vipd/vipd/packet"
+
+// egress is the port toward backends.
+func (s *Snapshot) egress() uint8 {
+	if s.twoArmed {
+		return PortEgress
+	}
+	return PortIngress
+}
+
+// forward sends a client's packet for VIP vi to its backend: the part
+// both families share (the TTL or hop limit, the backend, its next hop,
+// the counters), then forward4 or forward6.
+func (w *Worker) forward(d *Desc, frame []byte, p *pkt, vi int) {
+	v := &w.snap.vips[vi]
+	var ttl uint8
+	if v.v6 {
+		ttl = packet.IPv6(p.l3).HopLimit()
+	} else {
+		ttl = packet.IPv4(p.l3).TTL()
+	}
+	if ttl == 0 || (v.mode == ModeNAT && ttl == 1) {
+		// NAT forwards as a router and must decrement; DSR leaves the
+		// inner packet untouched, but a TTL of 0 never travels.
+		w.drop(d, DropTTLExceeded)
+		return
+	}
+	b, ref := w.pick(frame, p, vi, v)
+	if b == nil {
+		w.drop(d, DropNoBackend)
+		return
+	}
+	if !b.hasMAC {
+		w.drop(d, DropNoNeighbor)
+		return
+	}
+	w.count(v, ref, p.f.L3Len)
+	if v.v6 {
+		w.forward6(d, frame, p, v, b, ref)
+	} else {
+		w.forward4(d, frame, p, v, b)
+	}
+}
+
+// pick finds the backend of a packet for VIP vi: for a tracked flow, the
+// one conntrack pinned it to, if that one still keeps flows, else Maglev's
+// choice (pinned now); for a fragment, Maglev's choice by the stateless
+// hash classify computed.
+func (w *Worker) pick(frame []byte, p *pkt, vi int, v *vip) (*backend, uint32) {
+	if p.f.Frag {
+		w.c.Stateless++
+		return w.maglev(v, p.hp)
+	}
+	return w.track(p, tcpFlags(frame, &p.f), vi, v)
+}
+
+// track looks the flow classify found up in the shard and pins it on a
+// miss.
+func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
+	s := w.snap
+	if e, ok := w.ct.LookupAt(&p.key, p.loc); ok {
+		w.c.FlowHits++
+		ref := e.Backend()
+		if b := s.backendFor(ref, vi); b != nil {
+			w.ct.Touch(e, flags)
+			return b, ref
+		}
+		// Its backend is down or gone: re-pick, keep the entry.
+		b, ref := w.maglev(v, p.hp)
+		if b != nil {
+			w.ct.SetBackend(e, ref)
+			w.ct.Touch(e, flags)
+			w.c.Repicked++
+			w.c.Backends[ref].NewFlows++
+		}
+		return b, ref
+	}
+	w.c.FlowMisses++
+	b, ref := w.maglev(v, p.hp)
+	if b == nil {
+		return nil, 0
+	}
+	if _, res := w.ct.InsertMissed(&p.key, p.loc, ref, flags); !res.Tracked() {
+		w.c.Untracked++
+		w.c.Stateless++
+	}
+	w.c.VIPs[v.id].NewFlows++
+	w.c.Backends[ref].NewFlows++
+	return b, ref
+}
+
+// maglev returns the backend Maglev picks for h.
+func (w *Worker) maglev(v *vip, h uint64) (*backend, uint32) {
+	i := v.table.Lookup(h)
+	if i < 0 {
+		return nil, 0
+	}
+	ref := v.refs[i]
+	return &w.snap.backends[ref], ref
+}
