@@ -2,8 +2,6 @@ package afpacket
 
 import (
 	"bytes"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"net"
 	"net/netip"
@@ -12,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/gopacket"
-	"github.com/google/gopacket/layers"
 	"github.com/vipd/vipd/dataplane"
+	"github.com/vipd/vipd/internal/drivertest"
 	"github.com/vipd/vipd/internal/nstest"
 	"golang.org/x/sys/unix"
 )
@@ -22,12 +19,12 @@ import (
 var testOpts = Options{FrameSize: 2048, RxFrames: 128, TxFrames: 128}
 
 type rig struct {
-	a, b   *nstest.NS
-	q      *Queue
-	raw    int
-	bIndex int
-	macA   net.HardwareAddr
-	macB   net.HardwareAddr
+	a, b *nstest.NS
+	q    *Queue
+	peer *drivertest.Peer // b's end
+	raw  int              // its packet socket
+	macA net.HardwareAddr
+	macB net.HardwareAddr
 }
 
 func newRig(t *testing.T) *rig {
@@ -50,118 +47,25 @@ func newRig(t *testing.T) *rig {
 	}
 	r.q = NewQueue(port, nil, 64)
 	t.Cleanup(func() { r.q.Close() })
-	err = r.b.Do(func() error {
-		ifi, err := net.InterfaceByName(bn)
-		if err != nil {
-			return err
-		}
-		r.bIndex, r.macB = ifi.Index, ifi.HardwareAddr
-		if r.raw, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL))); err != nil {
-			return err
-		}
-		return unix.Bind(r.raw, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(r.raw) })
+	r.peer = drivertest.OpenPeer(t, r.b, bn)
+	r.raw, r.macB = r.peer.FD, r.peer.MAC
 	return r
 }
 
-// testMagic starts the payload of every test frame. Frames are recognised
-// by it, never by their source MAC: b's kernel sends its own frames from
-// that MAC too (IPv6 MLD reports and neighbor discovery on the fresh veth).
-var testMagic = [8]byte{'v', 'i', 'p', 'd', 't', 'e', 's', 't'}
-
-// frame is a UDP packet from b to a, VLAN-tagged unless vlan is 0, whose
-// payload is testMagic and a sequence number.
+// frame is a test frame from b to a, VLAN-tagged unless vlan is 0.
 func (r *rig) frame(t *testing.T, seq int, vlan uint16) []byte {
-	buf := gopacket.NewSerializeBuffer()
-	ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP, SrcIP: net.IP{198, 18, 0, 2}, DstIP: net.IP{198, 18, 0, 1}}
-	udp := &layers.UDP{SrcPort: 1000, DstPort: 2000}
-	udp.SetNetworkLayerForChecksum(ip)
-	payload := make([]byte, 64)
-	copy(payload, testMagic[:])
-	binary.BigEndian.PutUint32(payload[len(testMagic):], uint32(seq))
-	ls := []gopacket.SerializableLayer{&layers.Ethernet{SrcMAC: r.macB, DstMAC: r.macA, EthernetType: layers.EthernetTypeIPv4}}
-	if vlan != 0 {
-		ls = []gopacket.SerializableLayer{&layers.Ethernet{SrcMAC: r.macB, DstMAC: r.macA, EthernetType: layers.EthernetTypeDot1Q},
-			&layers.Dot1Q{VLANIdentifier: vlan, Type: layers.EthernetTypeIPv4}}
-	}
-	ls = append(ls, ip, udp, gopacket.Payload(payload))
-	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ls...); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return drivertest.Frame(t, r.macB, r.macA, seq, 64, vlan)
 }
 
-// testSeq returns the sequence number of a test frame (IPv4, possibly
-// VLAN-tagged, UDP 1000 → 2000, payload starting with testMagic), and
-// false for any other frame.
-func testSeq(f []byte) (uint32, bool) {
-	l3 := 14
-	if len(f) >= 18 && binary.BigEndian.Uint16(f[12:]) == 0x8100 {
-		l3 = 18
-	}
-	l4, pay := l3+20, l3+28
-	if len(f) < pay+len(testMagic)+4 || binary.BigEndian.Uint16(f[l3-2:]) != 0x0800 || f[l3] != 0x45 ||
-		f[l3+9] != 17 || binary.BigEndian.Uint16(f[l4:]) != 1000 || binary.BigEndian.Uint16(f[l4+2:]) != 2000 ||
-		!bytes.Equal(f[pay:pay+len(testMagic)], testMagic[:]) {
-		return 0, false
-	}
-	return binary.BigEndian.Uint32(f[pay+len(testMagic):]), true
-}
+func testSeq(f []byte) (uint32, bool) { return drivertest.Seq(f) }
 
-// mldReport is an MLDv2 report as b's kernel sends it on a fresh veth
-// (captured from a failing run), Ethernet source to be filled in.
-const mldReport = "33330000001600000000000086dd600000000024000100000000000000000000000000000000ff0200000000000000000000000000163a000502000001008f0043a10000000104000000ff0200000000000000000001ff2b2bbe"
+func (r *rig) noise(t *testing.T)          { r.peer.Noise(t) }
+func (r *rig) send(t *testing.T, f []byte) { r.peer.Send(t, f) }
 
-// noise sends a kernel-like frame from b's MAC that is not a test frame:
-// the tests must tell the two apart by payload, whenever it arrives.
-func (r *rig) noise(t *testing.T) {
-	t.Helper()
-	f, err := hex.DecodeString(mldReport)
-	if err != nil {
-		t.Fatal(err)
-	}
-	copy(f[6:12], r.macB)
-	r.send(t, f)
-}
-
-func (r *rig) send(t *testing.T, f []byte) {
-	t.Helper()
-	if err := unix.Sendto(r.raw, f, 0, &unix.SockaddrLinklayer{Ifindex: r.bIndex}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// exchange receives batches until n test frames arrived or the deadline,
-// handing each batch back before the next receive, as the Queue contract
-// requires; handle sets each test frame's verdict, and the kernel's own
-// frames (e.g. IPv6 router solicitations) get VerdictKernel.
+// exchange is drivertest.Exchange; the kernel's own frames (e.g. IPv6
+// router solicitations) get VerdictKernel.
 func (r *rig) exchange(t *testing.T, n int, handle func(d *dataplane.Desc, f []byte, seq uint32)) int {
-	descs := make([]dataplane.Desc, 128)
-	got := 0
-	deadline := time.Now().Add(3 * time.Second)
-	for got < n && time.Now().Before(deadline) {
-		k, err := r.q.Receive(descs, 50*time.Millisecond)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range descs[:k] {
-			d := &descs[i]
-			f := d.Buf[d.Off : d.Off+d.Len]
-			d.Verdict = dataplane.VerdictKernel
-			if seq, ok := testSeq(f); ok {
-				handle(d, f, seq)
-				got++
-			}
-		}
-		if err := r.q.Transmit(descs[:k]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return got
+	return drivertest.Exchange(t, r.q, 128, dataplane.VerdictKernel, n, handle)
 }
 
 func TestReceiveAndTransmit(t *testing.T) {

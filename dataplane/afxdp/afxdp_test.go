@@ -2,8 +2,6 @@ package afxdp
 
 import (
 	"bytes"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"net"
 	"os/exec"
@@ -12,9 +10,8 @@ import (
 	"time"
 
 	"github.com/asavie/xdp"
-	"github.com/google/gopacket"
-	"github.com/google/gopacket/layers"
 	"github.com/vipd/vipd/dataplane"
+	"github.com/vipd/vipd/internal/drivertest"
 	"github.com/vipd/vipd/internal/nstest"
 	"golang.org/x/sys/unix"
 )
@@ -29,8 +26,8 @@ type rig struct {
 	an, bn string
 	q      *Queue
 	sock   *Socket
-	raw    int // AF_PACKET socket in b
-	bIndex int
+	peer   *drivertest.Peer // b's end
+	raw    int              // its packet socket
 	macA   net.HardwareAddr
 	macB   net.HardwareAddr
 }
@@ -75,119 +72,27 @@ func newRigWith(t *testing.T, o Options, gro bool) *rig {
 	}
 	r.q = NewQueue(r.sock, nil, 64)
 	t.Cleanup(func() { r.q.Close() })
-	err = r.b.Do(func() error {
-		ifi, err := net.InterfaceByName(r.bn)
-		if err != nil {
-			return err
-		}
-		r.bIndex, r.macB = ifi.Index, ifi.HardwareAddr
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL)))
-		if err != nil {
-			return err
-		}
-		r.raw = fd
-		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index})
-	})
-	if err != nil {
-		t.Fatalf("packet socket in %s: %v", r.b.Name, err)
-	}
-	t.Cleanup(func() { unix.Close(r.raw) })
+	r.peer = drivertest.OpenPeer(t, r.b, r.bn)
+	r.raw, r.macB = r.peer.FD, r.peer.MAC
 	return r
 }
 
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
-
-// testMagic starts the payload of every test frame. Frames are recognised
-// by it, never by their source MAC: b's kernel sends its own frames from
-// that MAC too (IPv6 MLD reports and neighbor discovery on the fresh veth).
-var testMagic = [8]byte{'v', 'i', 'p', 'd', 't', 'e', 's', 't'}
-
-// frame is a UDP packet from b to a whose payload (size bytes, at least
-// 12) is testMagic and a sequence number.
+// frame is a test frame from b to a with a payload of size bytes.
 func (r *rig) frame(t *testing.T, seq int, size int) []byte {
-	buf := gopacket.NewSerializeBuffer()
-	ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP, SrcIP: net.IP{198, 18, 0, 2}, DstIP: net.IP{198, 18, 0, 1}}
-	udp := &layers.UDP{SrcPort: 1000, DstPort: 2000}
-	udp.SetNetworkLayerForChecksum(ip)
-	payload := make([]byte, size)
-	copy(payload, testMagic[:])
-	binary.BigEndian.PutUint32(payload[len(testMagic):], uint32(seq))
-	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
-		&layers.Ethernet{SrcMAC: r.macB, DstMAC: r.macA, EthernetType: layers.EthernetTypeIPv4}, ip, udp, gopacket.Payload(payload)); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return drivertest.Frame(t, r.macB, r.macA, seq, size, 0)
 }
 
-// mldReport is an MLDv2 report as b's kernel sends it on a fresh veth
-// (captured from a failing run), Ethernet source to be filled in.
-const mldReport = "33330000001600000000000086dd600000000024000100000000000000000000000000000000ff0200000000000000000000000000163a000502000001008f0043a10000000104000000ff0200000000000000000001ff2b2bbe"
+func testSeq(f []byte) (uint32, bool) { return drivertest.Seq(f) }
 
-// noise sends a kernel-like frame from b's MAC that is not a test frame:
-// the tests must tell the two apart by payload, whenever it arrives.
-func (r *rig) noise(t *testing.T) {
-	t.Helper()
-	f, err := hex.DecodeString(mldReport)
-	if err != nil {
-		t.Fatal(err)
-	}
-	copy(f[6:12], r.macB)
-	r.send(t, f)
-}
+func (r *rig) noise(t *testing.T)          { r.peer.Noise(t) }
+func (r *rig) send(t *testing.T, f []byte) { r.peer.Send(t, f) }
 
-func (r *rig) send(t *testing.T, f []byte) {
-	t.Helper()
-	if err := unix.Sendto(r.raw, f, 0, &unix.SockaddrLinklayer{Ifindex: r.bIndex}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// testSeq returns the sequence number of a test frame (IPv4, UDP 1000 →
-// 2000, payload starting with testMagic), and false for any other frame.
-func testSeq(f []byte) (uint32, bool) {
-	const l3, l4, pay = 14, 14 + 20, 14 + 20 + 8
-	if len(f) < pay+len(testMagic)+4 || binary.BigEndian.Uint16(f[12:]) != 0x0800 || f[l3] != 0x45 ||
-		f[l3+9] != 17 || binary.BigEndian.Uint16(f[l4:]) != 1000 || binary.BigEndian.Uint16(f[l4+2:]) != 2000 ||
-		!bytes.Equal(f[pay:pay+len(testMagic)], testMagic[:]) {
-		return 0, false
-	}
-	return binary.BigEndian.Uint32(f[pay+len(testMagic):]), true
-}
-
-// exchange receives batches until n test frames arrived or the deadline,
-// handing each batch back before the next receive, as the Queue contract
-// requires; handle sets each test frame's verdict, and frames that are not
-// the test's (the kernel's own, e.g. IPv6 neighbor discovery) are dropped.
-// It returns how many test frames arrived. With n = 0 it makes one round
-// and handle may be nil: a test frame then is one too many, and is dropped
-// and counted.
+// exchange is drivertest.Exchange; frames that are not the test's (the
+// kernel's own, e.g. IPv6 neighbor discovery) are dropped. With n = 0 it
+// makes one round and handle may be nil: a test frame then is one too
+// many, and is dropped and counted.
 func (r *rig) exchange(t *testing.T, n int, handle func(d *dataplane.Desc, f []byte, seq uint32)) int {
-	descs := make([]dataplane.Desc, 64)
-	got := 0
-	deadline := time.Now().Add(3 * time.Second)
-	// At least one round, so that n = 0 reaps completions and hands back
-	// late frames.
-	for first := true; first || (got < n && time.Now().Before(deadline)); first = false {
-		k, err := r.q.Receive(descs, 50*time.Millisecond)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range descs[:k] {
-			d := &descs[i]
-			f := d.Buf[d.Off : d.Off+d.Len]
-			d.Verdict = dataplane.VerdictDrop
-			if seq, ok := testSeq(f); ok {
-				if handle != nil {
-					handle(d, f, seq)
-				}
-				got++
-			}
-		}
-		if err := r.q.Transmit(descs[:k]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return got
+	return drivertest.Exchange(t, r.q, 64, dataplane.VerdictDrop, n, handle)
 }
 
 func TestReceiveAndTransmitBack(t *testing.T) {
