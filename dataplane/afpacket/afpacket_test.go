@@ -22,9 +22,7 @@ type rig struct {
 	a, b *nstest.NS
 	q    *Queue
 	peer *drivertest.Peer // b's end
-	raw  int              // its packet socket
 	macA net.HardwareAddr
-	macB net.HardwareAddr
 }
 
 func newRig(t *testing.T) *rig {
@@ -48,13 +46,12 @@ func newRig(t *testing.T) *rig {
 	r.q = NewQueue(port, nil, 64)
 	t.Cleanup(func() { r.q.Close() })
 	r.peer = drivertest.OpenPeer(t, r.b, bn)
-	r.raw, r.macB = r.peer.FD, r.peer.MAC
 	return r
 }
 
 // frame is a test frame from b to a, VLAN-tagged unless vlan is 0.
 func (r *rig) frame(t *testing.T, seq int, vlan uint16) []byte {
-	return drivertest.Frame(t, r.macB, r.macA, seq, 64, vlan)
+	return drivertest.Frame(t, r.peer.MAC, r.macA, seq, 64, vlan)
 }
 
 func testSeq(f []byte) (uint32, bool) { return drivertest.Seq(f) }
@@ -91,7 +88,7 @@ func TestReceiveAndTransmit(t *testing.T) {
 		if !bytes.Equal(f, sent[seq]) {
 			t.Errorf("frame %d differs from what was sent (VLAN tag restored?)\n got % x\nwant % x", seq, f, sent[seq])
 		}
-		copy(f[0:6], r.macB)
+		copy(f[0:6], r.peer.MAC)
 		copy(f[6:12], r.macA)
 		d.Verdict, d.Port = dataplane.VerdictTX, dataplane.PortIngress
 	})
@@ -100,10 +97,10 @@ func TestReceiveAndTransmit(t *testing.T) {
 	}
 	back := map[uint32]bool{}
 	buf := make([]byte, 2048)
-	unix.SetsockoptTimeval(r.raw, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 200000})
+	unix.SetsockoptTimeval(r.peer.FD, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 200000})
 	deadline := time.Now().Add(3 * time.Second)
 	for len(back) < n && time.Now().Before(deadline) {
-		k, from, err := unix.Recvfrom(r.raw, buf, 0)
+		k, from, err := unix.Recvfrom(r.peer.FD, buf, 0)
 		if err != nil {
 			continue
 		}
@@ -111,7 +108,7 @@ func TestReceiveAndTransmit(t *testing.T) {
 			continue
 		}
 		f := buf[:k]
-		if seq, ok := testSeq(f); ok && bytes.Equal(f[0:6], r.macB) && bytes.Equal(f[6:12], r.macA) {
+		if seq, ok := testSeq(f); ok && bytes.Equal(f[0:6], r.peer.MAC) && bytes.Equal(f[6:12], r.macA) {
 			back[seq] = true
 		}
 	}

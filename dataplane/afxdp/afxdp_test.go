@@ -27,9 +27,7 @@ type rig struct {
 	q      *Queue
 	sock   *Socket
 	peer   *drivertest.Peer // b's end
-	raw    int              // its packet socket
 	macA   net.HardwareAddr
-	macB   net.HardwareAddr
 }
 
 func newRig(t *testing.T) *rig { return newRigWith(t, testOpts, false) }
@@ -73,13 +71,12 @@ func newRigWith(t *testing.T, o Options, gro bool) *rig {
 	r.q = NewQueue(r.sock, nil, 64)
 	t.Cleanup(func() { r.q.Close() })
 	r.peer = drivertest.OpenPeer(t, r.b, r.bn)
-	r.raw, r.macB = r.peer.FD, r.peer.MAC
 	return r
 }
 
 // frame is a test frame from b to a with a payload of size bytes.
 func (r *rig) frame(t *testing.T, seq int, size int) []byte {
-	return drivertest.Frame(t, r.macB, r.macA, seq, size, 0)
+	return drivertest.Frame(t, r.peer.MAC, r.macA, seq, size, 0)
 }
 
 func testSeq(f []byte) (uint32, bool) { return drivertest.Seq(f) }
@@ -116,7 +113,7 @@ func TestReceiveAndTransmitBack(t *testing.T) {
 		}
 		// Send every even frame back with the MACs swapped, drop the rest.
 		if seq%2 == 0 {
-			copy(f[0:6], r.macB)
+			copy(f[0:6], r.peer.MAC)
 			copy(f[6:12], r.macA)
 			d.Verdict, d.Port = dataplane.VerdictTX, dataplane.PortIngress
 		}
@@ -126,16 +123,16 @@ func TestReceiveAndTransmitBack(t *testing.T) {
 	}
 	back := map[uint32]bool{}
 	buf := make([]byte, 2048)
-	unix.SetsockoptTimeval(r.raw, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 200000})
+	unix.SetsockoptTimeval(r.peer.FD, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 200000})
 	deadline := time.Now().Add(3 * time.Second)
 	for len(back) < n/2 && time.Now().Before(deadline) {
-		k, _, err := unix.Recvfrom(r.raw, buf, 0)
+		k, _, err := unix.Recvfrom(r.peer.FD, buf, 0)
 		if err != nil {
 			continue
 		}
 		f := buf[:k]
 		seq, ok := testSeq(f)
-		if !ok || !bytes.Equal(f[0:6], r.macB) || !bytes.Equal(f[6:12], r.macA) {
+		if !ok || !bytes.Equal(f[0:6], r.peer.MAC) || !bytes.Equal(f[6:12], r.macA) {
 			continue // our own outgoing frames, or the kernels' frames
 		}
 		back[seq] = true
@@ -238,22 +235,22 @@ func (r *rig) bounce(t *testing.T, n int) {
 		r.send(t, r.frame(t, i, 60))
 	}
 	got := r.exchange(t, n, func(d *dataplane.Desc, f []byte, _ uint32) {
-		copy(f[0:6], r.macB)
+		copy(f[0:6], r.peer.MAC)
 		copy(f[6:12], r.macA)
 		d.Verdict, d.Port = dataplane.VerdictTX, dataplane.PortIngress
 	})
 	if got != n {
 		t.Fatalf("received %d of %d frames", got, n)
 	}
-	unix.SetsockoptTimeval(r.raw, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 200000})
+	unix.SetsockoptTimeval(r.peer.FD, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 200000})
 	back := map[uint32]bool{}
 	buf := make([]byte, 2048)
 	for deadline := time.Now().Add(3 * time.Second); len(back) < n && time.Now().Before(deadline); {
-		k, _, err := unix.Recvfrom(r.raw, buf, 0)
+		k, _, err := unix.Recvfrom(r.peer.FD, buf, 0)
 		if err != nil {
 			continue
 		}
-		if seq, ok := testSeq(buf[:k]); ok && bytes.Equal(buf[0:6], r.macB) {
+		if seq, ok := testSeq(buf[:k]); ok && bytes.Equal(buf[0:6], r.peer.MAC) {
 			back[seq] = true
 		}
 	}
