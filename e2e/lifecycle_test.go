@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -146,6 +147,7 @@ func TestTeardown(t *testing.T) {
 		return
 	}
 	requireE2E(t)
+	var killed string // the pid of the child killed outright
 	for _, kill := range []bool{false, true} {
 		cmd := exec.Command(os.Args[0], "-test.run", "^TestTeardownChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), "VIPD_TEARDOWN_CHILD=1")
@@ -159,6 +161,7 @@ func TestTeardown(t *testing.T) {
 		}
 		if kill {
 			nstest.SweepStale()
+			killed = pid
 		}
 		left := nstest.Must(t, "ip", "netns", "list")
 		for _, l := range strings.Split(left, "\n") {
@@ -170,9 +173,14 @@ func TestTeardown(t *testing.T) {
 			t.Errorf("killed=%v: a vipd started by the child still runs", kill)
 		}
 	}
-	// And a new run starts clean.
+	// And a new run starts clean, and sweeps the killed child's files.
 	e := setup(t, testbed.Options{}, testbed.ConfigOptions{})
 	e.names(natURL, 3)
+	for _, kind := range []string{"vipd-bed", "vipd-bed-bin"} {
+		if left, _ := filepath.Glob(filepath.Join(os.TempDir(), kind+"-"+killed+"-*")); len(left) > 0 {
+			t.Errorf("the killed child's directories are still there: %v", left)
+		}
+	}
 }
 
 func TestTeardownChild(t *testing.T) {

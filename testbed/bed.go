@@ -100,13 +100,14 @@ func New(t nstest.T, o Options) *Bed {
 	if err != nil {
 		t.Fatalf("testbed: %v", err)
 	}
-	dir, err := os.MkdirTemp("", "vipd-bed")
+	// Leftovers of a run that was killed before its cleanups ran.
+	nstest.SweepStale()
+	SweepStaleDirs()
+	dir, err := os.MkdirTemp("", dirPrefix("vipd-bed"))
 	if err != nil {
 		t.Fatalf("testbed: %v", err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	// Leftovers of a run that was killed before its cleanups ran.
-	nstest.SweepStale()
 	b := &Bed{t: t, Opts: o, Bin: bin, dir: dir}
 	b.Client = nstest.New(t, "cli")
 	b.Router = nstest.New(t, "rtr")

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -30,7 +31,7 @@ func Build() (Binaries, error) {
 			buildErr = err
 			return
 		}
-		dir, err := os.MkdirTemp("", "vipd-bed-bin")
+		dir, err := os.MkdirTemp("", dirPrefix("vipd-bed-bin"))
 		if err != nil {
 			buildErr = err
 			return
@@ -64,6 +65,29 @@ func RemoveBinaries() error {
 		return nil
 	}
 	return os.RemoveAll(binDir)
+}
+
+// dirPrefix names a temporary directory of this process: kind, the pid,
+// then MkdirTemp's random part, so that SweepStaleDirs can tell whose it is.
+func dirPrefix(kind string) string { return fmt.Sprintf("%s-%d-", kind, os.Getpid()) }
+
+// SweepStaleDirs removes the bed's temporary directories (binaries, logs,
+// configurations) left by processes that no longer run: a test process
+// killed outright runs no cleanup. New calls it, as it sweeps namespaces.
+func SweepStaleDirs() {
+	for _, kind := range []string{"vipd-bed-bin", "vipd-bed"} {
+		dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), kind+"-*"))
+		for _, d := range dirs {
+			rest := strings.TrimPrefix(filepath.Base(d), kind+"-")
+			pid, err := strconv.Atoi(strings.SplitN(rest, "-", 2)[0])
+			if err != nil || pid == os.Getpid() {
+				continue // not one of ours, or this process's own
+			}
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
+				os.RemoveAll(d)
+			}
+		}
+	}
 }
 
 func moduleRoot() (string, error) {
