@@ -44,6 +44,10 @@ const (
 	isDstVIP                    // the destination is a VIP address
 	isMapped                    // an IPv4-mapped IPv6 address, which nothing classifies
 	isAlt                       // no tag matched in the primary bucket: prefetch went to the alternate
+	// isClean: for VIP vi, IPv4 with a valid header checksum, from an
+	// address that is no VIP's; set by classifyCommon, whose frames ip
+	// would forward straight away.
+	isClean
 )
 
 // ProcessBatch runs the pipeline on every frame of a batch, in passes: it

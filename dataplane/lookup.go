@@ -140,3 +140,27 @@ func tableSize(n int) (int, uint) {
 	}
 	return size, uint(64 - bits.TrailingZeros(uint(size)))
 }
+
+// addrFilter4 is a one-hash Bloom filter of 4096 bits over the VIP
+// addresses of a snapshot: a clear bit proves that an address is no VIP's.
+// The packet path asks it whether a client's source address is a VIP
+// (spoofed), which it almost never is: one load and a bit test instead of
+// a probe of addr4. With a few hundred VIP addresses most bits stay clear.
+type addrFilter4 [64]uint64
+
+func (f *addrFilter4) bit(a uint32) (int, uint64) {
+	i := (uint64(a) * fib) >> 52 // 12 bits
+	return int(i >> 6), 1 << (i & 63)
+}
+
+func (f *addrFilter4) add(a uint32) {
+	w, m := f.bit(a)
+	f[w] |= m
+}
+
+// mayHave reports false only for an address never added.
+func (f *addrFilter4) mayHave(a uint32) bool {
+	w, m := f.bit(a)
+	return f[w]&m != 0
+}
+

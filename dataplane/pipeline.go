@@ -35,25 +35,76 @@ func (w *Worker) classify(d *Desc, p *pkt) {
 	d.Verdict, d.Reason, d.Port = VerdictDrop, DropNone, 0
 	p.vi, p.is = empty, 0
 	frame := d.Buf[d.Off : d.Off+d.Len]
-	if p.err = packet.Parse(frame, &p.f); p.err != nil {
+	if packet.ParseCommon(frame, &p.f) {
+		p.err = nil
+		w.classifyCommon(frame, p)
+	} else if p.err = packet.Parse(frame, &p.f); p.err != nil {
 		return
-	}
-	switch p.f.EtherType {
-	case packet.EtherTypeIPv4:
-		p.l3 = p.f.L3(frame)
-		w.classify4(frame, p)
-	case packet.EtherTypeIPv6:
-		p.l3 = p.f.L3(frame)
-		w.classify6(frame, p)
+	} else {
+		switch p.f.EtherType {
+		case packet.EtherTypeIPv4:
+			p.l3 = p.f.L3(frame)
+			w.classify4(frame, p)
+		case packet.EtherTypeIPv6:
+			p.l3 = p.f.L3(frame)
+			w.classify6(frame, p)
+		}
 	}
 	if p.is&isTracked != 0 {
 		p.loc = w.ct.Locate(p.h)
 	}
 }
 
+// classifyCommon is classify4 for a frame packet.ParseCommon took (IPv4
+// without options, TCP or UDP, not a fragment), which is nearly every
+// frame: it finds the same VIP and flags, and besides marks isClean a
+// packet for a VIP whose header checksum is valid and whose source is no
+// VIP, which act forwards without ip's checks.
+func (w *Worker) classifyCommon(frame []byte, p *pkt) {
+	s := w.snap
+	f := &p.f
+	ip := (*[packet.IPv4MinSize]byte)(frame[packet.EthernetSize:])
+	p.l3 = frame[packet.EthernetSize : packet.EthernetSize+f.L3Len]
+	src, dst := binary.BigEndian.Uint32(ip[12:]), binary.BigEndian.Uint32(ip[16:])
+	l4 := (*[4]byte)(frame[packet.EthernetSize+packet.IPv4MinSize:])
+	sp, dp := binary.BigEndian.Uint16(l4[0:]), binary.BigEndian.Uint16(l4[2:])
+	if p.vi = s.cls4.exact4.get(key4(dst, f.Proto, dp)); p.vi < 0 {
+		if p.vi = s.cls4.exact4.get(key4(dst, f.Proto, 0)); p.vi < 0 {
+			if s.cls4.addr4.get(key4(dst, 0, 0)) >= 0 {
+				p.is = isDstVIP
+			}
+			return
+		}
+	}
+	switch {
+	case s.cls4.vipAddrs4.mayHave(src) && s.cls4.addr4.get(key4(src, 0, 0)) >= 0:
+		p.is = isSrcVIP
+	case packet.ChecksumValid20(ip):
+		p.is = isClean
+	}
+	w.flow4(p, &s.vips[p.vi], src, dst, sp, dp)
+}
+
+// flow4 sets the key, hashes and isTracked of an IPv4 flow for VIP v.
+func (w *Worker) flow4(p *pkt, v *vip, src, dst uint32, sp, dp uint16) {
+	s := w.snap
+	p.is |= isTracked
+	p.h = hashing.Flow4(src, dst, sp, dp, p.f.Proto, s.seed)
+	p.hp = p.h
+	if v.srcHash {
+		p.hp = hashing.Src4(src, s.seed)
+	}
+	p.key = conntrack.Key{SrcPort: sp, DstPort: dp, VIP: v.id, Proto: p.f.Proto}
+	binary.BigEndian.PutUint32(p.key.Src[:], src)
+}
+
 // act is the second stage: the verdict, from what classify found.
 func (w *Worker) act(d *Desc, p *pkt) {
 	frame := d.Buf[d.Off : d.Off+d.Len]
+	if p.is&isClean != 0 {
+		w.forward(d, frame, p, int(p.vi)) // all ip would do
+		return
+	}
 	if p.err != nil {
 		// Malformed: dropped if the steering rule makes it vipd's (the
 		// XDP program would have redirected it), else the kernel's, as
@@ -142,19 +193,15 @@ func (w *Worker) classify4(frame []byte, p *pkt) {
 		}
 		return
 	}
-	if s.cls4.addr4.get(key4(src, 0, 0)) >= 0 {
+	if s.cls4.vipAddrs4.mayHave(src) && s.cls4.addr4.get(key4(src, 0, 0)) >= 0 {
 		p.is = isSrcVIP
 	}
 	v := &s.vips[p.vi]
-	if f.Frag {
-		p.hp = hashing.Frag4(src, dst, f.Proto, s.seed)
-	} else {
-		p.is |= isTracked
-		p.h = hashing.Flow4(src, dst, sp, dp, f.Proto, s.seed)
-		p.hp = p.h
-		p.key = conntrack.Key{SrcPort: sp, DstPort: dp, VIP: v.id, Proto: f.Proto}
-		binary.BigEndian.PutUint32(p.key.Src[:], src)
+	if !f.Frag {
+		w.flow4(p, v, src, dst, sp, dp)
+		return
 	}
+	p.hp = hashing.Frag4(src, dst, f.Proto, s.seed)
 	if v.srcHash {
 		p.hp = hashing.Src4(src, s.seed)
 	}

@@ -345,6 +345,9 @@ type classifiers struct {
 	reply6     table6
 	replyAddr4 table4
 	replyAddr6 table6
+	// vipAddrs4 holds every IPv4 VIP address (the keys (address, 0, 0)
+	// of addr4): a miss in it spares the packet path a probe of addr4.
+	vipAddrs4 addrFilter4
 }
 
 type vip struct {
@@ -759,6 +762,7 @@ func (s *Snapshot) classify(i int, v *vip) error {
 	if c.addr4.get(key4(a, 0, 0)) < 0 {
 		c.addr4.put(key4(a, 0, 0), int32(i))
 	}
+	c.vipAddrs4.add(a)
 	return nil
 }
 

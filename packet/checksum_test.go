@@ -243,12 +243,34 @@ func TestIPv4ChecksumFastPath(t *testing.T) {
 			binary.BigEndian.PutUint16(h[10:], 0)
 			binary.BigEndian.PutUint16(h[10:], Checksum(h, 0))
 		}
+		if i%4 == 2 && binary.BigEndian.Uint16(h[10:]) == 0 {
+			h[10], h[11] = 0xff, 0xff // the other zero of ones' complement
+		}
 		want := Sum(h, 0) == 0xffff
 		if got := IPv4(h).IsChecksumValid(); got != want {
 			t.Fatalf("IsChecksumValid = %v, Sum says %v for % x", got, want, h)
 		}
+		if got := ChecksumValid20((*[IPv4MinSize]byte)(h)); got != want {
+			t.Fatalf("ChecksumValid20 = %v, Sum says %v for % x", got, want, h)
+		}
 		if i%2 == 0 && !want {
 			t.Fatalf("a computed checksum does not verify: % x", h)
+		}
+	}
+	// Edges of the divisibility test: the all-zero header (sum 0, a
+	// multiple of 0xffff that is no valid sum), all-ones (valid), and a
+	// header whose words cancel but for a checksum of +0 or -0.
+	edges := [][]byte{make([]byte, 20), bytes.Repeat([]byte{0xff}, 20)}
+	z := make([]byte, 20)
+	z[0], z[1] = 0xff, 0xff
+	edges = append(edges, z) // 0xffff + zeros: valid (checksum field 0)
+	z2 := append([]byte(nil), z...)
+	z2[10], z2[11] = 0xff, 0xff // and with -0 in the field: still valid
+	edges = append(edges, z2)
+	for _, h := range edges {
+		want := Sum(h, 0) == 0xffff
+		if got := ChecksumValid20((*[IPv4MinSize]byte)(h)); got != want {
+			t.Fatalf("ChecksumValid20 = %v, Sum says %v for % x", got, want, h)
 		}
 	}
 }

@@ -86,7 +86,7 @@ type Frame struct {
 // Other EtherTypes (ARP, LLDP, a second VLAN tag, ...) are not errors: Parse
 // returns nil with EtherType and L3Off set, for the caller to hand them on.
 func Parse(frame []byte, f *Frame) error {
-	if parseCommon(frame, f) {
+	if ParseCommon(frame, f) {
 		return nil
 	}
 	return parseGeneral(frame, f)
@@ -119,13 +119,13 @@ func parseGeneral(frame []byte, f *Frame) error {
 	return nil
 }
 
-// parseCommon is Parse for the frame a load balancer sees most: untagged
+// ParseCommon is Parse for the frame a load balancer sees most: untagged
 // IPv4 without options, not a fragment, carrying a TCP or UDP header that
 // passes Parse's checks. It fills f exactly as the general path would and
 // reports true, or reports false, leaving f to the general path, for every
 // other frame. One function with one store of f, where the general path
 // makes four calls (TestParseCommonAgrees holds them equal).
-func parseCommon(frame []byte, f *Frame) bool {
+func ParseCommon(frame []byte, f *Frame) bool {
 	if len(frame) < EthernetSize+IPv4MinSize || binary.BigEndian.Uint16(frame[ethType:]) != EtherTypeIPv4 {
 		return false
 	}

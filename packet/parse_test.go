@@ -362,21 +362,21 @@ func TestParseResetsFrame(t *testing.T) {
 	}
 }
 
-// checkCommonAgrees fails t if parseCommon takes frame and fills a Frame
+// checkCommonAgrees fails t if ParseCommon takes frame and fills a Frame
 // other than the general path's, or takes a frame the general path
 // rejects.
 func checkCommonAgrees(t *testing.T, frame []byte) {
 	t.Helper()
 	var c, g Frame
-	if !parseCommon(frame, &c) {
+	if !ParseCommon(frame, &c) {
 		return
 	}
 	if err := parseGeneral(frame, &g); err != nil || c != g {
-		t.Fatalf("parseCommon %+v; general path %+v, %v\n%x", c, g, err, frame)
+		t.Fatalf("ParseCommon %+v; general path %+v, %v\n%x", c, g, err, frame)
 	}
 }
 
-// TestParseCommonAgrees runs parseCommon against the general path on
+// TestParseCommonAgrees runs ParseCommon against the general path on
 // common frames with every header byte set to values around the edges
 // the checks test (lengths, version and IHL, flags, data offset).
 func TestParseCommonAgrees(t *testing.T) {
@@ -388,7 +388,7 @@ func TestParseCommonAgrees(t *testing.T) {
 				frame[i] = v
 				checkCommonAgrees(t, frame)
 				var f Frame
-				if parseCommon(frame, &f) {
+				if ParseCommon(frame, &f) {
 					taken++
 				}
 			}
@@ -396,7 +396,7 @@ func TestParseCommonAgrees(t *testing.T) {
 		}
 	}
 	if taken == 0 {
-		t.Fatal("parseCommon took no frame")
+		t.Fatal("ParseCommon took no frame")
 	}
 	t.Logf("%d frames took the common path", taken)
 }
