@@ -163,4 +163,3 @@ func (f *addrFilter4) mayHave(a uint32) bool {
 	w, m := f.bit(a)
 	return f[w]&m != 0
 }
-
