@@ -41,7 +41,8 @@ func (w *Worker) forward4(d *Desc, frame []byte, p *pkt, v *vip, b *backend) {
 		l4.Hdr = frame[f.L4Off : f.L3Off+f.L3Len]
 	}
 	w.sampleL4(frame, f)
-	nat.DNAT4(ip, l4, b.addr4, b.port) // and the TTL, checked in forward
+	// The destination is the VIP's address: classify found v by it.
+	nat.DNAT4Sum(ip, l4, b.addr4, b.dnat4, b.port) // and the TTL, checked in forward
 	setMACs(frame, b.mac, s.mac[out])
 	d.Len = f.L3Off + f.L3Len // drop Ethernet padding
 	if f.L3Len > mtu {

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/vipd/vipd/nat"
+
 	"github.com/vipd/vipd/hashing"
 )
 
@@ -375,6 +377,9 @@ type backend struct {
 	port   uint16
 	mac    [6]byte
 	hasMAC bool
+	// dnat4 is nat.AddrSum4(VIP address, addr4): what the translation of
+	// a packet for the VIP to this backend adds to its checksums.
+	dnat4 uint32
 }
 
 // keepsFlows reports whether established flows stay on the backend.
@@ -698,6 +703,7 @@ func (s *Snapshot) addBackends(i int, vs *VIPSpec, v *vip, classify bool, prev *
 			b.addr6 = bs.Addr.As16()
 		} else {
 			b.addr4 = bs.Addr.As4()
+			b.dnat4 = nat.AddrSum4(v.addr4, b.addr4)
 		}
 		if classify && vs.Mode == ModeNAT {
 			rp := bs.Port

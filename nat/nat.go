@@ -25,39 +25,61 @@ const (
 // forwarding it: destination address to addr, destination port to port
 // when port is not 0, and the TTL decremented. The caller guarantees a TTL
 // of at least 2 (see packet.IPv4.DecTTL). Each checksum is updated once
-// for all of its changes (RFC 1624; packet.ChecksumUpdate48): the IP header
-// for the address and the TTL, the transport checksum (whose pseudo-header
-// covers the address) for the address and the port.
+// for all of its changes (RFC 1624): the IP header for the address and the
+// TTL, the transport checksum (whose pseudo-header covers the address) for
+// the address and the port.
 //
 // In a first fragment the transport checksum covers the whole datagram;
 // the incremental update is still exact, because only covered words change.
 // A non-first fragment (l4.Hdr nil) only has its IP header rewritten.
 func DNAT4(ip packet.IPv4, l4 L4, addr [4]byte, port uint16) {
-	rewrite4(ip, l4, addr, port, dstAddrOff, dstPortOff)
+	DNAT4Sum(ip, l4, addr, AddrSum4(ip.DestinationAddress(), addr), port)
+}
+
+// DNAT4Sum is DNAT4 for a packet whose destination address is old, with
+// sum = AddrSum4(old, addr) computed ahead: a load balancer knows the
+// address it classified the packet by, and computes the sum once per
+// (VIP, backend) rather than once per packet.
+func DNAT4Sum(ip packet.IPv4, l4 L4, addr [4]byte, sum uint32, port uint16) {
+	rewrite4(ip, l4, addr, sum, port, dstAddrOff, dstPortOff)
 }
 
 // SNAT4 rewrites a backend's reply toward the client so that it comes from
 // the VIP: source address to addr, source port to port when port is not 0,
 // TTL decremented (at least 2 on entry); checksums as in DNAT4.
 func SNAT4(ip packet.IPv4, l4 L4, addr [4]byte, port uint16) {
-	rewrite4(ip, l4, addr, port, srcAddrOff, srcPortOff)
+	rewrite4(ip, l4, addr, AddrSum4(ip.SourceAddress(), addr), port, srcAddrOff, srcPortOff)
+}
+
+// AddrSum4 is what changing an IPv4 address from old to new adds to every
+// checksum that covers it: ~old + new over the addresses' two 16-bit
+// words each (RFC 1624, eqn. 3), unfolded (at most 4 × 0xffff).
+func AddrSum4(old, new [4]byte) uint32 {
+	o, n := binary.BigEndian.Uint32(old[:]), binary.BigEndian.Uint32(new[:])
+	return uint32(^uint16(o>>16)) + uint32(^uint16(o)) + uint32(uint16(n>>16)) + uint32(uint16(n))
 }
 
 // IPv4 header offsets of the fields rewrite4 changes.
 const (
 	ttlOff     = 8 // TTL, high byte of the word it shares with Protocol
+	csumOff4   = 10
 	srcAddrOff = 12
 	dstAddrOff = 16
 )
 
-func rewrite4(ip packet.IPv4, l4 L4, addr [4]byte, port uint16, addrOff, portOff int) {
-	_ = ip[packet.IPv4MinSize-1] // one bounds check for the accesses below
-	oldA := binary.BigEndian.Uint32(ip[addrOff:])
-	newA := binary.BigEndian.Uint32(addr[:])
-	oldT := binary.BigEndian.Uint16(ip[ttlOff:])
-	binary.BigEndian.PutUint32(ip[addrOff:], newA)
-	ip[ttlOff]--
-	ip.SetChecksum(packet.ChecksumUpdate48(ip.Checksum(), oldA, newA, oldT, oldT-0x100))
+// ttlSum is what decrementing the TTL adds to the header checksum: the
+// word TTL<<8|Protocol goes from w to w-0x100, and ~w + (w-0x100) is
+// 0xffff-0x100 for every w >= 0x100 (a TTL of at least 1).
+const ttlSum = 0xfeff
+
+// rewrite4 sets the address at addrOff to addr, whose change adds sum to
+// the checksums, the port at portOff to port (unless 0), and decrements
+// the TTL.
+func rewrite4(ip packet.IPv4, l4 L4, addr [4]byte, sum uint32, port uint16, addrOff, portOff int) {
+	h := (*[packet.IPv4MinSize]byte)(ip)
+	copy(h[addrOff:addrOff+4], addr[:])
+	h[ttlOff]--
+	binary.BigEndian.PutUint16(h[csumOff4:], packet.ChecksumAdd(binary.BigEndian.Uint16(h[csumOff4:]), sum+ttlSum))
 	if l4.Hdr == nil {
 		return
 	}
@@ -70,17 +92,18 @@ func rewrite4(ip packet.IPv4, l4 L4, addr [4]byte, port uint16, addrOff, portOff
 	default:
 		return
 	}
-	oldP := binary.BigEndian.Uint16(l4.Hdr[portOff:])
-	newP := oldP
+	hdr := l4.Hdr
+	oldP := binary.BigEndian.Uint16(hdr[portOff:])
 	if port != 0 {
-		newP = port
-		binary.BigEndian.PutUint16(l4.Hdr[portOff:], port)
+		binary.BigEndian.PutUint16(hdr[portOff:], port)
+	} else {
+		port = oldP
 	}
-	c := binary.BigEndian.Uint16(l4.Hdr[csumOff:])
+	c := binary.BigEndian.Uint16(hdr[csumOff:])
 	if l4.Proto == packet.ProtoUDP && c == 0 {
 		return // no checksum (RFC 768): stays so
 	}
-	binary.BigEndian.PutUint16(l4.Hdr[csumOff:], nonZeroUDP(l4.Proto, packet.ChecksumUpdate48(c, oldA, newA, oldP, newP)))
+	binary.BigEndian.PutUint16(hdr[csumOff:], nonZeroUDP(l4.Proto, packet.ChecksumAdd(c, sum+uint32(^oldP)+uint32(port))))
 }
 
 // DNAT6 is DNAT4 for IPv6 (which has no header checksum; TCP, UDP and

@@ -169,6 +169,14 @@ func udpChecksumFix(updated uint16) uint16 {
 	return updated
 }
 
+// ChecksumAdd updates checksum csum by sum, a 32-bit accumulation of
+// ~old + new over the 16-bit words that changed (RFC 1624, eqn. 3), less
+// than 2^31 and unfolded: callers that know a change ahead of the packet
+// (an address translation) compute that part of sum once.
+func ChecksumAdd(csum uint16, sum uint32) uint16 {
+	return ^fold32(uint32(^csum) + sum)
+}
+
 // ChecksumUpdate48 is ChecksumUpdate16 for a 32-bit field and a 16-bit
 // word changing together (an address and a port, or an address and the
 // TTL/protocol word), folded once: the cost of one update for two.
