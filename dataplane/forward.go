@@ -1,6 +1,12 @@
 package dataplane
 
-import "github.com/vipd/vipd/packet"
+import (
+	"encoding/binary"
+
+	"github.com/vipd/vipd/encap"
+	"github.com/vipd/vipd/nat"
+	"github.com/vipd/vipd/packet"
+)
 
 // egress is the port toward backends.
 func (s *Snapshot) egress() uint8 {
@@ -42,6 +48,56 @@ func (w *Worker) forward(d *Desc, frame []byte, p *pkt, vi int) {
 	} else {
 		w.forward4(d, frame, p, v, b)
 	}
+}
+
+// forwardClean is forward for a packet classifyCommon marked isClean
+// (IPv4, TCP or UDP, no options, not a fragment, for VIP p.vi), in one
+// function for the commonest case, a NAT translation that fits the egress
+// MTU; every other case goes on with forward's steps where it departs.
+func (w *Worker) forwardClean(d *Desc, frame []byte, p *pkt) {
+	s := w.snap
+	vi := int(p.vi)
+	v := &s.vips[vi]
+	ip := (*[packet.IPv4MinSize]byte)(p.l3)
+	if ip[8] <= 1 { // the TTL
+		w.forward(d, frame, p, vi) // and its TTL rules
+		return
+	}
+	var flags uint8
+	if p.f.Proto == packet.ProtoTCP {
+		flags = p.l3[packet.IPv4MinSize+13]
+	}
+	b, ref := w.track(p, flags, vi, v)
+	if b == nil {
+		w.drop(d, DropNoBackend)
+		return
+	}
+	if !b.hasMAC {
+		w.drop(d, DropNoNeighbor)
+		return
+	}
+	w.count(v, ref, p.f.L3Len)
+	out := s.egress()
+	n, mtu := p.f.L3Len, s.mtu[out]
+	switch {
+	case v.mode == ModeNAT && len(s.onLink4) == 0 && n <= mtu:
+		w.sampleL4(frame, &p.f)
+		// The destination is the VIP's address: classify found v by it.
+		nat.DNAT4Sum(p.l3, nat.L4{Proto: p.f.Proto, Hdr: p.l3[packet.IPv4MinSize:]}, b.addr4, b.dnat4, b.port)
+		setMACs(frame, b.mac, s.mac[out])
+		d.Len = packet.EthernetSize + n // drop Ethernet padding
+	case v.mode == ModeDSR && n+encap.Overhead4 <= mtu && d.Off >= encap.Overhead4:
+		o := encap.Encap4(d.Buf, d.Off+packet.EthernetSize, n, v.encap4, b.addr4)
+		d.Off = o - packet.EthernetSize
+		d.Len = packet.EthernetSize + encap.Overhead4 + n
+		eth := d.Buf[d.Off : d.Off+packet.EthernetSize]
+		setMACs(eth, b.mac, s.mac[out])
+		binary.BigEndian.PutUint16(eth[12:], packet.EtherTypeIPv4)
+	default:
+		w.forward4(d, frame, p, v, b) // client learning, MTU, headroom
+		return
+	}
+	w.tx(d, out)
 }
 
 // pick finds the backend of a packet for VIP vi: for a tracked flow, the

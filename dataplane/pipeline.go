@@ -102,7 +102,7 @@ func (w *Worker) flow4(p *pkt, v *vip, src, dst uint32, sp, dp uint16) {
 func (w *Worker) act(d *Desc, p *pkt) {
 	frame := d.Buf[d.Off : d.Off+d.Len]
 	if p.is&isClean != 0 {
-		w.forward(d, frame, p, int(p.vi)) // all ip would do
+		w.forwardClean(d, frame, p) // all ip would do
 		return
 	}
 	if p.err != nil {
