@@ -99,7 +99,7 @@ func (b *bucket) setTag(i int, t uint16) {
 func (b *bucket) find(t uint16, k *Key) int {
 	for m := b.match(t); m != 0; m &= m - 1 {
 		i := bits.TrailingZeros32(m)
-		if b.recs[i&7].key == *k {
+		if b.recs[i&7].key.equal(k) {
 			return i
 		}
 	}

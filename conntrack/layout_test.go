@@ -10,6 +10,9 @@ func TestLayout(t *testing.T) {
 	if got := unsafe.Sizeof(Key{}); got != 24 {
 		t.Errorf("Key is %d bytes, want 24 (no padding: equality is a memory compare)", got)
 	}
+	if got := unsafe.Alignof(Key{}); got != 8 {
+		t.Errorf("Key is %d-byte aligned, want 8 (equal loads words)", got)
+	}
 	if got := unsafe.Sizeof(record{}); got != 32 {
 		t.Errorf("record is %d bytes, want 32 (two per cache line)", got)
 	}
@@ -62,3 +65,27 @@ func TestLaneBits(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyEqual holds equal to ==, on keys that differ in one field each.
+func TestKeyEqual(t *testing.T) {
+	base := Key{SrcPort: 1000, DstPort: 80, VIP: 7, Proto: 6}
+	copy(base.Src[:], []byte{198, 18, 0, 1})
+	variants := []func(k *Key){
+		func(k *Key) {},
+		func(k *Key) { k.Src[0]++ },
+		func(k *Key) { k.Src[15] = 1 },
+		func(k *Key) { k.SrcPort++ },
+		func(k *Key) { k.DstPort++ },
+		func(k *Key) { k.VIP++ },
+		func(k *Key) { k.Proto = 17 },
+		func(k *Key) { k.IPv6 = true },
+	}
+	for i, change := range variants {
+		k := base
+		change(&k)
+		if got, want := k.equal(&base), k == base; got != want {
+			t.Errorf("variant %d: equal %v, == %v", i, got, want)
+		}
+	}
+}
+
