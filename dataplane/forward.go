@@ -54,13 +54,13 @@ func (w *Worker) forward(d *Desc, frame []byte, p *pkt, vi int) {
 // (IPv4, TCP or UDP, no options, not a fragment, for VIP p.vi), in one
 // function for the commonest case, a NAT translation that fits the egress
 // MTU; every other case goes on with forward's steps where it departs.
-func (w *Worker) forwardClean(d *Desc, frame []byte, p *pkt) {
+func (w *Worker) forwardClean(d *Desc, p *pkt) {
 	s := w.snap
 	vi := int(p.vi)
 	v := &s.vips[vi]
 	ip := (*[packet.IPv4MinSize]byte)(p.l3)
 	if ip[8] <= 1 { // the TTL
-		w.forward(d, frame, p, vi) // and its TTL rules
+		w.forward(d, d.Buf[d.Off:d.Off+d.Len], p, vi) // and its TTL rules
 		return
 	}
 	var flags uint8
@@ -81,10 +81,12 @@ func (w *Worker) forwardClean(d *Desc, frame []byte, p *pkt) {
 	n, mtu := p.f.L3Len, s.mtu[out]
 	switch {
 	case v.mode == ModeNAT && len(s.onLink4) == 0 && n <= mtu:
-		w.sampleL4(frame, &p.f)
+		if w.l4Tick++; w.l4Tick&(l4SampleEvery-1) == 0 { // sampleL4
+			w.verifyL4(d.Buf[d.Off:d.Off+d.Len], &p.f)
+		}
 		// The destination is the VIP's address: classify found v by it.
 		nat.DNAT4Sum(p.l3, nat.L4{Proto: p.f.Proto, Hdr: p.l3[packet.IPv4MinSize:]}, b.addr4, b.dnat4, b.port)
-		setMACs(frame, b.mac, s.mac[out])
+		setMACs(d.Buf[d.Off:], b.mac, s.mac[out])
 		d.Len = packet.EthernetSize + n // drop Ethernet padding
 	case v.mode == ModeDSR && n+encap.Overhead4 <= mtu && d.Off >= encap.Overhead4:
 		o := encap.Encap4(d.Buf, d.Off+packet.EthernetSize, n, v.encap4, b.addr4)
@@ -94,7 +96,7 @@ func (w *Worker) forwardClean(d *Desc, frame []byte, p *pkt) {
 		setMACs(eth, b.mac, s.mac[out])
 		binary.BigEndian.PutUint16(eth[12:], packet.EtherTypeIPv4)
 	default:
-		w.forward4(d, frame, p, v, b) // client learning, MTU, headroom
+		w.forward4(d, d.Buf[d.Off:d.Off+d.Len], p, v, b) // client learning, MTU, headroom
 		return
 	}
 	w.tx(d, out)

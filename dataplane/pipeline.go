@@ -63,11 +63,13 @@ func (w *Worker) classify(d *Desc, p *pkt) {
 func (w *Worker) classifyCommon(frame []byte, p *pkt) {
 	s := w.snap
 	f := &p.f
-	ip := (*[packet.IPv4MinSize]byte)(frame[packet.EthernetSize:])
+	// ParseCommon checked that the frame holds these 38 bytes (Ethernet,
+	// IPv4 without options, the ports) and more.
+	h := (*[packet.EthernetSize + packet.IPv4MinSize + 4]byte)(frame)
+	ip := (*[packet.IPv4MinSize]byte)(h[packet.EthernetSize:])
 	p.l3 = frame[packet.EthernetSize : packet.EthernetSize+f.L3Len]
 	src, dst := binary.BigEndian.Uint32(ip[12:]), binary.BigEndian.Uint32(ip[16:])
-	l4 := (*[4]byte)(frame[packet.EthernetSize+packet.IPv4MinSize:])
-	sp, dp := binary.BigEndian.Uint16(l4[0:]), binary.BigEndian.Uint16(l4[2:])
+	sp, dp := binary.BigEndian.Uint16(h[34:]), binary.BigEndian.Uint16(h[36:])
 	if p.vi = s.cls4.exact4.get(key4(dst, f.Proto, dp)); p.vi < 0 {
 		if p.vi = s.cls4.exact4.get(key4(dst, f.Proto, 0)); p.vi < 0 {
 			if s.cls4.addr4.get(key4(dst, 0, 0)) >= 0 {
@@ -100,11 +102,11 @@ func (w *Worker) flow4(p *pkt, v *vip, src, dst uint32, sp, dp uint16) {
 
 // act is the second stage: the verdict, from what classify found.
 func (w *Worker) act(d *Desc, p *pkt) {
-	frame := d.Buf[d.Off : d.Off+d.Len]
 	if p.is&isClean != 0 {
-		w.forwardClean(d, frame, p) // all ip would do
+		w.forwardClean(d, p) // all ip would do
 		return
 	}
+	frame := d.Buf[d.Off : d.Off+d.Len]
 	if p.err != nil {
 		// Malformed: dropped if the steering rule makes it vipd's (the
 		// XDP program would have redirected it), else the kernel's, as

@@ -23,9 +23,14 @@ const l4SampleEvery = 64 // a power of two
 // TCP or UDP packet it sees. Fragments are skipped (their checksum covers
 // bytes that are not here), and so is UDP over IPv4 without a checksum.
 func (w *Worker) sampleL4(frame []byte, f *packet.Frame) {
-	w.l4Tick++
-	if w.l4Tick&(l4SampleEvery-1) != 0 || f.Frag || !f.HasL4 ||
-		(f.Proto != packet.ProtoTCP && f.Proto != packet.ProtoUDP) {
+	if w.l4Tick++; w.l4Tick&(l4SampleEvery-1) == 0 {
+		w.verifyL4(frame, f)
+	}
+}
+
+// verifyL4 is sampleL4's check of one packet.
+func (w *Worker) verifyL4(frame []byte, f *packet.Frame) {
+	if f.Frag || !f.HasL4 || (f.Proto != packet.ProtoTCP && f.Proto != packet.ProtoUDP) {
 		return
 	}
 	l4 := frame[f.L4Off : f.L3Off+f.L3Len]
