@@ -15,11 +15,11 @@ import (
 type Key struct {
 	_       [0]uint64 // 8-byte alignment, for equal's word loads
 	Src     [16]byte  // client address; IPv4 in the first 4 bytes, the rest zero
-	SrcPort uint16   // client port (0 for ICMP and other portless protocols)
-	DstPort uint16   // destination port as sent by the client (the VIP port)
-	VIP     uint16   // stable VIP id assigned by the control plane (survives reloads)
-	Proto   uint8    // IP protocol number; 6 (TCP) selects the TCP state machine
-	IPv6    bool     // Src holds an IPv6 address
+	SrcPort uint16    // client port (0 for ICMP and other portless protocols)
+	DstPort uint16    // destination port as sent by the client (the VIP port)
+	VIP     uint16    // stable VIP id assigned by the control plane (survives reloads)
+	Proto   uint8     // IP protocol number; 6 (TCP) selects the TCP state machine
+	IPv6    bool      // Src holds an IPv6 address
 }
 
 // SrcAddr returns the client address as a netip.Addr, for display and
@@ -42,4 +42,3 @@ func (k *Key) equal(o *Key) bool {
 	a, b := (*[3]uint64)(unsafe.Pointer(k)), (*[3]uint64)(unsafe.Pointer(o))
 	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2]
 }
-

@@ -88,4 +88,3 @@ func TestKeyEqual(t *testing.T) {
 		}
 	}
 }
-
