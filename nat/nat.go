@@ -41,14 +41,14 @@ func DNAT4(ip packet.IPv4, l4 L4, addr [4]byte, port uint16) {
 // address it classified the packet by, and computes the sum once per
 // (VIP, backend) rather than once per packet.
 func DNAT4Sum(ip packet.IPv4, l4 L4, addr [4]byte, sum uint32, port uint16) {
-	rewrite4(ip, l4, addr, sum, port, dstAddrOff, dstPortOff)
+	rewrite4(ip, l4, addr, sum, port, true)
 }
 
 // SNAT4 rewrites a backend's reply toward the client so that it comes from
 // the VIP: source address to addr, source port to port when port is not 0,
 // TTL decremented (at least 2 on entry); checksums as in DNAT4.
 func SNAT4(ip packet.IPv4, l4 L4, addr [4]byte, port uint16) {
-	rewrite4(ip, l4, addr, AddrSum4(ip.SourceAddress(), addr), port, srcAddrOff, srcPortOff)
+	rewrite4(ip, l4, addr, AddrSum4(ip.SourceAddress(), addr), port, false)
 }
 
 // AddrSum4 is what changing an IPv4 address from old to new adds to every
@@ -72,38 +72,50 @@ const (
 // 0xffff-0x100 for every w >= 0x100 (a TTL of at least 1).
 const ttlSum = 0xfeff
 
-// rewrite4 sets the address at addrOff to addr, whose change adds sum to
-// the checksums, the port at portOff to port (unless 0), and decrements
-// the TTL.
-func rewrite4(ip packet.IPv4, l4 L4, addr [4]byte, sum uint32, port uint16, addrOff, portOff int) {
+// rewrite4 sets the destination (dst) or source address to addr, whose
+// change adds sum to the checksums, the port on the same side to port
+// (unless 0), and decrements the TTL.
+func rewrite4(ip packet.IPv4, l4 L4, addr [4]byte, sum uint32, port uint16, dst bool) {
 	h := (*[packet.IPv4MinSize]byte)(ip)
-	copy(h[addrOff:addrOff+4], addr[:])
+	if dst {
+		*(*[4]byte)(h[dstAddrOff:]) = addr
+	} else {
+		*(*[4]byte)(h[srcAddrOff:]) = addr
+	}
 	h[ttlOff]--
 	binary.BigEndian.PutUint16(h[csumOff4:], packet.ChecksumAdd(binary.BigEndian.Uint16(h[csumOff4:]), sum+ttlSum))
 	if l4.Hdr == nil {
 		return
 	}
-	var csumOff int
+	// Fixed-size views (one length check each) of the ports and the
+	// checksum, which both headers start with or hold at a fixed offset.
+	var ports *[4]byte
+	var cs *[2]byte
 	switch l4.Proto {
 	case packet.ProtoTCP:
-		csumOff = tcpCsumOff
+		t := (*[tcpCsumOff + 2]byte)(l4.Hdr)
+		ports, cs = (*[4]byte)(t[:]), (*[2]byte)(t[tcpCsumOff:])
 	case packet.ProtoUDP:
-		csumOff = udpCsumOff
+		u := (*[udpCsumOff + 2]byte)(l4.Hdr)
+		ports, cs = (*[4]byte)(u[:]), (*[2]byte)(u[udpCsumOff:])
 	default:
 		return
 	}
-	hdr := l4.Hdr
-	oldP := binary.BigEndian.Uint16(hdr[portOff:])
+	pp := (*[2]byte)(ports[srcPortOff:])
+	if dst {
+		pp = (*[2]byte)(ports[dstPortOff:])
+	}
+	oldP := binary.BigEndian.Uint16(pp[:])
 	if port != 0 {
-		binary.BigEndian.PutUint16(hdr[portOff:], port)
+		binary.BigEndian.PutUint16(pp[:], port)
 	} else {
 		port = oldP
 	}
-	c := binary.BigEndian.Uint16(hdr[csumOff:])
+	c := binary.BigEndian.Uint16(cs[:])
 	if l4.Proto == packet.ProtoUDP && c == 0 {
 		return // no checksum (RFC 768): stays so
 	}
-	binary.BigEndian.PutUint16(hdr[csumOff:], nonZeroUDP(l4.Proto, packet.ChecksumAdd(c, sum+uint32(^oldP)+uint32(port))))
+	binary.BigEndian.PutUint16(cs[:], nonZeroUDP(l4.Proto, packet.ChecksumAdd(c, sum+uint32(^oldP)+uint32(port))))
 }
 
 // DNAT6 is DNAT4 for IPv6 (which has no header checksum; TCP, UDP and
