@@ -14,6 +14,9 @@ type pkt struct {
 	// l3 is the IP packet (f.L3 of the frame) when f.EtherType is IPv4 or
 	// IPv6: sliced once here rather than in every stage.
 	l3 []byte
+	// eth is the frame's Ethernet header, set with isClean only (whose
+	// frames are untagged).
+	eth *[packet.EthernetSize]byte
 	// vi is the VIP the packet is for (an index into Snapshot.vips),
 	// empty if none, or ambiguous (a non-first fragment for an address
 	// several VIPs of its protocol share).

@@ -86,7 +86,7 @@ func (w *Worker) forwardClean(d *Desc, p *pkt) {
 		}
 		// The destination is the VIP's address: classify found v by it.
 		nat.DNAT4Sum(p.l3, nat.L4{Proto: p.f.Proto, Hdr: p.l3[packet.IPv4MinSize:]}, b.addr4, b.dnat4, b.port)
-		setMACs(d.Buf[d.Off:], b.mac, s.mac[out])
+		setEthMACs(p.eth, b.mac, s.mac[out])
 		d.Len = packet.EthernetSize + n // drop Ethernet padding
 	case v.mode == ModeDSR && n+encap.Overhead4 <= mtu && d.Off >= encap.Overhead4:
 		o := encap.Encap4(d.Buf, d.Off+packet.EthernetSize, n, v.encap4, b.addr4)

@@ -40,7 +40,11 @@ func (e *l2) write(b []byte, dst, src [6]byte, etherType uint16) {
 // setMACs rewrites the addresses of the frame's own Ethernet header. The
 // array conversion is its one bounds check.
 func setMACs(frame []byte, dst, src [6]byte) {
-	h := (*[12]byte)(frame)
+	setEthMACs((*[packet.EthernetSize]byte)(frame), dst, src)
+}
+
+// setEthMACs is setMACs on a header in hand.
+func setEthMACs(h *[packet.EthernetSize]byte, dst, src [6]byte) {
 	*(*[6]byte)(h[0:6]) = dst
 	*(*[6]byte)(h[6:12]) = src
 }

@@ -67,6 +67,7 @@ func (w *Worker) classifyCommon(frame []byte, p *pkt) {
 	// IPv4 without options, the ports) and more.
 	h := (*[packet.EthernetSize + packet.IPv4MinSize + 4]byte)(frame)
 	ip := (*[packet.IPv4MinSize]byte)(h[packet.EthernetSize:])
+	p.eth = (*[packet.EthernetSize]byte)(h[:])
 	p.l3 = frame[packet.EthernetSize : packet.EthernetSize+f.L3Len]
 	src, dst := binary.BigEndian.Uint32(ip[12:]), binary.BigEndian.Uint32(ip[16:])
 	sp, dp := binary.BigEndian.Uint16(h[34:]), binary.BigEndian.Uint16(h[36:])
