@@ -60,13 +60,8 @@ func (s *Shard) mix(h uint64) uint64 {
 // range reduction, no division, any bucket count), the tag from the low 16,
 // so the two are independent.
 func (s *Shard) locate(h uint64) (uint32, uint16) {
-	x := s.mix(h)
-	hi, _ := bits.Mul64(x, s.nb)
-	t := uint16(x)
-	if t == 0 {
-		t = 1 // 0 marks a free slot
-	}
-	return uint32(hi), t
+	l := s.Locate(h)
+	return l.p, l.t
 }
 
 // offset is the distance from a flow's primary bucket to its alternate, in
@@ -126,8 +121,15 @@ type Loc struct {
 
 // Locate returns the location of flow hash h in this shard.
 func (s *Shard) Locate(h uint64) Loc {
-	p, t := s.locate(h)
-	return Loc{p, t}
+	// locate, written out: within the inlining budget, Locate runs in
+	// the caller's frame once per packet.
+	x := s.mix(h)
+	hi, _ := bits.Mul64(x, s.nb)
+	t := uint16(x)
+	if t == 0 {
+		t = 1 // 0 marks a free slot
+	}
+	return Loc{uint32(hi), t}
 }
 
 // Lookup returns the live entry for k, whose flow hash is h. A flow that
