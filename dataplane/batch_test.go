@@ -59,6 +59,10 @@ func TestBatchAgreesWithProcess(t *testing.T) {
 	for _, size := range []int{1, 7, 64} {
 		t.Run(fmt.Sprintf("batch=%d", size), func(t *testing.T) {
 			one, many := newHarnessOf(t, snap, 1<<14), newHarnessOf(t, snap, 1<<14)
+			// general takes no shortcut (classifyCommon, forwardClean):
+			// the shortcut must give exactly what the general path gives.
+			general := newHarnessOf(t, snap, 1<<14)
+			general.w.noCommon = true
 			for start := 0; start < len(frames); start += size {
 				chunk := frames[start:min(start+size, len(frames))]
 				one.emit.frames = one.emit.frames[:0]
@@ -70,21 +74,30 @@ func TestBatchAgreesWithProcess(t *testing.T) {
 				}
 				one.w.End(len(chunk))
 				batch := many.run(chunk...)
+				slow := general.run(chunk...)
 				for i := range chunk {
-					a, b := singles[i], batch[i]
+					a, b, c := singles[i], batch[i], slow[i]
 					if a.Verdict != b.Verdict || a.Reason != b.Reason || a.Port != b.Port || !bytes.Equal(a.frame(), b.frame()) {
 						t.Fatalf("frame %d: alone %v/%v port %d, in a batch %v/%v port %d (bytes equal: %v)\n%x",
 							start+i, a.Verdict, a.Reason, a.Port, b.Verdict, b.Reason, b.Port, bytes.Equal(a.frame(), b.frame()), chunk[i])
 					}
+					if c.Verdict != b.Verdict || c.Reason != b.Reason || c.Port != b.Port || !bytes.Equal(c.frame(), b.frame()) {
+						t.Fatalf("frame %d: general path %v/%v port %d, with shortcuts %v/%v port %d (bytes equal: %v)\n%x",
+							start+i, c.Verdict, c.Reason, c.Port, b.Verdict, b.Reason, b.Port, bytes.Equal(c.frame(), b.frame()), chunk[i])
+					}
 				}
-				if !reflect.DeepEqual(one.emit.frames, many.emit.frames) {
+				if !reflect.DeepEqual(one.emit.frames, many.emit.frames) || !reflect.DeepEqual(general.emit.frames, many.emit.frames) {
 					t.Fatalf("batch at %d: emitted frames differ", start)
 				}
 				one.now += 1e6
 				many.now += 1e6
+				general.now += 1e6
 			}
 			if a, b := one.w.Counters(), many.w.Counters(); !reflect.DeepEqual(a, b) {
 				t.Errorf("counters differ:\nalone    %+v\nbatched  %+v", a, b)
+			}
+			if a, b := general.w.Counters(), many.w.Counters(); !reflect.DeepEqual(a, b) {
+				t.Errorf("counters differ:\ngeneral   %+v\nshortcuts %+v", a, b)
 			}
 			if one.w.Counters().FlowHits == 0 {
 				t.Error("no conntrack hit: the flows did not exercise lookups")

@@ -35,7 +35,7 @@ func (w *Worker) classify(d *Desc, p *pkt) {
 	d.Verdict, d.Reason, d.Port = VerdictDrop, DropNone, 0
 	p.vi, p.is = empty, 0
 	frame := d.Buf[d.Off : d.Off+d.Len]
-	if packet.ParseCommon(frame, &p.f) {
+	if !w.noCommon && packet.ParseCommon(frame, &p.f) {
 		p.err = nil
 		w.classifyCommon(frame, p)
 	} else if p.err = packet.Parse(frame, &p.f); p.err != nil {

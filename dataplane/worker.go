@@ -91,6 +91,9 @@ type Worker struct {
 	// their buckets stay in the CPU's caches, and the passes would cost
 	// instructions for nothing (BenchmarkPrefetch).
 	prefetch, prefetchMin int
+	// noCommon turns classifyCommon (and so forwardClean) off: tests hold
+	// the shortcuts to the general path's verdicts, bytes and counters.
+	noCommon bool
 	sink                  uint8 // folds the frame prefetch loads, so they stay
 
 	// The ICMP relay (relay.go): this worker's index and inbox, the worker
