@@ -1,7 +1,9 @@
 package dataplane
 
 import (
+	"bytes"
 	"net/netip"
+	"reflect"
 	"testing"
 
 	"github.com/google/gopacket"
@@ -36,11 +38,41 @@ func FuzzProcess(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	// fuzzSpec's on-link clients send NAT packets down forward4; without
+	// them forwardClean translates them itself.
+	plain, err := NewSnapshot(testSpec())
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		// The snapshot is immutable and shared; the worker and its
 		// connection table are the input's own.
 		checkProcess(t, spec, newHarnessOf(t, snap, 64), frame)
+		checkShortcuts(t, snap, frame)
+		checkShortcuts(t, plain, frame)
 	})
+}
+
+// checkShortcuts runs frame, received on each port, through a worker with
+// classifyCommon's shortcuts and one without, and fails t unless both give
+// the same verdict, bytes, emitted frames and counters.
+func checkShortcuts(t *testing.T, snap *Snapshot, frame []byte) {
+	t.Helper()
+	fast, general := newHarnessOf(t, snap, 64), newHarnessOf(t, snap, 64)
+	general.w.noCommon = true
+	for _, rx := range []uint8{PortIngress, PortEgress} {
+		a, b := fast.runOn(rx, frame), general.runOn(rx, frame)
+		if a.Verdict != b.Verdict || a.Reason != b.Reason || a.Port != b.Port || !bytes.Equal(a.frame(), b.frame()) {
+			t.Fatalf("port %d: with shortcuts %v/%v port %d, general path %v/%v port %d (bytes equal: %v)\n% x",
+				rx, a.Verdict, a.Reason, a.Port, b.Verdict, b.Reason, b.Port, bytes.Equal(a.frame(), b.frame()), frame)
+		}
+		if !reflect.DeepEqual(fast.emit.frames, general.emit.frames) {
+			t.Fatalf("port %d: emitted frames differ\n% x", rx, frame)
+		}
+	}
+	if a, b := fast.w.Counters(), general.w.Counters(); !reflect.DeepEqual(a, b) {
+		t.Fatalf("counters differ:\nshortcuts %+v\ngeneral   %+v\n% x", a, b, frame)
+	}
 }
 
 // checkProcess runs frame through h, received on each port in turn, and
