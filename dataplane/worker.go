@@ -94,7 +94,7 @@ type Worker struct {
 	// noCommon turns classifyCommon (and so forwardClean) off: tests hold
 	// the shortcuts to the general path's verdicts, bytes and counters.
 	noCommon bool
-	sink                  uint8 // folds the frame prefetch loads, so they stay
+	sink     uint8 // folds the frame prefetch loads, so they stay
 
 	// The ICMP relay (relay.go): this worker's index and inbox, the worker
 	// that received the frame in process (id for the worker's own frames),
