@@ -1,6 +1,9 @@
 package conntrack
 
-import "math/bits"
+import (
+	"math/bits"
+	"unsafe"
+)
 
 // Prefetch and PrefetchRecord are the optional first passes of a batch:
 // call Prefetch for every frame's flow, then PrefetchRecord for every one,
@@ -10,14 +13,13 @@ import "math/bits"
 // batch, so that they overlap instead of following one another
 // (BenchmarkLookupBatch measures the gain; README.md records it).
 //
-// Go has no prefetch instruction, so these issue ordinary loads and fold
-// the values into a field nothing reads: the CPU does not wait for a load
-// until its value is needed, and the compiler cannot drop a load whose
-// value is stored. Owner only, like every Shard method.
+// The loads are prefetch hints (prefetch_amd64.s, prefetch_arm64.s; an
+// ordinary load elsewhere), so nothing waits for them. Owner only, like
+// every Shard method.
 
 // Prefetch starts loading the metadata line of the flow's primary bucket.
 func (s *Shard) Prefetch(l Loc) {
-	s.sink += s.buckets[l.p].tags[0]
+	s.prefetch(unsafe.Pointer(&s.buckets[l.p]))
 }
 
 // PrefetchRecord reads the metadata line Prefetch loaded and starts loading
@@ -32,10 +34,10 @@ func (s *Shard) PrefetchRecord(l Loc) (alt bool) {
 	p, t := l.p, l.t
 	b := &s.buckets[p]
 	if m := b.match(t); m != 0 {
-		s.sink += uint64(b.recs[bits.TrailingZeros32(m)&7].backend)
+		s.prefetch(unsafe.Pointer(&b.recs[bits.TrailingZeros32(m)&7]))
 		return false
 	}
-	s.sink += s.buckets[s.alternate(p, t)].tags[0]
+	s.prefetch(unsafe.Pointer(&s.buckets[s.alternate(p, t)]))
 	return true
 }
 
@@ -46,6 +48,6 @@ func (s *Shard) PrefetchRecord(l Loc) (alt bool) {
 func (s *Shard) PrefetchAltRecord(l Loc) {
 	b := &s.buckets[s.alternate(l.p, l.t)]
 	if m := b.match(l.t); m != 0 {
-		s.sink += uint64(b.recs[bits.TrailingZeros32(m)&7].backend)
+		s.prefetch(unsafe.Pointer(&b.recs[bits.TrailingZeros32(m)&7]))
 	}
 }
