@@ -3,6 +3,8 @@ package conntrack
 import (
 	"math/bits"
 	"unsafe"
+
+	"github.com/vipd/vipd/internal/prefetch"
 )
 
 // Prefetch and PrefetchRecord are the optional first passes of a batch:
@@ -13,13 +15,13 @@ import (
 // batch, so that they overlap instead of following one another
 // (BenchmarkLookupBatch measures the gain; README.md records it).
 //
-// The loads are prefetch hints (prefetch_amd64.s, prefetch_arm64.s; an
-// ordinary load elsewhere), so nothing waits for them. Owner only, like
+// The loads are prefetch hints (internal/prefetch), so nothing waits for
+// them. Owner only, like
 // every Shard method.
 
 // Prefetch starts loading the metadata line of the flow's primary bucket.
 func (s *Shard) Prefetch(l Loc) {
-	s.prefetch(unsafe.Pointer(&s.buckets[l.p]))
+	prefetch.Line(unsafe.Pointer(&s.buckets[l.p]))
 }
 
 // PrefetchRecord reads the metadata line Prefetch loaded and starts loading
@@ -34,10 +36,10 @@ func (s *Shard) PrefetchRecord(l Loc) (alt bool) {
 	p, t := l.p, l.t
 	b := &s.buckets[p]
 	if m := b.match(t); m != 0 {
-		s.prefetch(unsafe.Pointer(&b.recs[bits.TrailingZeros32(m)&7]))
+		prefetch.Line(unsafe.Pointer(&b.recs[bits.TrailingZeros32(m)&7]))
 		return false
 	}
-	s.prefetch(unsafe.Pointer(&s.buckets[s.alternate(p, t)]))
+	prefetch.Line(unsafe.Pointer(&s.buckets[s.alternate(p, t)]))
 	return true
 }
 
@@ -48,6 +50,6 @@ func (s *Shard) PrefetchRecord(l Loc) (alt bool) {
 func (s *Shard) PrefetchAltRecord(l Loc) {
 	b := &s.buckets[s.alternate(l.p, l.t)]
 	if m := b.match(l.t); m != 0 {
-		s.prefetch(unsafe.Pointer(&b.recs[bits.TrailingZeros32(m)&7]))
+		prefetch.Line(unsafe.Pointer(&b.recs[bits.TrailingZeros32(m)&7]))
 	}
 }

@@ -29,7 +29,6 @@ type Shard struct {
 	relocMax uint64
 	live     uint64
 	c        counters
-	sink     uint64 // see Prefetch
 	pub      published
 }
 
