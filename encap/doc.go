@@ -1,5 +1,9 @@
 // Package encap wraps packets for direct server return: IPv4 in IPv4 (RFC
-// 2003) and IPv6 in IPv6 (RFC 2473), the outer header written into the
-// headroom in front of the untouched inner packet, so nothing is copied.
+// 2003), IPv6 in IPv6 (RFC 2473), and either in GUE over UDP (variant 1,
+// the IP packet directly after the UDP header, as Katran and Linux's fou
+// with gue do), the outer headers written into the headroom in front of
+// the untouched inner packet, so nothing is copied. GUE's UDP source port
+// (SourcePort) and, for IP in IP, a per-flow outer source address give a
+// backend's NIC something to spread flows over its receive queues by.
 // It does no I/O and no allocation.
 package encap

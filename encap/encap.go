@@ -8,9 +8,22 @@ import (
 
 // Overheads of the outer headers, in bytes.
 const (
-	Overhead4 = packet.IPv4MinSize // IPv4 in IPv4 (RFC 2003 §3.1)
-	Overhead6 = packet.IPv6Size    // IPv6 in IPv6 (RFC 2473 §3)
+	Overhead4    = packet.IPv4MinSize                  // IPv4 in IPv4 (RFC 2003 §3.1)
+	Overhead6    = packet.IPv6Size                     // IPv6 in IPv6 (RFC 2473 §3)
+	OverheadGUE4 = packet.IPv4MinSize + packet.UDPSize // IPv4 in GUE over IPv4
+	OverheadGUE6 = packet.IPv6Size + packet.UDPSize    // IPv6 in GUE over IPv6
 )
+
+// DefaultGUEPort is the UDP port GUE is sent to unless configured: the
+// one Katran uses.
+const DefaultGUEPort = 6080
+
+// SourcePort is the UDP source port of the GUE packets of a flow whose
+// hash is h: a port of the dynamic range (RFC 6335, 49152-65535) chosen by
+// h's low 14 bits, so that a backend's NIC, hashing the outer ports,
+// spreads flows over its receive queues and keeps each flow on one. (The
+// low bits: Maglev picks the backend by the high ones.)
+func SourcePort(h uint64) uint16 { return 49152 | uint16(h)&0x3fff }
 
 // OuterTTL is the TTL (hop limit) of outer headers: the tunnel is a fresh
 // path from vipd to the backend, and the inner TTL is left untouched.
@@ -27,17 +40,61 @@ const OuterTTL = 64
 // allows for atomic datagrams.
 func Encap4(buf []byte, at, n int, src, dst [4]byte) int {
 	o := at - Overhead4
-	h := packet.IPv4(buf[o:at])
+	outer4(buf[o:at], buf[at+1], n+Overhead4, packet.ProtoIPIP, src, dst)
+	return o
+}
+
+// outer4 writes an outer IPv4 header into h (20 bytes): TOS tos, total
+// length total, DF, TTL OuterTTL, protocol proto.
+func outer4(h packet.IPv4, tos uint8, total int, proto uint8, src, dst [4]byte) {
 	h[0] = 0x45 // version 4, IHL 5
-	h[1] = buf[at+1]
-	binary.BigEndian.PutUint16(h[2:], uint16(n+Overhead4))
+	h[1] = tos
+	binary.BigEndian.PutUint16(h[2:], uint16(total))
 	binary.BigEndian.PutUint32(h[4:], 0x4000) // ID 0, DF, offset 0
 	h[8] = OuterTTL
-	h[9] = packet.ProtoIPIP
+	h[9] = proto
 	h.SetSourceAddress(src)
 	h.SetDestinationAddress(dst)
 	h.SetChecksum(0)
 	h.SetChecksum(h.ComputeChecksum())
+}
+
+// GUE4 wraps the IPv4 packet buf[at:at+n] untouched in GUE variant 1
+// (draft-ietf-intarea-gue §4: the IP packet directly after the UDP header,
+// its version nibble telling it from a GUE header) over IPv4, written into
+// the OverheadGUE4 bytes before it, and returns the offset of the outer
+// header: an outer IPv4 header as Encap4 writes it but of protocol UDP,
+// then UDP from sport to dport with no checksum (0, which RFC 768 allows
+// over IPv4; the inner packet carries its own). The caller guarantees at >=
+// OverheadGUE4 and that the result fits the egress MTU.
+func GUE4(buf []byte, at, n int, src, dst [4]byte, sport, dport uint16) int {
+	o := at - OverheadGUE4
+	outer4(buf[o:o+packet.IPv4MinSize], buf[at+1], n+OverheadGUE4, packet.ProtoUDP, src, dst)
+	u := buf[o+packet.IPv4MinSize : at]
+	binary.BigEndian.PutUint16(u[0:], sport)
+	binary.BigEndian.PutUint16(u[2:], dport)
+	binary.BigEndian.PutUint16(u[4:], uint16(n+packet.UDPSize))
+	binary.BigEndian.PutUint16(u[6:], 0)
+	return o
+}
+
+// GUE6 is GUE4 for IPv6 in IPv6: the outer header as Encap6 writes it but
+// with next header UDP, and a UDP checksum over the whole datagram, which
+// IPv6 requires (RFC 8200 §8.1; receivers accept a zero one only where
+// configured for it, RFC 6936).
+func GUE6(buf []byte, at, n int, src, dst *[16]byte, flowLabel uint32, sport, dport uint16) int {
+	o := at - OverheadGUE6
+	outer6(buf[o:o+packet.IPv6Size], buf[at:], n+packet.UDPSize, packet.ProtoUDP, src, dst, flowLabel)
+	u := buf[o+packet.IPv6Size : at+n]
+	binary.BigEndian.PutUint16(u[0:], sport)
+	binary.BigEndian.PutUint16(u[2:], dport)
+	binary.BigEndian.PutUint16(u[4:], uint16(n+packet.UDPSize))
+	binary.BigEndian.PutUint16(u[6:], 0)
+	c := packet.Checksum(u, packet.PseudoHeaderSum6(src, dst, packet.ProtoUDP, uint32(len(u))))
+	if c == 0 {
+		c = 0xffff // RFC 8200 §8.1: a computed 0 is sent as all ones
+	}
+	binary.BigEndian.PutUint16(u[6:], c)
 	return o
 }
 
@@ -50,13 +107,18 @@ func Encap4(buf []byte, at, n int, src, dst [4]byte) int {
 // 6438) while each client's packets stay in order on one.
 func Encap6(buf []byte, at, n int, src, dst *[16]byte, flowLabel uint32) int {
 	o := at - Overhead6
-	h := buf[o:at]
-	tc := uint32(binary.BigEndian.Uint32(buf[at:])>>20) & 0xff
+	outer6(buf[o:at], buf[at:], n, packet.ProtoIPv6, src, dst, flowLabel)
+	return o
+}
+
+// outer6 writes an outer IPv6 header into h (40 bytes) for a payload of n
+// bytes of protocol next, the traffic class copied from inner's header.
+func outer6(h, inner []byte, n int, next uint8, src, dst *[16]byte, flowLabel uint32) {
+	tc := uint32(binary.BigEndian.Uint32(inner)>>20) & 0xff
 	binary.BigEndian.PutUint32(h[0:], 6<<28|tc<<20|flowLabel&0xfffff)
 	binary.BigEndian.PutUint16(h[4:], uint16(n))
-	h[6] = packet.ProtoIPv6
+	h[6] = next
 	h[7] = OuterTTL
 	copy(h[8:24], src[:])
 	copy(h[24:40], dst[:])
-	return o
 }
