@@ -88,10 +88,15 @@ func (w *Worker) forwardClean(d *Desc, p *pkt) {
 		nat.DNAT4Sum(p.l3, nat.L4{Proto: p.f.Proto, Hdr: p.l3[packet.IPv4MinSize:]}, b.addr4, b.dnat4, b.port)
 		setEthMACs(p.eth, b.mac, s.mac[out])
 		d.Len = packet.EthernetSize + n // drop Ethernet padding
-	case v.mode == ModeDSR && n+encap.Overhead4 <= mtu && d.Off >= encap.Overhead4:
-		o := encap.Encap4(d.Buf, d.Off+packet.EthernetSize, n, v.encap4, b.addr4)
+	case v.mode == ModeDSR && n+v.over <= mtu && d.Off >= v.over:
+		var o int
+		if v.plain {
+			o = encap.Encap4(d.Buf, d.Off+packet.EthernetSize, n, v.encap4, b.addr4)
+		} else {
+			o = v.wrap4(d.Buf, d.Off+packet.EthernetSize, n, b, p.hp)
+		}
 		d.Off = o - packet.EthernetSize
-		d.Len = packet.EthernetSize + encap.Overhead4 + n
+		d.Len = packet.EthernetSize + v.over + n
 		eth := d.Buf[d.Off : d.Off+packet.EthernetSize]
 		setMACs(eth, b.mac, s.mac[out])
 		binary.BigEndian.PutUint16(eth[12:], packet.EtherTypeIPv4)

@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"encoding/binary"
+
 	"github.com/vipd/vipd/encap"
 	"github.com/vipd/vipd/icmperr"
 	"github.com/vipd/vipd/nat"
@@ -23,7 +25,7 @@ func (w *Worker) forward4(d *Desc, frame []byte, p *pkt, v *vip, b *backend) {
 	out := s.egress()
 	if v.mode == ModeDSR {
 		e := readL2(frame, f)
-		w.encap4(d, frame, f, &e, v, b, out)
+		w.encap4(d, frame, f, &e, v, b, out, p.hp)
 		return
 	}
 	mtu := s.mtu[out]
@@ -46,33 +48,34 @@ func (w *Worker) forward4(d *Desc, frame []byte, p *pkt, v *vip, b *backend) {
 	setMACs(frame, b.mac, s.mac[out])
 	d.Len = f.L3Off + f.L3Len // drop Ethernet padding
 	if f.L3Len > mtu {
-		w.fragment4(d, f, &e, b, out, mtu, nil)
+		w.fragment4(d, f, &e, b, out, mtu, nil, 0)
 		return
 	}
 	w.tx(d, out)
 }
 
-// encap4 wraps the packet in an outer IPv4 header toward backend b, or
-// handles it when the result would exceed the egress MTU.
-func (w *Worker) encap4(d *Desc, frame []byte, f *packet.Frame, e *l2, v *vip, b *backend, out uint8) {
+// encap4 wraps the packet in VIP v's encapsulation toward backend b (h
+// the flow hash, see wrap4), or handles it when the result would exceed
+// the egress MTU.
+func (w *Worker) encap4(d *Desc, frame []byte, f *packet.Frame, e *l2, v *vip, b *backend, out uint8, h uint64) {
 	s := w.snap
 	mtu := s.mtu[out]
-	if f.L3Len+encap.Overhead4 > mtu {
+	if f.L3Len+v.over > mtu {
 		if f.IPv4(frame).DF() {
-			w.tooBig4(d, f, e, mtu-encap.Overhead4, v.addr4)
+			w.tooBig4(d, f, e, mtu-v.over, v.addr4)
 			return
 		}
-		w.fragment4(d, f, e, b, out, mtu-encap.Overhead4, v)
+		w.fragment4(d, f, e, b, out, mtu-v.over, v, h)
 		return
 	}
 	at := d.Off + f.L3Off
-	if at < encap.Overhead4+e.hlen {
+	if at < v.over+e.hlen {
 		w.drop(d, DropNoHeadroom)
 		return
 	}
-	o := encap.Encap4(d.Buf, at, f.L3Len, v.encap4, b.addr4)
+	o := v.wrap4(d.Buf, at, f.L3Len, b, h)
 	d.Off = o - e.hlen
-	d.Len = e.hlen + encap.Overhead4 + f.L3Len
+	d.Len = e.hlen + v.over + f.L3Len
 	e.write(d.Buf[d.Off:], b.mac, s.mac[out], packet.EtherTypeIPv4)
 	w.tx(d, out)
 }
@@ -102,9 +105,10 @@ func (w *Worker) tooBig4(d *Desc, f *packet.Frame, e *l2, mtu int, src [4]byte) 
 
 // fragment4 splits the IPv4 packet of d (DF clear) into fragments of at
 // most maxTotal bytes and sends them to backend b: NAT-translated already
-// when v is nil, or each encapsulated for DSR VIP v. Fragment 0 stays in d;
-// the others are emitted through the batch's Emitter.
-func (w *Worker) fragment4(d *Desc, f *packet.Frame, e *l2, b *backend, out uint8, maxTotal int, v *vip) {
+// when v is nil, or each encapsulated for DSR VIP v (h the flow hash).
+// Fragment 0 stays in d; the others are emitted through the batch's
+// Emitter.
+func (w *Worker) fragment4(d *Desc, f *packet.Frame, e *l2, b *backend, out uint8, maxTotal int, v *vip, h uint64) {
 	s := w.snap
 	ip := packet.IPv4(d.Buf[d.Off+f.L3Off : d.Off+f.L3Off+f.L3Len])
 	n := w.frag.Init(ip, maxTotal)
@@ -118,7 +122,7 @@ func (w *Worker) fragment4(d *Desc, f *packet.Frame, e *l2, b *backend, out uint
 	}
 	over := 0
 	if v != nil {
-		over = encap.Overhead4
+		over = v.over
 	}
 	if d.Off+f.L3Off < over+e.hlen {
 		w.drop(d, DropNoHeadroom)
@@ -134,7 +138,7 @@ func (w *Worker) fragment4(d *Desc, f *packet.Frame, e *l2, b *backend, out uint
 		l := w.frag.Write(i, buf[at:])
 		start := off
 		if v != nil {
-			start = encap.Encap4(buf, at, l, v.encap4, b.addr4) - e.hlen
+			start = v.wrap4(buf, at, l, b, h) - e.hlen
 		}
 		e.write(buf[start:], b.mac, s.mac[out], packet.EtherTypeIPv4)
 		w.emit.Emit(buf, start, e.hlen+over+l, out)
@@ -144,11 +148,26 @@ func (w *Worker) fragment4(d *Desc, f *packet.Frame, e *l2, b *backend, out uint
 	l := w.frag.Write(0, d.Buf[at:])
 	start := d.Off
 	if v != nil {
-		start = encap.Encap4(d.Buf, at, l, v.encap4, b.addr4) - e.hlen
+		start = v.wrap4(d.Buf, at, l, b, h) - e.hlen
 	}
 	e.write(d.Buf[start:], b.mac, s.mac[out], packet.EtherTypeIPv4)
 	d.Off = start
 	d.Len = e.hlen + over + l
 	w.c.FragmentsOut++
 	w.tx(d, out)
+}
+
+// wrap4 encapsulates the IPv4 packet buf[at:at+n] (at >= v.over) toward
+// backend b in DSR VIP v's encapsulation and returns the offset of the
+// outer header. h is the flow's hash: GUE's source port, or the host bits
+// of a per-flow outer source, come from it.
+func (v *vip) wrap4(buf []byte, at, n int, b *backend, h uint64) int {
+	if v.gue {
+		return encap.GUE4(buf, at, n, v.encap4, b.addr4, encap.SourcePort(h), v.guePort)
+	}
+	src := v.encap4
+	if v.srcBits4 != 0 {
+		binary.BigEndian.PutUint32(src[:], u32(src)&^v.srcBits4|uint32(h)&v.srcBits4)
+	}
+	return encap.Encap4(buf, at, n, src, b.addr4)
 }

@@ -116,7 +116,8 @@ func checkProcess(t *testing.T, spec *Spec, h *harness, frame []byte) bool {
 
 // fuzzSpec is the configuration FuzzProcess runs: testSpec with a smaller
 // egress MTU (so fragmentation and frag-needed paths run), on-link clients
-// with a known MAC, and a local address besides the ports' own.
+// with a known MAC, a local address besides the ports' own, and the IPv6
+// DSR VIP in GUE.
 func fuzzSpec() *Spec {
 	spec := testSpec()
 	spec.MTU[PortEgress] = 1400
@@ -124,6 +125,11 @@ func fuzzSpec() *Spec {
 	spec.Neighbors = map[netip.Addr][6]byte{client4: macClient}
 	spec.Addr6 = [2]netip.Addr{own6In, {}}
 	spec.Local = []netip.Addr{netip.MustParseAddr("198.18.9.1")}
+	for i := range spec.VIPs {
+		if spec.VIPs[i].Name == "dsr6" {
+			spec.VIPs[i].Encap = EncapGUE // both encapsulations fuzzed
+		}
+	}
 	return spec
 }
 

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 
 	"github.com/vipd/vipd/conntrack"
-	"github.com/vipd/vipd/encap"
 	"github.com/vipd/vipd/hashing"
 	"github.com/vipd/vipd/icmperr"
 	"github.com/vipd/vipd/nat"
@@ -121,11 +120,11 @@ func (w *Worker) steer4(d *Desc, frame []byte, f *packet.Frame) {
 	if v.mode == ModeDSR {
 		// Never answer an ICMP error with another: one that does not fit
 		// is dropped.
-		if f.L3Len+encap.Overhead4 > s.mtu[out] {
+		if f.L3Len+v.over > s.mtu[out] {
 			w.drop(d, DropTooBig)
 			return
 		}
-		w.encap4(d, frame, f, &e, v, b, out)
+		w.encap4(d, frame, f, &e, v, b, out, hp)
 		return
 	}
 	if f.L3Len > s.mtu[out] {

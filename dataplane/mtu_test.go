@@ -28,16 +28,24 @@ func TestTooBigDF(t *testing.T) {
 		p       pk
 		mtu     int // egress MTU
 		wantMTU int // advertised
+		gue     bool
 	}{
-		{"dsr4 needs 20 bytes", pk{src: client4, dst: vipDSR4, sport: 1, dport: 80, flags: "A", payload: payloadOf(1400 - 20 - 40 + 1)}, 1400, 1380},
-		{"nat4 smaller egress", pk{src: client4, dst: vipNAT4, sport: 2, dport: 80, flags: "A", payload: payloadOf(1400 - 40 + 1)}, 1400, 1400},
-		{"dsr6 needs 40 bytes", pk{src: client6, dst: vipDSR6, sport: 3, dport: 80, flags: "A", payload: payloadOf(1400 - 40 - 60 + 1)}, 1400, 1360},
-		{"nat6", pk{src: client6, dst: vipNAT6, sport: 4, dport: 80, flags: "A", payload: payloadOf(1400 - 60 + 1)}, 1400, 1400},
+		{"dsr4 needs 20 bytes", pk{src: client4, dst: vipDSR4, sport: 1, dport: 80, flags: "A", payload: payloadOf(1400 - 20 - 40 + 1)}, 1400, 1380, false},
+		{"nat4 smaller egress", pk{src: client4, dst: vipNAT4, sport: 2, dport: 80, flags: "A", payload: payloadOf(1400 - 40 + 1)}, 1400, 1400, false},
+		{"dsr6 needs 40 bytes", pk{src: client6, dst: vipDSR6, sport: 3, dport: 80, flags: "A", payload: payloadOf(1400 - 40 - 60 + 1)}, 1400, 1360, false},
+		{"nat6", pk{src: client6, dst: vipNAT6, sport: 4, dport: 80, flags: "A", payload: payloadOf(1400 - 60 + 1)}, 1400, 1400, false},
+		{"dsr4 gue needs 28 bytes", pk{src: client4, dst: vipDSR4, sport: 5, dport: 80, flags: "A", payload: payloadOf(1400 - 28 - 40 + 1)}, 1400, 1372, true},
+		{"dsr6 gue needs 48 bytes", pk{src: client6, dst: vipDSR6, sport: 6, dport: 80, flags: "A", payload: payloadOf(1400 - 48 - 60 + 1)}, 1400, 1352, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := testSpec()
 			spec.MTU[PortEgress] = tt.mtu
+			for i := range spec.VIPs {
+				if tt.gue && spec.VIPs[i].Mode == ModeDSR {
+					spec.VIPs[i].Encap = EncapGUE
+				}
+			}
 			h := newHarness(t, spec)
 			in := build(t, tt.p)
 			orig := append([]byte(nil), in[14:]...)
@@ -168,40 +176,67 @@ func outputs(t *testing.T, h *harness, d *Desc) []gopacket.Packet {
 }
 
 func TestFragmentDSR(t *testing.T) {
-	spec := testSpec()
-	spec.MTU[PortEgress] = 1400
-	h := newHarness(t, spec)
-	p := pk{src: client4, dst: vipDSR4, sport: 7, dport: 80, flags: "PA", payload: payloadOf(4000), noDF: true}
-	in := build(t, p)
-	orig := gopacket.NewPacket(in, layers.LayerTypeEthernet, gopacket.Default)
-	origIP := layerOf[*layers.IPv4](t, orig, 0)
-	d := h.run(in)[0]
-	var inner []*layers.IPv4
-	var backend netip.Addr
-	for i, pkt := range outputs(t, h, d) {
-		outer := layerOf[*layers.IPv4](t, pkt, 0)
-		if outer.Protocol != layers.IPProtocolIPv4 || int(outer.Length) > 1400 || outer.Flags&layers.IPv4DontFragment == 0 {
-			t.Errorf("frame %d: outer proto %v length %d flags %v", i, outer.Protocol, outer.Length, outer.Flags)
-		}
-		if i == 0 {
-			backend = addrOf(outer.DstIP)
-		} else if addrOf(outer.DstIP) != backend {
-			t.Errorf("fragments went to %v and %v", backend, outer.DstIP)
-		}
-		inner = append(inner, layerOf[*layers.IPv4](t, pkt, 1))
-	}
-	if len(inner) != 3 {
-		t.Errorf("%d fragments, want 3 for 4040 bytes of data in 1360-byte pieces", len(inner))
-	}
-	first, data := reassemble4(t, inner, 1380)
-	if !bytes.Equal(data, origIP.Payload) {
-		t.Errorf("reassembled data differs from the original")
-	}
-	if first.TTL != origIP.TTL || first.Id != origIP.Id {
-		t.Errorf("inner header changed: ttl %d id %d", first.TTL, first.Id)
-	}
-	if h.w.Counters().FragmentsOut != 3 {
-		t.Errorf("FragmentsOut %d", h.w.Counters().FragmentsOut)
+	for _, tc := range []struct {
+		name  string
+		gue   bool
+		piece int // inner fragment size: the MTU less the encapsulation
+	}{{"ipip", false, 1380}, {"gue", true, 1372}} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := testSpec()
+			spec.MTU[PortEgress] = 1400
+			if tc.gue {
+				spec.VIPs[1].Encap = EncapGUE // dsr4
+			}
+			h := newHarness(t, spec)
+			p := pk{src: client4, dst: vipDSR4, sport: 7, dport: 80, flags: "PA", payload: payloadOf(4000), noDF: true}
+			in := build(t, p)
+			orig := gopacket.NewPacket(in, layers.LayerTypeEthernet, gopacket.Default)
+			origIP := layerOf[*layers.IPv4](t, orig, 0)
+			d := h.run(in)[0]
+			var inner []*layers.IPv4
+			var backend netip.Addr
+			var sport layers.UDPPort
+			for i, pkt := range outputs(t, h, d) {
+				outer := layerOf[*layers.IPv4](t, pkt, 0)
+				want := layers.IPProtocolIPv4
+				if tc.gue {
+					want = layers.IPProtocolUDP
+				}
+				if outer.Protocol != want || int(outer.Length) > 1400 || outer.Flags&layers.IPv4DontFragment == 0 {
+					t.Errorf("frame %d: outer proto %v length %d flags %v", i, outer.Protocol, outer.Length, outer.Flags)
+				}
+				if i == 0 {
+					backend = addrOf(outer.DstIP)
+				} else if addrOf(outer.DstIP) != backend {
+					t.Errorf("fragments went to %v and %v", backend, outer.DstIP)
+				}
+				if !tc.gue {
+					inner = append(inner, layerOf[*layers.IPv4](t, pkt, 1))
+					continue
+				}
+				udp := layerOf[*layers.UDP](t, pkt, 0)
+				if i == 0 {
+					sport = udp.SrcPort
+				} else if udp.SrcPort != sport {
+					t.Errorf("fragments came from UDP ports %d and %d", sport, udp.SrcPort)
+				}
+				in := gopacket.NewPacket(udp.Payload, layers.LayerTypeIPv4, gopacket.Default)
+				inner = append(inner, layerOf[*layers.IPv4](t, in, 0))
+			}
+			if len(inner) != 3 {
+				t.Errorf("%d fragments, want 3 for 4040 bytes of data in %d-byte pieces", len(inner), tc.piece)
+			}
+			first, data := reassemble4(t, inner, tc.piece)
+			if !bytes.Equal(data, origIP.Payload) {
+				t.Errorf("reassembled data differs from the original")
+			}
+			if first.TTL != origIP.TTL || first.Id != origIP.Id {
+				t.Errorf("inner header changed: ttl %d id %d", first.TTL, first.Id)
+			}
+			if h.w.Counters().FragmentsOut != 3 {
+				t.Errorf("FragmentsOut %d", h.w.Counters().FragmentsOut)
+			}
+		})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+	"github.com/vipd/vipd/encap"
 )
 
 // The policy oracle: given the spec, a frame the pipeline received and the
@@ -97,6 +98,20 @@ func ipFrom(ls []gopacket.Layer, depth int) (*ipInfo, error) {
 	case 6, 17:
 		if len(in.payload) >= 4 {
 			in.sport, in.dport, in.hasPorts = binary.BigEndian.Uint16(in.payload), binary.BigEndian.Uint16(in.payload[2:]), true
+		}
+		if in.proto == 17 && depth == 0 && in.dport == encap.DefaultGUEPort && len(in.payload) > 8 && !in.frag {
+			// GUE variant 1 (the specs here use the default port): the
+			// client's packet follows the UDP header.
+			first := layers.LayerTypeIPv4
+			if in.payload[8]>>4 == 6 {
+				first = layers.LayerTypeIPv6
+			}
+			p := gopacket.NewPacket(in.payload[8:], first, gopacket.Default)
+			inner, err := ipFrom(p.Layers(), depth+1)
+			if err != nil {
+				return nil, fmt.Errorf("in GUE: %w", err)
+			}
+			in.inner = inner
 		}
 	case 1, 58:
 		if len(in.payload) >= 8 {

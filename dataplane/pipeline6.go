@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"encoding/binary"
+
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/encap"
 	"github.com/vipd/vipd/hashing"
@@ -66,7 +68,7 @@ func (w *Worker) forward6(d *Desc, frame []byte, p *pkt, v *vip, b *backend, ref
 	e := readL2(frame, f)
 	out := s.egress()
 	if v.mode == ModeDSR {
-		w.encap6(d, frame, f, &e, v, b, out, ref)
+		w.encap6(d, frame, f, &e, v, b, out, ref, p.hp)
 		return
 	}
 	if len(s.onLink6) > 0 && d.RxPort == PortIngress {
@@ -93,31 +95,37 @@ func l4Of(frame []byte, f *packet.Frame) nat.L4 {
 	return l4
 }
 
-// encap6 wraps the packet in an outer IPv6 header toward backend b.
-func (w *Worker) encap6(d *Desc, frame []byte, f *packet.Frame, e *l2, v *vip, b *backend, out uint8, ref uint32) {
+// encap6 wraps the packet in VIP v's encapsulation toward backend b (ref),
+// h the flow hash (see wrap6).
+func (w *Worker) encap6(d *Desc, frame []byte, f *packet.Frame, e *l2, v *vip, b *backend, out uint8, ref uint32, h uint64) {
 	s := w.snap
-	if mtu := s.mtu[out]; f.L3Len+encap.Overhead6 > mtu {
+	if mtu := s.mtu[out]; f.L3Len+v.over > mtu {
 		// RFC 8200 guarantees 1280 bytes end to end; an egress link that
 		// cannot carry 1280 + 40 would need outer fragmentation, which
 		// vipd does not do: the packet is dropped (counted) instead of
 		// advertising an MTU below the IPv6 minimum.
-		if mtu-encap.Overhead6 < 1280 {
+		if mtu-v.over < 1280 {
 			w.drop(d, DropTooBig)
 			return
 		}
-		w.tooBig6(d, f, e, mtu-encap.Overhead6, &v.addr6)
+		w.tooBig6(d, f, e, mtu-v.over, &v.addr6)
 		return
 	}
 	at := d.Off + f.L3Off
-	if at < encap.Overhead6+e.hlen {
+	if at < v.over+e.hlen {
 		w.drop(d, DropNoHeadroom)
 		return
 	}
 	ip := f.IPv6(frame)
 	label := uint32(hashing.Src6(ip.SourceAddress(), s.seed) ^ uint64(ref))
-	o := encap.Encap6(d.Buf, at, f.L3Len, &v.encap6, &b.addr6, label)
+	var o int
+	if v.plain {
+		o = encap.Encap6(d.Buf, at, f.L3Len, &v.encap6, &b.addr6, label)
+	} else {
+		o = v.wrap6(d.Buf, at, f.L3Len, b, label, h)
+	}
 	d.Off = o - e.hlen
-	d.Len = e.hlen + encap.Overhead6 + f.L3Len
+	d.Len = e.hlen + v.over + f.L3Len
 	e.write(d.Buf[d.Off:], b.mac, s.mac[out], packet.EtherTypeIPv6)
 	w.tx(d, out)
 }
@@ -241,11 +249,11 @@ func (w *Worker) steer6(d *Desc, frame []byte, f *packet.Frame) {
 	out := s.egress()
 	w.c.ICMPSteered++
 	if v.mode == ModeDSR {
-		if f.L3Len+encap.Overhead6 > s.mtu[out] {
+		if f.L3Len+v.over > s.mtu[out] {
 			w.drop(d, DropTooBig)
 			return
 		}
-		w.encap6(d, frame, f, &e, v, b, out, 0)
+		w.encap6(d, frame, f, &e, v, b, out, 0, hp)
 		return
 	}
 	if f.L3Len > s.mtu[out] {
@@ -389,4 +397,17 @@ func (w *Worker) learn6(src *[16]byte, mac [6]byte) {
 		hi, lo := nkey6(src)
 		w.neigh.learn(hi, lo, mac)
 	}
+}
+
+// wrap6 is wrap4 for IPv6, label the outer flow label.
+func (v *vip) wrap6(buf []byte, at, n int, b *backend, label uint32, h uint64) int {
+	if v.gue {
+		return encap.GUE6(buf, at, n, &v.encap6, &b.addr6, label, encap.SourcePort(h), v.guePort)
+	}
+	src := v.encap6
+	if v.srcBits6 != 0 {
+		lo := binary.BigEndian.Uint64(src[8:])
+		binary.BigEndian.PutUint64(src[8:], lo&^v.srcBits6|h&v.srcBits6)
+	}
+	return encap.Encap6(buf, at, n, &src, &b.addr6, label)
 }

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"bytes"
+	"errors"
 	"net/netip"
 	"testing"
 
@@ -309,5 +310,146 @@ func TestWhere(t *testing.T) {
 	}
 	if _, ok := h.snap.Where(vipNAT4, 6, 443, netip.AddrPortFrom(client4, 1)); ok {
 		t.Errorf("Where answered for a port no VIP serves")
+	}
+}
+
+// TestDSREncapVariants sends flows to the DSR VIPs under each
+// encapsulation — IP in IP from the fixed source, IP in IP from a per-flow
+// source of a prefix, GUE — and checks every output with gopacket
+// (decode verifies checksums and lengths): the outer protocol and source,
+// GUE's ports, the inner packet byte for byte, and that a flow's packets
+// keep their outer source and port while different flows spread.
+func TestDSREncapVariants(t *testing.T) {
+	pf4, pf6 := netip.MustParsePrefix("198.18.1.0/24"), netip.MustParsePrefix("2001:2:1::/112")
+	for _, tc := range []struct {
+		name  string
+		set   func(vs *VIPSpec)
+		gue   bool
+		flows bool // per-flow outer source
+	}{
+		{"ipip", func(vs *VIPSpec) {}, false, false},
+		{"ipip prefix", func(vs *VIPSpec) {
+			vs.EncapSrcPrefix = map[bool]netip.Prefix{false: pf4, true: pf6}[vs.Addr.Is6()]
+		}, false, true},
+		{"gue", func(vs *VIPSpec) { vs.Encap = EncapGUE }, true, false},
+		{"gue port", func(vs *VIPSpec) { vs.Encap, vs.GUEPort = EncapGUE, 7777 }, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := testSpec()
+			for i := range spec.VIPs {
+				if spec.VIPs[i].Mode == ModeDSR {
+					tc.set(&spec.VIPs[i])
+				}
+			}
+			wantPort := uint16(0)
+			if tc.gue {
+				wantPort = spec.VIPs[1].GUEPort
+				if wantPort == 0 {
+					wantPort = 6080
+				}
+			}
+			h := newHarness(t, spec)
+			for _, fam := range []struct {
+				client, vip, src netip.Addr
+				pf               netip.Prefix
+			}{{client4, vipDSR4, encap4, pf4}, {client6, vipDSR6, encap6, pf6}} {
+				type outer struct {
+					src   netip.Addr
+					sport uint16
+				}
+				seen := map[uint16]outer{} // by client port
+				distinct := map[outer]bool{}
+				for round := 0; round < 2; round++ {
+					for fl := uint16(0); fl < 32; fl++ {
+						p := pk{src: fam.client, dst: fam.vip, sport: 41000 + fl, dport: 80, flags: "A", payload: []byte("data")}
+						in := build(t, p)
+						inner := append([]byte(nil), in[14:14+ipLen(in[14:])]...)
+						d := h.run(in)[0]
+						if d.Verdict != VerdictTX {
+							t.Fatalf("%v: verdict %v %v", p, d.Verdict, d.Reason)
+						}
+						out := decode(t, d.frame())
+						var o outer
+						var payload []byte
+						if fam.vip.Is4() {
+							ip := layerOf[*layers.IPv4](t, out, 0)
+							want := layers.IPProtocolIPv4
+							if tc.gue {
+								want = layers.IPProtocolUDP
+							}
+							if ip.Protocol != want || ip.TTL != 64 || ip.Flags&layers.IPv4DontFragment == 0 {
+								t.Fatalf("outer IPv4: proto %v ttl %d flags %v", ip.Protocol, ip.TTL, ip.Flags)
+							}
+							o.src, payload = addrOf(ip.SrcIP), ip.Payload
+						} else {
+							ip := layerOf[*layers.IPv6](t, out, 0)
+							want := layers.IPProtocolIPv6
+							if tc.gue {
+								want = layers.IPProtocolUDP
+							}
+							if ip.NextHeader != want || ip.HopLimit != 64 {
+								t.Fatalf("outer IPv6: next %v hop limit %d", ip.NextHeader, ip.HopLimit)
+							}
+							o.src, payload = addrOf(ip.SrcIP), ip.Payload
+						}
+						if tc.gue {
+							udp := layerOf[*layers.UDP](t, out, 0)
+							if uint16(udp.DstPort) != wantPort || udp.SrcPort < 49152 || int(udp.Length) != len(inner)+8 {
+								t.Fatalf("UDP %d -> %d length %d", udp.SrcPort, udp.DstPort, udp.Length)
+							}
+							if fam.vip.Is4() && udp.Checksum != 0 {
+								t.Errorf("UDP checksum %#04x over IPv4, want 0", udp.Checksum)
+							}
+							o.sport, payload = uint16(udp.SrcPort), udp.Payload
+						}
+						if !bytes.Equal(payload, inner) {
+							t.Fatalf("the inner packet changed")
+						}
+						if tc.flows {
+							if !fam.pf.Contains(o.src) {
+								t.Fatalf("outer source %v outside %v", o.src, fam.pf)
+							}
+						} else if o.src != fam.src {
+							t.Fatalf("outer source %v, want %v", o.src, fam.src)
+						}
+						if prev, ok := seen[p.sport]; ok && prev != o {
+							t.Fatalf("flow %d: outer %+v, then %+v", p.sport, prev, o)
+						}
+						seen[p.sport] = o
+						distinct[o] = true
+					}
+				}
+				if want := 1; tc.flows || tc.gue {
+					if len(distinct) < 16 {
+						t.Errorf("%v: 32 flows had %d distinct outer sources/ports, want spread", fam.vip, len(distinct))
+					}
+				} else if len(distinct) != want {
+					t.Errorf("%v: %d distinct outer sources/ports, want %d", fam.vip, len(distinct), want)
+				}
+			}
+		})
+	}
+}
+
+// TestEncapSpecErrors: the encapsulation settings a snapshot refuses.
+func TestEncapSpecErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(vs *VIPSpec)
+	}{
+		{"prefix without the source", func(vs *VIPSpec) { vs.EncapSrcPrefix = netip.MustParsePrefix("198.18.7.0/24") }},
+		{"prefix of the other family", func(vs *VIPSpec) { vs.EncapSrcPrefix = netip.MustParsePrefix("2001:2:1::/64") }},
+		{"prefix with GUE", func(vs *VIPSpec) {
+			vs.Encap, vs.EncapSrcPrefix = EncapGUE, netip.MustParsePrefix("198.18.1.0/24")
+		}},
+		{"unknown encapsulation", func(vs *VIPSpec) { vs.Encap = 9 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := testSpec()
+			tc.set(&spec.VIPs[1]) // dsr4
+			if _, err := NewSnapshot(spec); !errors.Is(err, ErrSpec) {
+				t.Errorf("NewSnapshot: %v, want ErrSpec", err)
+			}
+		})
 	}
 }

@@ -158,5 +158,5 @@ func (w *Worker) natReplyICMP4(d *Desc, frame []byte, f *packet.Frame) bool {
 // fragmentReply4 splits a translated reply too big for the ingress MTU.
 func (w *Worker) fragmentReply4(d *Desc, f *packet.Frame, e *l2, mac [6]byte, mtu int) {
 	b := backend{mac: mac}
-	w.fragment4(d, f, e, &b, PortIngress, mtu, nil)
+	w.fragment4(d, f, e, &b, PortIngress, mtu, nil, 0)
 }

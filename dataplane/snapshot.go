@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/vipd/vipd/encap"
 	"github.com/vipd/vipd/nat"
 
 	"github.com/vipd/vipd/hashing"
@@ -87,7 +88,41 @@ type VIPSpec struct {
 	TableSize uint32
 	// EncapSrc is the outer source address of DSR packets.
 	EncapSrc netip.Addr
-	Backends []BackendSpec
+	// Encap is how a DSR VIP's packets travel to its backends.
+	Encap Encap
+	// GUEPort is the UDP destination port of EncapGUE (0:
+	// encap.DefaultGUEPort).
+	GUEPort uint16
+	// EncapSrcPrefix, when valid, makes EncapIPIP's outer source per flow:
+	// EncapSrc with its host bits under the prefix replaced by the flow
+	// hash's, so that a backend's NIC, hashing the outer addresses, spreads
+	// flows over its receive queues (Katran's approach). It must contain
+	// EncapSrc; every address of it must reach the backends as a source.
+	EncapSrcPrefix netip.Prefix
+	Backends       []BackendSpec
+}
+
+// Encap is a DSR encapsulation.
+type Encap uint8
+
+const (
+	// EncapIPIP is IP in IP: IPv4 in IPv4 (protocol 4), IPv6 in IPv6
+	// (next header 41).
+	EncapIPIP Encap = iota
+	// EncapGUE is GUE variant 1: the packet in UDP to VIPSpec.GUEPort,
+	// the source port from the flow hash (encap.GUE4, encap.GUE6).
+	EncapGUE
+)
+
+// String returns the configuration name of e.
+func (e Encap) String() string {
+	switch e {
+	case EncapIPIP:
+		return "ipip"
+	case EncapGUE:
+		return "gue"
+	}
+	return "encap(?)"
 }
 
 // BackendSpec describes one backend of a VIP.
@@ -366,6 +401,16 @@ type vip struct {
 	refs    []uint32 // Maglev index → backend ref
 	encap4  [4]byte
 	encap6  [16]byte
+	// over is the bytes DSR encapsulation adds (encap.Overhead4, ...); gue
+	// selects GUE, to port guePort; srcBits4 and srcBits6 are the host
+	// bits of EncapSrcPrefix that the flow hash fills (IPIP only; for
+	// IPv6, of the low 64 bits), 0 for a fixed source.
+	over     int
+	plain    bool // IP in IP from EncapSrc: wrap4 is encap.Encap4
+	gue      bool
+	guePort  uint16
+	srcBits4 uint32
+	srcBits6 uint64
 }
 
 type backend struct {
@@ -583,7 +628,7 @@ func (s *Snapshot) update(prev *Snapshot, spec *Spec, same []bool, maxRef uint32
 // sameAddressing reports whether spec classifies packets and steers
 // exactly as prev does: the same box addresses (local, as localAddrs
 // returns them), the same VIPs in the same order with the same address,
-// port, protocol, mode and encapsulation source, and the same backend
+// port, protocol, mode and encapsulation, and the same backend
 // addresses and ports. It sets same[i] for every VIP i whose VIPSpec is
 // entirely prev's, whatever the result.
 func (prev *Snapshot) sameAddressing(spec *Spec, local []netip.Addr, same []bool) bool {
@@ -594,7 +639,8 @@ func (prev *Snapshot) sameAddressing(spec *Spec, local []netip.Addr, same []bool
 		}
 		a, b := &prev.build[i].spec, &spec.VIPs[i]
 		if a.Addr != b.Addr || a.Port != b.Port || a.Proto != b.Proto || a.Mode != b.Mode ||
-			a.EncapSrc != b.EncapSrc || len(a.Backends) != len(b.Backends) {
+			a.EncapSrc != b.EncapSrc || a.Encap != b.Encap || a.GUEPort != b.GUEPort ||
+			a.EncapSrcPrefix != b.EncapSrcPrefix || len(a.Backends) != len(b.Backends) {
 			steady = false
 			continue
 		}
@@ -672,11 +718,58 @@ func (s *Snapshot) addVIP(i int, vs *VIPSpec, prev *Snapshot) error {
 		} else {
 			v.encap4 = vs.EncapSrc.As4()
 		}
+		if err := v.setEncap(vs); err != nil {
+			return fmt.Errorf("%w: DSR VIP %q: %v", ErrSpec, vs.Name, err)
+		}
 	}
 	if err := s.classify(i, v); err != nil {
 		return err
 	}
 	return s.addBackends(i, vs, v, true, prev)
+}
+
+// setEncap sets v's encapsulation from vs (a DSR VIP whose EncapSrc is
+// set and of its family).
+func (v *vip) setEncap(vs *VIPSpec) error {
+	switch vs.Encap {
+	case EncapIPIP:
+		v.over = encap.Overhead4
+		if v.v6 {
+			v.over = encap.Overhead6
+		}
+	case EncapGUE:
+		v.gue, v.guePort = true, vs.GUEPort
+		if v.guePort == 0 {
+			v.guePort = encap.DefaultGUEPort
+		}
+		v.over = encap.OverheadGUE4
+		if v.v6 {
+			v.over = encap.OverheadGUE6
+		}
+	default:
+		return fmt.Errorf("unknown encapsulation %d", vs.Encap)
+	}
+	pf := vs.EncapSrcPrefix
+	if !pf.IsValid() {
+		v.plain = !v.gue
+		return nil
+	}
+	if vs.Encap != EncapIPIP {
+		return fmt.Errorf("a per-flow encapsulation source prefix is for IP in IP (GUE varies the UDP source port)")
+	}
+	if pf.Addr().Is6() != v.v6 || !pf.Contains(vs.EncapSrc) {
+		return fmt.Errorf("encapsulation source prefix %v does not contain the encapsulation source %v", pf, vs.EncapSrc)
+	}
+	host := pf.Addr().BitLen() - pf.Bits()
+	if v.v6 {
+		v.srcBits6 = 1<<min(host, 64) - 1
+		if host >= 64 {
+			v.srcBits6 = ^uint64(0)
+		}
+	} else {
+		v.srcBits4 = uint32(1<<host - 1)
+	}
+	return nil
 }
 
 // addBackends enters the backends of VIP i into s.backends (and, when

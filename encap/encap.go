@@ -39,14 +39,15 @@ const OuterTTL = 64
 // not receive outer fragments — and identification 0, which RFC 6864 §4.1
 // allows for atomic datagrams.
 func Encap4(buf []byte, at, n int, src, dst [4]byte) int {
-	o := at - Overhead4
-	outer4(buf[o:at], buf[at+1], n+Overhead4, packet.ProtoIPIP, src, dst)
-	return o
+	return outer4(buf, at-Overhead4, at, n+Overhead4, packet.ProtoIPIP, src, dst)
 }
 
-// outer4 writes an outer IPv4 header into h (20 bytes): TOS tos, total
-// length total, DF, TTL OuterTTL, protocol proto.
-func outer4(h packet.IPv4, tos uint8, total int, proto uint8, src, dst [4]byte) {
+// outer4 writes an outer IPv4 header at buf[o:]: TOS that of the inner
+// IPv4 packet at buf[at:], total length total, DF, TTL OuterTTL, protocol
+// proto. It returns o. (Encap4 is a call of it small enough to inline.)
+func outer4(buf []byte, o, at, total int, proto uint8, src, dst [4]byte) int {
+	tos := buf[at+1]
+	h := packet.IPv4(buf[o : o+packet.IPv4MinSize])
 	h[0] = 0x45 // version 4, IHL 5
 	h[1] = tos
 	binary.BigEndian.PutUint16(h[2:], uint16(total))
@@ -57,6 +58,7 @@ func outer4(h packet.IPv4, tos uint8, total int, proto uint8, src, dst [4]byte) 
 	h.SetDestinationAddress(dst)
 	h.SetChecksum(0)
 	h.SetChecksum(h.ComputeChecksum())
+	return o
 }
 
 // GUE4 wraps the IPv4 packet buf[at:at+n] untouched in GUE variant 1
@@ -68,8 +70,7 @@ func outer4(h packet.IPv4, tos uint8, total int, proto uint8, src, dst [4]byte) 
 // over IPv4; the inner packet carries its own). The caller guarantees at >=
 // OverheadGUE4 and that the result fits the egress MTU.
 func GUE4(buf []byte, at, n int, src, dst [4]byte, sport, dport uint16) int {
-	o := at - OverheadGUE4
-	outer4(buf[o:o+packet.IPv4MinSize], buf[at+1], n+OverheadGUE4, packet.ProtoUDP, src, dst)
+	o := outer4(buf, at-OverheadGUE4, at, n+OverheadGUE4, packet.ProtoUDP, src, dst)
 	u := buf[o+packet.IPv4MinSize : at]
 	binary.BigEndian.PutUint16(u[0:], sport)
 	binary.BigEndian.PutUint16(u[2:], dport)
@@ -83,8 +84,7 @@ func GUE4(buf []byte, at, n int, src, dst [4]byte, sport, dport uint16) int {
 // IPv6 requires (RFC 8200 §8.1; receivers accept a zero one only where
 // configured for it, RFC 6936).
 func GUE6(buf []byte, at, n int, src, dst *[16]byte, flowLabel uint32, sport, dport uint16) int {
-	o := at - OverheadGUE6
-	outer6(buf[o:o+packet.IPv6Size], buf[at:], n+packet.UDPSize, packet.ProtoUDP, src, dst, flowLabel)
+	o := outer6(buf, at-OverheadGUE6, at, n+packet.UDPSize, packet.ProtoUDP, src, dst, flowLabel)
 	u := buf[o+packet.IPv6Size : at+n]
 	binary.BigEndian.PutUint16(u[0:], sport)
 	binary.BigEndian.PutUint16(u[2:], dport)
@@ -106,19 +106,20 @@ func GUE6(buf []byte, at, n int, src, dst *[16]byte, flowLabel uint32, sport, dp
 // so that a backend's NIC can spread tunnels over its receive queues (RFC
 // 6438) while each client's packets stay in order on one.
 func Encap6(buf []byte, at, n int, src, dst *[16]byte, flowLabel uint32) int {
-	o := at - Overhead6
-	outer6(buf[o:at], buf[at:], n, packet.ProtoIPv6, src, dst, flowLabel)
-	return o
+	return outer6(buf, at-Overhead6, at, n, packet.ProtoIPv6, src, dst, flowLabel)
 }
 
-// outer6 writes an outer IPv6 header into h (40 bytes) for a payload of n
-// bytes of protocol next, the traffic class copied from inner's header.
-func outer6(h, inner []byte, n int, next uint8, src, dst *[16]byte, flowLabel uint32) {
-	tc := uint32(binary.BigEndian.Uint32(inner)>>20) & 0xff
+// outer6 writes an outer IPv6 header at buf[o:] for a payload of n bytes
+// of protocol next, the traffic class copied from the inner IPv6 packet at
+// buf[at:]. It returns o. (Encap6 is a call of it small enough to inline.)
+func outer6(buf []byte, o, at, n int, next uint8, src, dst *[16]byte, flowLabel uint32) int {
+	h := buf[o : o+packet.IPv6Size]
+	tc := uint32(binary.BigEndian.Uint32(buf[at:])>>20) & 0xff
 	binary.BigEndian.PutUint32(h[0:], 6<<28|tc<<20|flowLabel&0xfffff)
 	binary.BigEndian.PutUint16(h[4:], uint16(n))
 	h[6] = next
 	h[7] = OuterTTL
 	copy(h[8:24], src[:])
 	copy(h[24:40], dst[:])
+	return o
 }
