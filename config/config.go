@@ -171,11 +171,29 @@ type VIP struct {
 	TableSize uint32   `toml:"table_size"`
 	FlowHash  FlowHash `toml:"flow_hash"`
 	// EncapSource is the outer source address of DSR packets. Unset means
-	// the egress interface's address of the VIP's family.
-	EncapSource netip.Addr  `toml:"encap_source"`
-	HealthCheck HealthCheck `toml:"healthcheck"`
-	Backends    []Backend   `toml:"backend"`
+	// the egress interface's address of the VIP's family (or, with
+	// EncapSourcePrefix, the prefix's first address).
+	EncapSource netip.Addr `toml:"encap_source"`
+	// Encap is how DSR packets travel to backends: "ipip" (IP in IP) or
+	// "gue" (GUE in UDP to GUEPort, the source port per flow).
+	Encap Encap `toml:"encap"`
+	// GUEPort is GUE's UDP destination port on the backends.
+	GUEPort uint16 `toml:"gue_port"`
+	// EncapSourcePrefix makes IPIP's outer source per flow: an address of
+	// the prefix chosen by the flow hash, so that a backend's NIC spreads
+	// flows over its receive queues. Unset: the fixed EncapSource.
+	EncapSourcePrefix netip.Prefix `toml:"encap_source_prefix"`
+	HealthCheck       HealthCheck  `toml:"healthcheck"`
+	Backends          []Backend    `toml:"backend"`
 }
+
+// Encap is a DSR encapsulation.
+type Encap string
+
+const (
+	EncapIPIP Encap = "ipip" // IPv4 in IPv4, IPv6 in IPv6
+	EncapGUE  Encap = "gue"  // GUE variant 1: the IP packet in UDP
+)
 
 // Key identifies a VIP in the dataplane: two VIPs may share an address but
 // not (address, protocol, port).

@@ -29,6 +29,8 @@ const (
 	DefaultScheduler         = "maglev"
 	DefaultTableSize         = 65537
 	DefaultFlowHash          = Hash5Tuple
+	DefaultEncap             = EncapIPIP
+	DefaultGUEPort           = 6080 // Katran's
 	DefaultCheckType         = CheckTCP
 	DefaultCheckPath         = "/"
 	DefaultCheckInterval     = 2 * time.Second
@@ -76,6 +78,8 @@ func (v *VIP) setDefaults() {
 		Scheduler: DefaultScheduler,
 		TableSize: DefaultTableSize,
 		FlowHash:  DefaultFlowHash,
+		Encap:     DefaultEncap,
+		GUEPort:   DefaultGUEPort,
 		HealthCheck: HealthCheck{
 			Type:      DefaultCheckType,
 			Path:      DefaultCheckPath,

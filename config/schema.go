@@ -1,7 +1,7 @@
 package config
 
 import (
-	"net/netip"
+	"encoding"
 	"reflect"
 )
 
@@ -29,7 +29,9 @@ func schemaKeys() []schemaKey {
 			if ft.Kind() == reflect.Slice {
 				ft = ft.Elem()
 			}
-			table := ft.Kind() == reflect.Struct && ft != reflect.TypeOf(netip.Addr{})
+			// A struct that reads itself from a string (netip.Addr,
+			// netip.Prefix) is a value, not a table.
+			table := ft.Kind() == reflect.Struct && !reflect.PointerTo(ft).Implements(textUnmarshaler)
 			keys = append(keys, schemaKey{key, table})
 			if table {
 				walk(key, ft)
@@ -39,3 +41,5 @@ func schemaKeys() []schemaKey {
 	walk("", reflect.TypeOf(Config{}))
 	return keys
 }
+
+var textUnmarshaler = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()

@@ -56,7 +56,14 @@ func WriteSummary(w io.Writer, cfg *Config) error {
 			if v.EncapSource.IsValid() {
 				src = v.EncapSource.String()
 			}
-			fmt.Fprintf(tw, "  encap source %s\n", src)
+			switch {
+			case v.Encap == EncapGUE:
+				fmt.Fprintf(tw, "  encap gue to port %d (source port per flow), source %s\n", v.GUEPort, src)
+			case v.EncapSourcePrefix.IsValid():
+				fmt.Fprintf(tw, "  encap ipip, source per flow from %s\n", v.EncapSourcePrefix)
+			default:
+				fmt.Fprintf(tw, "  encap ipip, source %s\n", src)
+			}
 		}
 		h := &v.HealthCheck
 		switch h.Type {

@@ -114,9 +114,14 @@ func (c *collector) validateDataplane(d *Dataplane, cfg *Config) {
 				minMTU = max(minMTU, 1280) // RFC 8200 §5
 			}
 			if v.Address.Is6() && v.Mode == ModeDSR {
-				// 1280-byte inner packets plus the 40-byte outer header:
-				// vipd does not fragment outer IPv6 packets.
-				minMTU = 1320
+				// 1280-byte inner packets plus the outer headers (40
+				// bytes, GUE 48): vipd does not fragment outer IPv6
+				// packets.
+				over := 40
+				if v.Encap == EncapGUE {
+					over = 48
+				}
+				minMTU = max(minMTU, 1280+over)
 			}
 		}
 		if d.EgressMTU < minMTU || d.EgressMTU > 65535 {
@@ -243,9 +248,50 @@ func (c *collector) validateVIP(p string, v *VIP) {
 			c.errorf(p+".encap_source", "%s is not of the VIP's address family (%s)", v.EncapSource, v.Address)
 		}
 	}
+	c.validateEncap(p, v)
 	c.validateTableSize(p, v)
 	c.validateHealthCheck(p, v)
 	c.validateBackends(p, v)
+}
+
+// validateEncap checks encap, gue_port and encap_source_prefix. The
+// decoder saw whether a key was written; a default needs no check, so
+// only values other than the defaults are held to the mode.
+func (c *collector) validateEncap(p string, v *VIP) {
+	switch v.Encap {
+	case EncapIPIP, EncapGUE:
+	default:
+		c.errorf(p+".encap", "must be %q or %q, not %q", EncapIPIP, EncapGUE, v.Encap)
+	}
+	if v.Mode != ModeDSR && v.Encap != DefaultEncap {
+		c.errorf(p+".encap", "only applies to mode = %q", ModeDSR)
+	}
+	if v.GUEPort == 0 {
+		c.errorf(p+".gue_port", "must be a port, 1-65535")
+	} else if v.GUEPort != DefaultGUEPort && v.Encap != EncapGUE {
+		c.errorf(p+".gue_port", "only applies to encap = %q", EncapGUE)
+	}
+	pf := v.EncapSourcePrefix
+	if !pf.IsValid() {
+		return
+	}
+	key := p + ".encap_source_prefix"
+	switch {
+	case v.Mode != ModeDSR || v.Encap != EncapIPIP:
+		c.errorf(key, "only applies to mode = %q with encap = %q (GUE varies its UDP source port instead)", ModeDSR, EncapIPIP)
+	case pf != pf.Masked():
+		c.errorf(key, "%s has host bits set; write %s", pf, pf.Masked())
+	case v.Address.IsValid() && pf.Addr().Is4() != v.Address.Is4():
+		c.errorf(key, "%s is not of the VIP's address family (%s)", pf, v.Address)
+	case pf.Addr().BitLen()-pf.Bits() < 1:
+		c.errorf(key, "%s has a single address; per-flow sources need a shorter prefix", pf)
+	case v.EncapSource.IsValid() && !pf.Contains(v.EncapSource):
+		c.errorf(key, "does not contain encap_source %s", v.EncapSource)
+	default:
+		if err := checkUnicast(pf.Addr()); err != nil {
+			c.errorf(key, "%v", err)
+		}
+	}
 }
 
 func (c *collector) validateTableSize(p string, v *VIP) {

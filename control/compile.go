@@ -156,6 +156,15 @@ func (p *Plan) VIP(i int, host *Host, status func(ref uint32) Status) (vs datapl
 	if v.Mode == config.ModeDSR {
 		vs.Mode = dataplane.ModeDSR
 		vs.EncapSrc = v.EncapSource
+		if v.Encap == config.EncapGUE {
+			vs.Encap, vs.GUEPort = dataplane.EncapGUE, v.GUEPort
+		}
+		if pf := v.EncapSourcePrefix; pf.IsValid() {
+			vs.EncapSrcPrefix = pf
+			if !vs.EncapSrc.IsValid() {
+				vs.EncapSrc = pf.Addr() // its host bits come from each flow
+			}
+		}
 		if !vs.EncapSrc.IsValid() {
 			vs.EncapSrc = egressAddr(host, twoArmed, v.Address.Is6())
 			if !vs.EncapSrc.IsValid() {

@@ -213,3 +213,34 @@ func TestRegistryReuse(t *testing.T) {
 		t.Errorf("a freed ID was reused before the space ran out")
 	}
 }
+
+// TestCompileEncap: encap, gue_port and encap_source_prefix reach the
+// VIP's spec, and a prefix without encap_source supplies the source.
+func TestCompileEncap(t *testing.T) {
+	for _, tc := range []struct {
+		name, keys string
+		want       dataplane.VIPSpec // Encap, GUEPort, EncapSrc, EncapSrcPrefix
+	}{
+		{"default", "", dataplane.VIPSpec{Encap: dataplane.EncapIPIP, EncapSrc: netip.MustParseAddr("198.18.1.1")}},
+		{"gue", "encap = \"gue\"\n", dataplane.VIPSpec{Encap: dataplane.EncapGUE, GUEPort: 6080, EncapSrc: netip.MustParseAddr("198.18.1.1")}},
+		{"gue port", "encap = \"gue\"\ngue_port = 7777\n", dataplane.VIPSpec{Encap: dataplane.EncapGUE, GUEPort: 7777, EncapSrc: netip.MustParseAddr("198.18.1.1")}},
+		{"prefix", "encap_source_prefix = \"198.18.4.0/24\"\n", dataplane.VIPSpec{EncapSrc: netip.MustParseAddr("198.18.4.0"), EncapSrcPrefix: netip.MustParsePrefix("198.18.4.0/24")}},
+		{"prefix and source", "encap_source = \"198.18.4.9\"\nencap_source_prefix = \"198.18.4.0/24\"\n", dataplane.VIPSpec{EncapSrc: netip.MustParseAddr("198.18.4.9"), EncapSrcPrefix: netip.MustParsePrefix("198.18.4.0/24")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Replace(twoVIPs, "mode = \"dsr\"\n", "mode = \"dsr\"\n"+tc.keys, 1)
+			spec, _, err := Compile(load(t, src), NewRegistry(), testHost(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := spec.VIPs[1]
+			if got.Encap != tc.want.Encap || got.GUEPort != tc.want.GUEPort || got.EncapSrc != tc.want.EncapSrc || got.EncapSrcPrefix != tc.want.EncapSrcPrefix {
+				t.Errorf("encap %v port %d source %v prefix %v; want %v %d %v %v", got.Encap, got.GUEPort, got.EncapSrc, got.EncapSrcPrefix,
+					tc.want.Encap, tc.want.GUEPort, tc.want.EncapSrc, tc.want.EncapSrcPrefix)
+			}
+			if _, err := dataplane.NewSnapshot(spec); err != nil {
+				t.Errorf("the spec does not build: %v", err)
+			}
+		})
+	}
+}
