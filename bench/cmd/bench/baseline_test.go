@@ -47,3 +47,21 @@ func TestBaselineTable(t *testing.T) {
 		}
 	}
 }
+
+func TestCallgrindRefs(t *testing.T) {
+	for _, tc := range []struct {
+		out  string
+		want float64
+		ok   bool
+	}{
+		{"==123== Collected : 9\n==123== \n==123== I   refs:      337,901,100\n", 337901100, true},
+		{"==1== I   refs:      42\n", 42, true},
+		{"no summary\n", 0, false},
+		{"==1== I   refs:      n/a\n", 0, false},
+	} {
+		got, ok := callgrindRefs(tc.out)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("callgrindRefs(%q) = %v, %v; want %v, %v", tc.out, got, ok, tc.want, tc.ok)
+		}
+	}
+}
