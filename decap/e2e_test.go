@@ -432,10 +432,15 @@ func TestTCPTransfer(t *testing.T) {
 }
 
 // TestReceiveDoesNotAllocate holds the per-packet claim on the real I/O
-// path: a read from the raw socket, the checks, a write to the TUN.
+// path: a read from each socket (IPIP, IPv6 in IPv6, GUE over both
+// families), the checks, a write to the TUN.
 func TestReceiveDoesNotAllocate(t *testing.T) {
 	r := newRig(t)
-	d := r.newDecap(t, Options{IPv6: true, CheckLocal: true, AllowedSources: []netip.Prefix{netip.MustParsePrefix("198.18.1.0/28"), netip.MustParsePrefix("2001:2:0:1::/124")}})
+	d := r.newDecap(t, Options{IPv6: true, GUEPort: DefaultGUEPort, CheckLocal: true,
+		AllowedSources: []netip.Prefix{netip.MustParsePrefix("198.18.1.0/28"), netip.MustParsePrefix("2001:2:0:1::/124")}})
+	if len(d.rx) != 4 {
+		t.Fatalf("%d sockets, want 4 (IPIP, IPv6 in IPv6, GUE over IPv4 and IPv6)", len(d.rx))
+	}
 	s := r.sender(t)
 	const runs = 50
 	// AllocsPerRun calls once more to warm up; queue enough for all, the
@@ -443,27 +448,28 @@ func TestReceiveDoesNotAllocate(t *testing.T) {
 	for i := range runs + 1 {
 		s.send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip4, uint16(41000+i), 81, true, false, 1, nil)))
 		s.send(t, ip6ip6(t, lbAddr6, beAddr6, tcp6(t, client6, vip6, uint16(41000+i), 81, true, false, 1, nil)))
+		s.send(t, gue4(t, lbAddr4, beAddr4, uint16(50000+i), DefaultGUEPort, tcp4(t, client4, vip4, uint16(42000+i), 81, true, false, 1, nil)))
+		s.send(t, gue6(t, lbAddr6, beAddr6, uint16(50000+i), DefaultGUEPort, tcp6(t, client6, vip6, uint16(42000+i), 81, true, false, 1, nil)))
 	}
 	// Without Run, nothing reads: the packets wait in the sockets.
-	buf := make([]byte, bufSize)
-	d.raw4.SetReadDeadline(time.Now().Add(replyTimeout))
-	d.raw6.SetReadDeadline(time.Now().Add(replyTimeout))
+	for _, rx := range d.rx {
+		rx.f.SetReadDeadline(time.Now().Add(replyTimeout))
+	}
 	var err error
 	allocs := testing.AllocsPerRun(runs, func() {
-		if e := d.receive4(buf); e != nil && err == nil {
-			err = e
-		}
-		if e := d.receive6(); e != nil && err == nil {
-			err = e
+		for _, rx := range d.rx {
+			if e := d.receive(rx); e != nil && err == nil {
+				err = e
+			}
 		}
 	})
 	if err != nil {
 		t.Fatalf("receive: %v", err)
 	}
 	if allocs != 0 {
-		t.Errorf("%v allocations per packet pair", allocs)
+		t.Errorf("%v allocations per 4 packets", allocs)
 	}
-	if st := d.Stats(); st.Decapsulated != 2*(runs+1) {
-		t.Errorf("decapsulated %d, want %d: %+v", st.Decapsulated, 2*(runs+1), st)
+	if st := d.Stats(); st.Decapsulated != 4*(runs+1) || st.GUE != 2*(runs+1) {
+		t.Errorf("decapsulated %d (%d GUE), want %d (%d): %+v", st.Decapsulated, st.GUE, 4*(runs+1), 2*(runs+1), st)
 	}
 }

@@ -16,8 +16,9 @@ const (
 	DefaultReceiveBuffer = 4 << 20 // bytes per socket
 )
 
-// Options configures New. The zero value is usable: IPv4 only, any outer
-// source, no local-destination check, host sysctls checked but not changed.
+// Options configures New. The zero value is usable: IPIP over IPv4 only,
+// no GUE, any outer source, no local-destination check, no VIPs, host
+// sysctls checked but not changed.
 type Options struct {
 	// TUN is the name of the TUN device New creates; "" means DefaultTUN.
 	// A device of that name must not exist already (another decapsulator
@@ -26,6 +27,21 @@ type Options struct {
 
 	// IPv6 also receives IPv6-in-IPv6 (outer next header 41, RFC 2473).
 	IPv6 bool
+
+	// GUEPort, when not 0, also receives GUE variant 1 (IP directly in
+	// UDP, no GUE header; see the package documentation) on this UDP port,
+	// over IPv4 and, with IPv6, over IPv6. vipd's default is
+	// DefaultGUEPort. The port must be free: a kernel fou port or another
+	// socket holding it makes New fail.
+	GUEPort uint16
+
+	// VIPs are put on the loopback interface (/32, /128) by New, which
+	// also sets net.ipv4.conf.all.arp_ignore=1 and arp_announce=2 when
+	// they are lower (see the package documentation). Close removes the
+	// addresses New added and restores the sysctls New changed; a VIP
+	// that was on loopback already stays, as does a sysctl that was
+	// already high enough.
+	VIPs []netip.Addr
 
 	// AllowedSources lists the outer source addresses accepted, normally
 	// vipd's encapsulation addresses. Empty accepts any source: then anyone
@@ -78,6 +94,11 @@ func (o Options) withDefaults() (Options, error) {
 	for _, p := range o.AllowedSources {
 		if !p.IsValid() {
 			return o, errors.New("decap: invalid prefix in AllowedSources")
+		}
+	}
+	for _, a := range o.VIPs {
+		if !a.IsValid() || a.Zone() != "" || a.Is4In6() || a.IsUnspecified() || a.IsMulticast() || a.IsLoopback() {
+			return o, fmt.Errorf("decap: bad VIP %v: want a unicast IPv4 or IPv6 address, not loopback, without zone", a)
 		}
 	}
 	if o.LocalRefresh < 0 || o.ReceiveBuffer < 0 {
