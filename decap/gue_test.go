@@ -34,8 +34,12 @@ func TestStripGUE(t *testing.T) {
 	syn6 := tcp6(t, client6, vip6, 40000, 80, true, false, 1, nil)
 	data4 := tcp4(t, client4, vip4, 40000, 80, false, true, 2, bytes.Repeat([]byte("x"), 1000))
 	allow := []netip.Prefix{netip.MustParsePrefix("198.18.1.0/28"), netip.MustParsePrefix("2001:2:0:1::/124")}
-	g4 := func(inner []byte) []byte { return guePayload(t, gue4(t, lbAddr4, beAddr4, 50000, DefaultGUEPort, inner)) }
-	g6 := func(inner []byte) []byte { return guePayload(t, gue6(t, lbAddr6, beAddr6, 50000, DefaultGUEPort, inner)) }
+	g4 := func(inner []byte) []byte {
+		return guePayload(t, gue4(t, lbAddr4, beAddr4, 50000, DefaultGUEPort, inner))
+	}
+	g6 := func(inner []byte) []byte {
+		return guePayload(t, gue6(t, lbAddr6, beAddr6, 50000, DefaultGUEPort, inner))
+	}
 	// A GUE header (variant 0): version 00, C 0, Hlen 0, proto/ctype 4
 	// (IPIP), flags 0 — then the inner packet.
 	variant0 := append([]byte{0x00, 0x04, 0x00, 0x00}, syn4...)
