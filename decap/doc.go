@@ -116,7 +116,22 @@
 // loopback (ip addr add VIP/32 dev lo; IPv6: VIP/128) and ARP kept quiet
 // about it, net.ipv4.conf.all.arp_ignore=1 and
 // net.ipv4.conf.all.arp_announce=2, so that it neither answers ARP for
-// the VIP nor uses the VIP as the source of its own ARP requests.
+// the VIP nor uses the VIP as the source of its own ARP requests. With
+// Options.VIPs New does both, and Close undoes exactly what New did:
+//
+//   - each VIP is added to lo through rtnetlink, as ip addr add does; one
+//     already there (same address and prefix length) is left alone and
+//     stays after Close, and one removed by hand meanwhile is no error;
+//   - all.arp_ignore and all.arp_announce are raised to 1 and 2 when
+//     lower, and put back by Close unless someone changed them since.
+//     The kernel applies the maximum of all and the interface's value to
+//     both, so all covers every interface (lo's own values need no
+//     change) and a stricter value found is kept. IPv6 needs nothing of
+//     the kind: the kernel answers neighbour solicitations only for
+//     addresses of the interface they arrive on, never lo's.
+//
+// The VIPs are added before the local address set is first read, so
+// CheckLocal accepts them from the first packet.
 //
 // # Namespaces and privileges
 //
