@@ -78,6 +78,13 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// Validate reports what New would refuse in o before it touches anything:
+// a bad TUN name, prefix or VIP, a negative duration or size.
+func (o Options) Validate() error {
+	_, err := o.withDefaults()
+	return err
+}
+
 // ifNameMax is the longest interface name Linux accepts (IFNAMSIZ - 1).
 const ifNameMax = 15
 
