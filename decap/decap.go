@@ -124,12 +124,26 @@ func New(opts Options) (*Decap, error) {
 		}
 	}
 	if o.GUEPort != 0 {
-		if err := d.open(kindGUE, func() (*os.File, error) { return openUDP(unix.AF_INET, o.GUEPort, o.ReceiveBuffer) }); err != nil {
-			return nil, err
-		}
+		families := []int{unix.AF_INET}
 		if o.IPv6 {
-			if err := d.open(kindGUE, func() (*os.File, error) { return openUDP(unix.AF_INET6, o.GUEPort, o.ReceiveBuffer) }); err != nil {
-				return nil, err
+			families = append(families, unix.AF_INET6)
+		}
+		for _, fam := range families {
+			if o.GUESockets > 1 {
+				// Any socket with SO_REUSEPORT of the same user may join
+				// a group: a second vipd-decap would share the port
+				// silently. A plain socket cannot, so one bound for a
+				// moment tells whether the port is free.
+				probe, err := openUDP(fam, o.GUEPort, 0, false)
+				if err != nil {
+					return nil, err
+				}
+				probe.Close()
+			}
+			for range o.GUESockets {
+				if err := d.open(kindGUE, func() (*os.File, error) { return openUDP(fam, o.GUEPort, o.ReceiveBuffer, o.GUESockets > 1) }); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
@@ -181,9 +195,11 @@ func openRaw(family, proto, rcvbuf int) (*os.File, error) {
 }
 
 // openUDP opens a UDP socket of family bound to port on every address,
-// non-blocking. The IPv6 socket is IPv6-only, so that the IPv4 one can
-// share the port and IPv4 sources are never seen as mapped addresses.
-func openUDP(family int, port uint16, rcvbuf int) (*os.File, error) {
+// non-blocking, with SO_REUSEPORT when reuse is set. The IPv6 socket is
+// IPv6-only, so that the IPv4 one can share the port and IPv4 sources are
+// never seen as mapped addresses. rcvbuf 0 leaves the receive buffer as
+// it is.
+func openUDP(family int, port uint16, rcvbuf int, reuse bool) (*os.File, error) {
 	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
 	if err != nil {
 		return nil, fmt.Errorf("decap: GUE socket: %w", err)
@@ -196,7 +212,13 @@ func openUDP(family int, port uint16, rcvbuf int) (*os.File, error) {
 		}
 		sa = &unix.SockaddrInet6{Port: int(port)}
 	}
-	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf) != nil {
+	if reuse {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("decap: GUE socket: SO_REUSEPORT: %w", err)
+		}
+	}
+	if rcvbuf > 0 && unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf) != nil {
 		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
 	}
 	if err := unix.Bind(fd, sa); err != nil {

@@ -45,8 +45,15 @@
 //	payload: the client's IP packet, nothing before it (GUE variant 1:
 //	     the first two bits are 01, the top of IP version 4 or 6)
 //
-// It receives them on one UDP socket per family bound to the port (IPv6
-// with Options.IPv6): the kernel checks the UDP checksum when there is one
+// It receives them on UDP sockets bound to the port (IPv6 with
+// Options.IPv6), Options.GUESockets per family in an SO_REUSEPORT group,
+// each read by its own goroutine: the kernel picks a socket by a hash of
+// the datagram's addresses and ports, so a flow keeps its socket (and its
+// order) while flows spread over sockets and cores — the backend's share
+// of what the varying source port is for (TestGUESpread: 32 flows over
+// 4 sockets, each flow on one). A second group cannot join: New first
+// binds a plain socket for a moment, which fails if the port is taken.
+// The kernel checks the UDP checksum when there is one
 // (measured: a corrupted IPv6 datagram is counted in Udp6InCsumErrors and
 // never reaches the socket), reassembles fragments, and returns the
 // payload with the outer source. The open socket is also the port's

@@ -3,9 +3,11 @@
 package decap
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
@@ -20,6 +22,7 @@ func TestGUE(t *testing.T) {
 	d := r.newDecap(t, Options{
 		IPv6:           true,
 		GUEPort:        DefaultGUEPort,
+		GUESockets:     3,
 		AllowedSources: []netip.Prefix{netip.MustParsePrefix("198.18.1.0/28"), netip.MustParsePrefix("2001:2:0:1::/124")},
 		CheckLocal:     true,
 	})
@@ -137,21 +140,81 @@ func TestGUEChecksum6(t *testing.T) {
 }
 
 // TestGUEPortInUse: a GUE port another socket holds makes New fail and
-// say so, leaving nothing behind.
+// say so, leaving nothing behind — also when both want a group of
+// sockets, which the kernel would otherwise let the second one join.
 func TestGUEPortInUse(t *testing.T) {
-	r := newRig(t)
-	r.newDecap(t, Options{TUN: "vtun-gue1", GUEPort: 6081})
-	err := r.be.Do(func() error {
-		d, err := New(Options{TUN: "vtun-gue2", GUEPort: 6081})
-		if err == nil {
-			d.Close()
-		}
-		return err
-	})
-	if err == nil || !strings.Contains(err.Error(), "GUE port 6081 is in use") {
-		t.Errorf("second New on the same GUE port: %v, want an error saying the port is in use", err)
+	for _, tc := range []struct{ first, second int }{{1, 1}, {1, 4}, {4, 1}, {4, 4}} {
+		t.Run(fmt.Sprintf("%d then %d sockets", tc.first, tc.second), func(t *testing.T) {
+			r := newRig(t)
+			r.newDecap(t, Options{TUN: "vtun-gue1", GUEPort: 6081, GUESockets: tc.first})
+			err := r.be.Do(func() error {
+				d, err := New(Options{TUN: "vtun-gue2", GUEPort: 6081, GUESockets: tc.second})
+				if err == nil {
+					d.Close()
+				}
+				return err
+			})
+			if err == nil || !strings.Contains(err.Error(), "GUE port 6081 is in use") {
+				t.Errorf("second New on the same GUE port: %v, want an error saying the port is in use", err)
+			}
+			if l := links(t, r.be); strings.Contains(l, "vtun-gue2") {
+				t.Errorf("failed New left its TUN: links %q", l)
+			}
+		})
 	}
-	if l := links(t, r.be); strings.Contains(l, "vtun-gue2") {
-		t.Errorf("failed New left its TUN: links %q", l)
+}
+
+// TestGUESpread: with several GUE sockets, the kernel spreads flows
+// (datagrams with different source ports, as vipd sends them) over the
+// sockets, and keeps each flow on one socket.
+func TestGUESpread(t *testing.T) {
+	r := newRig(t)
+	const sockets, flows, perFlow = 4, 32, 3
+	d := r.newDecap(t, Options{GUEPort: DefaultGUEPort, GUESockets: sockets, IPv6: true})
+	var gue []*receiver
+	for _, rx := range d.rx {
+		if rx.kind == kindGUE {
+			gue = append(gue, rx)
+		}
+	}
+	if len(gue) != 2*sockets {
+		t.Fatalf("%d GUE sockets, want %d per family", len(gue), sockets)
+	}
+	s := r.sender(t)
+	for i := range flows {
+		sport := uint16(49152 + i*509) // spread over vipd's range
+		for range perFlow {
+			s.send(t, gue4(t, lbAddr4, beAddr4, sport, DefaultGUEPort, tcp4(t, client4, vip4, uint16(40000+i), 81, true, false, 1, nil)))
+		}
+	}
+	// Without Run, the datagrams wait in the sockets: read each dry.
+	bySocket := map[int]int{}      // IPv4 socket index -> datagrams
+	flowSocket := map[uint16]int{} // inner client port -> socket index
+	for i, rx := range gue[:sockets] {
+		for {
+			rx.f.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			n, err := rx.rd.read(rx.rc)
+			if err != nil {
+				break
+			}
+			pkt := rx.rd.buf[:n]
+			port := uint16(pkt[20])<<8 | uint16(pkt[21])
+			if j, ok := flowSocket[port]; ok && j != i {
+				t.Errorf("flow from port %d on sockets %d and %d", port, j, i)
+			}
+			flowSocket[port] = i
+			bySocket[i]++
+		}
+	}
+	t.Logf("datagrams per socket: %v", bySocket)
+	total := 0
+	for _, n := range bySocket {
+		total += n
+	}
+	if total != flows*perFlow {
+		t.Errorf("%d datagrams read, want %d", total, flows*perFlow)
+	}
+	if len(bySocket) < 2 {
+		t.Errorf("all %d flows on one socket: %v", flows, bySocket)
 	}
 }

@@ -35,6 +35,14 @@ type Options struct {
 	// socket holding it makes New fail.
 	GUEPort uint16
 
+	// GUESockets is the number of UDP sockets per family that receive on
+	// GUEPort, each read by its own goroutine; 0 means 1. With more than
+	// one they form an SO_REUSEPORT group: the kernel picks a socket per
+	// datagram by a hash of its addresses and ports, so each flow (vipd
+	// gives each its own source port) stays on one socket, in order,
+	// while flows spread over sockets and cores — what GUE is for.
+	GUESockets int
+
 	// VIPs are put on the loopback interface (/32, /128) by New, which
 	// also sets net.ipv4.conf.all.arp_ignore=1 and arp_announce=2 when
 	// they are lower (see the package documentation). Close removes the
@@ -85,6 +93,10 @@ func (o Options) Validate() error {
 	return err
 }
 
+// MaxGUESockets bounds Options.GUESockets: each socket costs a goroutine,
+// a 64 KiB buffer and its receive buffer; no host has more receive queues.
+const MaxGUESockets = 1024
+
 // ifNameMax is the longest interface name Linux accepts (IFNAMSIZ - 1).
 const ifNameMax = 15
 
@@ -107,6 +119,12 @@ func (o Options) withDefaults() (Options, error) {
 		if !a.IsValid() || a.Zone() != "" || a.Is4In6() || a.IsUnspecified() || a.IsMulticast() || a.IsLoopback() {
 			return o, fmt.Errorf("decap: bad VIP %v: want a unicast IPv4 or IPv6 address, not loopback, without zone", a)
 		}
+	}
+	if o.GUESockets < 0 || o.GUESockets > MaxGUESockets {
+		return o, fmt.Errorf("decap: GUESockets %d: want 0 to %d", o.GUESockets, MaxGUESockets)
+	}
+	if o.GUESockets == 0 {
+		o.GUESockets = 1
 	}
 	if o.LocalRefresh < 0 || o.ReceiveBuffer < 0 {
 		return o, errors.New("decap: negative LocalRefresh or ReceiveBuffer")

@@ -45,6 +45,10 @@
 //	-gue-port N          UDP port for GUE, variant 1 (IP directly in
 //	                     UDP), as vipd sends for VIPs with encap = "gue"
 //	                     (default 6080, vipd's default; 0: no GUE)
+//	-gue-sockets N       GUE sockets per family, each read by its own
+//	                     goroutine; the kernel spreads flows over them by
+//	                     their ports, keeping each flow on one (default
+//	                     GOMAXPROCS, the CPUs it may use; 1 to 1024)
 //	-allow P[,P...]      outer sources to accept: vipd's encapsulation
 //	                     addresses or prefixes; empty (the default)
 //	                     accepts anyone, so set it on every host

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -108,6 +109,7 @@ func parse(args []string, stdout, stderr io.Writer) (*config, int) {
 	tun := fs.String("tun", decap.DefaultTUN, "`name` of the TUN device to create (at most 15 bytes)")
 	ipv6 := fs.Bool("ipv6", false, "also decapsulate IPv6: IPv6 in IPv6 (next header 41) and, with -gue-port, GUE over IPv6")
 	guePort := fs.Uint("gue-port", decap.DefaultGUEPort, "UDP `port` on which to receive GUE (variant 1: IP directly in UDP), as vipd\nsends for VIPs with encap = \"gue\"; 0 turns GUE off")
+	gueSockets := fs.Int("gue-sockets", runtime.GOMAXPROCS(0), "`number` of GUE sockets per family, each read by its own goroutine; the kernel\nspreads flows over them by their ports (default: GOMAXPROCS, the usable CPUs)")
 	allow := fs.String("allow", "", "comma-separated `prefixes` (or addresses) of the outer sources to accept,\nnormally vipd's encapsulation addresses; empty accepts any source")
 	checkLocal := fs.Bool("check-local", false, "drop inner packets whose destination is not an address of this host")
 	fixSysctls := fs.Bool("fix-sysctls", false, "set net.ipv4.conf.all.rp_filter=0 if needed (keeping other interfaces'\neffective value), restored on exit; without it vipd-decap refuses to start")
@@ -149,6 +151,9 @@ func parse(args []string, stdout, stderr io.Writer) (*config, int) {
 	if *guePort > 65535 {
 		return bad("-gue-port %d: a port is at most 65535", *guePort)
 	}
+	if *gueSockets < 1 || *gueSockets > decap.MaxGUESockets {
+		return bad("-gue-sockets %d: want 1 to %d", *gueSockets, decap.MaxGUESockets)
+	}
 	for _, a := range vips {
 		if a.Is6() && !*ipv6 {
 			return bad("-vip %v: an IPv6 VIP needs -ipv6, or its packets are never decapsulated", a)
@@ -178,6 +183,7 @@ func parse(args []string, stdout, stderr io.Writer) (*config, int) {
 			TUN:            *tun,
 			IPv6:           *ipv6,
 			GUEPort:        uint16(*guePort),
+			GUESockets:     *gueSockets,
 			AllowedSources: allowed,
 			CheckLocal:     *checkLocal,
 			FixSysctls:     *fixSysctls,
@@ -221,9 +227,9 @@ func plan(cfg *config) string {
 	case o.GUEPort == 0:
 		p("not receive GUE (-gue-port 0)")
 	case o.IPv6:
-		p("receive GUE on UDP port %d over IPv4 and IPv6", o.GUEPort)
+		p("receive GUE on UDP port %d over IPv4 and IPv6, %s per family", o.GUEPort, socketsText(o.GUESockets))
 	default:
-		p("receive GUE on UDP port %d over IPv4", o.GUEPort)
+		p("receive GUE on UDP port %d over IPv4, %s", o.GUEPort, socketsText(o.GUESockets))
 	}
 	if len(o.AllowedSources) == 0 {
 		p("accept packets from any outer source (no -allow: set it on every host reachable from outside)")
@@ -250,6 +256,13 @@ func plan(cfg *config) string {
 	return b.String()
 }
 
+func socketsText(n int) string {
+	if n <= 1 {
+		return "1 socket"
+	}
+	return fmt.Sprintf("%d sockets (SO_REUSEPORT: flows spread by their ports)", n)
+}
+
 // serve runs the decapsulator with cfg until a signal or a failure.
 func serve(cfg *config) int {
 	log := cfg.log
@@ -274,7 +287,7 @@ func serve(cfg *config) int {
 	if len(cfg.opts.AllowedSources) == 0 {
 		log.Warn("no -allow: packets from any outer source are decapsulated")
 	}
-	log.Info("running", "version", version, "tun", d.TUN(), "ipv6", cfg.opts.IPv6, "gue_port", cfg.opts.GUEPort,
+	log.Info("running", "version", version, "tun", d.TUN(), "ipv6", cfg.opts.IPv6, "gue_port", cfg.opts.GUEPort, "gue_sockets", cfg.opts.GUESockets,
 		"allow", cfg.allow, "check_local", cfg.opts.CheckLocal, "vips", vipList(cfg.opts.VIPs).String(), "metrics", cfg.metrics)
 
 	sig, stopSig := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -45,6 +46,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"-vip", "127.0.0.2"}, 2, "bad VIP"},
 		{[]string{"-vip", "198.18.0.1", "-vip", "198.18.0.2,198.18.0.1"}, 2, "given twice"},
 		{[]string{"-metrics", "9717"}, 2, "host:port"},
+		{[]string{"-gue-sockets", "0"}, 2, "-gue-sockets 0: want 1 to 1024"},
+		{[]string{"-gue-sockets", "5000"}, 2, "-gue-sockets 5000: want 1 to 1024"},
 		{[]string{"-tun", "a-name-too-long-for-linux"}, 2, "bad TUN name"},
 		{[]string{"-check"}, 0, "flags valid"},
 		{[]string{"-check", "-vip", "2001:2::1"}, 2, "needs -ipv6"},
@@ -73,7 +76,7 @@ func TestCheck(t *testing.T) {
 				"create TUN device vipd-tun0 (removed on exit), with net.ipv4.conf.vipd-tun0.rp_filter=0 and IPv6 disabled on it",
 				"refuse to start if net.ipv4.conf.all.rp_filter is not 0 (no -fix-sysctls)",
 				"receive IPv4 in IPv4 (raw socket, protocol 4)",
-				"receive GUE on UDP port 6080 over IPv4",
+				"receive GUE on UDP port 6080 over IPv4, " + socketsText(runtime.GOMAXPROCS(0)),
 				"accept packets from any outer source (no -allow: set it on every host reachable from outside)",
 				"log the counters every 1m0s and on exit",
 			},
@@ -81,13 +84,13 @@ func TestCheck(t *testing.T) {
 		},
 		{
 			name: "a backend agent",
-			args: []string{"-tun", "dsr0", "-ipv6", "-gue-port", "7000", "-allow", "198.18.1.1,2001:2:0:1::/64", "-check-local", "-fix-sysctls",
+			args: []string{"-tun", "dsr0", "-ipv6", "-gue-port", "7000", "-gue-sockets", "4", "-allow", "198.18.1.1,2001:2:0:1::/64", "-check-local", "-fix-sysctls",
 				"-vip", "198.18.0.101", "-vip", "2001:2::101,198.18.0.102", "-metrics", "127.0.0.1:9717", "-stats-interval", "0"},
 			want: []string{
 				"create TUN device dsr0 (removed on exit), with net.ipv4.conf.dsr0.rp_filter=0 and IPv6 enabled on it",
 				"set net.ipv4.conf.all.rp_filter=0 if it is not, raising other interfaces' rp_filter to its value (-fix-sysctls; restored on exit)",
 				"receive IPv6 in IPv6 (raw socket, next header 41)",
-				"receive GUE on UDP port 7000 over IPv4 and IPv6",
+				"receive GUE on UDP port 7000 over IPv4 and IPv6, 4 sockets (SO_REUSEPORT: flows spread by their ports) per family",
 				"accept outer sources in [198.18.1.1/32 2001:2:0:1::/64] only",
 				"drop inner packets not addressed to this host (-check-local)",
 				"add 198.18.0.101/32 to lo, unless it is there already; remove it on exit if it added it",
@@ -97,6 +100,11 @@ func TestCheck(t *testing.T) {
 				"serve metrics on http://127.0.0.1:9717/metrics",
 				"log the counters on exit",
 			},
+		},
+		{
+			name: "one GUE socket",
+			args: []string{"-gue-sockets", "1"},
+			want: []string{"receive GUE on UDP port 6080 over IPv4, 1 socket"},
 		},
 		{
 			name: "GUE off",
