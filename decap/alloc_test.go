@@ -41,6 +41,18 @@ func BenchmarkStrip4(b *testing.B) {
 	}
 }
 
+func BenchmarkStripGUE(b *testing.B) {
+	f := newFilter([]netip.Prefix{netip.MustParsePrefix("198.18.1.0/28")}, true, vip4)
+	pkt := tcp4(b, client4, vip4, 40000, 80, false, true, 1, bytes.Repeat([]byte("y"), 1400)) // the UDP payload
+	b.ReportAllocs()
+	b.SetBytes(int64(len(pkt)))
+	for b.Loop() {
+		if f.stripGUE(pkt, lbAddr4) == nil {
+			b.Fatal("dropped")
+		}
+	}
+}
+
 // FuzzStrip4 checks, for any input, that strip4 does not panic and that
 // what it passes is an IPv4 packet of exactly the length its header says,
 // lying inside the input.
