@@ -51,7 +51,10 @@
 // the datagram's addresses and ports, so a flow keeps its socket (and its
 // order) while flows spread over sockets and cores — the backend's share
 // of what the varying source port is for (TestGUESpread: 32 flows over
-// 4 sockets, each flow on one). A second group cannot join: New first
+// 4 sockets, each flow on one). IPIP cannot be spread so: every raw
+// socket of a protocol receives its own copy of each packet, so there is
+// one, read by one goroutine, however vipd varies the outer source
+// (encap_source_prefix). A second group cannot join: New first
 // binds a plain socket for a moment, which fails if the port is taken.
 // The kernel checks the UDP checksum when there is one
 // (measured: a corrupted IPv6 datagram is counted in Udp6InCsumErrors and
