@@ -14,16 +14,18 @@ func TestStripDoesNotAllocate(t *testing.T) {
 	big := bytes.Repeat([]byte("y"), 1400)
 	pkt4 := ipip(t, lbAddr4, beAddr4, partial(t, tcp4(t, client4, vip4, 40000, 80, false, true, 1, big)))
 	pkt6 := partial(t, tcp6(t, client6, vip6, 40000, 80, false, true, 1, big))
-	buf4, buf6 := bytes.Clone(pkt4), bytes.Clone(pkt6)
+	pktG := partial(t, tcp4(t, client4, vip4, 40000, 80, false, true, 1, big)) // a GUE payload
+	buf4, buf6, bufG := bytes.Clone(pkt4), bytes.Clone(pkt6), bytes.Clone(pktG)
 	allocs := testing.AllocsPerRun(100, func() {
 		copy(buf4, pkt4)
 		copy(buf6, pkt6)
-		if f.strip4(buf4) == nil || f.strip6(buf6, lbAddr6) == nil {
+		copy(bufG, pktG)
+		if f.strip4(buf4) == nil || f.strip6(buf6, lbAddr6) == nil || f.stripGUE(bufG, lbAddr4) == nil {
 			t.Fatal("dropped")
 		}
 	})
 	if allocs != 0 {
-		t.Errorf("strip4+strip6 allocate %v times per packet pair", allocs)
+		t.Errorf("strip4+strip6+stripGUE allocate %v times per packet triple", allocs)
 	}
 }
 
@@ -34,6 +36,18 @@ func BenchmarkStrip4(b *testing.B) {
 	b.SetBytes(int64(len(pkt)))
 	for b.Loop() {
 		if f.strip4(pkt) == nil {
+			b.Fatal("dropped")
+		}
+	}
+}
+
+func BenchmarkStripGUE(b *testing.B) {
+	f := newFilter([]netip.Prefix{netip.MustParsePrefix("198.18.1.0/28")}, true, vip4)
+	pkt := tcp4(b, client4, vip4, 40000, 80, false, true, 1, bytes.Repeat([]byte("y"), 1400)) // the UDP payload
+	b.ReportAllocs()
+	b.SetBytes(int64(len(pkt)))
+	for b.Loop() {
+		if f.stripGUE(pkt, lbAddr4) == nil {
 			b.Fatal("dropped")
 		}
 	}

@@ -27,8 +27,9 @@ const bufSize = 1 << 16
 const netlinkTimeout = 2 * time.Second
 
 // Decap receives IPIP (and, with Options.IPv6, IPv6-in-IPv6) packets
-// addressed to this host, checks them and writes the inner packets to a
-// TUN device, from which the kernel delivers them to its own sockets.
+// addressed to this host, and GUE datagrams on Options.GUEPort, checks
+// them and writes the inner packets to a TUN device, from which the
+// kernel delivers them to its own sockets.
 //
 // Its sockets and TUN device belong to the network namespace of the OS
 // thread that called New. Stats may be called from any goroutine; Run at
@@ -39,12 +40,10 @@ type Decap struct {
 	local  localSet
 	stats  counters
 
-	tun  *os.File
-	raw4 *os.File
-	raw6 *os.File    // nil without Options.IPv6
-	nl   *addrReader // nil without Options.CheckLocal
-	rd6  *reader6    // receive state of raw6, allocated once
-	rc6  syscall.RawConn
+	tun *os.File
+	rx  []*receiver // one per socket, each read by its own goroutine in Run
+	nl  *addrReader // nil without Options.CheckLocal
+	vip *vipSetup   // nil without Options.VIPs
 
 	restore []sysctlChange // host-wide sysctls New changed
 
@@ -53,9 +52,27 @@ type Decap struct {
 	closed    atomic.Bool // set by Close before it closes the files
 }
 
-// New creates the TUN device, sets it up and opens the raw sockets. It
-// needs CAP_NET_ADMIN (TUN, sysctls) and CAP_NET_RAW (raw sockets). On
-// error, everything it created is removed again.
+// kind is what a receiver's socket returns, which decides how it is
+// checked.
+type kind uint8
+
+const (
+	kindIPIP4 kind = iota // raw, protocol 4: whole packets, outer IPv4 header first
+	kindIPIP6             // raw IPv6, next header 41: the payload after the outer header
+	kindGUE               // UDP on the GUE port, either family: the UDP payload
+)
+
+// receiver is one socket and its receive state, allocated once.
+type receiver struct {
+	kind kind
+	f    *os.File
+	rc   syscall.RawConn
+	rd   *reader
+}
+
+// New creates the TUN device, sets it up and opens the sockets. It needs
+// CAP_NET_ADMIN (TUN, sysctls, addresses) and CAP_NET_RAW (raw sockets).
+// On error, everything it created or changed is undone again.
 func New(opts Options) (*Decap, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -80,6 +97,16 @@ func New(opts Options) (*Decap, error) {
 	if err := setLinkUp(o.TUN); err != nil {
 		return nil, err
 	}
+	// The VIPs before the local address set is read, so that CheckLocal
+	// accepts them from the first packet.
+	if len(o.VIPs) > 0 {
+		if d.vip, err = setupVIPs(o.VIPs, o.Logger); err != nil {
+			return nil, err
+		}
+		if err := d.setupARPSysctls(); err != nil {
+			return nil, err
+		}
+	}
 	if o.CheckLocal {
 		if d.nl, err = openAddrReader(); err != nil {
 			return nil, err
@@ -88,20 +115,52 @@ func New(opts Options) (*Decap, error) {
 			return nil, err
 		}
 	}
-	if d.raw4, err = openRaw(unix.AF_INET, unix.IPPROTO_IPIP, o.ReceiveBuffer); err != nil {
+	if err := d.open(kindIPIP4, func() (*os.File, error) { return openRaw(unix.AF_INET, unix.IPPROTO_IPIP, o.ReceiveBuffer) }); err != nil {
 		return nil, err
 	}
 	if o.IPv6 {
-		if d.raw6, err = openRaw(unix.AF_INET6, unix.IPPROTO_IPV6, o.ReceiveBuffer); err != nil {
+		if err := d.open(kindIPIP6, func() (*os.File, error) { return openRaw(unix.AF_INET6, unix.IPPROTO_IPV6, o.ReceiveBuffer) }); err != nil {
 			return nil, err
 		}
-		if d.rc6, err = d.raw6.SyscallConn(); err != nil {
-			return nil, err
+	}
+	if o.GUEPort != 0 {
+		families := []int{unix.AF_INET}
+		if o.IPv6 {
+			families = append(families, unix.AF_INET6)
 		}
-		d.rd6 = newReader6()
+		for _, fam := range families {
+			if o.GUESockets > 1 {
+				// Any socket with SO_REUSEPORT of the same user may join
+				// a group: a second vipd-decap would share the port
+				// silently. A plain socket cannot, so one bound for a
+				// moment tells whether the port is free.
+				probe, err := openUDP(fam, o.GUEPort, 0, false)
+				if err != nil {
+					return nil, err
+				}
+				probe.Close()
+			}
+			for range o.GUESockets {
+				if err := d.open(kindGUE, func() (*os.File, error) { return openUDP(fam, o.GUEPort, o.ReceiveBuffer, o.GUESockets > 1) }); err != nil {
+					return nil, err
+				}
+			}
+		}
 	}
 	ok = true
 	return d, nil
+}
+
+// open opens a socket with open and adds it to d.rx.
+func (d *Decap) open(k kind, open func() (*os.File, error)) error {
+	f, err := open()
+	if err != nil {
+		return err
+	}
+	rx := &receiver{kind: k, f: f, rd: newReader()}
+	d.rx = append(d.rx, rx) // before anything can fail: Close closes it
+	rx.rc, err = f.SyscallConn()
+	return err
 }
 
 // TUN returns the name of the TUN device.
@@ -135,6 +194,47 @@ func openRaw(family, proto, rcvbuf int) (*os.File, error) {
 	return os.NewFile(uintptr(fd), fmt.Sprintf("raw:%d", proto)), nil
 }
 
+// openUDP opens a UDP socket of family bound to port on every address,
+// non-blocking, with SO_REUSEPORT when reuse is set. The IPv6 socket is
+// IPv6-only, so that the IPv4 one can share the port and IPv4 sources are
+// never seen as mapped addresses. rcvbuf 0 leaves the receive buffer as
+// it is.
+func openUDP(family int, port uint16, rcvbuf int, reuse bool) (*os.File, error) {
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return nil, fmt.Errorf("decap: GUE socket: %w", err)
+	}
+	var sa unix.Sockaddr = &unix.SockaddrInet4{Port: int(port)}
+	if family == unix.AF_INET6 {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("decap: GUE socket: IPV6_V6ONLY: %w", err)
+		}
+		sa = &unix.SockaddrInet6{Port: int(port)}
+	}
+	if reuse {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("decap: GUE socket: SO_REUSEPORT: %w", err)
+		}
+	}
+	if rcvbuf > 0 && unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf) != nil {
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		if errors.Is(err, unix.EADDRINUSE) {
+			return nil, fmt.Errorf("decap: GUE port %d is in use (a kernel fou/gue port, another vipd-decap?): %w", port, err)
+		}
+		return nil, permHint(fmt.Errorf("decap: bind GUE port %d: %w", port, err), "CAP_NET_BIND_SERVICE")
+	}
+	name := "udp4"
+	if family == unix.AF_INET6 {
+		name = "udp6"
+	}
+	return os.NewFile(uintptr(fd), fmt.Sprintf("gue:%s:%d", name, port)), nil
+}
+
 // refreshLocal re-reads the host's addresses for CheckLocal.
 func (d *Decap) refreshLocal() error {
 	addrs, err := d.nl.addrs(netlinkTimeout)
@@ -160,18 +260,16 @@ func (d *Decap) Run(ctx context.Context) error {
 	// and each loop then sees ctx done. The deadline stays expired, so a
 	// loop that had not reached its read yet stops at its first one.
 	stop := context.AfterFunc(ctx, func() {
-		d.raw4.SetReadDeadline(aLongTimeAgo)
-		if d.raw6 != nil {
-			d.raw6.SetReadDeadline(aLongTimeAgo)
+		for _, rx := range d.rx {
+			rx.f.SetReadDeadline(aLongTimeAgo)
 		}
 	})
 	defer stop()
 
 	var wg sync.WaitGroup
-	errc := make(chan error, 2)
-	wg.Go(func() { errc <- d.loop4(ctx) })
-	if d.raw6 != nil {
-		wg.Go(func() { errc <- d.loop6(ctx) })
+	errc := make(chan error, len(d.rx))
+	for _, rx := range d.rx {
+		wg.Go(func() { errc <- d.loop(ctx, rx) })
 	}
 	if d.nl != nil {
 		wg.Go(func() { d.refreshLoop(ctx) })
@@ -207,10 +305,9 @@ func (d *Decap) stopped(ctx context.Context, err error) (retry bool, _ error) {
 	return false, err
 }
 
-func (d *Decap) loop4(ctx context.Context) error {
-	buf := make([]byte, bufSize)
+func (d *Decap) loop(ctx context.Context, rx *receiver) error {
 	for {
-		if err := d.receive4(buf); err != nil {
+		if err := d.receive(rx); err != nil {
 			if retry, err := d.stopped(ctx, err); !retry {
 				return err
 			}
@@ -218,35 +315,23 @@ func (d *Decap) loop4(ctx context.Context) error {
 	}
 }
 
-// receive4 handles one packet of the IPIP socket, waiting for it.
-func (d *Decap) receive4(buf []byte) error {
-	n, err := d.raw4.Read(buf)
+// receive handles one packet of rx's socket, waiting for it.
+func (d *Decap) receive(rx *receiver) error {
+	n, err := rx.rd.read(rx.rc)
 	if err != nil {
 		return err
 	}
 	d.stats.received.Add(1)
-	d.deliver(d.filter.strip4(buf[:n]))
-	return nil
-}
-
-func (d *Decap) loop6(ctx context.Context) error {
-	for {
-		if err := d.receive6(); err != nil {
-			if retry, err := d.stopped(ctx, err); !retry {
-				return err
-			}
-		}
+	pkt := rx.rd.buf[:n]
+	switch rx.kind {
+	case kindIPIP4:
+		d.deliver(d.filter.strip4(pkt))
+	case kindIPIP6:
+		d.deliver(d.filter.strip6(pkt, rx.rd.source()))
+	case kindGUE:
+		d.stats.gue.Add(1)
+		d.deliver(d.filter.stripGUE(pkt, rx.rd.source()))
 	}
-}
-
-// receive6 handles one packet of the IPv6-in-IPv6 socket, waiting for it.
-func (d *Decap) receive6() error {
-	src, n, err := d.rd6.read(d.rc6)
-	if err != nil {
-		return err
-	}
-	d.stats.received.Add(1)
-	d.deliver(d.filter.strip6(d.rd6.buf[:n], netip.AddrFrom16(src)))
 	return nil
 }
 
@@ -281,19 +366,23 @@ func (d *Decap) refreshLoop(ctx context.Context) {
 }
 
 // Close removes the TUN device (closing its only queue deletes it), closes
-// the sockets and restores the host-wide sysctls New changed. A Run in
-// progress returns. Close is idempotent.
+// the sockets, removes the VIPs New added and restores the host-wide
+// sysctls New changed. A Run in progress returns. Close is idempotent.
 func (d *Decap) Close() error {
 	d.closeOnce.Do(func() {
 		d.closed.Store(true)
 		var errs []error
-		for _, f := range []*os.File{d.raw4, d.raw6, d.tun} {
-			if f != nil {
-				errs = append(errs, f.Close())
-			}
+		for _, rx := range d.rx {
+			errs = append(errs, rx.f.Close())
+		}
+		if d.tun != nil {
+			errs = append(errs, d.tun.Close())
 		}
 		if d.nl != nil {
 			errs = append(errs, d.nl.Close())
+		}
+		if d.vip != nil {
+			errs = append(errs, d.vip.undo())
 		}
 		errs = append(errs, restoreSysctls(d.restore))
 		d.closeErr = errors.Join(errs...)
@@ -301,28 +390,28 @@ func (d *Decap) Close() error {
 	return d.closeErr
 }
 
-// reader6 receives from the IPv6 raw socket with recvfrom(2), for the
-// source address that read(2) would not give. Its method value is made
-// once, so that a receive does not allocate a closure.
-type reader6 struct {
+// reader receives from a socket with recvfrom(2), for the source address
+// that read(2) would not give. Its method value is made once, so that a
+// receive does not allocate a closure.
+type reader struct {
 	buf   []byte
-	sa    unix.RawSockaddrInet6
+	sa    unix.RawSockaddrAny
 	salen uint32
 	n     int
 	errno unix.Errno
 	fn    func(fd uintptr) bool
 }
 
-func newReader6() *reader6 {
-	r := &reader6{buf: make([]byte, bufSize)}
+func newReader() *reader {
+	r := &reader{buf: make([]byte, bufSize)}
 	r.fn = r.recv
 	return r
 }
 
 // recv is called by the poller with the socket; false means "not ready,
 // wait and call again".
-func (r *reader6) recv(fd uintptr) bool {
-	r.salen = unix.SizeofSockaddrInet6
+func (r *reader) recv(fd uintptr) bool {
+	r.salen = unix.SizeofSockaddrAny
 	n, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd,
 		uintptr(unsafe.Pointer(&r.buf[0])), uintptr(len(r.buf)), 0,
 		uintptr(unsafe.Pointer(&r.sa)), uintptr(unsafe.Pointer(&r.salen)))
@@ -333,13 +422,26 @@ func (r *reader6) recv(fd uintptr) bool {
 	return true
 }
 
-// read returns one payload's length in r.buf and its outer source address.
-func (r *reader6) read(rc syscall.RawConn) (src [16]byte, n int, err error) {
+// read returns the length of one packet in r.buf.
+func (r *reader) read(rc syscall.RawConn) (n int, err error) {
 	if err := rc.Read(r.fn); err != nil {
-		return src, 0, err
+		return 0, err
 	}
 	if r.errno != 0 {
-		return src, 0, fmt.Errorf("decap: recvfrom: %w", r.errno)
+		return 0, fmt.Errorf("decap: recvfrom: %w", r.errno)
 	}
-	return r.sa.Addr, r.n, nil
+	return r.n, nil
+}
+
+// source returns the source address of the packet last read; the zero
+// Addr for a family other than IPv4 and IPv6, which these sockets never
+// report.
+func (r *reader) source() netip.Addr {
+	switch r.sa.Addr.Family {
+	case unix.AF_INET:
+		return netip.AddrFrom4((*unix.RawSockaddrInet4)(unsafe.Pointer(&r.sa)).Addr)
+	case unix.AF_INET6:
+		return netip.AddrFrom16((*unix.RawSockaddrInet6)(unsafe.Pointer(&r.sa)).Addr)
+	}
+	return netip.Addr{}
 }

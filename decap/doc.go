@@ -1,10 +1,11 @@
 // Package decap is a user-space decapsulator for vipd's DSR mode: it takes
 // the IPv4-in-IPv4 packets (RFC 2003) — and, optionally, IPv6-in-IPv6
-// packets (RFC 2473) — that vipd sends to a backend, checks them, and
-// hands the inner packets to the backend's own stack through a TUN
-// device. It is what the kernel's ipip and ip6_tunnel modules would do,
-// for hosts that lack them: kernels built without the modules, and
-// containers that may not load modules. cmd/vipd-decap is its command.
+// packets (RFC 2473) and GUE datagrams (draft-ietf-intarea-gue, variant
+// 1) — that vipd sends to a backend, checks them, and hands the inner
+// packets to the backend's own stack through a TUN device. It is what the
+// kernel's ipip, ip6_tunnel and fou modules would do, for hosts that lack
+// them: kernels built without the modules, and containers that may not
+// load modules. cmd/vipd-decap is its command.
 //
 // # Data path
 //
@@ -29,6 +30,43 @@
 // checksum is right; with Options.CheckLocal, its destination is an
 // address of this host. Nothing allocates per packet.
 //
+// # GUE
+//
+// For a VIP with encap = "gue", vipd puts the client's packet in a UDP
+// datagram instead, so that the backend's NIC, which hashes the UDP ports
+// for receive-side scaling, spreads flows over its queues (IPIP packets
+// to one backend all have the same outer addresses and land on one
+// queue). With Options.GUEPort set, Decap accepts exactly this:
+//
+//	outer IPv4: protocol 17, DF, TTL 64     outer IPv6: next header 17
+//	UDP: source port 49152 + (flow hash mod 16384), destination port
+//	     GUEPort (vipd's default 6080, DefaultGUEPort, as Katran's);
+//	     checksum 0 over IPv4, a valid checksum over IPv6
+//	payload: the client's IP packet, nothing before it (GUE variant 1:
+//	     the first two bits are 01, the top of IP version 4 or 6)
+//
+// It receives them on UDP sockets bound to the port (IPv6 with
+// Options.IPv6), Options.GUESockets per family in an SO_REUSEPORT group,
+// each read by its own goroutine: the kernel picks a socket by a hash of
+// the datagram's addresses and ports, so a flow keeps its socket (and its
+// order) while flows spread over sockets and cores — the backend's share
+// of what the varying source port is for (TestGUESpread: 32 flows over
+// 4 sockets, each flow on one). IPIP cannot be spread so: every raw
+// socket of a protocol receives its own copy of each packet, so there is
+// one, read by one goroutine, however vipd varies the outer source
+// (encap_source_prefix). A second group cannot join: New first
+// binds a plain socket for a moment, which fails if the port is taken.
+// The kernel checks the UDP checksum when there is one
+// (measured: a corrupted IPv6 datagram is counted in Udp6InCsumErrors and
+// never reaches the socket), reassembles fragments, and returns the
+// payload with the outer source. The open socket is also the port's
+// listener: no ICMP port unreachable goes back to vipd (Udp NoPorts stays
+// 0). The checks are the IPIP path's, plus the variant (DropGUEVariant: a
+// GUE header, variant 0, or a reserved variant) and an empty datagram
+// (DropMalformed). The inner family must be the outer one, as over IPIP:
+// vipd never sends IPv6 inside IPv4 GUE or the reverse, though GUE would
+// allow it. Stats.GUE counts the datagrams received.
+//
 // # Receive offload (GRO)
 //
 // The kernel's GRO understands IPIP and IPv6-in-IPv6 even without the
@@ -49,6 +87,15 @@
 //     does not return; they are dropped as DropMergedUDP. On such hosts
 //     turn GRO off on the interface vipd's packets arrive on
 //     (ethtool -K IFACE gro off).
+//
+// GUE is not merged at all: GRO merges UDP datagrams only for a socket
+// that enabled UDP_GRO or one with its own GRO handler (the kernel's fou
+// sockets), and the GUE socket is neither (fraglist GRO, where a device
+// has it on, is split again before a socket without UDP_GRO: so the
+// kernel's code reads; not measured). Measured on Linux 6.18
+// with GRO on a veth (TestTCPTransfer): 4 MiB of TCP came as 3029
+// datagrams over GUE, none merged, against 161 packets, 86 of them
+// merged, over IPIP.
 //
 // # Host setup
 //
@@ -80,12 +127,28 @@
 // loopback (ip addr add VIP/32 dev lo; IPv6: VIP/128) and ARP kept quiet
 // about it, net.ipv4.conf.all.arp_ignore=1 and
 // net.ipv4.conf.all.arp_announce=2, so that it neither answers ARP for
-// the VIP nor uses the VIP as the source of its own ARP requests.
+// the VIP nor uses the VIP as the source of its own ARP requests. With
+// Options.VIPs New does both, and Close undoes exactly what New did:
+//
+//   - each VIP is added to lo through rtnetlink, as ip addr add does; one
+//     already there (same address and prefix length) is left alone and
+//     stays after Close, and one removed by hand meanwhile is no error;
+//   - all.arp_ignore and all.arp_announce are raised to 1 and 2 when
+//     lower, and put back by Close unless someone changed them since.
+//     The kernel applies the maximum of all and the interface's value to
+//     both, so all covers every interface (lo's own values need no
+//     change) and a stricter value found is kept. IPv6 needs nothing of
+//     the kind: the kernel answers neighbour solicitations only for
+//     addresses of the interface they arrive on, never lo's.
+//
+// The VIPs are added before the local address set is first read, so
+// CheckLocal accepts them from the first packet.
 //
 // # Namespaces and privileges
 //
-// New needs CAP_NET_ADMIN (TUN device, sysctls, receive buffers) and
-// CAP_NET_RAW (raw sockets). Everything it opens — sockets, TUN device,
+// New needs CAP_NET_ADMIN (TUN device, sysctls, receive buffers, VIPs)
+// and CAP_NET_RAW (raw sockets), and CAP_NET_BIND_SERVICE for a GUE port
+// below 1024. Everything it opens — sockets, TUN device,
 // the netlink socket that lists local addresses for CheckLocal — belongs
 // to the network namespace of the OS thread that calls it, and keeps
 // working there when used from other threads: a test or a supervisor can

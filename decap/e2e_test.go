@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -311,8 +312,10 @@ func ethtool(name string, cmd uint32, on bool) error {
 
 // encapsulator plays vipd for real TCP connections from lb: lb's route to
 // the VIP points into a TUN device, and every packet read from it is sent
-// on to be inside an outer IPv4 header (as encap.Encap4 writes it).
-func (r *rig) encapsulator(t *testing.T) {
+// on to be inside an outer IPv4 header (as encap.Encap4 writes it) or,
+// with gue, an outer IPv4 and UDP header to DefaultGUEPort (checksum 0,
+// source port 49152 + a flow hash mod 16384, as vipd writes it).
+func (r *rig) encapsulator(t *testing.T, gue bool) {
 	t.Helper()
 	var tun *os.File
 	err := r.lb.Do(func() (err error) {
@@ -324,8 +327,12 @@ func (r *rig) encapsulator(t *testing.T) {
 	if err != nil {
 		t.Fatalf("encapsulator TUN in lb: %v", err)
 	}
-	// Outer header plus inner packet must fit the veth's 1500 bytes.
-	r.lb.Must(t, "ip", "link", "set", "enc0", "mtu", "1480")
+	hl := packet.IPv4MinSize
+	if gue {
+		hl += packet.UDPSize
+	}
+	// Outer headers plus inner packet must fit the veth's 1500 bytes.
+	r.lb.Must(t, "ip", "link", "set", "enc0", "mtu", strconv.Itoa(1500-hl))
 	r.lb.Must(t, "ip", "addr", "add", client4.String()+"/32", "dev", "lo")
 	r.lb.Must(t, "ip", "route", "add", vip4.String()+"/32", "dev", "enc0", "src", client4.String())
 	// The answers come back from the VIP over the veth, not over enc0.
@@ -336,14 +343,15 @@ func (r *rig) encapsulator(t *testing.T) {
 		defer close(done)
 		buf := make([]byte, 1<<16)
 		for {
-			n, err := tun.Read(buf[packet.IPv4MinSize:])
+			n, err := tun.Read(buf[hl:])
 			if err != nil {
 				return // closed at cleanup
 			}
-			if buf[packet.IPv4MinSize]>>4 != 4 {
+			inner := packet.IPv4(buf[hl : hl+n])
+			if inner[0]>>4 != 4 {
 				continue // the kernel's own IPv6 chatter on enc0
 			}
-			o := packet.IPv4(buf[:packet.IPv4MinSize+n])
+			o := packet.IPv4(buf[:hl+n])
 			o[0] = 0x45
 			o.SetTOS(0)
 			o.SetTotalLength(uint16(len(o)))
@@ -351,6 +359,16 @@ func (r *rig) encapsulator(t *testing.T) {
 			o.SetFlagsFragmentOffset(0b010, 0) // DF
 			o.SetTTL(64)
 			o.SetProtocol(packet.ProtoIPIP)
+			if gue {
+				o.SetProtocol(packet.ProtoUDP)
+				u := packet.UDP(o[packet.IPv4MinSize:])
+				// A stand-in for vipd's flow hash: the client port.
+				l4 := inner[inner.HeaderLength():]
+				u.SetSourcePort(49152 + (uint16(l4[0])<<8|uint16(l4[1]))%16384)
+				u.SetDestinationPort(DefaultGUEPort)
+				u.SetLength(uint16(packet.UDPSize + n))
+				u.SetChecksum(0)
+			}
 			o.SetSourceAddress(lbAddr4.As4())
 			o.SetDestinationAddress(beAddr4.As4())
 			o.SetChecksum(0)
@@ -371,7 +389,21 @@ func (r *rig) encapsulator(t *testing.T) {
 // in be answering directly — with GRO on be's veth, so that merged
 // segments with partial checksums reach the raw socket as they would from
 // a real NIC. 4 MiB echoed back must arrive intact.
+//
+// Over GUE nothing is merged (Completed stays 0, measured on Linux 6.18):
+// GRO merges UDP datagrams only for a socket that enabled UDP_GRO, or for
+// a tunnel socket with its own GRO handler (the kernel's fou), and the
+// GUE socket is neither; the inner TCP segments arrive one by one.
 func TestTCPTransfer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		gue  bool
+	}{{"IPIP", false}, {"GUE", true}} {
+		t.Run(tc.name, func(t *testing.T) { testTCPTransfer(t, tc.gue) })
+	}
+}
+
+func testTCPTransfer(t *testing.T, gue bool) {
 	r := newRig(t)
 	// GRO only merges what was not segmented by TSO on the way in
 	// (veth_skb_is_eligible_for_gro); gro_flush_timeout holds segments
@@ -384,10 +416,14 @@ func TestTCPTransfer(t *testing.T) {
 	}
 	r.be.Must(t, "sh", "-c", "echo 2000000 > /sys/class/net/"+r.beIf+"/gro_flush_timeout")
 
-	d := r.newDecap(t, Options{CheckLocal: true, AllowedSources: []netip.Prefix{netip.PrefixFrom(lbAddr4, 32)}})
+	o := Options{CheckLocal: true, AllowedSources: []netip.Prefix{netip.PrefixFrom(lbAddr4, 32)}}
+	if gue {
+		o.GUEPort = DefaultGUEPort
+	}
+	d := r.newDecap(t, o)
 	run(t, d)
 	r.echo(t, netip.AddrPortFrom(vip4, 80))
-	r.encapsulator(t)
+	r.encapsulator(t, gue)
 
 	var conn net.Conn
 	err := r.lb.Do(func() (err error) {
@@ -423,7 +459,14 @@ func TestTCPTransfer(t *testing.T) {
 	}
 	st := d.Stats()
 	t.Logf("decap stats: %+v", st)
-	if st.Completed == 0 {
+	switch {
+	case gue && (st.GUE == 0 || st.GUE != st.Received):
+		t.Errorf("%d of %d packets came over GUE, want all", st.GUE, st.Received)
+	case gue && st.Completed != 0:
+		t.Errorf("%d merged segments over GUE: receive offload merged GUE datagrams, which the package documentation says it does not", st.Completed)
+	case gue && st.Bytes > st.Decapsulated*(1500-packet.IPv4MinSize-packet.UDPSize):
+		t.Errorf("%d bytes in %d packets: some larger than the MTU allows", st.Bytes, st.Decapsulated)
+	case !gue && st.Completed == 0:
 		t.Errorf("no merged segment was completed: GRO did not merge, the test did not cover what it is for")
 	}
 	if st.TotalDropped() != 0 {
@@ -432,10 +475,15 @@ func TestTCPTransfer(t *testing.T) {
 }
 
 // TestReceiveDoesNotAllocate holds the per-packet claim on the real I/O
-// path: a read from the raw socket, the checks, a write to the TUN.
+// path: a read from each socket (IPIP, IPv6 in IPv6, GUE over both
+// families), the checks, a write to the TUN.
 func TestReceiveDoesNotAllocate(t *testing.T) {
 	r := newRig(t)
-	d := r.newDecap(t, Options{IPv6: true, CheckLocal: true, AllowedSources: []netip.Prefix{netip.MustParsePrefix("198.18.1.0/28"), netip.MustParsePrefix("2001:2:0:1::/124")}})
+	d := r.newDecap(t, Options{IPv6: true, GUEPort: DefaultGUEPort, CheckLocal: true,
+		AllowedSources: []netip.Prefix{netip.MustParsePrefix("198.18.1.0/28"), netip.MustParsePrefix("2001:2:0:1::/124")}})
+	if len(d.rx) != 4 {
+		t.Fatalf("%d sockets, want 4 (IPIP, IPv6 in IPv6, GUE over IPv4 and IPv6)", len(d.rx))
+	}
 	s := r.sender(t)
 	const runs = 50
 	// AllocsPerRun calls once more to warm up; queue enough for all, the
@@ -443,27 +491,28 @@ func TestReceiveDoesNotAllocate(t *testing.T) {
 	for i := range runs + 1 {
 		s.send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip4, uint16(41000+i), 81, true, false, 1, nil)))
 		s.send(t, ip6ip6(t, lbAddr6, beAddr6, tcp6(t, client6, vip6, uint16(41000+i), 81, true, false, 1, nil)))
+		s.send(t, gue4(t, lbAddr4, beAddr4, uint16(50000+i), DefaultGUEPort, tcp4(t, client4, vip4, uint16(42000+i), 81, true, false, 1, nil)))
+		s.send(t, gue6(t, lbAddr6, beAddr6, uint16(50000+i), DefaultGUEPort, tcp6(t, client6, vip6, uint16(42000+i), 81, true, false, 1, nil)))
 	}
 	// Without Run, nothing reads: the packets wait in the sockets.
-	buf := make([]byte, bufSize)
-	d.raw4.SetReadDeadline(time.Now().Add(replyTimeout))
-	d.raw6.SetReadDeadline(time.Now().Add(replyTimeout))
+	for _, rx := range d.rx {
+		rx.f.SetReadDeadline(time.Now().Add(replyTimeout))
+	}
 	var err error
 	allocs := testing.AllocsPerRun(runs, func() {
-		if e := d.receive4(buf); e != nil && err == nil {
-			err = e
-		}
-		if e := d.receive6(); e != nil && err == nil {
-			err = e
+		for _, rx := range d.rx {
+			if e := d.receive(rx); e != nil && err == nil {
+				err = e
+			}
 		}
 	})
 	if err != nil {
 		t.Fatalf("receive: %v", err)
 	}
 	if allocs != 0 {
-		t.Errorf("%v allocations per packet pair", allocs)
+		t.Errorf("%v allocations per 4 packets", allocs)
 	}
-	if st := d.Stats(); st.Decapsulated != 2*(runs+1) {
-		t.Errorf("decapsulated %d, want %d: %+v", st.Decapsulated, 2*(runs+1), st)
+	if st := d.Stats(); st.Decapsulated != 4*(runs+1) || st.GUE != 2*(runs+1) {
+		t.Errorf("decapsulated %d (%d GUE), want %d (%d): %+v", st.Decapsulated, st.GUE, 4*(runs+1), 2*(runs+1), st)
 	}
 }

@@ -77,3 +77,30 @@ func ip6ip6(tb testing.TB, src, dst netip.Addr, inner []byte) []byte {
 	outer := &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolIPv6, SrcIP: ip(src), DstIP: ip(dst)}
 	return serialize(tb, outer, gopacket.Payload(inner))
 }
+
+// gue4 wraps inner as vipd does for a VIP with encap = "gue" over IPv4:
+// outer IPv4 (protocol 17, DF, ID 0, TTL 64), UDP from sport (vipd: 49152
+// + flow hash mod 16384) to dport, checksum 0, then inner directly (GUE
+// variant 1).
+func gue4(tb testing.TB, src, dst netip.Addr, sport, dport uint16, inner []byte) []byte {
+	tb.Helper()
+	outer := &layers.IPv4{Version: 4, TTL: 64, Flags: layers.IPv4DontFragment, Protocol: layers.IPProtocolUDP, SrcIP: ip(src), DstIP: ip(dst)}
+	u := &layers.UDP{SrcPort: layers.UDPPort(sport), DstPort: layers.UDPPort(dport)}
+	u.SetNetworkLayerForChecksum(outer)
+	pkt := serialize(tb, outer, u, gopacket.Payload(inner))
+	pkt[outerUDPChecksum4], pkt[outerUDPChecksum4+1] = 0, 0 // "no checksum" (RFC 768)
+	return pkt
+}
+
+// outerUDPChecksum4 is the offset of the UDP checksum in gue4's packets.
+const outerUDPChecksum4 = 20 + 6
+
+// gue6 is gue4 over IPv6 (next header 17, hop limit 64), where the UDP
+// checksum is computed: IPv6 has no "no checksum" for plain UDP sockets.
+func gue6(tb testing.TB, src, dst netip.Addr, sport, dport uint16, inner []byte) []byte {
+	tb.Helper()
+	outer := &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolUDP, SrcIP: ip(src), DstIP: ip(dst)}
+	u := &layers.UDP{SrcPort: layers.UDPPort(sport), DstPort: layers.UDPPort(dport)}
+	u.SetNetworkLayerForChecksum(outer)
+	return serialize(tb, outer, u, gopacket.Payload(inner))
+}

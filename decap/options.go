@@ -16,8 +16,9 @@ const (
 	DefaultReceiveBuffer = 4 << 20 // bytes per socket
 )
 
-// Options configures New. The zero value is usable: IPv4 only, any outer
-// source, no local-destination check, host sysctls checked but not changed.
+// Options configures New. The zero value is usable: IPIP over IPv4 only,
+// no GUE, any outer source, no local-destination check, no VIPs, host
+// sysctls checked but not changed.
 type Options struct {
 	// TUN is the name of the TUN device New creates; "" means DefaultTUN.
 	// A device of that name must not exist already (another decapsulator
@@ -26,6 +27,29 @@ type Options struct {
 
 	// IPv6 also receives IPv6-in-IPv6 (outer next header 41, RFC 2473).
 	IPv6 bool
+
+	// GUEPort, when not 0, also receives GUE variant 1 (IP directly in
+	// UDP, no GUE header; see the package documentation) on this UDP port,
+	// over IPv4 and, with IPv6, over IPv6. vipd's default is
+	// DefaultGUEPort. The port must be free: a kernel fou port or another
+	// socket holding it makes New fail.
+	GUEPort uint16
+
+	// GUESockets is the number of UDP sockets per family that receive on
+	// GUEPort, each read by its own goroutine; 0 means 1. With more than
+	// one they form an SO_REUSEPORT group: the kernel picks a socket per
+	// datagram by a hash of its addresses and ports, so each flow (vipd
+	// gives each its own source port) stays on one socket, in order,
+	// while flows spread over sockets and cores — what GUE is for.
+	GUESockets int
+
+	// VIPs are put on the loopback interface (/32, /128) by New, which
+	// also sets net.ipv4.conf.all.arp_ignore=1 and arp_announce=2 when
+	// they are lower (see the package documentation). Close removes the
+	// addresses New added and restores the sysctls New changed; a VIP
+	// that was on loopback already stays, as does a sysctl that was
+	// already high enough.
+	VIPs []netip.Addr
 
 	// AllowedSources lists the outer source addresses accepted, normally
 	// vipd's encapsulation addresses. Empty accepts any source: then anyone
@@ -62,6 +86,17 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// Validate reports what New would refuse in o before it touches anything:
+// a bad TUN name, prefix or VIP, a negative duration or size.
+func (o Options) Validate() error {
+	_, err := o.withDefaults()
+	return err
+}
+
+// MaxGUESockets bounds Options.GUESockets: each socket costs a goroutine,
+// a 64 KiB buffer and its receive buffer; no host has more receive queues.
+const MaxGUESockets = 1024
+
 // ifNameMax is the longest interface name Linux accepts (IFNAMSIZ - 1).
 const ifNameMax = 15
 
@@ -79,6 +114,17 @@ func (o Options) withDefaults() (Options, error) {
 		if !p.IsValid() {
 			return o, errors.New("decap: invalid prefix in AllowedSources")
 		}
+	}
+	for _, a := range o.VIPs {
+		if !a.IsValid() || a.Zone() != "" || a.Is4In6() || a.IsUnspecified() || a.IsMulticast() || a.IsLoopback() {
+			return o, fmt.Errorf("decap: bad VIP %v: want a unicast IPv4 or IPv6 address, not loopback, without zone", a)
+		}
+	}
+	if o.GUESockets < 0 || o.GUESockets > MaxGUESockets {
+		return o, fmt.Errorf("decap: GUESockets %d: want 0 to %d", o.GUESockets, MaxGUESockets)
+	}
+	if o.GUESockets == 0 {
+		o.GUESockets = 1
 	}
 	if o.LocalRefresh < 0 || o.ReceiveBuffer < 0 {
 		return o, errors.New("decap: negative LocalRefresh or ReceiveBuffer")

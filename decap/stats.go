@@ -7,7 +7,8 @@ type Reason uint8
 
 const (
 	// DropMalformed: the outer IPv4 header is truncated or inconsistent
-	// (version, header length, total length against what was read).
+	// (version, header length, total length against what was read), or a
+	// GUE datagram is empty.
 	DropMalformed Reason = iota
 	// DropProtocol: the outer protocol is not 4 (IPv4 in IPv4). The raw
 	// socket only delivers protocol 4; this guards the parser, not the
@@ -16,7 +17,8 @@ const (
 	// DropSource: the outer source is not in Options.AllowedSources.
 	DropSource
 	// DropInnerVersion: the inner packet is not IPv4 in an IPv4 tunnel, or
-	// not IPv6 in an IPv6 tunnel (4in6 and 6in4 are not supported).
+	// not IPv6 in an IPv6 tunnel (4in6 and 6in4 are not supported, over
+	// IPIP or GUE).
 	DropInnerVersion
 	// DropInnerLength: the inner header is truncated, or its length
 	// fields do not add up to exactly the bytes left after the outer header.
@@ -31,6 +33,10 @@ const (
 	// DropMergedUDP: receive offload (GRO) merged UDP datagrams into one
 	// packet, which cannot be split again here (see completeChecksum).
 	DropMergedUDP
+	// DropGUEVariant: a GUE datagram does not start with an IP header
+	// (GUE variant 1): it carries a GUE header (variant 0, which vipd
+	// never sends) or a reserved variant.
+	DropGUEVariant
 	// DropWrite: writing to the TUN device failed (the error is counted,
 	// not returned, so that one bad packet does not stop the loop).
 	DropWrite
@@ -49,6 +55,7 @@ var reasonNames = [NumReasons]string{
 	DropInnerChecksum: "inner_checksum",
 	DropNotLocal:      "not_local",
 	DropMergedUDP:     "merged_udp",
+	DropGUEVariant:    "gue_variant",
 	DropWrite:         "write",
 }
 
@@ -64,7 +71,8 @@ func (r Reason) String() string {
 // in Received and, once handled, in exactly one of Decapsulated or
 // Dropped.
 type Stats struct {
-	Received     uint64 // packets read from the raw sockets
+	Received     uint64 // packets read from the raw and GUE sockets
+	GUE          uint64 // of Received, the datagrams read from the GUE sockets
 	Decapsulated uint64 // inner packets written to the TUN device
 	Bytes        uint64 // bytes of inner packets written to the TUN device
 	// Completed counts inner TCP segments that receive offload (GRO) had
@@ -88,6 +96,7 @@ func (s Stats) TotalDropped() uint64 {
 // receive goroutines (one per socket) and read from any goroutine.
 type counters struct {
 	received     atomic.Uint64
+	gue          atomic.Uint64
 	decapsulated atomic.Uint64
 	bytes        atomic.Uint64
 	completed    atomic.Uint64
@@ -97,6 +106,7 @@ type counters struct {
 func (c *counters) snapshot() Stats {
 	s := Stats{
 		Received:     c.received.Load(),
+		GUE:          c.gue.Load(),
 		Decapsulated: c.decapsulated.Load(),
 		Bytes:        c.bytes.Load(),
 		Completed:    c.completed.Load(),

@@ -60,6 +60,14 @@ func (f *filter) strip4(pkt []byte) []byte {
 	if len(inner) == 0 || inner[0]>>4 != 4 {
 		return f.drop(DropInnerVersion)
 	}
+	return f.inner4(inner)
+}
+
+// inner4 checks inner, an inner packet whose version nibble is 4 and
+// which ends exactly where its tunnel's payload ends, and returns it or
+// nil when it drops it (counted by reason). inner may be modified (see
+// completeChecksum). IPIP and GUE share it.
+func (f *filter) inner4(inner []byte) []byte {
 	in := packet.IPv4(inner)
 	if in.Validate() != nil || int(in.TotalLength()) != len(inner) {
 		return f.drop(DropInnerLength)
@@ -94,6 +102,11 @@ func (f *filter) strip6(inner []byte, src netip.Addr) []byte {
 	if len(inner) == 0 || inner[0]>>4 != 6 {
 		return f.drop(DropInnerVersion)
 	}
+	return f.inner6(inner)
+}
+
+// inner6 is inner4 for an inner packet whose version nibble is 6.
+func (f *filter) inner6(inner []byte) []byte {
 	in := packet.IPv6(inner)
 	// Jumbograms (Payload Length 0) cannot come through a tunnel whose
 	// outer packet is at most 64 KiB, so a zero is taken literally.

@@ -1,61 +1,119 @@
 // Command vipd-decap decapsulates vipd's DSR traffic on a backend whose
-// kernel cannot: it receives the IPv4-in-IPv4 packets (and, with -ipv6,
-// IPv6-in-IPv6) that vipd addresses to the backend, strips the outer
-// header and delivers the client's packet to the backend's own stack
-// through a TUN device, so that the backend's servers answer the client
-// directly. The work is done by package decap.
+// kernel cannot: it receives the IPv4-in-IPv4 packets and the GUE
+// datagrams (and, with -ipv6, IPv6-in-IPv6 and GUE over IPv6) that vipd
+// addresses to the backend, strips the outer headers and delivers the
+// client's packet to the backend's own stack through a TUN device, so
+// that the backend's servers answer the client directly. As a backend
+// agent it also puts the VIPs on lo, sets the ARP sysctls a DSR backend
+// needs, serves its counters to Prometheus, and undoes its changes when
+// it stops. The work is done by package decap.
 //
 // # When it is needed
 //
 // A DSR backend normally decapsulates with the kernel: an ipip (IPv6:
-// ip6tnl) device such as `ip link add tunl0 type ipip`. Use vipd-decap
+// ip6tnl) device such as `ip link add tunl0 type ipip`, and for GUE a fou
+// port (`ip fou add port 6080 gue`) in front of it. Use vipd-decap
 // instead where that is impossible:
 //
-//   - kernels built without the ipip / ip6_tunnel modules (check: `ip link
-//     add t0 type ipip` answers "Unknown device type");
+//   - kernels built without the ipip / ip6_tunnel / fou modules (check:
+//     `ip link add t0 type ipip` answers "Unknown device type");
 //   - containers that share the host's kernel but may not load modules
 //     (no CAP_SYS_MODULE), when the host has not loaded them.
 //
 // Do not run it next to a kernel ipip device that matches the same
-// traffic: the kernel would deliver every packet twice.
+// traffic: the kernel would deliver every packet twice. A kernel fou port
+// on the GUE port makes vipd-decap fail to start (the port is in use);
+// run it with -gue-port 0 there, or remove the fou port.
 //
 // # Running it
 //
 // As root, or with CAP_NET_ADMIN and CAP_NET_RAW (for example
 // `setcap cap_net_admin,cap_net_raw+ep vipd-decap`, or the same
-// capabilities in a systemd unit's AmbientCapabilities). It works in the
-// network namespace it is started in (`ip netns exec NS vipd-decap`).
+// capabilities in a systemd unit's AmbientCapabilities; a -gue-port
+// below 1024 also needs CAP_NET_BIND_SERVICE). It works in the network
+// namespace it is started in (`ip netns exec NS vipd-decap`).
 //
-//	vipd-decap -allow 198.51.100.10 -check-local -fix-sysctls
+//	vipd-decap -allow 198.51.100.10 -check-local -fix-sysctls \
+//	    -vip 203.0.113.80 -metrics 192.0.2.5:9717
 //
 // Flags:
 //
 //	-tun NAME            TUN device to create (default vipd-tun0); it
 //	                     disappears when vipd-decap exits
-//	-ipv6                also decapsulate IPv6 in IPv6
+//	-ipv6                also decapsulate IPv6: IPv6 in IPv6, and GUE
+//	                     over IPv6 (default off)
+//	-gue-port N          UDP port for GUE, variant 1 (IP directly in
+//	                     UDP), as vipd sends for VIPs with encap = "gue"
+//	                     (default 6080, vipd's default; 0: no GUE)
+//	-gue-sockets N       GUE sockets per family, each read by its own
+//	                     goroutine; the kernel spreads flows over them by
+//	                     their ports, keeping each flow on one (default
+//	                     GOMAXPROCS, the CPUs it may use; 1 to 1024)
 //	-allow P[,P...]      outer sources to accept: vipd's encapsulation
-//	                     addresses or prefixes; empty accepts anyone, so
-//	                     set it on every host reachable from outside
+//	                     addresses or prefixes; empty (the default)
+//	                     accepts anyone, so set it on every host
+//	                     reachable from outside
 //	-check-local         drop inner packets not addressed to this host
+//	                     (default off)
 //	-fix-sysctls         set net.ipv4.conf.all.rp_filter=0 when needed
 //	                     (other interfaces keep their effective value);
-//	                     restored on exit
+//	                     restored on exit (default off: refuse to start)
+//	-vip A[,A...]        put each VIP on lo (/32, /128) and raise
+//	                     net.ipv4.conf.all.arp_ignore to 1 and arp_announce
+//	                     to 2 where lower; repeatable. On exit, remove the
+//	                     VIPs it added (one already on lo stays) and
+//	                     restore the sysctls it changed. An IPv6 VIP needs
+//	                     -ipv6. Default: none, nothing touched
+//	-metrics ADDR        serve Prometheus metrics on http://ADDR/metrics
+//	                     (host:port; default empty: none)
+//	-check               validate the flags, print what would be set up,
+//	                     exit 0 (valid) or 2 without touching the host
 //	-stats-interval D    log the counters every D (default 1m; 0: on exit)
-//	-log-level L         debug, info, warn, error
+//	-log-level L         debug, info, warn, error (default info)
 //	-log-json            log in JSON
 //	-version             print the version
 //
 // SIGTERM or SIGINT stops it: it logs the final counters, removes the TUN
-// device, restores the sysctls it changed and exits 0. It exits 1 when it
-// cannot start or a socket fails, 2 on bad usage.
+// device and the VIPs it added, restores the sysctls it changed and exits
+// 0. It exits 1 when it cannot start or a socket fails, 2 on bad usage.
+// It logs to stderr and stays in the foreground, which is what systemd
+// wants (Type=exec, KillSignal=SIGTERM, the default); see the README's
+// "DSR backend setup" for a unit. If it is killed with SIGKILL, the TUN
+// device still goes (the kernel removes it with its file), but the VIPs
+// and sysctls stay as set: start it again and stop it cleanly, or undo
+// them by hand.
+//
+// # Metrics
+//
+// With -metrics, GET /metrics answers in the Prometheus text format:
+//
+//	vipd_decap_received_total                packets read (IPIP, IPv6 in IPv6, GUE)
+//	vipd_decap_gue_received_total            of those, GUE datagrams
+//	vipd_decap_decapsulated_total            inner packets delivered to the TUN
+//	vipd_decap_decapsulated_bytes_total      their bytes
+//	vipd_decap_checksums_completed_total     GRO-merged TCP segments repaired
+//	vipd_decap_dropped_total{reason=...}     drops, one series per reason, zeros
+//	                                         included: malformed, protocol, source,
+//	                                         inner_version, inner_length,
+//	                                         inner_checksum, not_local, merged_udp,
+//	                                         gue_variant, write
+//	vipd_decap_build_info{version,goversion} 1
+//
+// plus the Go runtime's (go_*) and the process's (process_*) metrics. The
+// endpoint only reads counters; still, bind it to an address only the
+// monitoring system reaches, not 0.0.0.0 on a public interface.
 //
 // # The backend's setup
 //
-// What any DSR backend needs, with or without vipd-decap:
+// What any DSR backend needs, with or without vipd-decap, and what -vip
+// does:
 //
 //	ip addr add VIP/32 dev lo                    # IPv6: VIP/128
 //	sysctl -w net.ipv4.conf.all.arp_ignore=1     # do not answer ARP for the VIP
 //	sysctl -w net.ipv4.conf.all.arp_announce=2   # nor use it as ARP source
+//
+// (The kernel applies the maximum of all and each interface's value, so
+// setting all covers lo and every other interface.)
 //
 // What vipd-decap needs besides (see package decap for the measurements):
 // reverse-path filtering off for the TUN device, which it sets itself,
@@ -65,8 +123,10 @@
 // prints the command to run. If a client of the VIP is the backend host
 // itself, also set net.ipv4.conf.vipd-tun0.accept_local=1 after start.
 //
-// Receive offload: on a NIC with GRO, merged TCP segments are repaired
-// (the "completed" counter); merged UDP datagrams (only for sockets that
-// enable UDP_GRO, as QUIC servers do) cannot be and are dropped
-// ("drop_merged_udp"); turn GRO off on that NIC if the counter moves.
+// Receive offload: on a NIC with GRO, merged IPIP TCP segments are
+// repaired (the "completed" counter); merged UDP datagrams inside IPIP
+// (only for sockets that enable UDP_GRO, as QUIC servers do) cannot be
+// and are dropped ("drop_merged_udp"); turn GRO off on that NIC if the
+// counter moves. GUE datagrams are not merged by GRO for vipd-decap's
+// socket, so over GUE neither happens.
 package main

@@ -1,16 +1,21 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,25 +31,92 @@ func main() {
 
 const usage = `usage: vipd-decap [flags]
 
-Receives vipd's DSR packets (IPv4 in IPv4; with -ipv6 also IPv6 in IPv6),
-strips the outer header and delivers the client's packet to this host's
-stack through a TUN device. For hosts without the ipip module; see
-"go doc github.com/vipd/vipd/cmd/vipd-decap". Needs root, or CAP_NET_ADMIN
-and CAP_NET_RAW. SIGTERM or SIGINT stops it and removes the TUN device.
+Receives vipd's DSR packets (IPv4 in IPv4, and GUE on UDP port 6080; with
+-ipv6 also IPv6 in IPv6 and GUE over IPv6), strips the outer headers and
+delivers the client's packet to this host's stack through a TUN device.
+With -vip it also puts the VIPs on lo and sets the ARP sysctls a DSR
+backend needs, and undoes that on exit. For hosts without the ipip/fou
+modules; see "go doc github.com/vipd/vipd/cmd/vipd-decap". Needs root, or
+CAP_NET_ADMIN and CAP_NET_RAW. SIGTERM or SIGINT stops it. -check prints
+what it would do and exits.
 
 flags:
 `
 
+// vipList is the -vip flag: repeatable, each value one address or a
+// comma-separated list.
+type vipList []netip.Addr
+
+func (l vipList) String() string {
+	var b strings.Builder
+	for i, a := range l {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(a.String())
+	}
+	return b.String()
+}
+
+func (l *vipList) Set(s string) error {
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return err
+		}
+		if slices.Contains(*l, a) {
+			return fmt.Errorf("%v given twice", a)
+		}
+		*l = append(*l, a)
+	}
+	return nil
+}
+
+// config is what the flags say, validated by parse.
+type config struct {
+	opts       decap.Options
+	allow      string // as given, for the log
+	metrics    string // listen address, "" for none
+	statsEvery time.Duration
+	check      bool
+	log        *slog.Logger
+}
+
 // run is main without the process: it returns the exit status (0 stopped
-// by a signal, 1 failed, 2 bad usage), so that tests can drive the flags.
+// by a signal or -check passed, 1 failed, 2 bad usage), so that tests can
+// drive the flags.
 func run(args []string, stdout, stderr io.Writer) int {
+	cfg, code := parse(args, stdout, stderr)
+	if cfg == nil {
+		return code
+	}
+	if cfg.check {
+		fmt.Fprint(stdout, plan(cfg))
+		return 0
+	}
+	return serve(cfg)
+}
+
+// parse parses and validates the flags. A nil config comes with the exit
+// status: 0 after -h or -version, 2 on bad usage.
+func parse(args []string, stdout, stderr io.Writer) (*config, int) {
 	fs := flag.NewFlagSet("vipd-decap", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	tun := fs.String("tun", decap.DefaultTUN, "`name` of the TUN device to create (at most 15 bytes)")
-	ipv6 := fs.Bool("ipv6", false, "also decapsulate IPv6 in IPv6 (next header 41)")
+	ipv6 := fs.Bool("ipv6", false, "also decapsulate IPv6: IPv6 in IPv6 (next header 41) and, with -gue-port, GUE over IPv6")
+	guePort := fs.Uint("gue-port", decap.DefaultGUEPort, "UDP `port` on which to receive GUE (variant 1: IP directly in UDP), as vipd\nsends for VIPs with encap = \"gue\"; 0 turns GUE off")
+	gueSockets := fs.Int("gue-sockets", runtime.GOMAXPROCS(0), "`number` of GUE sockets per family, each read by its own goroutine; the kernel\nspreads flows over them by their ports (default: GOMAXPROCS, the usable CPUs)")
 	allow := fs.String("allow", "", "comma-separated `prefixes` (or addresses) of the outer sources to accept,\nnormally vipd's encapsulation addresses; empty accepts any source")
 	checkLocal := fs.Bool("check-local", false, "drop inner packets whose destination is not an address of this host")
 	fixSysctls := fs.Bool("fix-sysctls", false, "set net.ipv4.conf.all.rp_filter=0 if needed (keeping other interfaces'\neffective value), restored on exit; without it vipd-decap refuses to start")
+	var vips vipList
+	fs.Var(&vips, "vip", "`address` to put on lo (/32, /128) while running; repeatable or comma-separated.\nAlso raises net.ipv4.conf.all.arp_ignore to 1 and arp_announce to 2.\nOn exit it removes the VIPs it added and restores the sysctls it changed")
+	metrics := fs.String("metrics", "", "serve Prometheus metrics on http://`addr`/metrics (host:port); empty: none")
+	check := fs.Bool("check", false, "validate the flags, print what would be set up, and exit (0 valid, 2 not)\nwithout touching the host")
 	statsEvery := fs.Duration("stats-interval", time.Minute, "log the counters this often; 0 logs them only on exit")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log in JSON instead of text")
@@ -55,32 +127,49 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return nil, 0
 		}
-		return 2
+		return nil, 2
+	}
+	bad := func(format string, a ...any) (*config, int) {
+		fmt.Fprintf(stderr, "vipd-decap: "+format+"\n", a...)
+		return nil, 2
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "vipd-decap: unexpected argument %q\n", fs.Arg(0))
 		fs.Usage()
-		return 2
+		return nil, 2
 	}
 	if *showVersion {
 		fmt.Fprintf(stdout, "vipd-decap %s\n", version)
-		return 0
+		return nil, 0
 	}
 	allowed, err := parsePrefixes(*allow)
 	if err != nil {
-		fmt.Fprintf(stderr, "vipd-decap: -allow: %v\n", err)
-		return 2
+		return bad("-allow: %v", err)
+	}
+	if *guePort > 65535 {
+		return bad("-gue-port %d: a port is at most 65535", *guePort)
+	}
+	if *gueSockets < 1 || *gueSockets > decap.MaxGUESockets {
+		return bad("-gue-sockets %d: want 1 to %d", *gueSockets, decap.MaxGUESockets)
+	}
+	for _, a := range vips {
+		if a.Is6() && !*ipv6 {
+			return bad("-vip %v: an IPv6 VIP needs -ipv6, or its packets are never decapsulated", a)
+		}
+	}
+	if *metrics != "" {
+		if _, port, err := net.SplitHostPort(*metrics); err != nil || port == "" {
+			return bad("-metrics %q: want host:port, e.g. 127.0.0.1:9717 or :9717", *metrics)
+		}
 	}
 	if *statsEvery < 0 {
-		fmt.Fprintln(stderr, "vipd-decap: -stats-interval must not be negative")
-		return 2
+		return bad("-stats-interval must not be negative")
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(stderr, "vipd-decap: -log-level: %v\n", err)
-		return 2
+		return bad("-log-level: %v", err)
 	}
 	hopts := &slog.HandlerOptions{Level: level}
 	var log *slog.Logger
@@ -89,29 +178,130 @@ func run(args []string, stdout, stderr io.Writer) int {
 	} else {
 		log = slog.New(slog.NewTextHandler(stderr, hopts))
 	}
+	cfg := &config{
+		opts: decap.Options{
+			TUN:            *tun,
+			IPv6:           *ipv6,
+			GUEPort:        uint16(*guePort),
+			GUESockets:     *gueSockets,
+			AllowedSources: allowed,
+			CheckLocal:     *checkLocal,
+			FixSysctls:     *fixSysctls,
+			VIPs:           vips,
+			Logger:         log,
+		},
+		allow:      *allow,
+		metrics:    *metrics,
+		statsEvery: *statsEvery,
+		check:      *check,
+		log:        log,
+	}
+	if err := cfg.opts.Validate(); err != nil {
+		return bad("%v", err)
+	}
+	return cfg, 0
+}
 
-	d, err := decap.New(decap.Options{
-		TUN:            *tun,
-		IPv6:           *ipv6,
-		AllowedSources: allowed,
-		CheckLocal:     *checkLocal,
-		FixSysctls:     *fixSysctls,
-		Logger:         log,
-	})
+// plan describes what serve would set up with cfg, for -check. It reads
+// nothing from the host.
+func plan(cfg *config) string {
+	o := cfg.opts
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, "  "+format+"\n", a...) }
+	fmt.Fprintf(&b, "vipd-decap %s: flags valid; it would:\n", version)
+	tunV6 := "IPv6 disabled on it"
+	if o.IPv6 {
+		tunV6 = "IPv6 enabled on it"
+	}
+	p("create TUN device %s (removed on exit), with net.ipv4.conf.%s.rp_filter=0 and %s", cmp.Or(o.TUN, decap.DefaultTUN), cmp.Or(o.TUN, decap.DefaultTUN), tunV6)
+	if o.FixSysctls {
+		p("set net.ipv4.conf.all.rp_filter=0 if it is not, raising other interfaces' rp_filter to its value (-fix-sysctls; restored on exit)")
+	} else {
+		p("refuse to start if net.ipv4.conf.all.rp_filter is not 0 (no -fix-sysctls)")
+	}
+	p("receive IPv4 in IPv4 (raw socket, protocol 4)")
+	if o.IPv6 {
+		p("receive IPv6 in IPv6 (raw socket, next header 41)")
+	}
+	switch {
+	case o.GUEPort == 0:
+		p("not receive GUE (-gue-port 0)")
+	case o.IPv6:
+		p("receive GUE on UDP port %d over IPv4 and IPv6, %s per family", o.GUEPort, socketsText(o.GUESockets))
+	default:
+		p("receive GUE on UDP port %d over IPv4, %s", o.GUEPort, socketsText(o.GUESockets))
+	}
+	if len(o.AllowedSources) == 0 {
+		p("accept packets from any outer source (no -allow: set it on every host reachable from outside)")
+	} else {
+		p("accept outer sources in %v only", o.AllowedSources)
+	}
+	if o.CheckLocal {
+		p("drop inner packets not addressed to this host (-check-local)")
+	}
+	for _, a := range o.VIPs {
+		p("add %v to lo, unless it is there already; remove it on exit if it added it", netip.PrefixFrom(a, a.BitLen()))
+	}
+	if len(o.VIPs) > 0 {
+		p("raise net.ipv4.conf.all.arp_ignore to 1 and net.ipv4.conf.all.arp_announce to 2 where lower (restored on exit)")
+	}
+	if cfg.metrics != "" {
+		p("serve metrics on http://%s/metrics", cfg.metrics)
+	}
+	if cfg.statsEvery > 0 {
+		p("log the counters every %v and on exit", cfg.statsEvery)
+	} else {
+		p("log the counters on exit")
+	}
+	return b.String()
+}
+
+func socketsText(n int) string {
+	if n <= 1 {
+		return "1 socket"
+	}
+	return fmt.Sprintf("%d sockets (SO_REUSEPORT: flows spread by their ports)", n)
+}
+
+// serve runs the decapsulator with cfg until a signal or a failure.
+func serve(cfg *config) int {
+	log := cfg.log
+	// The metrics port first: a port in use is found before the host is
+	// changed.
+	var ln net.Listener
+	if cfg.metrics != "" {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.metrics); err != nil {
+			log.Error("cannot start", "err", err)
+			return 1
+		}
+	}
+	d, err := decap.New(cfg.opts)
 	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
 		log.Error("cannot start", "err", err)
 		return 1
 	}
-	if len(allowed) == 0 {
+	if len(cfg.opts.AllowedSources) == 0 {
 		log.Warn("no -allow: packets from any outer source are decapsulated")
 	}
-	log.Info("running", "version", version, "tun", d.TUN(), "ipv6", *ipv6, "allow", *allow, "check_local", *checkLocal)
+	log.Info("running", "version", version, "tun", d.TUN(), "ipv6", cfg.opts.IPv6, "gue_port", cfg.opts.GUEPort, "gue_sockets", cfg.opts.GUESockets,
+		"allow", cfg.allow, "check_local", cfg.opts.CheckLocal, "vips", vipList(cfg.opts.VIPs).String(), "metrics", cfg.metrics)
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if *statsEvery > 0 {
-		go func() {
-			t := time.NewTicker(*statsEvery)
+	sig, stopSig := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stopSig()
+	// ctx also ends when Run fails, which stops the helpers below.
+	ctx, cancel := context.WithCancel(sig)
+	defer cancel()
+	var wg sync.WaitGroup
+	if ln != nil {
+		wg.Go(func() { serveMetrics(ctx, ln, metricsHandler(d.Stats), log) })
+	}
+	if cfg.statsEvery > 0 {
+		wg.Go(func() {
+			t := time.NewTicker(cfg.statsEvery)
 			defer t.Stop()
 			for {
 				select {
@@ -121,9 +311,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 					logStats(log, "stats", d.Stats())
 				}
 			}
-		}()
+		})
 	}
 	runErr := d.Run(ctx)
+	cancel()
+	wg.Wait()
 	logStats(log, "final stats", d.Stats())
 	if err := d.Close(); err != nil {
 		log.Error("close", "err", err)
@@ -170,7 +362,7 @@ func parsePrefixes(s string) ([]netip.Prefix, error) {
 
 // logStats logs the counters, drops by reason only when nonzero.
 func logStats(log *slog.Logger, msg string, s decap.Stats) {
-	attrs := []any{"received", s.Received, "decapsulated", s.Decapsulated, "bytes", s.Bytes,
+	attrs := []any{"received", s.Received, "gue", s.GUE, "decapsulated", s.Decapsulated, "bytes", s.Bytes,
 		"completed", s.Completed, "dropped", s.TotalDropped()}
 	for r := range decap.NumReasons {
 		if n := s.Dropped[r]; n > 0 {

@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"net"
+	"net/http"
 	"net/netip"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/sys/unix"
 
 	"github.com/vipd/vipd/internal/nstest"
@@ -35,6 +39,18 @@ func TestUsage(t *testing.T) {
 		{[]string{"-allow", "fe80::1%eth0"}, 2, "zone"},
 		{[]string{"-stats-interval", "-1s"}, 2, "must not be negative"},
 		{[]string{"-log-level", "loud"}, 2, "-log-level"},
+		{[]string{"-gue-port", "70000"}, 2, "at most 65535"},
+		{[]string{"-gue-port", "-1"}, 2, "invalid value"},
+		{[]string{"-vip", "nonsense"}, 2, "-vip"},
+		{[]string{"-vip", "2001:2::1"}, 2, "needs -ipv6"},
+		{[]string{"-vip", "127.0.0.2"}, 2, "bad VIP"},
+		{[]string{"-vip", "198.18.0.1", "-vip", "198.18.0.2,198.18.0.1"}, 2, "given twice"},
+		{[]string{"-metrics", "9717"}, 2, "host:port"},
+		{[]string{"-gue-sockets", "0"}, 2, "-gue-sockets 0: want 1 to 1024"},
+		{[]string{"-gue-sockets", "5000"}, 2, "-gue-sockets 5000: want 1 to 1024"},
+		{[]string{"-tun", "a-name-too-long-for-linux"}, 2, "bad TUN name"},
+		{[]string{"-check"}, 0, "flags valid"},
+		{[]string{"-check", "-vip", "2001:2::1"}, 2, "needs -ipv6"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(tc.args, &stdout, &stderr)
@@ -42,6 +58,119 @@ func TestUsage(t *testing.T) {
 		if code != tc.code || !strings.Contains(out, tc.out) {
 			t.Errorf("run(%q) = %d, output %q; want %d and %q", tc.args, code, out, tc.code, tc.out)
 		}
+	}
+}
+
+// TestCheck: -check prints what the flags would set up, one line each.
+func TestCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string // lines of the plan
+		not  []string // text that must not be in it
+	}{
+		{
+			name: "defaults",
+			args: nil,
+			want: []string{
+				"create TUN device vipd-tun0 (removed on exit), with net.ipv4.conf.vipd-tun0.rp_filter=0 and IPv6 disabled on it",
+				"refuse to start if net.ipv4.conf.all.rp_filter is not 0 (no -fix-sysctls)",
+				"receive IPv4 in IPv4 (raw socket, protocol 4)",
+				"receive GUE on UDP port 6080 over IPv4, " + socketsText(runtime.GOMAXPROCS(0)),
+				"accept packets from any outer source (no -allow: set it on every host reachable from outside)",
+				"log the counters every 1m0s and on exit",
+			},
+			not: []string{"IPv6 in IPv6", "to lo", "arp_", "metrics", "-check-local"},
+		},
+		{
+			name: "a backend agent",
+			args: []string{"-tun", "dsr0", "-ipv6", "-gue-port", "7000", "-gue-sockets", "4", "-allow", "198.18.1.1,2001:2:0:1::/64", "-check-local", "-fix-sysctls",
+				"-vip", "198.18.0.101", "-vip", "2001:2::101,198.18.0.102", "-metrics", "127.0.0.1:9717", "-stats-interval", "0"},
+			want: []string{
+				"create TUN device dsr0 (removed on exit), with net.ipv4.conf.dsr0.rp_filter=0 and IPv6 enabled on it",
+				"set net.ipv4.conf.all.rp_filter=0 if it is not, raising other interfaces' rp_filter to its value (-fix-sysctls; restored on exit)",
+				"receive IPv6 in IPv6 (raw socket, next header 41)",
+				"receive GUE on UDP port 7000 over IPv4 and IPv6, 4 sockets (SO_REUSEPORT: flows spread by their ports) per family",
+				"accept outer sources in [198.18.1.1/32 2001:2:0:1::/64] only",
+				"drop inner packets not addressed to this host (-check-local)",
+				"add 198.18.0.101/32 to lo, unless it is there already; remove it on exit if it added it",
+				"add 2001:2::101/128 to lo, unless it is there already; remove it on exit if it added it",
+				"add 198.18.0.102/32 to lo, unless it is there already; remove it on exit if it added it",
+				"raise net.ipv4.conf.all.arp_ignore to 1 and net.ipv4.conf.all.arp_announce to 2 where lower (restored on exit)",
+				"serve metrics on http://127.0.0.1:9717/metrics",
+				"log the counters on exit",
+			},
+		},
+		{
+			name: "one GUE socket",
+			args: []string{"-gue-sockets", "1"},
+			want: []string{"receive GUE on UDP port 6080 over IPv4, 1 socket"},
+		},
+		{
+			name: "GUE off",
+			args: []string{"-gue-port", "0"},
+			want: []string{"not receive GUE (-gue-port 0)"},
+			not:  []string{"UDP port"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(append([]string{"-check"}, tc.args...), &stdout, &stderr); code != 0 {
+				t.Fatalf("exit %d; stderr %s", code, stderr.String())
+			}
+			if stderr.Len() != 0 {
+				t.Errorf("-check wrote to stderr: %s", stderr.String())
+			}
+			lines := map[string]bool{}
+			for l := range strings.SplitSeq(stdout.String(), "\n") {
+				lines[strings.TrimSpace(l)] = true
+			}
+			for _, w := range tc.want {
+				if !lines[w] {
+					t.Errorf("plan lacks the line %q:\n%s", w, stdout.String())
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(stdout.String(), n) {
+					t.Errorf("plan mentions %q:\n%s", n, stdout.String())
+				}
+			}
+		})
+	}
+}
+
+// TestCheckTouchesNothing runs -check with every setting that would
+// change the host, inside a throwaway namespace, and finds it unchanged.
+func TestCheckTouchesNothing(t *testing.T) {
+	nstest.RequireRoot(t)
+	ns := nstest.New(t, "chk")
+	state := func() string {
+		return ns.Must(t, "ip", "-o", "link", "show") + ns.Must(t, "ip", "-o", "addr", "show") +
+			ns.Must(t, "sysctl", "net.ipv4.conf.all.rp_filter", "net.ipv4.conf.all.arp_ignore", "net.ipv4.conf.all.arp_announce") +
+			ns.Must(t, "cat", "/proc/net/udp", "/proc/net/raw", "/proc/net/tcp")
+	}
+	ns.Must(t, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=1")
+	before := state()
+	var stdout, stderr bytes.Buffer
+	code := -1
+	done := make(chan error, 1)
+	go func() {
+		done <- ns.Do(func() error {
+			code = run([]string{"-check", "-tun", "vtun-chk", "-ipv6", "-fix-sysctls", "-vip", "198.18.0.101,2001:2::101", "-metrics", "127.0.0.1:9717"}, &stdout, &stderr)
+			return nil
+		})
+	}()
+	select {
+	case err := <-done:
+		if err != nil || code != 0 {
+			t.Fatalf("-check: exit %d, %v; %s", code, err, stderr.String())
+		}
+	case <-time.After(5 * time.Second):
+		// -check went on to serve; the test binary's exit ends it.
+		t.Fatalf("-check still running after 5s: it set things up instead of checking")
+	}
+	if after := state(); after != before {
+		t.Errorf("-check changed the namespace:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
 
@@ -99,9 +228,11 @@ func waitFor(d time.Duration, cond func() bool) bool {
 }
 
 // TestBinary runs the built command in a throwaway namespace, as a
-// backend would: it must fix rp_filter, decapsulate a packet, log its
-// counters, and on SIGTERM exit 0 with the TUN device gone and the
-// sysctl restored.
+// backend agent would: it must fix rp_filter, put its VIPs on lo and set
+// the ARP sysctls, decapsulate an IPIP packet and a GUE datagram, serve
+// its counters as metrics and log them, and on SIGTERM exit 0 with the
+// TUN device gone, the VIP it added removed, the VIP that was there
+// before left, and the sysctls restored.
 func TestBinary(t *testing.T) {
 	nstest.RequireRoot(t)
 	bin := filepath.Join(t.TempDir(), "vipd-decap")
@@ -109,17 +240,25 @@ func TestBinary(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	ns := nstest.New(t, "dcap")
-	// The backend's own address and the VIP, both on loopback: a packet
-	// sent to the own address from inside the namespace is delivered
-	// locally, as one arriving from vipd would be.
-	be, vip := netip.MustParseAddr("198.18.1.11"), netip.MustParseAddr("198.18.0.101")
+	// The backend's own address and a VIP there before, both on
+	// loopback: a packet sent to the own address from inside the
+	// namespace is delivered locally, as one arriving from vipd would be.
+	be, vip, vip2 := netip.MustParseAddr("198.18.1.11"), netip.MustParseAddr("198.18.0.101"), netip.MustParseAddr("198.18.0.102")
 	ns.Must(t, "ip", "addr", "add", be.String()+"/32", "dev", "lo")
 	ns.Must(t, "ip", "addr", "add", vip.String()+"/32", "dev", "lo")
-	ns.Must(t, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=1")
+	ns.Must(t, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=1", "net.ipv4.conf.all.arp_ignore=0", "net.ipv4.conf.all.arp_announce=0")
+	sysctls := func() string {
+		return strings.Join(strings.Fields(ns.Must(t, "sysctl", "-n", "net.ipv4.conf.all.rp_filter",
+			"net.ipv4.conf.all.arp_ignore", "net.ipv4.conf.all.arp_announce")), " ")
+	}
+	onLo := func(a netip.Addr) bool {
+		return strings.Contains(ns.Must(t, "ip", "-o", "addr", "show", "dev", "lo"), " "+a.String()+"/32 ")
+	}
 
-	const tun = "vtun-bin"
+	const tun, metrics = "vtun-bin", "127.0.0.1:9717" // loopback of the test's namespace
 	log := newSyncBuffer()
-	cmd := ns.Cmd(bin, "-tun", tun, "-fix-sysctls", "-check-local", "-allow", "198.18.1.1", "-stats-interval", "50ms")
+	cmd := ns.Cmd(bin, "-tun", tun, "-fix-sysctls", "-check-local", "-allow", "198.18.1.1", "-stats-interval", "50ms",
+		"-vip", vip.String()+","+vip2.String(), "-metrics", metrics)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -136,8 +275,8 @@ func TestBinary(t *testing.T) {
 	hasTUN := func() bool {
 		return exec.Command("ip", "-n", ns.Name, "link", "show", tun).Run() == nil
 	}
-	// "running" is logged once decap.New returned, that is after the raw
-	// IPIP socket is open; the TUN exists earlier, and a packet sent in
+	// "running" is logged once decap.New returned, that is after the
+	// sockets are open; the TUN exists earlier, and a packet sent in
 	// between is lost (CI saw it once).
 	if !waitFor(5*time.Second, func() bool { return strings.Contains(log.String(), "msg=running") }) {
 		t.Fatalf("not running after 5s; log:\n%s", log)
@@ -145,30 +284,57 @@ func TestBinary(t *testing.T) {
 	if !hasTUN() {
 		t.Fatalf("running without TUN %s; log:\n%s", tun, log)
 	}
+	if got := sysctls(); got != "0 1 2" {
+		t.Errorf("while running: rp_filter, arp_ignore, arp_announce = %s, want 0 1 2", got)
+	}
+	if !onLo(vip) || !onLo(vip2) {
+		t.Errorf("while running: VIPs not both on lo:\n%s", ns.Must(t, "ip", "addr", "show", "dev", "lo"))
+	}
 
 	// ip netns exec execs the command: cmd's PID is vipd-decap's.
-	inner := serialize(t,
-		&layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: net.IP{198, 18, 2, 7}, DstIP: vip.AsSlice()},
-		&layers.TCP{SrcPort: 40000, DstPort: 80, SYN: true, Window: 1000})
-	pkt := serialize(t,
-		&layers.IPv4{Version: 4, TTL: 64, Flags: layers.IPv4DontFragment, Protocol: layers.IPProtocolIPv4, SrcIP: net.IP{198, 18, 1, 1}, DstIP: be.AsSlice()},
-		gopacket.Payload(inner))
+	syn := func(dst netip.Addr) []byte {
+		return serialize(t,
+			&layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: net.IP{198, 18, 2, 7}, DstIP: dst.AsSlice()},
+			&layers.TCP{SrcPort: 40000, DstPort: 80, SYN: true, Window: 1000})
+	}
+	outer := func(proto layers.IPProtocol) *layers.IPv4 {
+		return &layers.IPv4{Version: 4, TTL: 64, Flags: layers.IPv4DontFragment, Protocol: proto, SrcIP: net.IP{198, 18, 1, 1}, DstIP: be.AsSlice()}
+	}
+	ipip := serialize(t, outer(layers.IPProtocolIPv4), gopacket.Payload(syn(vip)))
+	gue := serialize(t, outer(layers.IPProtocolUDP), &layers.UDP{SrcPort: 50000, DstPort: 6080}, gopacket.Payload(syn(vip2)))
+	gue[20+6], gue[20+7] = 0, 0 // the UDP checksum: vipd sends none over IPv4
 	err := ns.Do(func() error {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
 		if err != nil {
 			return err
 		}
 		defer unix.Close(fd)
-		return unix.Sendto(fd, pkt, 0, &unix.SockaddrInet4{Addr: be.As4()})
+		for _, pkt := range [][]byte{ipip, gue} {
+			if err := unix.Sendto(fd, pkt, 0, &unix.SockaddrInet4{Addr: be.As4()}); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		t.Fatalf("send: %v", err)
 	}
-	if !waitFor(5*time.Second, func() bool { return strings.Contains(log.String(), "decapsulated=1") }) {
-		t.Fatalf("no decapsulated packet in the stats after 5s; log:\n%s", log)
+	if !waitFor(5*time.Second, func() bool { return strings.Contains(log.String(), "gue=1 decapsulated=2") }) {
+		t.Fatalf("not 2 decapsulated packets, 1 of them GUE, in the stats after 5s; log:\n%s", log)
 	}
-	if got := strings.TrimSpace(ns.Must(t, "sysctl", "-n", "net.ipv4.conf.all.rp_filter")); got != "0" {
-		t.Errorf("while running: all.rp_filter = %s, want 0", got)
+	fams := scrapeIn(t, ns, "http://"+metrics+"/metrics")
+	for name, want := range map[string]float64{
+		"vipd_decap_received_total":     2,
+		"vipd_decap_gue_received_total": 1,
+		"vipd_decap_decapsulated_total": 2,
+		"vipd_decap_build_info":         1,
+	} {
+		if got, ok := value(fams, name); !ok || got != want {
+			t.Errorf("metric %s = %v (present %v), want %v", name, got, ok, want)
+		}
+	}
+	if got, ok := value(fams, "vipd_decap_dropped_total", "reason", "source"); !ok || got != 0 {
+		t.Errorf("metric vipd_decap_dropped_total{reason=source} = %v (present %v), want 0", got, ok)
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -191,19 +357,56 @@ func TestBinary(t *testing.T) {
 	if hasTUN() {
 		t.Errorf("TUN %s still there after exit", tun)
 	}
-	if got := strings.TrimSpace(ns.Must(t, "sysctl", "-n", "net.ipv4.conf.all.rp_filter")); got != "1" {
-		t.Errorf("after exit: all.rp_filter = %s, want 1 (restored)", got)
+	if got := sysctls(); got != "1 0 0" {
+		t.Errorf("after exit: rp_filter, arp_ignore, arp_announce = %s, want 1 0 0 (restored)", got)
+	}
+	if !onLo(vip) {
+		t.Errorf("after exit: %v, on lo before the start, was removed", vip)
+	}
+	if onLo(vip2) {
+		t.Errorf("after exit: %v, added at the start, is still on lo", vip2)
 	}
 	if t.Failed() || testing.Verbose() {
 		t.Logf("log:\n%s", out)
 	}
 }
 
+// scrapeIn fetches url from inside ns (where the metrics address is) and
+// parses the metrics.
+func scrapeIn(t *testing.T, ns *nstest.NS, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	client := &http.Client{
+		Timeout: 5 * time.Second,
+		Transport: &http.Transport{
+			DisableKeepAlives: true,
+			DialContext: func(ctx context.Context, network, addr string) (c net.Conn, err error) {
+				err = ns.Do(func() (err error) {
+					c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+					return err
+				})
+				return c, err
+			},
+		},
+	}
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s in %s: %v", url, ns.Name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	return scrape(t, resp.Body)
+}
+
 func serialize(tb testing.TB, ls ...gopacket.SerializableLayer) []byte {
 	tb.Helper()
 	if nl, ok := ls[0].(*layers.IPv4); ok && len(ls) > 1 {
-		if tcp, ok := ls[1].(*layers.TCP); ok {
-			tcp.SetNetworkLayerForChecksum(nl)
+		switch l4 := ls[1].(type) {
+		case *layers.TCP:
+			l4.SetNetworkLayerForChecksum(nl)
+		case *layers.UDP:
+			l4.SetNetworkLayerForChecksum(nl)
 		}
 	}
 	buf := gopacket.NewSerializeBuffer()
