@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/vipd/vipd/encap"
+)
 
 // Defaults. config.toml.example documents each of them next to its knob;
 // TestExampleDocumentsDefaults keeps the two in step.
@@ -30,7 +34,7 @@ const (
 	DefaultTableSize         = 65537
 	DefaultFlowHash          = Hash5Tuple
 	DefaultEncap             = EncapIPIP
-	DefaultGUEPort           = 6080 // Katran's
+	DefaultGUEPort           = encap.DefaultGUEPort // Katran's
 	DefaultCheckType         = CheckTCP
 	DefaultCheckPath         = "/"
 	DefaultCheckInterval     = 2 * time.Second

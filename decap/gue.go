@@ -1,10 +1,14 @@
 package decap
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"github.com/vipd/vipd/encap"
+)
 
 // DefaultGUEPort is the UDP port vipd sends GUE to unless configured
 // otherwise, the one Katran uses.
-const DefaultGUEPort = 6080
+const DefaultGUEPort = encap.DefaultGUEPort
 
 // GUE variant 1 (draft-ietf-intarea-gue, section 4) carries an IP packet
 // directly as the UDP payload, without a GUE header. The first two bits of

@@ -22,6 +22,9 @@ type ConfigOptions struct {
 	Backends int
 	// IPv6 adds the IPv6 VIPs web6-nat and web6-dsr (needs Options.IPv6).
 	IPv6 bool
+	// DSREncap is written verbatim into every DSR VIP (encap, gue_port,
+	// encap_source_prefix lines; "" = IPIP from the egress address).
+	DSREncap string
 }
 
 // FastHealth is a health check for tests: HTTP /healthz on 8080 every
@@ -75,6 +78,7 @@ func (b *Bed) Config(o ConfigOptions) string {
 				src = BoxEgress6
 			}
 			fmt.Fprintf(&s, "encap_source = \"%v\"\n", src)
+			s.WriteString(o.DSREncap)
 		}
 		s.WriteString(health)
 		for i, be := range backends {
