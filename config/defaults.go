@@ -38,6 +38,7 @@ const (
 	DefaultOnAllDown         = AllDownDrop
 	DefaultWeight            = 1
 	DefaultBackendState      = StateActive
+	DefaultMinHealthy        = 1 // withdraw a VIP with no backend up
 )
 
 // Default returns a Config with every default filled in and no VIPs.
@@ -71,11 +72,12 @@ func Default() Config {
 
 func (v *VIP) setDefaults() {
 	*v = VIP{
-		Protocol:  DefaultProtocol,
-		Mode:      DefaultMode,
-		Scheduler: DefaultScheduler,
-		TableSize: DefaultTableSize,
-		FlowHash:  DefaultFlowHash,
+		Protocol:   DefaultProtocol,
+		Mode:       DefaultMode,
+		Scheduler:  DefaultScheduler,
+		TableSize:  DefaultTableSize,
+		FlowHash:   DefaultFlowHash,
+		MinHealthy: DefaultMinHealthy,
 		HealthCheck: HealthCheck{
 			Type:      DefaultCheckType,
 			Path:      DefaultCheckPath,

@@ -597,8 +597,8 @@ const firstHostWait = 2 * time.Second
 var ErrRestartNeeded = errors.New("needs a restart")
 
 // Reload reads the configuration file again. A file that does not load,
-// or that changes [dataplane], [conntrack] or [admin] (other than
-// egress_mtu), is refused: the running configuration stays and the error
+// or that changes [dataplane], [conntrack], [admin] (other than
+// egress_mtu) or [bgp], is refused: the running configuration stays and the error
 // says why. Otherwise VIPs and backends that stay keep their flows,
 // removed ones stop, and new VIPs are announced.
 //
@@ -711,6 +711,9 @@ func restartOnly(old, new *config.Config) error {
 	}
 	if old.Admin != new.Admin {
 		changed = append(changed, "[admin]")
+	}
+	if !reflect.DeepEqual(old.BGP, new.BGP) {
+		changed = append(changed, "[bgp]")
 	}
 	if len(changed) > 0 {
 		return fmt.Errorf("%v changed: %w", changed, ErrRestartNeeded)
