@@ -127,6 +127,9 @@ type Daemon struct {
 	// change made before it runs).
 	kick chan struct{}
 
+	// box is the BGP speaker and the box-wide lame duck (see boxState).
+	box boxState
+
 	reloadOK, reloadErr atomic.Uint64
 	allDownEvents       sync.Map // VIP name → *atomic.Uint64
 	adminAddr           atomic.Pointer[string]
@@ -265,6 +268,10 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer checks.Stop()
+	if err := d.startBGP(ctx, cfg); err != nil {
+		return err
+	}
+	defer d.stopBGP()
 	// Runs before checks.Stop: from here on nothing is published, so a
 	// late health report or reload cannot reach a closing platform.
 	defer d.setPhase(phaseStopping)
@@ -321,12 +328,14 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 	d.mu.Lock()
 	d.setPhaseLocked(phaseRunning)
+	d.updateRoutesLocked() // announce: the box forwards now
 	vips := len(d.cfg.VIPs)
 	d.mu.Unlock()
 	d.log.Info("vipd running", "vips", vips, "workers", len(queues), "io", cfg.Dataplane.IO)
 
 	<-ctx.Done()
 	d.setPhase(phaseStopping) // the admin API answers 503 from now on
+	d.stopBGP()               // withdraw (or hand over to graceful restart) while the workers still run
 	srv.shutdown()
 	wg.Wait()
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
@@ -565,6 +574,8 @@ func (d *Daemon) publishLocked(why string) error {
 			}
 		}
 	}
+	d.box.nextHop6 = host.Addr6[dataplane.PortIngress]
+	d.updateRoutesLocked()
 	d.log.Debug("snapshot published", "generation", d.gen, "why", why, "full", full,
 		"client_gateway4", net.HardwareAddr(host.ClientGateway4[:]).String(), "client_onlink", host.ClientOnLink)
 	return nil
