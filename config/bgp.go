@@ -165,7 +165,9 @@ func (c *collector) validateBGP(cfg *Config) {
 }
 
 func (c *collector) validatePeer(p string, pe *Peer, vipAddrs map[netip.Addr]bool, seen map[netip.Addr]int, i int) {
-	if err := checkUnicast(pe.Address); err != nil {
+	// A loopback peer is allowed: a routing daemon on the box itself
+	// (which then redistributes the routes) is a common setup.
+	if err := checkUnicast(pe.Address); err != nil && !pe.Address.IsLoopback() {
 		c.errorf(p+".address", "%v", err)
 	} else if vipAddrs[pe.Address] {
 		c.errorf(p+".address", "%s is a VIP's address", pe.Address)

@@ -111,6 +111,9 @@ type Daemon struct {
 	targets map[uint32]bool
 	// +checklocks:mu
 	allDown map[string]bool // VIPs currently all down
+	// neighborVIPs is what the platform answers ARP/NDP for.
+	// +checklocks:mu
+	neighborVIPs []netip.Addr
 	// +checklocks:mu
 	gen uint64
 
@@ -540,6 +543,10 @@ func (d *Daemon) publishLocked(why string) error {
 		}
 		d.steerStale = false
 	}
+	if nv := neighborVIPs(d.cfg); !slices.Equal(nv, d.neighborVIPs) {
+		d.opts.Platform.SetNeighborVIPs(nv)
+		d.neighborVIPs = nv
+	}
 	d.snaps.Store(snap)
 	d.spec, d.plan, d.vipAllDown = spec, plan, allDown
 	d.dirtyAll, d.pending = false, false
@@ -579,6 +586,20 @@ func (d *Daemon) publishLocked(why string) error {
 	d.log.Debug("snapshot published", "generation", d.gen, "why", why, "full", full,
 		"client_gateway4", net.HardwareAddr(host.ClientGateway4[:]).String(), "client_onlink", host.ClientOnLink)
 	return nil
+}
+
+// neighborVIPs lists, each once and in the file's order, the VIP addresses
+// vipd answers ARP/NDP for: those of a VIP with neighbor_announce on (by
+// default, every VIP not announced over BGP).
+func neighborVIPs(cfg *config.Config) []netip.Addr {
+	var out []netip.Addr
+	for i := range cfg.VIPs {
+		v := &cfg.VIPs[i]
+		if v.AnswersNeighbors() && !slices.Contains(out, v.Address) {
+			out = append(out, v.Address)
+		}
+	}
+	return out
 }
 
 // resolved reports whether the current snapshot knows the next hop of

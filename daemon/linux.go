@@ -243,11 +243,17 @@ func (p *LinuxPlatform) Apply(s Steering) error {
 			return err
 		}
 	}
-	if p.resp != nil {
-		p.resp.SetVIPs(s.VIPs)
-	}
 	p.res.SetTargets(s.NextHops)
 	return nil
+}
+
+// SetNeighborVIPs implements Platform.
+func (p *LinuxPlatform) SetNeighborVIPs(addrs []netip.Addr) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.resp != nil {
+		p.resp.SetVIPs(addrs)
+	}
 }
 
 // Run implements Platform.
