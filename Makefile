@@ -8,13 +8,19 @@ BIN     := bin
 
 all: build
 
-# Everything the tests need from the network: Go modules, and iproute2 (the
-# ip tool, used by the privileged tests to build namespaces) when missing.
+# Everything the tests need from the network: Go modules, iproute2 (the ip
+# tool, used by the privileged tests to build namespaces) and bird2 (BIRD 2,
+# the upstream router of the BGP tests) when missing.
 deps:
 	$(GO) mod download
-	@if [ "$$(id -u)" = 0 ] && ! command -v ip >/dev/null; then \
-		echo "installing iproute2 (the privileged tests need the ip tool)"; \
-		apt-get update -qq && apt-get install -y iproute2; \
+	@if [ "$$(id -u)" = 0 ]; then \
+		need=""; \
+		command -v ip >/dev/null || need="$$need iproute2"; \
+		command -v bird >/dev/null && command -v birdc >/dev/null || need="$$need bird2"; \
+		if [ -n "$$need" ]; then \
+			echo "installing$$need (the privileged tests need them)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y$$need; \
+		fi; \
 	fi
 
 build: deps

@@ -127,10 +127,12 @@ func (s *Speaker) Start(ctx context.Context) error {
 		return fmt.Errorf("bgp: no router ID: set [bgp] router_id, or give the egress interface an IPv4 address")
 	}
 	lvl := &slog.LevelVar{}
-	// GoBGP logs every retry of an unreachable peer at info; vipd logs
-	// the session transitions itself.
+	// GoBGP logs every retry of an unreachable peer, and every UPDATE at
+	// debug; vipd logs the session transitions and its routes itself, so
+	// only GoBGP's warnings and errors go to the log.
 	lvl.Set(slog.LevelWarn)
-	s.srv = server.NewBgpServer(server.LoggerOption(s.log.With("component", "gobgp"), lvl))
+	glog := slog.New(minLevel{lvl, s.log.Handler()}).With("component", "gobgp")
+	s.srv = server.NewBgpServer(server.LoggerOption(glog, lvl))
 	go s.srv.Serve()
 	port := int32(-1) // GoBGP: do not listen
 	if s.cfg.ListenPort != 0 {
@@ -145,12 +147,11 @@ func (s *Speaker) Start(ctx context.Context) error {
 		return fmt.Errorf("bgp: %w", err)
 	}
 	// vipd only announces: whatever the routers send is rejected, so it
-	// costs no memory and is never mistaken for a route of vipd's.
-	if err := s.srv.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: &api.PolicyAssignment{
-		Name: "global", Direction: api.PolicyDirection_POLICY_DIRECTION_IMPORT,
-		DefaultAction: api.RouteAction_ROUTE_ACTION_REJECT,
-	}}); err != nil {
-		s.log.Warn("could not set the import policy to reject", "err", err)
+	// costs no memory and is never mistaken for a route of vipd's. (A
+	// default action of reject would reject vipd's own paths too: the
+	// global import policy also applies to them.)
+	if err := s.rejectReceived(ctx); err != nil {
+		s.log.Warn("could not set the import policy that rejects the routers' routes", "err", err)
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
@@ -176,6 +177,26 @@ func (s *Speaker) Start(ctx context.Context) error {
 	}
 	go s.reconcile(wctx)
 	return nil
+}
+
+// rejectReceived installs the global import policy: routes learned from
+// peers (internal or external) are rejected, local ones accepted.
+func (s *Speaker) rejectReceived(ctx context.Context) error {
+	reject := func(name string, rt api.Conditions_RouteType) *api.Statement {
+		return &api.Statement{Name: name, Conditions: &api.Conditions{RouteType: rt},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}}
+	}
+	pol := &api.Policy{Name: "vipd-announce-only", Statements: []*api.Statement{
+		reject("vipd-reject-external", api.Conditions_ROUTE_TYPE_EXTERNAL),
+		reject("vipd-reject-internal", api.Conditions_ROUTE_TYPE_INTERNAL),
+	}}
+	if err := s.srv.AddPolicy(ctx, &api.AddPolicyRequest{Policy: pol, ReferExistingStatements: false}); err != nil {
+		return err
+	}
+	return s.srv.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: &api.PolicyAssignment{
+		Name: "global", Direction: api.PolicyDirection_POLICY_DIRECTION_IMPORT,
+		Policies: []*api.Policy{{Name: pol.Name}}, DefaultAction: api.RouteAction_ROUTE_ACTION_ACCEPT,
+	}})
 }
 
 // apiPeer is GoBGP's configuration of peer p.
@@ -442,3 +463,18 @@ func stateName(st bgppkt.FSMState) string {
 
 // ErrStopped is returned for calls on a stopped speaker.
 var ErrStopped = errors.New("bgp: speaker stopped")
+
+// minLevel passes on records of at least its level.
+type minLevel struct {
+	min slog.Leveler
+	slog.Handler
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min.Level() && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(a []slog.Attr) slog.Handler {
+	return minLevel{h.min, h.Handler.WithAttrs(a)}
+}
+func (h minLevel) WithGroup(n string) slog.Handler { return minLevel{h.min, h.Handler.WithGroup(n)} }

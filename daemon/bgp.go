@@ -26,8 +26,10 @@ type boxState struct {
 	// announce is each announced VIP's state by name, for State: true
 	// when its route is wanted, with the reason when not.
 	announce map[string]announceState
-	nextHop6 netip.Addr // the ingress interface's IPv6 address
-	routerID netip.Addr
+	// nextHop4 and nextHop6 are the ingress interface's addresses, the
+	// routes' next hops: clients' packets arrive there.
+	nextHop4, nextHop6 netip.Addr
+	routerID           netip.Addr
 }
 
 type announceState struct {
@@ -120,6 +122,11 @@ func (d *Daemon) updateRoutesLocked() {
 		}
 		seen[v.Address] = true
 		r := bgp.Route{Prefix: netip.PrefixFrom(v.Address, v.Address.BitLen()), MED: v.MED}
+		// An explicit next hop: GoBGP's own choice, the session's local
+		// address, comes out IPv4-mapped on an IPv4 session and is then
+		// sent as an IPv6 next hop that routers reject ("missing next
+		// hop" in BIRD).
+		r.NextHop = d.box.nextHop4
 		if v.Address.Is6() {
 			r.NextHop = d.box.nextHop6
 		}

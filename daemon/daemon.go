@@ -581,7 +581,7 @@ func (d *Daemon) publishLocked(why string) error {
 			}
 		}
 	}
-	d.box.nextHop6 = host.Addr6[dataplane.PortIngress]
+	d.box.nextHop4, d.box.nextHop6 = host.Addr4[dataplane.PortIngress], host.Addr6[dataplane.PortIngress]
 	d.updateRoutesLocked()
 	d.log.Debug("snapshot published", "generation", d.gen, "why", why, "full", full,
 		"client_gateway4", net.HardwareAddr(host.ClientGateway4[:]).String(), "client_onlink", host.ClientOnLink)

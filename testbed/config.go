@@ -22,6 +22,9 @@ type ConfigOptions struct {
 	Backends int
 	// IPv6 adds the IPv6 VIPs web6-nat and web6-dsr (needs Options.IPv6).
 	IPv6 bool
+	// VIPKeys are extra keys of a VIP's table, by VIP name (for example
+	// "min_healthy = 3\n").
+	VIPKeys map[string]string
 }
 
 // FastHealth is a health check for tests: HTTP /healthz on 8080 every
@@ -76,6 +79,7 @@ func (b *Bed) Config(o ConfigOptions) string {
 			}
 			fmt.Fprintf(&s, "encap_source = \"%v\"\n", src)
 		}
+		s.WriteString(o.VIPKeys[name])
 		s.WriteString(health)
 		for i, be := range backends {
 			a := be.Addr

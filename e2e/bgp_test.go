@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vipd/vipd/testbed"
+)
+
+// routerASN and boxASN are the ASes of the bed's BGP sessions (private
+// range, RFC 6996).
+const (
+	routerASN = 65000
+	boxASN    = 65010
+)
+
+// bgpKeys is the [bgp] table of a box peering with the bed's router.
+func bgpKeys(extra string) string {
+	return fmt.Sprintf(`
+[bgp]
+asn = %d
+hold_time = "9s"
+keepalive = "3s"
+linger = "2s"
+%s
+[[bgp.peer]]
+address = "%s"
+asn = %d
+`, boxASN, extra, testbed.RouterBox, routerASN)
+}
+
+func hostRoute(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
+
+// waitHops polls the router's FIB until the route to a has exactly the
+// next hops want (none: no route), for at most d.
+func waitHops(t *testing.T, bed *testbed.Bed, a netip.Addr, want []netip.Addr, d time.Duration, what string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		got, err := testbed.NextHops(bed.Router, hostRoute(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the router's route to %s has next hops %v after %v, want %v", what, a, got, d, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestBGPOneBox runs vipd with [bgp] against BIRD as the upstream router:
+// the VIPs' host routes reach the router's kernel table (and the traffic
+// follows them, with no ARP answered for any VIP), a VIP below min_healthy
+// is withdrawn and announced again, drain-box withdraws everything and
+// reports drained after the linger, and SIGTERM lame-ducks before it
+// stops.
+func TestBGPOneBox(t *testing.T) {
+	requireE2E(t)
+	testbed.RequireBird(t)
+	bed := testbed.New(t, testbed.Options{})
+	router := bed.StartBird(bed.Router, testbed.BirdOptions{
+		ASN: routerASN, RouterID: testbed.RouterBox, HoldTime: 9,
+		Peers: []testbed.BirdPeer{{Name: "box1", Addr: testbed.BoxIngress, ASN: boxASN}},
+	})
+	e := &env{t: t, bed: bed, c: bed.HTTPClient(10 * time.Second)}
+	e.v = bed.StartVIPD(bed.Config(testbed.ConfigOptions{
+		Health:  testbed.FastHealth,
+		VIPKeys: map[string]string{"web-dsr": "min_healthy = 3\n"},
+		Extra:   bgpKeys(""),
+	}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			routes, _ := router.Cmd("show", "route", "all")
+			protos, _ := router.Cmd("show", "protocols", "all")
+			t.Logf("vipd log:\n%s\nBIRD log:\n%s\nBIRD routes:\n%s\nBIRD protocols:\n%s", tail(e.v.Log(), 30), tail(router.Log(), 40), routes, protos)
+		}
+	})
+	box := []netip.Addr{testbed.BoxIngress}
+	for _, vip := range []netip.Addr{testbed.VIPNAT, testbed.VIPDSR, testbed.VIPUDP} {
+		waitHops(t, bed, vip, box, 20*time.Second, "announced at start")
+	}
+	// The traffic follows the routes: vipd answers no ARP for a VIP
+	// announced over BGP, and sends no gratuitous ARP for it.
+	if got := e.names(natURL, 20); len(got) != 3 {
+		t.Errorf("NAT VIP over the BGP route: backends %v, want all three", got)
+	}
+	if got := e.names(dsrURL, 20); len(got) != 3 {
+		t.Errorf("DSR VIP over the BGP route: backends %v, want all three", got)
+	}
+	fams, err := e.v.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []string{"arp_replies", "arp_announcements"} {
+		if n := testbed.Metric(fams, "vipd_driver_events_total", "event", ev); n != 0 {
+			t.Errorf("%s = %v, want 0: no VIP is answered by ARP", ev, n)
+		}
+	}
+	peer := testbed.RouterBox.String()
+	if testbed.Metric(fams, "vipd_bgp_peer_up", "peer", peer) != 1 || testbed.Metric(fams, "vipd_bgp_vip_announced", "vip", "web-dsr") != 1 {
+		t.Errorf("metrics: peer up %v, web-dsr announced %v; want 1 and 1",
+			testbed.Metric(fams, "vipd_bgp_peer_up", "peer", peer), testbed.Metric(fams, "vipd_bgp_vip_announced", "vip", "web-dsr"))
+	}
+	status := bed.Box.Must(t, bed.Bin.VIPD, "status", "-admin", testbed.AdminAddr)
+	if !strings.Contains(status, peer) || !strings.Contains(status, "established") || !strings.Contains(status, "bgp announced") {
+		t.Errorf("vipd status does not show the established peer and the announcements:\n%s", status)
+	}
+
+	// min_healthy: one of three backends down withdraws the DSR VIP
+	// (min_healthy 3) and only it.
+	bed.Backends[0].Kill()
+	waitHops(t, bed, testbed.VIPDSR, nil, 10*time.Second, "DSR VIP below min_healthy")
+	waitHops(t, bed, testbed.VIPNAT, box, time.Second, "NAT VIP (min_healthy 1) stays")
+	bed.Backends[0].Start()
+	waitHops(t, bed, testbed.VIPDSR, box, 10*time.Second, "DSR VIP back to min_healthy")
+
+	// drain-box: everything withdrawn at once, drained after the linger.
+	start := time.Now()
+	cmd := bed.Box.Cmd(bed.Bin.VIPD, "drain-box", "-socket", bed.AdminSocket())
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, vip := range []netip.Addr{testbed.VIPNAT, testbed.VIPDSR, testbed.VIPUDP} {
+		waitHops(t, bed, vip, nil, 5*time.Second, "drain-box")
+	}
+	if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "drained") {
+		t.Fatalf("vipd drain-box: %v\n%s", err, out.String())
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Errorf("drain-box reported drained after %v, before the 2 s linger", took)
+	}
+	// Still forwarding while drained (the router has no route now: ask
+	// the box's state instead of sending traffic).
+	st, err := e.v.State()
+	if err != nil || st.BGP == nil || st.BGP.Box != "drained" {
+		t.Fatalf("state after drain-box: %+v, %v", st.BGP, err)
+	}
+	bed.Box.Must(t, bed.Bin.VIPD, "drain-box", "-undo", "-socket", bed.AdminSocket())
+	waitHops(t, bed, testbed.VIPNAT, box, 10*time.Second, "drain-box undone")
+
+	// SIGTERM lame-ducks first: the routes go before vipd exits.
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.v.Stop() }()
+	waitHops(t, bed, testbed.VIPNAT, nil, 5*time.Second, "SIGTERM")
+	select {
+	case err := <-stopped:
+		t.Fatalf("vipd exited (%v) before the linger", err)
+	default:
+	}
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(e.v.Log(), "draining the box first") {
+		t.Errorf("vipd did not log its SIGTERM lame duck")
+	}
+}
