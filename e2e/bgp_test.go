@@ -65,7 +65,7 @@ func waitHops(t *testing.T, bed *testbed.Bed, a netip.Addr, want []netip.Addr, d
 func TestBGPOneBox(t *testing.T) {
 	requireE2E(t)
 	testbed.RequireBird(t)
-	bed := testbed.New(t, testbed.Options{})
+	bed := testbed.New(t, testbed.Options{IPv6: true})
 	router := bed.StartBird(bed.Router, testbed.BirdOptions{
 		ASN: routerASN, RouterID: testbed.RouterBox, HoldTime: 9,
 		Peers: []testbed.BirdPeer{{Name: "box1", Addr: testbed.BoxIngress, ASN: boxASN}},
@@ -73,6 +73,7 @@ func TestBGPOneBox(t *testing.T) {
 	e := &env{t: t, bed: bed, c: bed.HTTPClient(10 * time.Second)}
 	e.v = bed.StartVIPD(bed.Config(testbed.ConfigOptions{
 		Health:  testbed.FastHealth,
+		IPv6:    true,
 		VIPKeys: map[string]string{"web-dsr": "min_healthy = 3\n"},
 		Extra:   bgpKeys(""),
 	}))
@@ -86,6 +87,14 @@ func TestBGPOneBox(t *testing.T) {
 	box := []netip.Addr{testbed.BoxIngress}
 	for _, vip := range []netip.Addr{testbed.VIPNAT, testbed.VIPDSR, testbed.VIPUDP} {
 		waitHops(t, bed, vip, box, 20*time.Second, "announced at start")
+	}
+	// IPv6 VIPs through MP-BGP over the IPv4 session, with the box's
+	// ingress IPv6 address as next hop.
+	for _, vip := range []netip.Addr{testbed.VIPNAT6, testbed.VIPDSR6} {
+		waitHops(t, bed, vip, []netip.Addr{testbed.BoxIngress6}, 10*time.Second, "IPv6 announced at start")
+	}
+	if got := e.names("http://["+testbed.VIPNAT6.String()+"]", 10); len(got) == 0 {
+		t.Errorf("IPv6 NAT VIP over the BGP route: no answer")
 	}
 	// The traffic follows the routes: vipd answers no ARP for a VIP
 	// announced over BGP, and sends no gratuitous ARP for it.
