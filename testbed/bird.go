@@ -60,7 +60,7 @@ func (o BirdOptions) Config() string {
 	s.WriteString("protocol kernel kernel4 {\n  ipv4 { import none; export all; };\n  merge paths yes;\n}\n")
 	s.WriteString("protocol kernel kernel6 {\n  ipv6 { import none; export all; };\n  merge paths yes;\n}\n")
 	for _, p := range o.Peers {
-		fmt.Fprintf(&s, "protocol bgp %s {\n  local as %d;\n  neighbor %s as %d;\n  connect retry time 1;\n", p.Name, o.ASN, p.Addr, p.ASN)
+		fmt.Fprintf(&s, "protocol bgp %s {\n  local as %d;\n  neighbor %s as %d;\n  connect retry time 1;\n  error wait time 1, 3;\n", p.Name, o.ASN, p.Addr, p.ASN)
 		if o.HoldTime > 0 {
 			fmt.Fprintf(&s, "  hold time %d;\n  keepalive time %d;\n", o.HoldTime, max(1, o.HoldTime/3))
 		}
