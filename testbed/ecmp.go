@@ -116,7 +116,9 @@ func (e *ECMPBed) ingressPort(ns *nstest.NS, name, swname string) {
 }
 
 // BoxSocket is box i's admin socket.
-func (e *ECMPBed) BoxSocket(i int) string { return filepath.Join(e.dir, fmt.Sprintf("admin%d.sock", i)) }
+func (e *ECMPBed) BoxSocket(i int) string {
+	return filepath.Join(e.dir, fmt.Sprintf("admin%d.sock", i))
+}
 
 // BoxConfig is box i's vipd configuration: o for every box (the same
 // VIPs, backends and seed: the boxes agree on every flow), with box i's
