@@ -2,7 +2,6 @@ package bgp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -460,9 +459,6 @@ func stateName(st bgppkt.FSMState) string {
 	}
 	return st.String()
 }
-
-// ErrStopped is returned for calls on a stopped speaker.
-var ErrStopped = errors.New("bgp: speaker stopped")
 
 // minLevel passes on records of at least its level.
 type minLevel struct {
