@@ -29,10 +29,12 @@ func closedLoopbackPort(t *testing.T) string {
 }
 
 // bgpConfig is healthConfig with a speaker peering with a loopback port
-// that refuses, min_healthy 2 on "web", and a second VIP left to ARP.
-func bgpConfig(t *testing.T) string {
+// that refuses, min_healthy 2 on "web", and a second VIP left to ARP; and
+// the same without "web".
+func bgpConfig(t *testing.T) (withWeb, withoutWeb string) {
 	web := strings.NewReplacer("SLOW", "0s", "ALLDOWN", "drop", "port = 80\n", "port = 80\nmin_healthy = 2\ncommunities = [\"65010:7\"]\nmed = 20\n").Replace(healthConfig)
-	return web + `
+	header, _, _ := strings.Cut(web, "[[vip]]")
+	rest := `
 [[vip]]
 name = "arp"
 address = "198.18.0.101"
@@ -50,6 +52,7 @@ linger = "300ms"
 address = "127.0.0.1"
 asn = 65000
 port = ` + closedLoopbackPort(t) + "\n"
+	return web + rest, header + rest
 }
 
 func (td *testDaemon) announced() []netip.Prefix {
@@ -85,7 +88,8 @@ func (td *testDaemon) vipAnnounce(name string) string {
 // that refuses is no error; the VIP left to ARP is the only one answered.
 func TestBGPAnnounce(t *testing.T) {
 	fp := newFakeProbes()
-	td := newTestDaemon(t, bgpConfig(t), fp.probe)
+	cfg, withoutWeb := bgpConfig(t)
+	td := newTestDaemon(t, cfg, fp.probe)
 	td.run()
 	td.waitRunning()
 	web := netip.MustParsePrefix("198.18.0.100/32")
@@ -143,6 +147,18 @@ func TestBGPAnnounce(t *testing.T) {
 	if err != nil || st.BGP == nil || st.BGP.RouterID != "198.18.1.1" || len(st.BGP.Peers) != 1 || st.BGP.Box != admin.BoxAnnouncing {
 		t.Fatalf("State's BGP: %+v, %v", st.BGP, err)
 	}
+
+	// A reload that removes the VIP withdraws it.
+	td.rewrite(withoutWeb)
+	if err := td.d.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "web withdrawn by the reload", isWithdrawn)
+	td.rewrite(cfg)
+	if err := td.d.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "web announced after the reload that brings it back", isAnnounced)
 
 	// SIGTERM's lame duck: withdrawn, then drained after the linger.
 	ch := td.d.LameDuck()
