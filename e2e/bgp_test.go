@@ -176,3 +176,57 @@ func TestBGPOneBox(t *testing.T) {
 		t.Errorf("vipd did not log its SIGTERM lame duck")
 	}
 }
+
+// TestBGPGracefulRestart: with graceful_restart set and drain_on_stop off,
+// a stopped vipd closes its session without a NOTIFICATION and BIRD keeps
+// its routes (stale) for the restart time, so a quick restart does not
+// take the VIPs off the router; the restarted vipd refreshes them.
+func TestBGPGracefulRestart(t *testing.T) {
+	requireE2E(t)
+	testbed.RequireBird(t)
+	bed := testbed.New(t, testbed.Options{})
+	router := bed.StartBird(bed.Router, testbed.BirdOptions{
+		ASN: routerASN, RouterID: testbed.RouterBox, HoldTime: 9, GracefulRestart: true,
+		Peers: []testbed.BirdPeer{{Name: "box1", Addr: testbed.BoxIngress, ASN: boxASN}},
+	})
+	cfg := bed.Config(testbed.ConfigOptions{Extra: bgpKeys(bgpHold9 + "\ngraceful_restart = \"60s\"\ndrain_on_stop = false")})
+	v := bed.StartVIPD(cfg)
+	t.Cleanup(func() {
+		if t.Failed() {
+			protos, _ := router.Cmd("show", "protocols", "all", "box1")
+			t.Logf("vipd log:\n%s\nBIRD log:\n%s\nBIRD box1:\n%s", tail(v.Log(), 30), tail(router.Log(), 20), protos)
+		}
+	})
+	box := []netip.Addr{testbed.BoxIngress}
+	waitHops(t, bed, testbed.VIPNAT, box, 20*time.Second, "announced at start")
+	if err := v.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// The session is gone, the route stays: BIRD holds it as stale.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		hops, err := testbed.NextHops(bed.Router, hostRoute(testbed.VIPNAT))
+		if err != nil || !slices.Equal(hops, box) {
+			t.Fatalf("after a graceful stop the router's route to the VIP is %v (%v), want it kept", hops, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if out, _ := router.Cmd("show", "protocols", "box1"); strings.Contains(out, "Established") {
+		t.Fatalf("the session is still established after vipd stopped:\n%s", out)
+	}
+	v = bed.StartVIPD(cfg)
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		out, _ := router.Cmd("show", "route", "for", testbed.VIPNAT.String(), "all")
+		if !strings.Contains(out, "stale") && strings.Contains(out, testbed.VIPNAT.String()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted vipd did not refresh its route:\n%s", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got := (&env{t: t, bed: bed, c: bed.HTTPClient(10 * time.Second)}).names(natURL, 10); len(got) == 0 {
+		t.Errorf("no answer through the refreshed route")
+	}
+}
