@@ -217,12 +217,13 @@ func TestBGPGracefulRestart(t *testing.T) {
 	v = bed.StartVIPD(cfg)
 	deadline = time.Now().Add(20 * time.Second)
 	for {
-		out, _ := router.Cmd("show", "route", "for", testbed.VIPNAT.String(), "all")
-		if !strings.Contains(out, "stale") && strings.Contains(out, testbed.VIPNAT.String()) {
+		out, _ := router.Cmd("show", "protocols", "box1")
+		hops, err := testbed.NextHops(bed.Router, hostRoute(testbed.VIPNAT))
+		if strings.Contains(out, "Established") && err == nil && slices.Equal(hops, box) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the restarted vipd did not refresh its route:\n%s", out)
+			t.Fatalf("the restarted vipd's session and route: %v %v\n%s", hops, err, out)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
