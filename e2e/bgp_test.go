@@ -36,6 +36,18 @@ asn = %d
 // timer is not what it tests.
 const bgpHold9 = "hold_time = \"9s\"\nkeepalive = \"3s\""
 
+// waitUntilE2E polls cond every 100 ms for at most d.
+func waitUntilE2E(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func hostRoute(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
 
 // waitHops polls the router's FIB until the route to a has exactly the
@@ -69,16 +81,22 @@ func TestBGPOneBox(t *testing.T) {
 	requireE2E(t)
 	testbed.RequireBird(t)
 	bed := testbed.New(t, testbed.Options{IPv6: true})
+	// A second session, from the backends' side, signed with TCP MD5.
+	const md5 = "vipd-md5-key"
+	routerB := netip.MustParseAddr("198.18.1.254")
 	router := bed.StartBird(bed.Router, testbed.BirdOptions{
 		ASN: routerASN, RouterID: testbed.RouterBox, HoldTime: 9,
-		Peers: []testbed.BirdPeer{{Name: "box1", Addr: testbed.BoxIngress, ASN: boxASN}},
+		Peers: []testbed.BirdPeer{
+			{Name: "box1", Addr: testbed.BoxIngress, ASN: boxASN},
+			{Name: "box1md5", Addr: bed.BoxEgress, ASN: boxASN, Password: md5},
+		},
 	})
 	e := &env{t: t, bed: bed, c: bed.HTTPClient(10 * time.Second)}
 	e.v = bed.StartVIPD(bed.Config(testbed.ConfigOptions{
 		Health:  testbed.FastHealth,
 		IPv6:    true,
 		VIPKeys: map[string]string{"web-dsr": "min_healthy = 3\n"},
-		Extra:   bgpKeys(bgpHold9),
+		Extra:   bgpKeys(bgpHold9) + fmt.Sprintf("[[bgp.peer]]\naddress = %q\nasn = %d\npassword = %q\n", routerB, routerASN, md5),
 	}))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -117,9 +135,14 @@ func TestBGPOneBox(t *testing.T) {
 		}
 	}
 	peer := testbed.RouterBox.String()
-	if testbed.Metric(fams, "vipd_bgp_peer_up", "peer", peer) != 1 || testbed.Metric(fams, "vipd_bgp_vip_announced", "vip", "web-dsr") != 1 {
-		t.Errorf("metrics: peer up %v, web-dsr announced %v; want 1 and 1",
-			testbed.Metric(fams, "vipd_bgp_peer_up", "peer", peer), testbed.Metric(fams, "vipd_bgp_vip_announced", "vip", "web-dsr"))
+	waitUntilE2E(t, "both sessions established (one with TCP MD5)", 10*time.Second, func() bool {
+		fams, err := e.v.Metrics()
+		return err == nil && testbed.Metric(fams, "vipd_bgp_peer_up", "peer", peer) == 1 &&
+			testbed.Metric(fams, "vipd_bgp_peer_up", "peer", routerB.String()) == 1
+	})
+	if testbed.Metric(fams, "vipd_bgp_vip_announced", "vip", "web-dsr") != 1 || testbed.Metric(fams, "vipd_bgp_prefixes_announced") != 5 {
+		t.Errorf("metrics: web-dsr announced %v, prefixes %v; want 1 and 5",
+			testbed.Metric(fams, "vipd_bgp_vip_announced", "vip", "web-dsr"), testbed.Metric(fams, "vipd_bgp_prefixes_announced"))
 	}
 	status := bed.Box.Must(t, bed.Bin.VIPD, "status", "-admin", testbed.AdminAddr)
 	if !strings.Contains(status, peer) || !strings.Contains(status, "established") || !strings.Contains(status, "bgp announced") {

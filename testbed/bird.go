@@ -37,6 +37,8 @@ type BirdPeer struct {
 	Name string
 	Addr netip.Addr
 	ASN  uint32
+	// Password is the TCP MD5 key of the session ("": none).
+	Password string
 }
 
 // BirdOptions shape the router's configuration.
@@ -61,6 +63,9 @@ func (o BirdOptions) Config() string {
 	s.WriteString("protocol kernel kernel6 {\n  ipv6 { import none; export all; };\n  merge paths yes;\n}\n")
 	for _, p := range o.Peers {
 		fmt.Fprintf(&s, "protocol bgp %s {\n  local as %d;\n  neighbor %s as %d;\n  connect retry time 1;\n  error wait time 1, 3;\n", p.Name, o.ASN, p.Addr, p.ASN)
+		if p.Password != "" {
+			fmt.Fprintf(&s, "  password %q;\n", p.Password)
+		}
 		if o.HoldTime > 0 {
 			fmt.Fprintf(&s, "  hold time %d;\n  keepalive time %d;\n", o.HoldTime, max(1, o.HoldTime/3))
 		}
