@@ -5,12 +5,12 @@ import (
 	"io"
 	"net/netip"
 
-	"github.com/vipd/vipd/arp"
 	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/linkwatch"
 )
 
 // localAddrs reads this machine's addresses; tests replace it.
-var localAddrs = arp.LocalAddrs
+var localAddrs = linkwatch.LocalAddrs
 
 // checkHost is the part of -check that looks at the machine it runs on: a
 // VIP that is one of its addresses is an error (vipd would refuse to start
