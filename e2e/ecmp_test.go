@@ -19,7 +19,6 @@ const ecmpBGP = "hold_time = \"3s\"\nkeepalive = \"1s\""
 
 // ecmpEnv is the ECMP bed with BIRD and a vipd per box.
 type ecmpEnv struct {
-	t      *testing.T
 	bed    *testbed.ECMPBed
 	router *testbed.Bird
 	co     testbed.ConfigOptions
@@ -49,12 +48,12 @@ func (e *ecmpEnv) start(i int) {
 }
 
 // newFlows is the VIP's new-flow counter on every box.
-func (e *ecmpEnv) newFlows(vip string) []float64 {
+func (e *ecmpEnv) newFlows(t *testing.T, vip string) []float64 {
 	var out []float64
 	for _, v := range e.boxes {
 		fams, err := v.Metrics()
 		if err != nil {
-			e.t.Fatal(err)
+			t.Fatal(err)
 		}
 		out = append(out, testbed.Metric(fams, "vipd_vip_new_flows_total", "vip", vip))
 	}
@@ -79,7 +78,7 @@ func TestECMP(t *testing.T) {
 	for i := 0; i < nboxes; i++ {
 		peers = append(peers, testbed.BirdPeer{Name: fmt.Sprintf("box%d", i+1), Addr: testbed.BoxAddr(i), ASN: boxASN})
 	}
-	e := &ecmpEnv{t: t, bed: bed, boxes: make([]*testbed.VIPD, nboxes),
+	e := &ecmpEnv{bed: bed, boxes: make([]*testbed.VIPD, nboxes),
 		router: bed.StartBird(bed.Router, testbed.BirdOptions{ASN: routerASN, RouterID: testbed.RouterBox, HoldTime: 3, Peers: peers}),
 		co: testbed.ConfigOptions{Health: testbed.FastHealth, Echo: true, Backends: 3,
 			VIPKeys: map[string]string{"udp-nat": "min_healthy = 3\n"}},
@@ -149,7 +148,7 @@ func (e *ecmpEnv) get(vip netip.Addr) (netip.AddrPort, string, error) {
 // the backend every box would pick for it.
 func (e *ecmpEnv) spread(t *testing.T) {
 	const n = 1000
-	before := e.newFlows("web-dsr")
+	before := e.newFlows(t, "web-dsr")
 	type flow struct {
 		local   netip.AddrPort
 		backend string
@@ -162,7 +161,7 @@ func (e *ecmpEnv) spread(t *testing.T) {
 		}
 		flows = append(flows, flow{local, name})
 	}
-	after := e.newFlows("web-dsr")
+	after := e.newFlows(t, "web-dsr")
 	for i := range after {
 		share := after[i] - before[i]
 		t.Logf("box %d took %.0f of %d new flows", i+1, share, n)
@@ -190,13 +189,23 @@ func (e *ecmpEnv) spread(t *testing.T) {
 	}
 }
 
-// check counts the broken flows after an event and fails the test if any.
-func check(t *testing.T, ef *echoFlows, what string) int {
+// startEcho starts n echo flows through vip, or fails the test.
+func (e *ecmpEnv) startEcho(t *testing.T, vip netip.Addr, n int) *testbed.EchoFlows {
 	t.Helper()
-	broken := ef.settle(15 * time.Second)
-	t.Logf("%s: %d of %d connections broken", what, len(broken), len(ef.flows))
+	ef, err := e.bed.StartEchoFlows(vip, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ef
+}
+
+// check counts the broken flows after an event and fails the test if any.
+func check(t *testing.T, ef *testbed.EchoFlows, what string) int {
+	t.Helper()
+	broken := ef.Settle(15 * time.Second)
+	t.Logf("%s: %d of %d connections broken", what, len(broken), ef.Len())
 	if len(broken) > 0 {
-		t.Errorf("%s: %d connections broken (goal 0):\n  %s", what, len(broken), firstN(broken, 5))
+		t.Errorf("%s: %d connections broken (goal 0):\n  %s", what, len(broken), testbed.FirstN(broken, 5))
 	}
 	return len(broken)
 }
@@ -204,37 +213,37 @@ func check(t *testing.T, ef *echoFlows, what string) int {
 // silence makes box i silent, as a dead machine is: its router-facing link
 // goes down first, so that no FIN or RST tells the router its session
 // ended and only the hold timer can; then its vipd is SIGKILLed.
-func (e *ecmpEnv) silence(i int) {
-	e.bed.Boxes[i].Must(e.t, "ip", "link", "set", "eth0", "down")
+func (e *ecmpEnv) silence(t *testing.T, i int) {
+	e.bed.Boxes[i].Must(t, "ip", "link", "set", "eth0", "down")
 	e.boxes[i].Kill()
 }
 
 // unsilence brings box i's link back, with the default route the link's
 // going down removed (NAT replies to clients follow it).
-func (e *ecmpEnv) unsilence(i int) {
-	e.bed.Boxes[i].Must(e.t, "ip", "link", "set", "eth0", "up")
-	e.bed.Boxes[i].Must(e.t, "ip", "route", "replace", "default", "via", testbed.RouterBox.String())
+func (e *ecmpEnv) unsilence(t *testing.T, i int) {
+	e.bed.Boxes[i].Must(t, "ip", "link", "set", "eth0", "up")
+	e.bed.Boxes[i].Must(t, "ip", "route", "replace", "default", "via", testbed.RouterBox.String())
 }
 
 // churnDSR: 300 streaming DSR connections through a silent box failure, the
 // box's restart, and a drain-box then stop of another box.
 func (e *ecmpEnv) churnDSR(t *testing.T) {
-	ef := startEchoFlows(t, e.bed.Bed, testbed.VIPDSR, 300)
-	t.Logf("300 DSR connections on backends %v", ef.backend)
+	ef := e.startEcho(t, testbed.VIPDSR, 300)
+	t.Logf("300 DSR connections on backends %v", ef.Backends())
 
 	start := time.Now()
-	e.silence(1)
+	e.silence(t, 1)
 	waitHops(t, e.bed.Bed, testbed.VIPDSR, e.boxesBut(1), 15*time.Second, "box 2 silent")
 	t.Logf("box 2 silent: the router dropped it after %v", time.Since(start).Round(100*time.Millisecond))
 	check(t, ef, "box 2 killed silently")
 
-	e.unsilence(1)
+	e.unsilence(t, 1)
 	e.start(1)
 	waitHops(t, e.bed.Bed, testbed.VIPDSR, e.allBoxes(), 20*time.Second, "box 2 back")
 	check(t, ef, "box 2 restarted")
 	// The flows that rehashed to the restarted box reached it mid-stream
 	// (it has no connection state for them) and kept their backends.
-	if got := e.newFlows("echo-dsr")[1]; got == 0 {
+	if got := e.newFlows(t, "echo-dsr")[1]; got == 0 {
 		t.Errorf("the restarted box 2 forwarded none of the connections: the router did not rehash any to it")
 	} else {
 		t.Logf("the restarted box 2 took over %.0f of the connections mid-stream", got)
@@ -249,7 +258,7 @@ func (e *ecmpEnv) churnDSR(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(t, ef, "box 3 drained, then stopped")
-	ef.finish()
+	ef.Finish()
 	e.start(2)
 	waitHops(t, e.bed.Bed, testbed.VIPDSR, e.allBoxes(), 20*time.Second, "box 3 back")
 }
@@ -257,8 +266,8 @@ func (e *ecmpEnv) churnDSR(t *testing.T) {
 // natAllUp: NAT connections, whose replies go through any box, survive the
 // router moving them between boxes while every box stays up.
 func (e *ecmpEnv) natAllUp(t *testing.T) {
-	ef := startEchoFlows(t, e.bed.Bed, testbed.VIPNAT, 300)
-	t.Logf("300 NAT connections on backends %v", ef.backend)
+	ef := e.startEcho(t, testbed.VIPNAT, 300)
+	t.Logf("300 NAT connections on backends %v", ef.Backends())
 	check(t, ef, "NAT, three boxes")
 	e.bed.Boxes[0].Must(t, e.bed.Bin.VIPD, "drain-box", "-no-wait", "-socket", e.bed.BoxSocket(0))
 	waitHops(t, e.bed.Bed, testbed.VIPNAT, e.boxesBut(0), 5*time.Second, "box 1 drained")
@@ -285,23 +294,23 @@ func (e *ecmpEnv) minHealthy(t *testing.T) {
 // removes (previous-owner forwarding); it is counted and reported, and
 // must stay within the flows that moved.
 func (e *ecmpEnv) combined(t *testing.T) {
-	ef := startEchoFlows(t, e.bed.Bed, testbed.VIPDSR, 300)
+	ef := e.startEcho(t, testbed.VIPDSR, 300)
 	e.co.Backends = 4
 	for i, v := range e.boxes {
 		if err := v.Reload(e.bed.BoxConfig(i, e.co, bgpKeys(ecmpBGP)), "ok"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if broken := ef.settle(10 * time.Second); len(broken) > 0 {
-		t.Fatalf("the reload alone broke %d connections:\n  %s", len(broken), firstN(broken, 5))
+	if broken := ef.Settle(10 * time.Second); len(broken) > 0 {
+		t.Fatalf("the reload alone broke %d connections:\n  %s", len(broken), testbed.FirstN(broken, 5))
 	}
-	e.silence(1)
+	e.silence(t, 1)
 	waitHops(t, e.bed.Bed, testbed.VIPDSR, e.boxesBut(1), 15*time.Second, "box 2 silent")
-	broken := ef.settle(15 * time.Second)
-	t.Logf("COMBINED CHURN: backend added, then a box killed: %d of %d connections broken", len(broken), len(ef.flows))
+	broken := ef.Settle(15 * time.Second)
+	t.Logf("COMBINED CHURN: backend added, then a box killed: %d of %d connections broken", len(broken), ef.Len())
 	// Only flows that crossed box 2 move; about a third of them.
-	if len(broken) > len(ef.flows)/2 {
-		t.Errorf("%d of %d connections broken: more than the flows that moved could explain:\n  %s", len(broken), len(ef.flows), firstN(broken, 5))
+	if len(broken) > ef.Len()/2 {
+		t.Errorf("%d of %d connections broken: more than the flows that moved could explain:\n  %s", len(broken), ef.Len(), testbed.FirstN(broken, 5))
 	}
-	ef.finish()
+	ef.Finish()
 }

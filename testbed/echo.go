@@ -1,4 +1,4 @@
-package e2e
+package testbed
 
 import (
 	"bufio"
@@ -6,26 +6,23 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/netip"
 	"strings"
 	"sync"
-	"testing"
 	"time"
-
-	"github.com/vipd/vipd/testbed"
 )
 
-// echoFlows are long-lived TCP connections to a backend echo server
+// EchoFlows are long-lived TCP connections to a backend echo server
 // through a VIP, each streaming both ways: every round sends a chunk of
 // pseudo-random bytes and checks that exactly those come back. A
 // connection is broken when a write or read fails or the bytes differ
 // (the TCP checksums were right, or the kernel would have dropped them:
 // this catches a connection that reached another backend, which answers
 // with a reset, or a stream that lost its place).
-type echoFlows struct {
-	t    *testing.T
+type EchoFlows struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
@@ -50,14 +47,13 @@ const (
 	chunk        = 256
 )
 
-// startEchoFlows opens n connections from the client to vip:EchoPort and
+// StartEchoFlows opens n connections from the client to vip:EchoPort and
 // starts streaming; it returns once every connection is open and has
-// completed a round.
-func startEchoFlows(t *testing.T, bed *testbed.Bed, vip netip.Addr, n int) *echoFlows {
-	t.Helper()
-	ef := &echoFlows{t: t, stop: make(chan struct{}), backend: map[string]int{}}
-	dial := testbed.Dialer(bed.Client)
-	addr := netip.AddrPortFrom(vip, testbed.EchoPort).String()
+// completed a round. They stop at the bed's cleanup, or with Finish.
+func (b *Bed) StartEchoFlows(vip netip.Addr, n int) (*EchoFlows, error) {
+	ef := &EchoFlows{stop: make(chan struct{}), backend: map[string]int{}}
+	dial := Dialer(b.Client)
+	addr := netip.AddrPortFrom(vip, EchoPort).String()
 	ready := make(chan error, n)
 	for i := 0; i < n; i++ {
 		f := &echoFlow{}
@@ -73,19 +69,19 @@ func startEchoFlows(t *testing.T, bed *testbed.Bed, vip netip.Addr, n int) *echo
 		select {
 		case err := <-ready:
 			if err != nil {
-				ef.finish()
-				t.Fatalf("echo flow to %s did not start: %v", addr, err)
+				ef.Finish()
+				return nil, fmt.Errorf("echo flow to %s did not start: %w", addr, err)
 			}
 		case <-deadline:
-			ef.finish()
-			t.Fatalf("only %d of %d echo flows to %s started", i, n, addr)
+			ef.Finish()
+			return nil, fmt.Errorf("only %d of %d echo flows to %s started within 20 s", i, n, addr)
 		}
 	}
-	t.Cleanup(ef.finish)
-	return ef
+	b.t.Cleanup(ef.Finish)
+	return ef, nil
 }
 
-func (ef *echoFlows) run(f *echoFlow, dial func(context.Context, string, string) (net.Conn, error), addr string, seed uint64, ready chan<- error) {
+func (ef *EchoFlows) run(f *echoFlow, dial func(context.Context, string, string) (net.Conn, error), addr string, seed uint64, ready chan<- error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	c, err := dial(ctx, "tcp", addr)
 	cancel()
@@ -150,10 +146,10 @@ func (ef *echoFlows) run(f *echoFlow, dial func(context.Context, string, string)
 	}
 }
 
-// settle waits until every flow still alive has completed a round after
+// Settle waits until every flow still alive has completed a round after
 // now, for at most d, and returns the flows broken so far, counting the
 // ones that made no progress as broken (stalled).
-func (ef *echoFlows) settle(d time.Duration) (broken []string) {
+func (ef *EchoFlows) Settle(d time.Duration) (broken []string) {
 	ef.mu.Lock()
 	base := make([]int, len(ef.flows))
 	for i, f := range ef.flows {
@@ -178,8 +174,8 @@ func (ef *echoFlows) settle(d time.Duration) (broken []string) {
 	}
 }
 
-// finish stops every flow and waits for them.
-func (ef *echoFlows) finish() {
+// Finish stops every flow and waits for them.
+func (ef *EchoFlows) Finish() {
 	select {
 	case <-ef.stop:
 		return
@@ -189,18 +185,18 @@ func (ef *echoFlows) finish() {
 	ef.wg.Wait()
 }
 
-// locals returns the flows' client addresses.
-func (ef *echoFlows) locals() []netip.AddrPort {
+// Len is the number of flows started.
+func (ef *EchoFlows) Len() int { return len(ef.flows) }
+
+// Backends counts the flows by the backend that answered them.
+func (ef *EchoFlows) Backends() map[string]int {
 	ef.mu.Lock()
 	defer ef.mu.Unlock()
-	out := make([]netip.AddrPort, len(ef.flows))
-	for i, f := range ef.flows {
-		out[i] = f.local
-	}
-	return out
+	return maps.Clone(ef.backend)
 }
 
-func firstN(s []string, n int) string {
+// FirstN joins the first n of s, saying how many more there are.
+func FirstN(s []string, n int) string {
 	if len(s) > n {
 		s = append(s[:n:n], fmt.Sprintf("… and %d more", len(s)-n))
 	}
