@@ -4,7 +4,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 BIN     := bin
 
-.PHONY: all deps build test test-unit test-race test-bench-smoke lint demo bench pgo pgo-compare clean
+.PHONY: all deps build test test-unit test-race test-bench-smoke lint demo demo-ecmp bench pgo pgo-compare clean
 
 all: build
 
@@ -52,6 +52,12 @@ lint:
 # removes everything.
 demo: build
 	$(GO) run ./testbed/demo
+
+# Needs root and bird2 (installed by deps): two vipd boxes behind BIRD
+# announcing the VIPs over BGP, the router's ECMP route, the traffic split,
+# one box killed silently while 100 connections stream, and how many broke.
+demo-ecmp: build
+	$(GO) run ./testbed/demo-ecmp
 
 # Needs root: the in-memory Go benchmarks (pipeline incl. 1M flows,
 # conntrack, hashing), then the packets-per-second rig in throwaway

@@ -245,12 +245,18 @@ func (s *Speaker) peerState(p apiutil.Peer) {
 	pi.state, pi.since = st, time.Now()
 	pi.transitions[stateName(st)]++
 	args := []any{"peer", addr, "from", stateName(old), "to", stateName(st)}
-	if p.State.DisconnectMessage != "" || p.State.DisconnectReason != 0 {
-		pi.lastError = p.State.DisconnectMessage
-		if pi.lastError == "" {
-			pi.lastError = p.State.DisconnectReason.String()
+	// GoBGP gives the reason of every transition ("open-msg-negotiated"
+	// too); it is an error only on the way down the FSM (a session that
+	// dropped, an OPEN refused, a NOTIFICATION).
+	reason := p.State.DisconnectMessage
+	if reason == "" && p.State.DisconnectReason != 0 {
+		reason = p.State.DisconnectReason.String()
+	}
+	if reason != "" {
+		args = append(args, "reason", reason)
+		if st < old {
+			pi.lastError = reason
 		}
-		args = append(args, "reason", pi.lastError)
 	}
 	switch {
 	case st == bgppkt.BGP_FSM_ESTABLISHED:
