@@ -58,6 +58,8 @@ type BGPPeerMetrics struct {
 	Address     string
 	State       string
 	Transitions map[string]uint64 // by the state entered
+	// Notifications counts the NOTIFICATIONs exchanged with the peer.
+	Notifications uint64
 }
 
 // BGPStates lists the session states, in the FSM's order (RFC 4271 §8).
@@ -67,6 +69,7 @@ var (
 	dBGPPeerState   = desc("bgp_peer_state", "BGP session state of a peer: 1 for the state it is in, 0 for the others.", "peer", "state")
 	dBGPPeerUp      = desc("bgp_peer_up", "1 while the BGP session with the peer is established.", "peer")
 	dBGPTransitions = desc("bgp_peer_transitions_total", "BGP session transitions of a peer, by the state entered.", "peer", "state")
+	dBGPNotes       = desc("bgp_peer_notifications_total", "BGP NOTIFICATIONs sent to or received from a peer: sessions ended or refused (a wrong AS, a bad hold time); the reason is in the log and vipd status.", "peer")
 	dBGPAnnounce    = desc("bgp_announcements_total", "Routes announced (or re-announced with new attributes).")
 	dBGPWithdraw    = desc("bgp_withdrawals_total", "Routes withdrawn.")
 	dBGPErrors      = desc("bgp_errors_total", "Announcements or withdrawals the speaker failed to make (retried).")
@@ -91,6 +94,7 @@ func collectBGP(m *BGPMetrics, counter func(*prometheus.Desc, uint64, ...string)
 			counter(dBGPTransitions, p.Transitions[s], p.Address, s)
 		}
 		gauge(dBGPPeerUp, b2f(p.State == "established"), p.Address)
+		counter(dBGPNotes, p.Notifications, p.Address)
 	}
 	counter(dBGPAnnounce, m.Announcements)
 	counter(dBGPWithdraw, m.Withdrawals)

@@ -98,6 +98,9 @@ type peerInfo struct {
 	since       time.Time
 	transitions map[string]uint64 // by new state
 	lastError   string
+	// notifications counts the NOTIFICATIONs sent to and received from
+	// the peer: each one ends a session or refuses one.
+	notifications uint64
 }
 
 // New returns a speaker for cfg; Start starts it.
@@ -125,12 +128,12 @@ func (s *Speaker) Start(ctx context.Context) error {
 	if !s.cfg.RouterID.Is4() {
 		return fmt.Errorf("bgp: no router ID: set [bgp] router_id, or give the egress interface an IPv4 address")
 	}
-	lvl := &slog.LevelVar{}
 	// GoBGP logs every retry of an unreachable peer, and every UPDATE at
-	// debug; vipd logs the session transitions and its routes itself, so
-	// only GoBGP's warnings and errors go to the log.
-	lvl.Set(slog.LevelWarn)
-	glog := slog.New(minLevel{lvl, s.log.Handler()}).With("component", "gobgp")
+	// debug; vipd logs the session transitions and its routes itself, and
+	// gobgpLog passes on only GoBGP's warnings, errors and NOTIFICATIONs.
+	lvl := &slog.LevelVar{}
+	lvl.Set(slog.LevelInfo)
+	glog := slog.New(gobgpLog{next: s.log.Handler(), notify: s.notification}).With("component", "gobgp")
 	s.srv = server.NewBgpServer(server.LoggerOption(glog, lvl))
 	go s.srv.Serve()
 	port := int32(-1) // GoBGP: do not listen
@@ -268,6 +271,29 @@ func (s *Speaker) peerState(p apiutil.Peer) {
 	}
 }
 
+// notification records a NOTIFICATION GoBGP sent to or received from
+// peer (from its log, see gobgpLog).
+func (s *Speaker) notification(peer string, sent bool, code, subcode int) {
+	addr, err := netip.ParseAddr(peer)
+	if err != nil {
+		return
+	}
+	dir := "received from the peer"
+	if sent {
+		dir = "sent to the peer"
+	}
+	text := notificationText(code, subcode)
+	s.mu.Lock()
+	if pi := s.peers[addr]; pi != nil {
+		pi.notifications++
+		if !(code == 6 && s.stopped) { // vipd's own CEASE as it stops is no error
+			pi.lastError = "NOTIFICATION " + dir + ": " + text
+		}
+	}
+	s.mu.Unlock()
+	s.log.Warn("BGP NOTIFICATION", "peer", addr, "direction", dir, "error", text)
+}
+
 // Set makes routes the complete set the speaker announces; it returns at
 // once, and the announcements and withdrawals follow.
 func (s *Speaker) Set(routes []Route) {
@@ -396,10 +422,12 @@ func (s *Speaker) Stop(graceful bool) {
 	<-s.done
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	// StopBgp ends Serve; srv.Stop would call it a second time (and log
+	// that the server is not running), so it is only the fallback.
 	if err := s.srv.StopBgp(ctx, &api.StopBgpRequest{AllowGracefulRestart: graceful && s.cfg.RestartTime > 0}); err != nil {
 		s.log.Warn("stopping BGP", "err", err)
+		s.srv.Stop()
 	}
-	s.srv.Stop()
 	s.log.Info("BGP speaker stopped", "graceful_restart", graceful && s.cfg.RestartTime > 0)
 }
 
@@ -414,6 +442,9 @@ type PeerStatus struct {
 	LastError   string
 	// Received and Sent count BGP messages (UPDATEs included).
 	Received, Sent uint64
+	// Notifications counts the NOTIFICATIONs exchanged: sessions ended or
+	// refused.
+	Notifications uint64
 }
 
 // Peers returns every configured peer's session.
@@ -437,6 +468,7 @@ func (s *Speaker) Peers() []PeerStatus {
 		out = append(out, PeerStatus{
 			Address: p.Address, ASN: p.ASN, State: stateName(pi.state), Since: pi.since,
 			Transitions: maps.Clone(pi.transitions), LastError: pi.lastError, Received: m[0], Sent: m[1],
+			Notifications: pi.notifications,
 		})
 	}
 	return out
@@ -465,18 +497,3 @@ func stateName(st bgppkt.FSMState) string {
 	}
 	return st.String()
 }
-
-// minLevel passes on records of at least its level.
-type minLevel struct {
-	min slog.Leveler
-	slog.Handler
-}
-
-func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= h.min.Level() && h.Handler.Enabled(ctx, l)
-}
-
-func (h minLevel) WithAttrs(a []slog.Attr) slog.Handler {
-	return minLevel{h.min, h.Handler.WithAttrs(a)}
-}
-func (h minLevel) WithGroup(n string) slog.Handler { return minLevel{h.min, h.Handler.WithGroup(n)} }

@@ -93,19 +93,34 @@ func TestConfigFrom(t *testing.T) {
 	}
 }
 
-// TestGoBGPLogFiltered: GoBGP's debug and info records do not reach
-// vipd's log; its warnings do.
-func TestGoBGPLogFiltered(t *testing.T) {
+// TestGoBGPLog: GoBGP's debug and info records do not reach vipd's log,
+// its warnings do, and its NOTIFICATION records become peer events.
+func TestGoBGPLog(t *testing.T) {
 	var buf bytes.Buffer
 	base := slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})
-	lvl := &slog.LevelVar{}
-	lvl.Set(slog.LevelWarn)
-	log := slog.New(minLevel{lvl, base}).With("component", "gobgp")
+	type note struct {
+		peer          string
+		sent          bool
+		code, subcode int
+	}
+	var got []note
+	h := gobgpLog{next: base, notify: func(p string, sent bool, c, sc int) { got = append(got, note{p, sent, c, sc}) }}
+	log := slog.New(h).With("component", "gobgp")
 	log.Debug("chatty")
 	log.Info("retrying")
 	log.Warn("notable")
-	if out := buf.String(); strings.Contains(out, "chatty") || strings.Contains(out, "retrying") || !strings.Contains(out, "notable") {
+	peer := log.With("Topic", "Peer", "Key", "198.18.0.254")
+	peer.Info("sent notification", "State", "BGP_FSM_ACTIVE", "Code", 2, "Subcode", 2, "Data", "")
+	peer.Info("received notification", "Code", 6, "Subcode", 2)
+	if out := buf.String(); strings.Contains(out, "chatty") || strings.Contains(out, "retrying") || !strings.Contains(out, "notable") || strings.Contains(out, "notification") {
 		t.Errorf("log: %s", out)
+	}
+	want := []note{{"198.18.0.254", true, 2, 2}, {"198.18.0.254", false, 6, 2}}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("notifications %+v, want %+v", got, want)
+	}
+	if s := notificationText(2, 2); s != "OPEN message error: bad peer AS (2/2)" {
+		t.Errorf("notificationText(2, 2) = %q", s)
 	}
 }
 

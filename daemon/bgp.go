@@ -300,7 +300,7 @@ func (d *Daemon) bgpMetrics() *admin.BGPMetrics {
 	s := sp.Stats()
 	m.Announcements, m.Withdrawals, m.Errors, m.Prefixes = s.Announcements, s.Withdrawals, s.Errors, s.Announced
 	for _, p := range sp.Peers() {
-		m.Peers = append(m.Peers, admin.BGPPeerMetrics{Address: p.Address.String(), State: p.State, Transitions: p.Transitions})
+		m.Peers = append(m.Peers, admin.BGPPeerMetrics{Address: p.Address.String(), State: p.State, Transitions: p.Transitions, Notifications: p.Notifications})
 	}
 	return m
 }
