@@ -68,6 +68,8 @@ func NewECMP(t nstest.T, boxes, backends int) *ECMPBed {
 	b.Router.Sysctl(t, "net.ipv4.ip_forward", "1")
 	b.Router.Sysctl(t, "net.ipv4.fib_multipath_hash_policy", "3")
 	b.Router.Sysctl(t, "net.ipv4.fib_multipath_hash_fields", "0x37")
+	b.Router.Sysctl(t, "net.ipv6.fib_multipath_hash_policy", "3")
+	b.Router.Sysctl(t, "net.ipv6.fib_multipath_hash_fields", "0x37")
 
 	nstest.VethNamed(t, b.Client, "eth0", b.Router, "r0")
 	b.Client.Must(t, "ip", "addr", "add", ClientAddr.String()+"/24", "dev", "eth0")
