@@ -146,6 +146,7 @@ func (s *Speaker) Start(ctx context.Context) error {
 	}
 	if err := s.srv.StartBgp(ctx, &api.StartBgpRequest{Global: g}); err != nil {
 		s.srv.Stop()
+		s.srv = nil // Stop has nothing left to stop
 		return fmt.Errorf("bgp: %w", err)
 	}
 	// vipd only announces: whatever the routers send is rejected, so it
