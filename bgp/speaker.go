@@ -489,12 +489,13 @@ func (s *Speaker) Stats() Stats {
 	}
 }
 
-// States lists the session states in the order of RFC 4271's FSM.
-var States = []string{"idle", "connect", "active", "opensent", "openconfirm", "established"}
+// stateNames are the session states in the order of RFC 4271's FSM (and
+// of admin.BGPStates, the metric's labels).
+var stateNames = []string{"idle", "connect", "active", "opensent", "openconfirm", "established"}
 
 func stateName(st bgppkt.FSMState) string {
-	if int(st) >= 0 && int(st) < len(States) {
-		return States[st]
+	if int(st) >= 0 && int(st) < len(stateNames) {
+		return stateNames[st]
 	}
 	return st.String()
 }

@@ -5,12 +5,14 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 
+	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/config"
 )
 
@@ -133,4 +135,11 @@ func TestStartNeedsIPv4RouterID(t *testing.T) {
 		t.Fatalf("Start without a router ID: %v", err)
 	}
 	s.Stop(false) // a speaker that never started stops quietly
+}
+
+// TestStateNames: the speaker names the states as the metric labels do.
+func TestStateNames(t *testing.T) {
+	if !slices.Equal(stateNames, admin.BGPStates) {
+		t.Errorf("bgp %v, admin %v", stateNames, admin.BGPStates)
+	}
 }
