@@ -4,17 +4,23 @@ GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 BIN     := bin
 
-.PHONY: all deps build test test-unit test-race test-bench-smoke lint demo bench pgo pgo-compare clean
+.PHONY: all deps build test test-unit test-race test-bench-smoke lint demo demo-ecmp bench pgo pgo-compare clean
 
 all: build
 
-# Everything the tests need from the network: Go modules, and iproute2 (the
-# ip tool, used by the privileged tests to build namespaces) when missing.
+# Everything the tests need from the network: Go modules, iproute2 (the ip
+# tool, used by the privileged tests to build namespaces) and bird2 (BIRD 2,
+# the upstream router of the BGP tests) when missing.
 deps:
 	$(GO) mod download
-	@if [ "$$(id -u)" = 0 ] && ! command -v ip >/dev/null; then \
-		echo "installing iproute2 (the privileged tests need the ip tool)"; \
-		apt-get update -qq && apt-get install -y iproute2; \
+	@if [ "$$(id -u)" = 0 ]; then \
+		need=""; \
+		command -v ip >/dev/null || need="$$need iproute2"; \
+		command -v bird >/dev/null && command -v birdc >/dev/null || need="$$need bird2"; \
+		if [ -n "$$need" ]; then \
+			echo "installing$$need (the privileged tests need them)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y$$need; \
+		fi; \
 	fi
 
 build: deps
@@ -46,6 +52,12 @@ lint:
 # removes everything.
 demo: build
 	$(GO) run ./testbed/demo
+
+# Needs root and bird2 (installed by deps): two vipd boxes behind BIRD
+# announcing the VIPs over BGP, the router's ECMP route, the traffic split,
+# one box killed silently while 100 connections stream, and how many broke.
+demo-ecmp: build
+	$(GO) run ./testbed/demo-ecmp
 
 # Needs root: the in-memory Go benchmarks (pipeline incl. 1M flows,
 # conntrack, hashing), then the packets-per-second rig in throwaway

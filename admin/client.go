@@ -105,6 +105,9 @@ func WriteStatus(w io.Writer, st *State) error {
 		if v.AllDown {
 			flags += ",ALL-DOWN(" + v.OnAllDown + ")"
 		}
+		if v.Announce != "" {
+			flags += ",bgp " + v.Announce
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\tmaglev M=%d\t%s\t\t\t\n", strings.ToUpper(v.Protocol), hostPort(v.Address, v.Port), v.Mode, v.TableSize, flags)
 		for _, b := range v.Backends {
 			fwd := b.Forwarding
@@ -121,7 +124,11 @@ func WriteStatus(w io.Writer, st *State) error {
 			fmt.Fprintf(tw, "  ->\t%s\t%d\t%s\t%s\t%d\t%d\t%d\n", hostPort(b.Address, port), b.Weight, fwd, b.Health, b.ActiveFlows, b.NewFlows, b.Packets)
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	writeBGP(w, st)
+	return nil
 }
 
 func hostPort(addr string, port uint16) string {

@@ -140,4 +140,5 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dAllDown, v, vip)
 	}
 	gauge(dGeneration, float64(m.Generation))
+	collectBGP(m.BGP, counter, gauge)
 }

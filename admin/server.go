@@ -87,6 +87,9 @@ func Handler(p Provider, access Access) http.Handler {
 		mux.HandleFunc("POST /v1/drain", func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "this listener is read-only: drains are served on vipd's admin socket ([admin] socket) only; use `vipd drain` as root", http.StatusForbidden)
 		})
+		mux.HandleFunc("POST /v1/drain-box", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "this listener is read-only: drain-box is served on vipd's admin socket ([admin] socket) only; use `vipd drain-box` as root", http.StatusForbidden)
+		})
 		return ready(p, mux)
 	}
 	mux.Handle("POST /v1/drain", jsonOnly(func(w http.ResponseWriter, r *http.Request) {
@@ -107,6 +110,7 @@ func Handler(p Provider, access Access) http.Handler {
 		}
 		fmt.Fprintln(w, "ok")
 	}))
+	mux.Handle("POST /v1/drain-box", handleDrainBox(p))
 	return ready(p, mux)
 }
 

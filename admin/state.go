@@ -19,6 +19,8 @@ type State struct {
 	Workers    int             `json:"workers"`
 	VIPs       []VIPState      `json:"vips"`
 	Conntrack  conntrack.Stats `json:"conntrack"`
+	// BGP is the speaker's state; nil without [bgp].
+	BGP *BGPState `json:"bgp,omitempty"`
 }
 
 // VIPState is one VIP in State.
@@ -32,12 +34,15 @@ type VIPState struct {
 	TableSize uint32 `json:"table_size"`
 	// AllDown: every enabled backend failed its health check; OnAllDown
 	// says what the VIP does about it.
-	AllDown   bool           `json:"all_down"`
-	OnAllDown string         `json:"on_all_down"`
-	Packets   uint64         `json:"packets"`
-	Bytes     uint64         `json:"bytes"`
-	NewFlows  uint64         `json:"new_flows"`
-	Backends  []BackendState `json:"backends"`
+	AllDown   bool   `json:"all_down"`
+	OnAllDown string `json:"on_all_down"`
+	Packets   uint64 `json:"packets"`
+	Bytes     uint64 `json:"bytes"`
+	NewFlows  uint64 `json:"new_flows"`
+	// Announce says what BGP does with the VIP: "" without [bgp], "off"
+	// (announce = false), "announced", or "withdrawn: WHY".
+	Announce string         `json:"announce,omitempty"`
+	Backends []BackendState `json:"backends"`
 }
 
 // BackendState is one backend in State.
@@ -81,6 +86,7 @@ type Metrics struct {
 	Reloads    map[string]uint64 // by result: ok, error
 	AllDown    map[string]uint64 // events per VIP name
 	Generation uint64
+	BGP        *BGPMetrics // nil without [bgp]
 }
 
 // BackendLabel identifies a backend in metric labels.

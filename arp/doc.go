@@ -3,7 +3,7 @@
 // sockets and publishes what it learns for the control plane to compile into
 // the next dataplane snapshot.
 //
-// It has three parts.
+// It has two parts, the Responder and the Resolver, and OnLinkPrefixes.
 //
 // A Responder owns the VIP addresses at layer 2 on one interface. It answers
 // ARP requests (RFC 826) for IPv4 VIPs with the interface's MAC address, and
@@ -15,10 +15,9 @@
 // another MAC for the VIP — a previous vipd box, say — switch at once. When
 // another host claims one of its VIPs it defends it (RFC 5227 §2.4 (b)).
 //
-// ReadLink, WatchLinks and OnLinkPrefixes read the kernel's view of the
-// interfaces through rtnetlink: MAC, MTU, addresses and connected prefixes.
-// WatchLinks follows changes, so a new egress MTU reaches the dataplane's
-// "fragmentation needed" decisions without a restart.
+// OnLinkPrefixes reads the prefixes the kernel reaches directly on an
+// interface (connected subnets). The links themselves — MAC, MTU, addresses,
+// and their changes — are package linkwatch's.
 //
 // A Resolver finds the next-hop MAC address for backend addresses: a route
 // lookup (RTM_GETROUTE) picks the gateway, or the address itself when it is
@@ -32,7 +31,7 @@
 // # Sockets and network namespaces
 //
 // Every socket (AF_PACKET, rtnetlink) is opened by the goroutine that calls
-// ReadLink, OnLinkPrefixes, WatchLinks, Responder.Run or Resolver.Run, never
+// OnLinkPrefixes, Responder.Run or Resolver.Run, never
 // by a goroutine they start. A caller that locked its OS thread into a network
 // namespace therefore gets sockets in that namespace; the privileged tests
 // rely on this.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/net/bpf"
+
+	"github.com/vipd/vipd/linkwatch"
 )
 
 // fakeNet is an in-memory layer 2: frameConns opened on it see the frames
@@ -196,7 +198,7 @@ func (c *fakeConn) Close() error {
 // among equals, as the FIB would for these simple tables.
 type fakeKernel struct {
 	mu        sync.Mutex
-	links     []Link
+	links     []linkwatch.Link
 	routes    []route // main table
 	local     []netip.Addr
 	neigh     []neighbor
@@ -205,7 +207,7 @@ type fakeKernel struct {
 	linkCalls int // Links calls: a Resolver makes one at the start of each round
 }
 
-func (k *fakeKernel) Links() ([]Link, error) {
+func (k *fakeKernel) Links() ([]linkwatch.Link, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.linkCalls++
@@ -213,7 +215,7 @@ func (k *fakeKernel) Links() ([]Link, error) {
 		k.failNext = nil
 		return nil, err
 	}
-	out := make([]Link, len(k.links))
+	out := make([]linkwatch.Link, len(k.links))
 	for i, l := range k.links {
 		l.Addrs = append([]netip.Prefix(nil), l.Addrs...)
 		out[i] = l

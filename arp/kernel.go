@@ -1,15 +1,14 @@
 package arp
 
 import (
-	"cmp"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"slices"
 
 	"github.com/jsimonetti/rtnetlink/v2"
 	"golang.org/x/sys/unix"
+
+	"github.com/vipd/vipd/linkwatch"
 )
 
 // kernel is what this package asks of the kernel's routing subsystem. The
@@ -17,7 +16,7 @@ import (
 // safe for concurrent use: each user owns its kernel.
 type kernel interface {
 	// Links returns every interface with its addresses.
-	Links() ([]Link, error)
+	Links() ([]linkwatch.Link, error)
 	// RouteTo asks the kernel which route it would use for dst
 	// (RTM_GETROUTE without NLM_F_DUMP: a FIB lookup, not a table walk).
 	RouteTo(dst netip.Addr) (route, error)
@@ -73,17 +72,7 @@ func dialKernel() (kernel, error) {
 
 func (k *rtnl) Close() error { return k.c.Close() }
 
-func (k *rtnl) Links() ([]Link, error) {
-	lm, err := k.c.Link.List()
-	if err != nil {
-		return nil, fmt.Errorf("arp: list links: %w", err)
-	}
-	am, err := k.c.Address.List()
-	if err != nil {
-		return nil, fmt.Errorf("arp: list addresses: %w", err)
-	}
-	return linksFromMessages(lm, am), nil
-}
+func (k *rtnl) Links() ([]linkwatch.Link, error) { return linkwatch.List(k.c) }
 
 func (k *rtnl) RouteTo(dst netip.Addr) (route, error) {
 	dst = dst.Unmap()
@@ -139,77 +128,6 @@ func (k *rtnl) Neighbors() ([]neighbor, error) {
 	return ns, nil
 }
 
-// addrFromIP converts a netlink address; 4-byte and 16-byte forms only.
-func addrFromIP(ip net.IP) netip.Addr {
-	a, ok := netip.AddrFromSlice(ip)
-	if !ok {
-		return netip.Addr{}
-	}
-	return a.Unmap()
-}
-
-func linksFromMessages(lm []rtnetlink.LinkMessage, am []rtnetlink.AddressMessage) []Link {
-	links := make([]Link, 0, len(lm))
-	byIndex := make(map[int]int, len(lm))
-	for i := range lm {
-		m := &lm[i]
-		l := Link{Index: int(m.Index)}
-		if a := m.Attributes; a != nil {
-			l.Name = a.Name
-			l.MTU = int(a.MTU)
-			if len(a.Address) == 6 {
-				l.MAC = [6]byte(a.Address)
-			}
-		}
-		byIndex[l.Index] = len(links)
-		links = append(links, l)
-	}
-	for i := range am {
-		p, ok := prefixFromMessage(&am[i])
-		if !ok {
-			continue
-		}
-		if j, ok := byIndex[int(am[i].Index)]; ok {
-			links[j].Addrs = append(links[j].Addrs, p)
-		}
-	}
-	for i := range links {
-		sortPrefixes(links[i].Addrs)
-	}
-	return links
-}
-
-// prefixFromMessage returns the interface's own address with its prefix
-// length. For IPv4, IFA_LOCAL is the local address and IFA_ADDRESS the peer
-// on point-to-point links; for IPv6 only IFA_ADDRESS is set.
-func prefixFromMessage(m *rtnetlink.AddressMessage) (netip.Prefix, bool) {
-	if m.Attributes == nil {
-		return netip.Prefix{}, false
-	}
-	ip := m.Attributes.Local
-	if ip == nil {
-		ip = m.Attributes.Address
-	}
-	a := addrFromIP(ip)
-	if !a.IsValid() {
-		return netip.Prefix{}, false
-	}
-	p, err := a.Prefix(int(m.PrefixLength))
-	if err != nil {
-		return netip.Prefix{}, false
-	}
-	return netip.PrefixFrom(a, p.Bits()), true
-}
-
-func sortPrefixes(ps []netip.Prefix) {
-	slices.SortFunc(ps, func(a, b netip.Prefix) int {
-		if c := a.Addr().Compare(b.Addr()); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Bits(), b.Bits())
-	})
-}
-
 // routeFromMessage reduces a route message. A multipath route is reduced to
 // its first next hop: RTM_GETROUTE answers with the hop the kernel picked, and
 // a dump's first hop is as good as any for the default gateway.
@@ -218,25 +136,25 @@ func routeFromMessage(m *rtnetlink.RouteMessage) route {
 	r := route{
 		Type:     m.Type,
 		Ifindex:  int(a.OutIface),
-		Gateway:  addrFromIP(a.Gateway),
-		Src:      addrFromIP(a.Src),
+		Gateway:  linkwatch.AddrFromIP(a.Gateway),
+		Src:      linkwatch.AddrFromIP(a.Src),
 		Priority: a.Priority,
 	}
 	if a.Via != nil && !r.Gateway.IsValid() {
-		r.Gateway = addrFromIP(a.Via.Addr) // RFC 5549: IPv4 over an IPv6 next hop
+		r.Gateway = linkwatch.AddrFromIP(a.Via.Addr) // RFC 5549: IPv4 over an IPv6 next hop
 	}
 	if len(a.Multipath) > 0 && r.Ifindex == 0 {
 		h := a.Multipath[0]
 		r.Ifindex = int(h.Hop.IfIndex)
-		r.Gateway = addrFromIP(h.Gateway)
+		r.Gateway = linkwatch.AddrFromIP(h.Gateway)
 		if h.Via != nil && !r.Gateway.IsValid() {
-			r.Gateway = addrFromIP(h.Via.Addr)
+			r.Gateway = linkwatch.AddrFromIP(h.Via.Addr)
 		}
 	}
 	if a.Metrics != nil {
 		r.MTU = int(a.Metrics.MTU)
 	}
-	dst := addrFromIP(a.Dst)
+	dst := linkwatch.AddrFromIP(a.Dst)
 	if !dst.IsValid() {
 		dst = netip.IPv4Unspecified()
 		if m.Family == unix.AF_INET6 {
@@ -253,7 +171,7 @@ func neighborFromMessage(m *rtnetlink.NeighMessage) (neighbor, bool) {
 	if m.Attributes == nil || (m.Family != unix.AF_INET && m.Family != unix.AF_INET6) {
 		return neighbor{}, false
 	}
-	n := neighbor{Ifindex: int(m.Index), Addr: addrFromIP(m.Attributes.Address), State: m.State}
+	n := neighbor{Ifindex: int(m.Index), Addr: linkwatch.AddrFromIP(m.Attributes.Address), State: m.State}
 	if !n.Addr.IsValid() {
 		return neighbor{}, false
 	}
@@ -261,16 +179,4 @@ func neighborFromMessage(m *rtnetlink.NeighMessage) (neighbor, bool) {
 		n.MAC = [6]byte(m.Attributes.LLAddress)
 	}
 	return n, true
-}
-
-// ErrLinkNotFound is returned for an interface name the kernel does not know.
-var ErrLinkNotFound = errors.New("arp: no such link")
-
-func findLink(links []Link, name string) (Link, error) {
-	for _, l := range links {
-		if l.Name == name {
-			return l, nil
-		}
-	}
-	return Link{}, fmt.Errorf("%w: %q", ErrLinkNotFound, name)
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/mdlayher/ndp"
+
+	"github.com/vipd/vipd/linkwatch"
 )
 
 // These tests run the package against the kernel, in a throwaway pair of
@@ -226,11 +228,11 @@ func TestPrivilegedResolver(t *testing.T) {
 		}
 	}
 
-	var vipd0 Link
+	var vipd0 linkwatch.Link
 	bed.a.do(t, func() {
 		var err error
-		if vipd0, err = ReadLink(bed.ifA); err != nil {
-			t.Errorf("ReadLink: %v", err)
+		if vipd0, err = linkwatch.Read(bed.ifA); err != nil {
+			t.Errorf("linkwatch.Read: %v", err)
 		}
 	})
 	// On-link, unknown to the kernel: the Resolver ARPed for it itself.
@@ -266,23 +268,23 @@ func TestPrivilegedResolver(t *testing.T) {
 func TestPrivilegedLinks(t *testing.T) {
 	bed := newTestBed(t)
 	var (
-		l        Link
+		l        linkwatch.Link
 		prefixes []netip.Prefix
 		errs     [3]error
 	)
 	bed.a.do(t, func() {
-		l, errs[0] = ReadLink(bed.ifA)
+		l, errs[0] = linkwatch.Read(bed.ifA)
 		prefixes, errs[1] = OnLinkPrefixes(bed.ifA)
-		_, errs[2] = ReadLink("nope0")
+		_, errs[2] = linkwatch.Read("nope0")
 	})
 	if errs[0] != nil || errs[1] != nil {
-		t.Fatalf("ReadLink: %v; OnLinkPrefixes: %v", errs[0], errs[1])
+		t.Fatalf("linkwatch.Read: %v; OnLinkPrefixes: %v", errs[0], errs[1])
 	}
-	if !errors.Is(errs[2], ErrLinkNotFound) {
-		t.Errorf("ReadLink(nope0) = %v, want ErrLinkNotFound", errs[2])
+	if !errors.Is(errs[2], linkwatch.ErrNotFound) {
+		t.Errorf("linkwatch.Read(nope0) = %v, want linkwatch.ErrNotFound", errs[2])
 	}
 	if l.Name != bed.ifA || l.Index == 0 || l.MTU != 1500 || l.MAC != bed.macA {
-		t.Errorf("ReadLink = %+v, want %s, MTU 1500, MAC %s", l, bed.ifA, bedMACA)
+		t.Errorf("linkwatch.Read = %+v, want %s, MTU 1500, MAC %s", l, bed.ifA, bedMACA)
 	}
 	for _, p := range []string{"198.18.0.1/24", "2001:2::1/64"} {
 		if !slices.Contains(l.Addrs, netip.MustParsePrefix(p)) {
@@ -295,12 +297,12 @@ func TestPrivilegedLinks(t *testing.T) {
 		}
 	}
 
-	// WatchLinks: the current state, then an MTU change and an address.
-	got := make(chan Link, 100)
+	// linkwatch.Watch, as the platform runs it next to the responder: the current state, then an MTU change and an address.
+	got := make(chan linkwatch.Link, 100)
 	runIn(t, bed.a, func(ctx context.Context) error {
-		return WatchLinks(ctx, []string{bed.ifA}, func(l Link) { got <- l })
+		return linkwatch.Watch(ctx, []string{bed.ifA}, func(l linkwatch.Link) { got <- l })
 	})
-	next := func(what string, ok func(Link) bool) Link {
+	next := func(what string, ok func(linkwatch.Link) bool) linkwatch.Link {
 		t.Helper()
 		deadline := time.After(5 * time.Second)
 		for {
@@ -310,17 +312,17 @@ func TestPrivilegedLinks(t *testing.T) {
 					return l
 				}
 			case <-deadline:
-				t.Fatalf("WatchLinks did not report %s within 5 s", what)
+				t.Fatalf("linkwatch.Watch did not report %s within 5 s", what)
 			}
 		}
 	}
-	next("the initial state", func(l Link) bool { return l.MTU == 1500 })
+	next("the initial state", func(l linkwatch.Link) bool { return l.MTU == 1500 })
 	sh(t, "ip", "-n", bed.a.name, "link", "set", bed.ifA, "mtu", "1400")
-	if l := next("MTU 1400", func(l Link) bool { return l.MTU == 1400 }); l.MAC != bed.macA {
+	if l := next("MTU 1400", func(l linkwatch.Link) bool { return l.MTU == 1400 }); l.MAC != bed.macA {
 		t.Errorf("after the MTU change: %+v", l)
 	}
 	sh(t, "ip", "-n", bed.a.name, "addr", "add", "198.18.0.9/24", "dev", bed.ifA)
-	next("the new address", func(l Link) bool { return slices.Contains(l.Addrs, netip.MustParsePrefix("198.18.0.9/24")) })
+	next("the new address", func(l linkwatch.Link) bool { return slices.Contains(l.Addrs, netip.MustParsePrefix("198.18.0.9/24")) })
 }
 
 // TestPrivilegedNDPSocket checks the NDP filter against the kernel's real

@@ -8,13 +8,15 @@ import (
 	"time"
 
 	"github.com/mdlayher/ndp"
+
+	"github.com/vipd/vipd/linkwatch"
 )
 
 // probe asks on the wire for the MACs of ws and returns the answers that
 // arrive in time. Sockets are opened here, on the caller's goroutine (see the
 // package doc on namespaces); the readers it starts only read.
-func (r *Resolver) probe(ctx context.Context, links []Link, ws []want) map[hopKey][6]byte {
-	byIndex := make(map[int]Link, len(links))
+func (r *Resolver) probe(ctx context.Context, links []linkwatch.Link, ws []want) map[hopKey][6]byte {
+	byIndex := make(map[int]linkwatch.Link, len(links))
 	for _, l := range links {
 		byIndex[l.Index] = l
 	}
@@ -184,7 +186,7 @@ func readAnswers(c frameConn, ifindex int, v4 bool, record func(hopKey, [6]byte)
 // link-local targets are asked from a link-local address, which needs no
 // route back. Without any address, ARP asks from 0.0.0.0 (an ARP Probe,
 // RFC 5227 §2.1.1) and NDP from :: (RFC 4861 §7.2.2); both get answers.
-func probeSource(l Link, target, routeSrc netip.Addr) netip.Addr {
+func probeSource(l linkwatch.Link, target, routeSrc netip.Addr) netip.Addr {
 	if target.Is4() {
 		if routeSrc.Is4() {
 			return routeSrc
@@ -210,7 +212,7 @@ func probeSource(l Link, target, routeSrc netip.Addr) netip.Addr {
 
 // pickAddr returns l's first address accepted by ok, preferring one whose
 // prefix contains target, or otherwise.
-func pickAddr(l Link, target netip.Addr, ok func(netip.Addr) bool, otherwise netip.Addr) netip.Addr {
+func pickAddr(l linkwatch.Link, target netip.Addr, ok func(netip.Addr) bool, otherwise netip.Addr) netip.Addr {
 	first := otherwise
 	for _, p := range l.Addrs {
 		if !ok(p.Addr()) {

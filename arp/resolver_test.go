@@ -12,12 +12,14 @@ import (
 
 	"github.com/mdlayher/ndp"
 	"golang.org/x/sys/unix"
+
+	"github.com/vipd/vipd/linkwatch"
 )
 
 const eth0 = 2
 
 var (
-	hostLink = Link{Index: eth0, Name: "eth0", MAC: macA, MTU: 1500, Addrs: []netip.Prefix{
+	hostLink = linkwatch.Link{Index: eth0, Name: "eth0", MAC: macA, MTU: 1500, Addrs: []netip.Prefix{
 		netip.MustParsePrefix("198.18.0.1/24"),
 		netip.MustParsePrefix("2001:2::1/64"),
 		netip.MustParsePrefix("fe80::a/64"),
@@ -33,7 +35,7 @@ var (
 // routed backend prefix through gwRouted, and default routes.
 func testKernel() *fakeKernel {
 	return &fakeKernel{
-		links: []Link{hostLink},
+		links: []linkwatch.Link{hostLink},
 		local: []netip.Addr{src4, src6},
 		routes: []route{
 			{Dst: netip.MustParsePrefix("198.18.0.0/24"), Type: unix.RTN_UNICAST, Ifindex: eth0, Src: src4},
@@ -473,18 +475,18 @@ func TestResolverRunTwiceAndDialError(t *testing.T) {
 }
 
 func TestProbeSource(t *testing.T) {
-	noAddrs := Link{Index: 3, MAC: macA}
-	twoNets := Link{Index: 4, MAC: macA, Addrs: []netip.Prefix{
+	noAddrs := linkwatch.Link{Index: 3, MAC: macA}
+	twoNets := linkwatch.Link{Index: 4, MAC: macA, Addrs: []netip.Prefix{
 		netip.MustParsePrefix("198.18.1.1/24"),
 		netip.MustParsePrefix("198.18.2.1/24"),
 		netip.MustParsePrefix("2001:2:1::1/64"),
 		netip.MustParsePrefix("fe80::1/64"),
 	}}
-	llOnly := Link{Index: 5, MAC: macA, Addrs: []netip.Prefix{netip.MustParsePrefix("fe80::5/64")}}
+	llOnly := linkwatch.Link{Index: 5, MAC: macA, Addrs: []netip.Prefix{netip.MustParsePrefix("fe80::5/64")}}
 	a := netip.MustParseAddr
 	for _, c := range []struct {
 		name             string
-		link             Link
+		link             linkwatch.Link
 		target, routeSrc netip.Addr
 		want             netip.Addr
 	}{

@@ -83,7 +83,7 @@ type ResponderStats struct {
 
 // NewResponder returns a Responder for the Ethernet interface ifi. It opens
 // nothing: Run does. A nil log discards. The MAC it answers with is ifi's at
-// this call; if WatchLinks reports a new one, make a new Responder.
+// this call; if linkwatch.Watch reports a new one, make a new Responder.
 func NewResponder(ifi *net.Interface, log *slog.Logger) (*Responder, error) {
 	if ifi == nil || ifi.Index <= 0 {
 		return nil, errors.New("arp: responder needs an interface")
@@ -162,7 +162,7 @@ func (r *Responder) Stats() ResponderStats {
 // be called again after it returns, but not twice at once.
 //
 // A deleted interface is not an error here: the sockets stay open and idle
-// and failed sends are counted; WatchLinks tells the caller.
+// and failed sends are counted; linkwatch.Watch tells the caller.
 func (r *Responder) Run(ctx context.Context) error {
 	r.mu.Lock()
 	if r.running {

@@ -12,7 +12,10 @@ type Config struct {
 	Dataplane Dataplane `toml:"dataplane"`
 	Conntrack Conntrack `toml:"conntrack"`
 	Admin     Admin     `toml:"admin"`
-	VIPs      []VIP     `toml:"vip"`
+	// BGP is the [bgp] table; nil when the file has none, and then vipd
+	// announces its VIPs by ARP/NDP alone, as it always has.
+	BGP  *BGP  `toml:"bgp"`
+	VIPs []VIP `toml:"vip"`
 }
 
 // IO names a dataplane driver.
@@ -184,8 +187,32 @@ type VIP struct {
 	// flows over its receive queues. Unset: the fixed EncapSource.
 	EncapSourcePrefix netip.Prefix `toml:"encap_source_prefix"`
 	HealthCheck       HealthCheck  `toml:"healthcheck"`
-	Backends          []Backend    `toml:"backend"`
+	// Announce: the VIP's host route is announced over BGP (needs [bgp]).
+	// Unset in the file, it is true when [bgp] exists; Load fills it in.
+	Announce *bool `toml:"announce"`
+	// Communities are attached to the announcement, each "ASN:VALUE"
+	// (RFC 1997, two 16-bit halves).
+	Communities []string `toml:"communities"`
+	// MED is the MULTI_EXIT_DISC attribute of the announcement.
+	MED uint32 `toml:"med"`
+	// MinHealthy is the least number of backends that must be up for the
+	// VIP to be announced; below it the VIP is withdrawn (Seesaw's
+	// watermark). 0 never withdraws it for health.
+	MinHealthy int `toml:"min_healthy"`
+	// NeighborAnnounce: vipd answers ARP/NDP for the VIP and sends
+	// gratuitous announcements. Unset in the file, it is the opposite of
+	// Announce: a routed VIP is not on the router's segment, and several
+	// boxes may share that segment. Load fills it in.
+	NeighborAnnounce *bool     `toml:"neighbor_announce"`
+	Backends         []Backend `toml:"backend"`
 }
+
+// Announced reports whether the VIP is announced over BGP.
+func (v *VIP) Announced() bool { return v.Announce != nil && *v.Announce }
+
+// AnswersNeighbors reports whether vipd answers ARP/NDP for the VIP and
+// announces it gratuitously.
+func (v *VIP) AnswersNeighbors() bool { return v.NeighborAnnounce == nil || *v.NeighborAnnounce }
 
 // Encap is a DSR encapsulation.
 type Encap string

@@ -35,6 +35,14 @@ func (c *collector) decode(path string, src any, dst reflect.Value) {
 		}
 	}
 	switch dst.Kind() {
+	case reflect.Pointer:
+		// An optional table or value: nil when the file does not have it.
+		v := reflect.New(dst.Type().Elem())
+		if d, ok := v.Interface().(defaulter); ok {
+			d.setDefaults()
+		}
+		c.decode(path, src, v.Elem())
+		dst.Set(v)
 	case reflect.Struct:
 		m, ok := src.(map[string]any)
 		if !ok {

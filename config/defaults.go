@@ -44,6 +44,7 @@ const (
 	DefaultOnAllDown         = AllDownDrop
 	DefaultWeight            = 1
 	DefaultBackendState      = StateActive
+	DefaultMinHealthy        = 1 // withdraw a VIP with no backend up
 )
 
 // Default returns a Config with every default filled in and no VIPs.
@@ -77,13 +78,14 @@ func Default() Config {
 
 func (v *VIP) setDefaults() {
 	*v = VIP{
-		Protocol:  DefaultProtocol,
-		Mode:      DefaultMode,
-		Scheduler: DefaultScheduler,
-		TableSize: DefaultTableSize,
-		FlowHash:  DefaultFlowHash,
-		Encap:     DefaultEncap,
-		GUEPort:   DefaultGUEPort,
+		Protocol:   DefaultProtocol,
+		Mode:       DefaultMode,
+		Scheduler:  DefaultScheduler,
+		TableSize:  DefaultTableSize,
+		FlowHash:   DefaultFlowHash,
+		Encap:      DefaultEncap,
+		GUEPort:    DefaultGUEPort,
+		MinHealthy: DefaultMinHealthy,
 		HealthCheck: HealthCheck{
 			Type:      DefaultCheckType,
 			Path:      DefaultCheckPath,

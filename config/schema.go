@@ -26,6 +26,9 @@ func schemaKeys() []schemaKey {
 			}
 			key := join(prefix, tag)
 			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
 			if ft.Kind() == reflect.Slice {
 				ft = ft.Elem()
 			}

@@ -41,6 +41,27 @@ func WriteSummary(w io.Writer, cfg *Config) error {
 		}
 	}
 	fmt.Fprintf(tw, "egress mtu: %s; admin: %s; admin socket: %s\n", mtu, admin, socket)
+	if b := cfg.BGP; b != nil {
+		rid := "egress interface address"
+		if b.RouterID.IsValid() {
+			rid = b.RouterID.String()
+		}
+		gr := "off"
+		if b.GracefulRestart > 0 {
+			gr = b.GracefulRestart.String()
+		}
+		fmt.Fprintf(tw, "bgp: AS %d, router id %s, hold %s, keepalive %s, graceful restart %s, linger %s, drain on stop %v\n",
+			b.ASN, rid, b.HoldTime, b.Keepalive, gr, b.Linger, b.DrainOnStop)
+		for _, p := range b.Peers {
+			mode := "active"
+			if p.Passive {
+				mode = "passive"
+			}
+			fmt.Fprintf(tw, "  peer %s AS %d port %d %s%s%s families %v\n", p.Address, p.ASN, p.Port, mode,
+				map[bool]string{true: ", md5"}[p.Password != ""],
+				map[bool]string{true: fmt.Sprintf(", multihop ttl %d", p.MultihopTTL)}[p.MultihopTTL > 0], p.Families)
+		}
+	}
 	backends := 0
 	for i := range cfg.VIPs {
 		v := &cfg.VIPs[i]
@@ -64,6 +85,10 @@ func WriteSummary(w io.Writer, cfg *Config) error {
 			default:
 				fmt.Fprintf(tw, "  encap ipip, source %s\n", src)
 			}
+		}
+		if v.Announced() || !v.AnswersNeighbors() {
+			fmt.Fprintf(tw, "  bgp announce %v (min healthy %d, med %d, communities %v), arp/ndp %v\n",
+				v.Announced(), v.MinHealthy, v.MED, v.Communities, v.AnswersNeighbors())
 		}
 		h := &v.HealthCheck
 		switch h.Type {

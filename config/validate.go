@@ -37,8 +37,10 @@ func (c *collector) validate(cfg *Config) {
 	}
 	for i := range cfg.VIPs {
 		c.validateVIP(fmt.Sprintf("vip[%d]", i), &cfg.VIPs[i])
+		c.validateAnnounce(fmt.Sprintf("vip[%d]", i), &cfg.VIPs[i], cfg.BGP)
 	}
 	c.validateAcrossVIPs(cfg.VIPs)
+	c.validateBGP(cfg)
 }
 
 func (c *collector) validateDataplane(d *Dataplane, cfg *Config) {

@@ -111,6 +111,9 @@ type Daemon struct {
 	targets map[uint32]bool
 	// +checklocks:mu
 	allDown map[string]bool // VIPs currently all down
+	// neighborVIPs is what the platform answers ARP/NDP for.
+	// +checklocks:mu
+	neighborVIPs []netip.Addr
 	// +checklocks:mu
 	gen uint64
 
@@ -126,6 +129,9 @@ type Daemon struct {
 	// kick wakes the publisher (capacity 1: one wake-up covers every
 	// change made before it runs).
 	kick chan struct{}
+
+	// box is the BGP speaker and the box-wide lame duck (see boxState).
+	box boxState
 
 	reloadOK, reloadErr atomic.Uint64
 	allDownEvents       sync.Map // VIP name → *atomic.Uint64
@@ -265,6 +271,10 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer checks.Stop()
+	if err := d.startBGP(ctx, cfg); err != nil {
+		return err
+	}
+	defer d.stopBGP()
 	// Runs before checks.Stop: from here on nothing is published, so a
 	// late health report or reload cannot reach a closing platform.
 	defer d.setPhase(phaseStopping)
@@ -321,12 +331,14 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 	d.mu.Lock()
 	d.setPhaseLocked(phaseRunning)
+	d.updateRoutesLocked() // announce: the box forwards now
 	vips := len(d.cfg.VIPs)
 	d.mu.Unlock()
 	d.log.Info("vipd running", "vips", vips, "workers", len(queues), "io", cfg.Dataplane.IO)
 
 	<-ctx.Done()
 	d.setPhase(phaseStopping) // the admin API answers 503 from now on
+	d.stopBGP()               // withdraw (or hand over to graceful restart) while the workers still run
 	srv.shutdown()
 	wg.Wait()
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
@@ -531,6 +543,10 @@ func (d *Daemon) publishLocked(why string) error {
 		}
 		d.steerStale = false
 	}
+	if nv := neighborVIPs(d.cfg); !slices.Equal(nv, d.neighborVIPs) {
+		d.opts.Platform.SetNeighborVIPs(nv)
+		d.neighborVIPs = nv
+	}
 	d.snaps.Store(snap)
 	d.spec, d.plan, d.vipAllDown = spec, plan, allDown
 	d.dirtyAll, d.pending = false, false
@@ -565,9 +581,25 @@ func (d *Daemon) publishLocked(why string) error {
 			}
 		}
 	}
+	d.box.nextHop4, d.box.nextHop6 = host.Addr4[dataplane.PortIngress], host.Addr6[dataplane.PortIngress]
+	d.updateRoutesLocked()
 	d.log.Debug("snapshot published", "generation", d.gen, "why", why, "full", full,
 		"client_gateway4", net.HardwareAddr(host.ClientGateway4[:]).String(), "client_onlink", host.ClientOnLink)
 	return nil
+}
+
+// neighborVIPs lists, each once and in the file's order, the VIP addresses
+// vipd answers ARP/NDP for: those of a VIP with neighbor_announce on (by
+// default, every VIP not announced over BGP).
+func neighborVIPs(cfg *config.Config) []netip.Addr {
+	var out []netip.Addr
+	for i := range cfg.VIPs {
+		v := &cfg.VIPs[i]
+		if v.AnswersNeighbors() && !slices.Contains(out, v.Address) {
+			out = append(out, v.Address)
+		}
+	}
+	return out
 }
 
 // resolved reports whether the current snapshot knows the next hop of
@@ -597,8 +629,8 @@ const firstHostWait = 2 * time.Second
 var ErrRestartNeeded = errors.New("needs a restart")
 
 // Reload reads the configuration file again. A file that does not load,
-// or that changes [dataplane], [conntrack] or [admin] (other than
-// egress_mtu), is refused: the running configuration stays and the error
+// or that changes [dataplane], [conntrack], [admin] (other than
+// egress_mtu) or [bgp], is refused: the running configuration stays and the error
 // says why. Otherwise VIPs and backends that stay keep their flows,
 // removed ones stop, and new VIPs are announced.
 //
@@ -711,6 +743,9 @@ func restartOnly(old, new *config.Config) error {
 	}
 	if old.Admin != new.Admin {
 		changed = append(changed, "[admin]")
+	}
+	if !reflect.DeepEqual(old.BGP, new.BGP) {
+		changed = append(changed, "[bgp]")
 	}
 	if len(changed) > 0 {
 		return fmt.Errorf("%v changed: %w", changed, ErrRestartNeeded)

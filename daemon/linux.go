@@ -18,6 +18,7 @@ import (
 	"github.com/vipd/vipd/dataplane/afxdp"
 	"github.com/vipd/vipd/dataplane/xdpprog"
 	"github.com/vipd/vipd/internal/offload"
+	"github.com/vipd/vipd/linkwatch"
 )
 
 // LinuxPlatform is the real Platform: AF_XDP (with vipd's XDP steering
@@ -29,7 +30,7 @@ type LinuxPlatform struct {
 	proc string         // /proc, for the AF_PACKET host check
 
 	mu      sync.Mutex
-	links   [2]arp.Link // by port; the same link twice when one-armed
+	links   [2]linkwatch.Link // by port; the same link twice when one-armed
 	onLink  []netip.Prefix
 	local   []netip.Addr       // every address of the box, as of the last Host
 	progs   []*xdpprog.Program // one per interface (each has its own XSKMAP)
@@ -55,17 +56,17 @@ func (p *LinuxPlatform) names() []string {
 
 // OpenQueues implements Platform.
 func (p *LinuxPlatform) OpenQueues(dp *config.Dataplane) ([]dataplane.Queue, error) {
-	in, err := arp.ReadLink(dp.Ingress)
+	in, err := linkwatch.Read(dp.Ingress)
 	if err != nil {
 		return nil, fmt.Errorf("ingress interface %q: %w", dp.Ingress, err)
 	}
 	eg := in
 	if dp.TwoArmed() {
-		if eg, err = arp.ReadLink(dp.Egress); err != nil {
+		if eg, err = linkwatch.Read(dp.Egress); err != nil {
 			return nil, fmt.Errorf("egress interface %q: %w", dp.Egress, err)
 		}
 	}
-	p.links = [2]arp.Link{in, eg}
+	p.links = [2]linkwatch.Link{in, eg}
 	if p.onLink, err = arp.OnLinkPrefixes(dp.Ingress); err != nil {
 		return nil, fmt.Errorf("routes of %q: %w", dp.Ingress, err)
 	}
@@ -93,7 +94,7 @@ func (p *LinuxPlatform) openAFXDP(dp *config.Dataplane) ([]dataplane.Queue, erro
 		TxBudget:      max(dp.BatchSize, 64),
 		BusyPollUsecs: dp.BusyPollUsecs, BusyPollBudget: dp.BusyPollBatch(),
 	}
-	links := []arp.Link{p.links[0]}
+	links := []linkwatch.Link{p.links[0]}
 	if dp.TwoArmed() {
 		links = append(links, p.links[1])
 	}
@@ -201,7 +202,7 @@ func (p *LinuxPlatform) Host() control.Host {
 	// The box's own addresses, read afresh (one netlink dump): an address
 	// added to any interface must stop being treated as a NAT client at
 	// the next snapshot.
-	if local, err := arp.LocalAddrs(); err == nil {
+	if local, err := linkwatch.LocalAddrs(); err == nil {
 		p.local = local
 	} else {
 		p.log.Warn("reading the box's addresses failed; keeping the last ones", "err", err)
@@ -243,11 +244,17 @@ func (p *LinuxPlatform) Apply(s Steering) error {
 			return err
 		}
 	}
-	if p.resp != nil {
-		p.resp.SetVIPs(s.VIPs)
-	}
 	p.res.SetTargets(s.NextHops)
 	return nil
+}
+
+// SetNeighborVIPs implements Platform.
+func (p *LinuxPlatform) SetNeighborVIPs(addrs []netip.Addr) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.resp != nil {
+		p.resp.SetVIPs(addrs)
+	}
 }
 
 // Run implements Platform.
@@ -256,7 +263,7 @@ func (p *LinuxPlatform) Run(ctx context.Context, changed func()) error {
 	go func() { errc <- p.resp.Run(ctx) }()
 	go func() { errc <- p.res.Run(ctx, changed) }()
 	go func() {
-		errc <- arp.WatchLinks(ctx, p.names(), func(l arp.Link) {
+		errc <- linkwatch.Watch(ctx, p.names(), func(l linkwatch.Link) {
 			p.mu.Lock()
 			for port := range p.links {
 				if p.links[port].Index == l.Index {

@@ -15,12 +15,13 @@ import (
 // Its hooks, set before Run, let a test act at a precise moment of the
 // daemon's start.
 type memPlatform struct {
-	mu       sync.Mutex
-	queues   []*memq.Queue
-	steering Steering // the last one applied
-	applied  int      // Apply calls
-	closed   bool
-	host     control.Host
+	mu           sync.Mutex
+	queues       []*memq.Queue
+	steering     Steering     // the last one applied
+	neighborVIPs []netip.Addr // the last ARP/NDP set
+	applied      int          // Apply calls
+	closed       bool
+	host         control.Host
 
 	// onOpen runs inside OpenQueues; openErr is what OpenQueues returns.
 	onOpen  func()
@@ -74,6 +75,18 @@ func (p *memPlatform) Apply(s Steering) error {
 		p.onApply(n)
 	}
 	return nil
+}
+
+func (p *memPlatform) SetNeighborVIPs(addrs []netip.Addr) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.neighborVIPs = addrs
+}
+
+func (p *memPlatform) lastNeighborVIPs() []netip.Addr {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.neighborVIPs
 }
 
 func (p *memPlatform) lastSteering() Steering {

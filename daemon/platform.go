@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"net/netip"
 
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/control"
@@ -16,10 +17,15 @@ type Platform interface {
 	// called for every snapshot and must not block.
 	Host() control.Host
 	// Apply hands the platform what the new snapshot serves, before the
-	// snapshot is published: the VIP addresses (to steer to vipd and
-	// answer ARP for; new ones get announced), the NAT reply sources (to
-	// steer to vipd) and the next hops to keep resolved.
+	// snapshot is published: the VIP addresses (to steer to vipd), the
+	// NAT reply sources (to steer to vipd) and the next hops to keep
+	// resolved.
 	Apply(s Steering) error
+	// SetNeighborVIPs sets the VIP addresses to answer ARP/NDP for (new
+	// ones get announced gratuitously): the steered VIPs whose
+	// neighbor_announce is on. Called before the snapshot that serves
+	// them is published, whenever the set changes; it must not block.
+	SetNeighborVIPs(addrs []netip.Addr)
 	// Run does the platform's background work (ARP, neighbor resolution,
 	// interface watching) until ctx is done, calling changed whenever
 	// Host would answer differently.

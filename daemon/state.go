@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/bgp"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/control"
@@ -35,11 +36,18 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 	}
 	sum := sumCounters(workers)
 	d.mu.Lock()
+	sp := d.box.speaker
+	d.mu.Unlock()
+	var peers []bgp.PeerStatus
+	if sp != nil {
+		peers = sp.Peers() // asks GoBGP: not under mu
+	}
+	d.mu.Lock()
 	defer d.mu.Unlock()
 	st := &admin.State{
 		Version: d.opts.Version, ConfigFile: d.opts.ConfigPath, LoadedAt: d.loadedAt,
 		Generation: d.gen, IO: string(d.cfg.Dataplane.IO), Workers: len(workers),
-		Conntrack: ct.Stats(),
+		Conntrack: ct.Stats(), BGP: d.bgpStateLocked(peers),
 	}
 	for i := range d.cfg.VIPs {
 		v := &d.cfg.VIPs[i]
@@ -47,6 +55,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 			Name: v.Name, Address: v.Address.String(), Port: v.Port, Protocol: string(v.Protocol),
 			Mode: string(v.Mode), FlowHash: string(v.FlowHash), TableSize: v.TableSize,
 			AllDown: d.allDown[v.Name], OnAllDown: string(v.HealthCheck.OnAllDown),
+			Announce: d.announceNameLocked(v),
 		}
 		var spec *dataplane.VIPSpec
 		if d.spec != nil && i < len(d.spec.VIPs) {
@@ -169,6 +178,7 @@ func (d *Daemon) Metrics() *admin.Metrics {
 		m.AllDown[k.(string)] = v.(interface{ Load() uint64 }).Load()
 		return true
 	})
+	m.BGP = d.bgpMetrics()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	m.Generation = d.gen

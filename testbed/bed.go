@@ -15,6 +15,10 @@ import (
 	"github.com/vipd/vipd/internal/nstest"
 )
 
+// EchoPort is where the backends run a TCP echo server (the name and a
+// newline first), for long-lived connections that stream both ways.
+const EchoPort = 7
+
 // Addresses of the bed.
 var (
 	ClientAddr = netip.MustParseAddr("198.18.2.1")
@@ -245,7 +249,7 @@ func (b *Bed) addIPv6() {
 // no port rewrite), UDP echo on 7001.
 func (be *Backend) Start() {
 	be.srv = be.bed.Spawn(be.NS, be.Name, be.bed.Bin.Backend, "-name", be.Name, "-http", ":8080,:80", "-udp", ":7001",
-		"-drain-file", be.DrainFile())
+		"-echo", fmt.Sprintf(":%d", EchoPort), "-drain-file", be.DrainFile())
 }
 
 // Kill stops the backend's server (SIGKILL), as a crash would.

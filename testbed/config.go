@@ -25,6 +25,18 @@ type ConfigOptions struct {
 	// DSREncap is written verbatim into every DSR VIP (encap, gue_port,
 	// encap_source_prefix lines; "" = IPIP from the egress address).
 	DSREncap string
+	// Echo adds the echo VIPs: echo-nat (the NAT VIP's address, TCP 7)
+	// and echo-dsr (the DSR VIP's, TCP 7), served by the backends' echo
+	// servers (EchoPort).
+	Echo bool
+	// AdminSocket overrides the admin socket path (default AdminSocket).
+	AdminSocket string
+	// EncapSource overrides the DSR VIPs' IPv4 encap_source (default the
+	// box's egress address).
+	EncapSource netip.Addr
+	// VIPKeys are extra keys of a VIP's table, by VIP name (for example
+	// "min_healthy = 3\n").
+	VIPKeys map[string]string
 }
 
 // FastHealth is a health check for tests: HTTP /healthz on 8080 every
@@ -61,7 +73,11 @@ func (b *Bed) Config(o ConfigOptions) string {
 	if o.ClosingTimeout != "" {
 		fmt.Fprintf(&s, "tcp_closing_timeout = %q\n", o.ClosingTimeout)
 	}
-	fmt.Fprintf(&s, "\n[admin]\nlisten = %q\nsocket = %q\n\n", AdminAddr, b.AdminSocket())
+	socket := b.AdminSocket()
+	if o.AdminSocket != "" {
+		socket = o.AdminSocket
+	}
+	fmt.Fprintf(&s, "\n[admin]\nlisten = %q\nsocket = %q\n\n", AdminAddr, socket)
 	backends := b.Backends
 	if o.Backends > 0 && o.Backends < len(backends) {
 		backends = backends[:o.Backends]
@@ -74,12 +90,16 @@ func (b *Bed) Config(o ConfigOptions) string {
 		fmt.Fprintf(&s, "[[vip]]\nname = %q\naddress = \"%v\"\nport = %d\nprotocol = %q\nmode = %q\n", name, addr, port, proto, mode)
 		if mode == "dsr" {
 			src := b.BoxEgress
+			if o.EncapSource.IsValid() {
+				src = o.EncapSource
+			}
 			if addr.Is6() {
 				src = BoxEgress6
 			}
 			fmt.Fprintf(&s, "encap_source = \"%v\"\n", src)
 			s.WriteString(o.DSREncap)
 		}
+		s.WriteString(o.VIPKeys[name])
 		s.WriteString(health)
 		for i, be := range backends {
 			a := be.Addr
@@ -99,6 +119,10 @@ func (b *Bed) Config(o ConfigOptions) string {
 	vip("web-nat", VIPNAT, 80, "tcp", "nat", 8080, o.Weights)
 	vip("web-dsr", VIPDSR, 80, "tcp", "dsr", 0, nil)
 	vip("udp-nat", VIPUDP, 7000, "udp", "nat", 7001, nil)
+	if o.Echo {
+		vip("echo-nat", VIPNAT, EchoPort, "tcp", "nat", 0, nil)
+		vip("echo-dsr", VIPDSR, EchoPort, "tcp", "dsr", 0, nil)
+	}
 	if o.IPv6 {
 		vip("web6-nat", VIPNAT6, 80, "tcp", "nat", 8080, nil)
 		vip("web6-dsr", VIPDSR6, 80, "tcp", "dsr", 0, nil)

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/internal/nstest"
 )
 
 // AdminAddr is where the bed's vipd serves its admin API (inside the box
@@ -29,6 +30,7 @@ func (b *Bed) AdminSocket() string { return filepath.Join(b.dir, "admin.sock") }
 // VIPD is a vipd process running in the box.
 type VIPD struct {
 	bed    *Bed
+	ns     *nstest.NS
 	cmd    *exec.Cmd
 	Config string // path of its configuration file
 	name   string
@@ -39,13 +41,20 @@ type VIPD struct {
 // waiting until its admin API answers.
 func (b *Bed) StartVIPD(cfg string, flags ...string) *VIPD {
 	b.t.Helper()
-	v := &VIPD{bed: b, Config: filepath.Join(b.dir, "vipd.toml")}
+	return b.StartVIPDIn(b.Box, "vipd.toml", cfg, flags...)
+}
+
+// StartVIPDIn is StartVIPD in namespace ns, with the configuration written
+// to file (in the bed's directory): one of several boxes.
+func (b *Bed) StartVIPDIn(ns *nstest.NS, file, cfg string, flags ...string) *VIPD {
+	b.t.Helper()
+	v := &VIPD{bed: b, ns: ns, Config: filepath.Join(b.dir, file)}
 	v.name = fmt.Sprintf("vipd-%d", time.Now().UnixNano())
 	if err := os.WriteFile(v.Config, []byte(cfg), 0o644); err != nil {
 		b.t.Fatalf("testbed: %v", err)
 	}
-	v.client = &http.Client{Transport: &http.Transport{DialContext: Dialer(b.Box), DisableKeepAlives: true}, Timeout: 20 * time.Second}
-	v.cmd = b.Spawn(b.Box, v.name, b.Bin.VIPD, append([]string{"-config", v.Config, "-log-level", "debug"}, flags...)...)
+	v.client = &http.Client{Transport: &http.Transport{DialContext: Dialer(ns), DisableKeepAlives: true}, Timeout: 20 * time.Second}
+	v.cmd = b.Spawn(ns, v.name, b.Bin.VIPD, append([]string{"-config", v.Config, "-log-level", "debug"}, flags...)...)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		resp, err := v.client.Get("http://" + AdminAddr + "/healthz")
@@ -153,6 +162,28 @@ func (v *VIPD) reloads(result string) float64 {
 		return -1
 	}
 	return Metric(fams, "vipd_config_reloads_total", "result", result)
+}
+
+// Where asks vipd which backend a new flow from client ("addr:port") to
+// the VIP named vip gets.
+func (v *VIPD) Where(vip, client string) (*admin.WhereAnswer, error) {
+	resp, err := v.client.Get("http://" + AdminAddr + "/v1/where?vip=" + vip + "&client=" + client)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	var a admin.WhereAnswer
+	return &a, json.NewDecoder(resp.Body).Decode(&a)
+}
+
+// Kill SIGKILLs vipd, as a crash would, and waits for it.
+func (v *VIPD) Kill() {
+	v.cmd.Process.Kill()
+	v.cmd.Wait()
 }
 
 // Stop sends SIGTERM and waits for a clean exit.

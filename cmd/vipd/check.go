@@ -5,12 +5,16 @@ import (
 	"io"
 	"net/netip"
 
-	"github.com/vipd/vipd/arp"
 	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/linkwatch"
 )
 
-// localAddrs reads this machine's addresses; tests replace it.
-var localAddrs = arp.LocalAddrs
+// localAddrs reads this machine's addresses, readLink an interface; tests
+// replace them.
+var (
+	localAddrs = linkwatch.LocalAddrs
+	readLink   = linkwatch.Read
+)
 
 // checkHost is the part of -check that looks at the machine it runs on: a
 // VIP that is one of its addresses is an error (vipd would refuse to start
@@ -32,8 +36,28 @@ func checkHost(cfg *config.Config, stdout, stderr io.Writer) bool {
 			}
 		}
 	}
+	if b := cfg.BGP; b != nil && !b.RouterID.IsValid() {
+		// The router ID defaults to an IPv4 address of the egress
+		// interface: without one the speaker cannot start.
+		egress := cfg.Dataplane.EgressInterface()
+		if l, err := readLink(egress); err != nil {
+			fmt.Fprintf(stderr, "warning: could not read interface %s (%v): not checked that it has an IPv4 address for the BGP router ID\n", egress, err)
+		} else if !hasIPv4(l) {
+			fmt.Fprintf(stderr, "vipd: bgp: no router_id is set and the egress interface %s has no IPv4 address to take it from: set [bgp] router_id\n", egress)
+			ok = false
+		}
+	}
 	if cfg.Dataplane.FlowHashSeed == config.DefaultFlowHashSeed {
 		fmt.Fprintln(stderr, "warning: dataplane.flow_hash_seed is the public default: anyone can compute which backend each of their flows gets; set a seed of your own (the same on every vipd that serves these VIPs)")
 	}
 	return ok
+}
+
+func hasIPv4(l linkwatch.Link) bool {
+	for _, p := range l.Addrs {
+		if p.Addr().Is4() {
+			return true
+		}
+	}
+	return false
 }

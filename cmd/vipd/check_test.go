@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vipd/vipd/linkwatch"
 )
 
 // TestCheckHost: -check refuses a VIP that is one of this machine's
@@ -56,6 +58,62 @@ address = "198.18.1.11"
 			}
 			if tt.errOut != "" && strings.Contains(stderr.String(), tt.errOut) {
 				t.Errorf("stderr has %q:\n%s", tt.errOut, &stderr)
+			}
+		})
+	}
+}
+
+// TestCheckRouterID: with [bgp] and no router_id, -check needs an IPv4
+// address on the egress interface to take the router ID from.
+func TestCheckRouterID(t *testing.T) {
+	const cfg = `
+[dataplane]
+ingress = "eth0"
+flow_hash_seed = 7
+[bgp]
+asn = 65010
+%s
+[[bgp.peer]]
+address = "198.18.0.254"
+asn = 65000
+[[vip]]
+name = "web"
+address = "198.18.0.100"
+port = 80
+[[vip.backend]]
+address = "198.18.1.11"
+`
+	v4 := linkwatch.Link{Name: "eth0", Addrs: []netip.Prefix{netip.MustParsePrefix("198.18.0.2/24")}}
+	v6 := linkwatch.Link{Name: "eth0", Addrs: []netip.Prefix{netip.MustParsePrefix("2001:2::2/64")}}
+	tests := []struct {
+		name     string
+		routerID string
+		link     linkwatch.Link
+		err      error
+		code     int
+		errIn    string
+	}{
+		{"egress has IPv4", "", v4, nil, 0, ""},
+		{"egress without IPv4", "", v6, nil, 1, "has no IPv4 address"},
+		{"router_id set", `router_id = "198.18.1.1"`, v6, nil, 0, ""},
+		{"egress unreadable", "", linkwatch.Link{}, errors.New("no such link"), 0, "not checked"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			origA, origL := localAddrs, readLink
+			localAddrs = func() ([]netip.Addr, error) { return nil, nil }
+			readLink = func(string) (linkwatch.Link, error) { return tt.link, tt.err }
+			t.Cleanup(func() { localAddrs, readLink = origA, origL })
+			path := filepath.Join(t.TempDir(), "b.toml")
+			if err := os.WriteFile(path, []byte(strings.Replace(cfg, "%s", tt.routerID, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			if code := run([]string{"-check", "-config", path}, &stdout, &stderr); code != tt.code {
+				t.Errorf("exit %d, want %d\n%s%s", code, tt.code, &stdout, &stderr)
+			}
+			if tt.errIn != "" && !strings.Contains(stderr.String(), tt.errIn) {
+				t.Errorf("stderr lacks %q:\n%s", tt.errIn, &stderr)
 			}
 		})
 	}

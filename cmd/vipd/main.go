@@ -35,10 +35,15 @@ const usage = `usage:
                                       (as root: through the admin socket, default ` + config.DefaultAdminSocket + `)
   vipd where [-port P] [-admin ADDR | -config FILE] VIP CLIENT:PORT
                                       which backend a new flow from CLIENT gets
+  vipd drain-box [-undo] [-no-wait] [-socket PATH | -config FILE]
+                                      lame duck (with [bgp]): withdraw every VIP from the routers, keep
+                                      forwarding for [bgp] linger, then report drained; -undo announces again
   vipd -version
 
 Signals: SIGHUP reloads the configuration (a bad file keeps the old one),
-SIGTERM and SIGINT stop vipd and remove its XDP program.
+SIGTERM and SIGINT stop vipd and remove its XDP program. With [bgp] and
+drain_on_stop (the default), SIGTERM first drains the box like drain-box
+and stops after the linger time; a second SIGTERM (or SIGINT) stops at once.
 
 flags:
 `
@@ -54,6 +59,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return drain(args[1:], stdout, stderr)
 		case "where":
 			return where(args[1:], stdout, stderr)
+		case "drain-box":
+			return drainBox(args[1:], stdout, stderr)
 		}
 	}
 	fs := flag.NewFlagSet("vipd", flag.ContinueOnError)
@@ -145,6 +152,17 @@ func serve(cfg *config.Config, path string, log *slog.Logger) int {
 			d.Reload() // logs its own outcome; a refused file keeps the old one
 		}
 	}()
+	stop := func() int {
+		cancel()
+		select {
+		case err := <-done:
+			return exitCode(err, log)
+		case <-time.After(10 * time.Second):
+			log.Error("workers did not stop within 10 s")
+			return 1
+		}
+	}
+	var lameDuck <-chan struct{} // closed when the SIGTERM lame duck is over
 	for {
 		select {
 		case s := <-sigs:
@@ -156,19 +174,73 @@ func serve(cfg *config.Config, path string, log *slog.Logger) int {
 				}
 				continue
 			}
-			log.Info("stopping", "signal", s.String())
-			cancel()
-			select {
-			case err := <-done:
-				return exitCode(err, log)
-			case <-time.After(10 * time.Second):
-				log.Error("workers did not stop within 10 s")
-				return 1
+			if s == syscall.SIGTERM && lameDuck == nil {
+				if lameDuck = d.LameDuck(); lameDuck != nil {
+					log.Info("SIGTERM: draining the box first (every VIP withdrawn, forwarding for [bgp] linger); another SIGTERM stops at once")
+					continue
+				}
 			}
+			log.Info("stopping", "signal", s.String())
+			return stop()
+		case <-lameDuck:
+			log.Info("stopping: the box is drained")
+			return stop()
 		case err := <-done:
 			return exitCode(err, log)
 		}
 	}
+}
+
+func drainBox(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("vipd drain-box", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	socket := fs.String("socket", "", "admin socket `path` (default: [admin] socket of -config, else "+config.DefaultAdminSocket+")")
+	cfgPath := fs.String("config", "", "configuration `file` whose [admin] socket to use")
+	undo := fs.Bool("undo", false, "end the lame duck: announce the VIPs again")
+	noWait := fs.Bool("no-wait", false, "return once everything is withdrawn, without waiting for the linger time")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "usage: vipd drain-box [-undo] [-no-wait] [-socket PATH | -config FILE]")
+		return 2
+	}
+	path, err := drainSocket(*socket, "", *cfgPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "vipd drain-box: %v\n", err)
+		return 1
+	}
+	ctx := context.Background()
+	ans, err := admin.DrainBox(ctx, path, *undo)
+	if err != nil {
+		fmt.Fprintf(stderr, "vipd drain-box: %v\n", err)
+		return 1
+	}
+	switch {
+	case *undo:
+		fmt.Fprintln(stdout, "announcing again")
+		return 0
+	case ans.Box == admin.BoxDraining:
+		fmt.Fprintf(stdout, "every VIP withdrawn; forwarding until %s so that the routers converge\n", ans.LingerUntil.Format(time.RFC3339))
+		if *noWait {
+			return 0
+		}
+	}
+	for ans.Box != admin.BoxDrained {
+		time.Sleep(min(time.Until(ans.LingerUntil), time.Second) + 10*time.Millisecond)
+		st, err := admin.FetchSocketState(ctx, path)
+		if err != nil {
+			fmt.Fprintf(stderr, "vipd drain-box: %v\n", err)
+			return 1
+		}
+		if st.BGP == nil {
+			fmt.Fprintln(stderr, "vipd drain-box: vipd reports no BGP state")
+			return 1
+		}
+		ans.Box = st.BGP.Box
+	}
+	fmt.Fprintln(stdout, "drained: no router sends this box new flows; it can be stopped")
+	return 0
 }
 
 func exitCode(err error, log *slog.Logger) int {

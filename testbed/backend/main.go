@@ -24,6 +24,7 @@ func main() {
 	httpAddrs := flag.String("http", ":8080", "comma-separated HTTP listen addresses")
 	udpAddr := flag.String("udp", "", "UDP echo listen address (empty: none)")
 	drainFile := flag.String("drain-file", "", "drain while this file exists")
+	echoAddr := flag.String("echo", "", "TCP echo listen address (empty: none): each connection gets the name and a newline, then its own bytes back")
 	flag.Parse()
 
 	var draining atomic.Bool
@@ -83,6 +84,26 @@ func main() {
 			log.Fatalf("backend %s: %v", *name, err)
 		}
 		go func() { errc <- http.Serve(ln, mux) }()
+	}
+	if *echoAddr != "" {
+		ln, err := net.Listen("tcp", *echoAddr)
+		if err != nil {
+			log.Fatalf("backend %s: %v", *name, err)
+		}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					errc <- err
+					return
+				}
+				go func() {
+					defer c.Close()
+					fmt.Fprintln(c, *name)
+					io.Copy(c, c)
+				}()
+			}
+		}()
 	}
 	if *udpAddr != "" {
 		pc, err := net.ListenPacket("udp", *udpAddr)

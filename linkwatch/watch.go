@@ -1,10 +1,9 @@
-package arp
+package linkwatch
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -14,130 +13,47 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Link is the kernel's view of one interface.
-type Link struct {
-	Index int
-	Name  string
-	MAC   [6]byte // zero when the link has no Ethernet address (tun, lo)
-	// MTU is the largest IP packet the link sends, in bytes, without the
-	// Ethernet header (IFLA_MTU). A route may lower it for some
-	// destinations; see Resolver.NextHop.
-	MTU int
-	// Addrs are the link's own addresses with their prefix lengths,
-	// unmasked (198.18.0.1/24) and sorted.
-	Addrs []netip.Prefix
-}
-
-func (l Link) equal(o Link) bool {
-	return l.Index == o.Index && l.Name == o.Name && l.MAC == o.MAC && l.MTU == o.MTU && slices.Equal(l.Addrs, o.Addrs)
-}
-
-// ReadLink returns the kernel's view of the interface called name. The error
-// wraps ErrLinkNotFound when there is no such interface.
-func ReadLink(name string) (Link, error) {
-	k, err := dialKernel()
-	if err != nil {
-		return Link{}, err
-	}
-	defer k.Close()
-	links, err := k.Links()
-	if err != nil {
-		return Link{}, err
-	}
-	return findLink(links, name)
-}
-
-// LocalAddrs returns every address of every interface of the box (of the
-// calling thread's network namespace), loopback and link-local included:
-// the destinations the box's kernel accepts as its own.
-func LocalAddrs() ([]netip.Addr, error) {
-	k, err := dialKernel()
-	if err != nil {
-		return nil, err
-	}
-	defer k.Close()
-	links, err := k.Links()
-	if err != nil {
-		return nil, err
-	}
-	var out []netip.Addr
-	for _, l := range links {
-		for _, p := range l.Addrs {
-			out = append(out, p.Addr())
-		}
-	}
-	return out, nil
-}
-
-// OnLinkPrefixes returns the prefixes the kernel reaches directly on the
-// interface called ifname: the main table's unicast routes through it without
-// a gateway, both families (connected subnets, fe80::/64, and any route added
-// with "dev" only). A destination inside one of them is a neighbor; any other
-// goes through a gateway. The prefixes are masked and sorted.
-func OnLinkPrefixes(ifname string) ([]netip.Prefix, error) {
-	k, err := dialKernel()
-	if err != nil {
-		return nil, err
-	}
-	defer k.Close()
-	return onLinkPrefixes(k, ifname)
-}
-
-func onLinkPrefixes(k kernel, ifname string) ([]netip.Prefix, error) {
-	links, err := k.Links()
-	if err != nil {
-		return nil, err
-	}
-	l, err := findLink(links, ifname)
-	if err != nil {
-		return nil, err
-	}
-	routes, err := k.Routes()
-	if err != nil {
-		return nil, err
-	}
-	var ps []netip.Prefix
-	for _, r := range routes {
-		if r.Ifindex == l.Index && !r.Gateway.IsValid() && r.Dst.IsValid() && !slices.Contains(ps, r.Dst) {
-			ps = append(ps, r.Dst)
-		}
-	}
-	sortPrefixes(ps)
-	return ps, nil
-}
-
-// linkCoalesce is how long WatchLinks waits after a change for more changes
+// coalesce is how long Watch waits after a change for more changes
 // before it re-reads: "ip link set mtu" alone produces several messages, and
 // an address flush one per address.
-var linkCoalesce = 100 * time.Millisecond
+var coalesce = 100 * time.Millisecond
 
-// WatchLinks follows the interfaces called names until ctx is done, then
+// Watch follows the interfaces called names until ctx is done, then
 // returns nil; it returns an error when it cannot subscribe or read.
 //
 // It first calls fn with the current state of every watched link that exists
-// (so nothing that changes between a ReadLink and WatchLinks is lost), then
+// (so nothing that changes between a Read and Watch is lost), then
 // whenever a watched link's MTU, MAC, index or addresses change. Bursts of
-// kernel notifications within linkCoalesce are reported once, with the state
+// kernel notifications within coalesce are reported once, with the state
 // after the burst. A watched link that disappears is reported once as
 // Link{Name: name} (Index 0), and in full when it comes back.
 //
 // fn runs on the calling goroutine, one call at a time.
-func WatchLinks(ctx context.Context, names []string, fn func(Link)) error {
+func Watch(ctx context.Context, names []string, fn func(Link)) error {
 	// Subscribe before the first read so that no change falls in between.
 	sub, err := rtnetlink.Dial(&netlink.Config{
 		Groups: unix.RTMGRP_LINK | unix.RTMGRP_IPV4_IFADDR | unix.RTMGRP_IPV6_IFADDR,
 	})
 	if err != nil {
-		return fmt.Errorf("arp: subscribe to link changes: %w", err)
+		return fmt.Errorf("linkwatch: subscribe to link changes: %w", err)
 	}
-	k, err := dialKernel()
+	c, err := rtnetlink.Dial(nil)
 	if err != nil {
 		sub.Close()
-		return err
+		return fmt.Errorf("linkwatch: dial rtnetlink: %w", err)
 	}
-	defer k.Close()
-	return watchLinks(ctx, k, &rtnlEvents{c: sub}, names, fn)
+	defer c.Close()
+	return watch(ctx, connLister{c}, &rtnlEvents{c: sub}, names, fn)
 }
+
+// lister lists the links: the kernel, or a fake in tests.
+type lister interface {
+	Links() ([]Link, error)
+}
+
+type connLister struct{ c *rtnetlink.Conn }
+
+func (l connLister) Links() ([]Link, error) { return List(l.c) }
 
 // linkEvents is a source of link and address change notifications.
 type linkEvents interface {
@@ -183,7 +99,7 @@ func (e *rtnlEvents) Next() ([]linkRef, error) {
 	return refs, nil
 }
 
-func watchLinks(ctx context.Context, k kernel, ev linkEvents, names []string, fn func(Link)) error {
+func watch(ctx context.Context, k lister, ev linkEvents, names []string, fn func(Link)) error {
 	indices := map[int]bool{} // indices of the watched links at the last read
 	last := map[string]Link{} // what fn was last told, by name; absent: never told
 	read := func() error {
@@ -193,7 +109,7 @@ func watchLinks(ctx context.Context, k kernel, ev linkEvents, names []string, fn
 		}
 		clear(indices)
 		for _, name := range names {
-			cur, err := findLink(links, name)
+			cur, err := Find(links, name)
 			if err != nil {
 				cur = Link{Name: name}
 			}
@@ -201,7 +117,7 @@ func watchLinks(ctx context.Context, k kernel, ev linkEvents, names []string, fn
 				indices[cur.Index] = true
 			}
 			prev, told := last[name]
-			if told && prev.equal(cur) || !told && cur.Index == 0 {
+			if told && prev.Equal(cur) || !told && cur.Index == 0 {
 				continue
 			}
 			last[name] = cur
@@ -264,7 +180,7 @@ func watchLinks(ctx context.Context, k kernel, ev linkEvents, names []string, fn
 		case <-ctx.Done():
 			return nil
 		case err := <-failed:
-			return fmt.Errorf("arp: link notifications: %w", err)
+			return fmt.Errorf("linkwatch: link notifications: %w", err)
 		case <-dirty:
 		}
 		if !relevant(take()) {
@@ -273,7 +189,7 @@ func watchLinks(ctx context.Context, k kernel, ev linkEvents, names []string, fn
 		// Let the burst finish. What arrives during the wait is covered by
 		// the read that follows; what arrives during the read is judged on
 		// the next turn.
-		t := time.NewTimer(linkCoalesce)
+		t := time.NewTimer(coalesce)
 		select {
 		case <-ctx.Done():
 			t.Stop()

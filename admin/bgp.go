@@ -1,0 +1,218 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// BGPState is the BGP speaker in State; nil when vipd runs without [bgp].
+type BGPState struct {
+	ASN      uint32 `json:"asn"`
+	RouterID string `json:"router_id"`
+	// Box is "announcing", "draining" (lame duck: everything withdrawn,
+	// still forwarding until LingerUntil) or "drained".
+	Box         string         `json:"box"`
+	LingerUntil time.Time      `json:"linger_until,omitzero"`
+	Peers       []BGPPeerState `json:"peers"`
+}
+
+// BGPPeerState is one peer's session.
+type BGPPeerState struct {
+	Address string    `json:"address"`
+	ASN     uint32    `json:"asn"`
+	State   string    `json:"state"` // idle, connect, active, opensent, openconfirm, established
+	Since   time.Time `json:"since"`
+	// LastError is why the session last went down or failed, if it did.
+	LastError string `json:"last_error,omitempty"`
+}
+
+// Box drain states.
+const (
+	BoxAnnouncing = "announcing"
+	BoxDraining   = "draining"
+	BoxDrained    = "drained"
+)
+
+// BGPMetrics is the raw material of the vipd_bgp_* metrics.
+type BGPMetrics struct {
+	Peers []BGPPeerMetrics
+	// Announcements and Withdrawals count the route changes sent to
+	// GoBGP; Errors those that failed.
+	Announcements, Withdrawals, Errors uint64
+	Prefixes                           int             // announced now
+	VIPAnnounced                       map[string]bool // by VIP name, for VIPs with announce on
+	BoxDraining                        bool
+}
+
+// BGPPeerMetrics is one peer in BGPMetrics.
+type BGPPeerMetrics struct {
+	Address     string
+	State       string
+	Transitions map[string]uint64 // by the state entered
+	// Notifications counts the NOTIFICATIONs exchanged with the peer.
+	Notifications uint64
+}
+
+// BGPStates lists the session states, in the FSM's order (RFC 4271 §8).
+var BGPStates = []string{"idle", "connect", "active", "opensent", "openconfirm", "established"}
+
+var (
+	dBGPPeerState   = desc("bgp_peer_state", "BGP session state of a peer: 1 for the state it is in, 0 for the others.", "peer", "state")
+	dBGPPeerUp      = desc("bgp_peer_up", "1 while the BGP session with the peer is established.", "peer")
+	dBGPTransitions = desc("bgp_peer_transitions_total", "BGP session transitions of a peer, by the state entered.", "peer", "state")
+	dBGPNotes       = desc("bgp_peer_notifications_total", "BGP NOTIFICATIONs sent to or received from a peer: sessions ended or refused (a wrong AS, a bad hold time); the reason is in the log and vipd status.", "peer")
+	dBGPAnnounce    = desc("bgp_announcements_total", "Routes announced (or re-announced with new attributes).")
+	dBGPWithdraw    = desc("bgp_withdrawals_total", "Routes withdrawn.")
+	dBGPErrors      = desc("bgp_errors_total", "Announcements or withdrawals the speaker failed to make (retried).")
+	dBGPPrefixes    = desc("bgp_prefixes_announced", "Prefixes announced now.")
+	dBGPVIP         = desc("bgp_vip_announced", "1 while the VIP's route is announced, 0 while it is withdrawn.", "vip")
+	dBGPBoxDraining = desc("bgp_box_draining", "1 while the box is lame-ducked (vipd drain-box, or stopping): every VIP withdrawn.")
+)
+
+func collectBGP(m *BGPMetrics, counter func(*prometheus.Desc, uint64, ...string), gauge func(*prometheus.Desc, float64, ...string)) {
+	if m == nil {
+		return
+	}
+	b2f := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	for _, p := range m.Peers {
+		for _, s := range BGPStates {
+			gauge(dBGPPeerState, b2f(p.State == s), p.Address, s)
+			counter(dBGPTransitions, p.Transitions[s], p.Address, s)
+		}
+		gauge(dBGPPeerUp, b2f(p.State == "established"), p.Address)
+		counter(dBGPNotes, p.Notifications, p.Address)
+	}
+	counter(dBGPAnnounce, m.Announcements)
+	counter(dBGPWithdraw, m.Withdrawals)
+	counter(dBGPErrors, m.Errors)
+	gauge(dBGPPrefixes, float64(m.Prefixes))
+	for vip, on := range m.VIPAnnounced {
+		gauge(dBGPVIP, b2f(on), vip)
+	}
+	gauge(dBGPBoxDraining, b2f(m.BoxDraining))
+}
+
+// BoxDrainer is a Provider that can lame-duck the whole box: withdraw
+// every BGP route, keep forwarding for the linger time, then report
+// drained. The daemon is one when it runs with [bgp].
+type BoxDrainer interface {
+	// DrainBox starts the lame duck (or, with undo, ends it and announces
+	// again) and returns the state it leads to.
+	DrainBox(undo bool) (*BoxDrainAnswer, error)
+}
+
+// ErrNoBGP is returned by DrainBox when vipd runs without [bgp].
+var ErrNoBGP = errors.New("vipd runs without [bgp]: there is nothing to withdraw")
+
+// BoxDrainRequest is the body of POST /v1/drain-box.
+type BoxDrainRequest struct {
+	Undo bool `json:"undo"`
+}
+
+// BoxDrainAnswer is the answer of POST /v1/drain-box.
+type BoxDrainAnswer struct {
+	Box         string    `json:"box"` // BoxAnnouncing, BoxDraining or BoxDrained
+	LingerUntil time.Time `json:"linger_until,omitzero"`
+}
+
+func handleDrainBox(p Provider) http.Handler {
+	return jsonOnly(func(w http.ResponseWriter, r *http.Request) {
+		var req BoxDrainRequest
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+			http.Error(w, `want {"undo": false|true}`, http.StatusBadRequest)
+			return
+		}
+		bd, ok := p.(BoxDrainer)
+		if !ok {
+			http.Error(w, ErrNoBGP.Error(), http.StatusConflict)
+			return
+		}
+		ans, err := bd.DrainBox(req.Undo)
+		if err != nil {
+			code := http.StatusInternalServerError
+			if errors.Is(err, ErrNoBGP) {
+				code = http.StatusConflict
+			}
+			http.Error(w, err.Error(), code)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(ans)
+	})
+}
+
+// DrainBox asks the vipd on the admin socket at path to lame-duck the box
+// (undo: to announce again).
+func DrainBox(ctx context.Context, socket string, undo bool) (*BoxDrainAnswer, error) {
+	body := fmt.Sprintf(`{"undo":%v}`, undo)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://vipd/v1/drain-box", strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := SocketClient(socket).Do(req)
+	if err != nil {
+		return nil, SocketError(socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return nil, fmt.Errorf("%s", strings.TrimSpace(string(b)))
+	}
+	var a BoxDrainAnswer
+	return &a, json.NewDecoder(resp.Body).Decode(&a)
+}
+
+// FetchSocketState reads GET /v1/state over the admin socket.
+func FetchSocketState(ctx context.Context, socket string) (*State, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://vipd/v1/state", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := SocketClient(socket).Do(req)
+	if err != nil {
+		return nil, SocketError(socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return nil, fmt.Errorf("%s", strings.TrimSpace(string(b)))
+	}
+	var st State
+	return &st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// writeBGP prints the speaker's peers, after the VIP table.
+func writeBGP(w io.Writer, st *State) {
+	b := st.BGP
+	if b == nil {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	box := b.Box
+	if b.Box == BoxDraining {
+		box += fmt.Sprintf(" (everything withdrawn; forwarding until %s)", b.LingerUntil.Format(time.RFC3339))
+	}
+	fmt.Fprintf(tw, "\nBGP AS %d  router id %s  box %s\n", b.ASN, b.RouterID, box)
+	fmt.Fprintf(tw, "Peer\tAS\tState\tSince\tLast error\n")
+	for _, p := range b.Peers {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", p.Address, p.ASN, p.State, p.Since.Format(time.RFC3339), p.LastError)
+	}
+	tw.Flush()
+}
