@@ -1,0 +1,138 @@
+//go:build linux
+
+package tunprobe
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vipd/vipd/internal/nstest"
+)
+
+// TestProbeThroughTunnel: a probe of VIP:port through a backend's tunnel
+// succeeds while the backend decapsulates and holds the VIP on loopback,
+// and fails when the VIP is removed from loopback, though the listener
+// and the backend's own address are still there; then succeeds again once
+// the VIP is back.
+func TestProbeThroughTunnel(t *testing.T) {
+	tests := []struct {
+		name  string
+		vip   netip.Addr
+		path  Path
+		setup func(*rig, *testing.T)
+	}{
+		{"IPIP over IPv4", vip4, Path{Backend: beAddr, Source: boxAddr, Encap: IPIP}, func(r *rig, t *testing.T) { r.decap(t) }},
+		{"IPIP over IPv6", vip6, Path{Backend: beAddr6, Source: boxAddr6, Encap: IPIP}, func(r *rig, t *testing.T) { r.decap(t) }},
+		{"GUE over IPv4", vip4, Path{Backend: beAddr, Source: boxAddr, Encap: GUE, GUEPort: 6080}, func(r *rig, t *testing.T) { r.gueDecap(t, 6080) }},
+		{"GUE over IPv6 to another port", vip6, Path{Backend: beAddr6, Source: boxAddr6, Encap: GUE, GUEPort: 7777}, func(r *rig, t *testing.T) { r.gueDecap(t, 7777) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			r.box.Sysctl(t, "net.ipv4.conf.all.rp_filter", "2")
+			tt.setup(r, t)
+			p := r.prober(t, Options{TUN: nstest.Name("pt"), Source4: boxAddr, Source6: boxAddr6, Egress: r.boxIf, Linger: 200 * time.Millisecond})
+			// The VIP appears on loopback in the decapsulator's address
+			// list within its refresh: poll.
+			waitProbe(t, p, tt.vip, tt.path, true)
+			before := p.Stats().Sent
+			if err := probe(p, tt.vip, tt.path); err != nil {
+				t.Fatalf("second probe: %v", err)
+			}
+			if s := p.Stats(); s.Sent < before+2 || s.SendErrors != 0 {
+				t.Errorf("a probe sent its SYN and ACK through the tunnel: %+v (before: %d sent)", s, before)
+			}
+			r.delVIPs(t)
+			waitProbe(t, p, tt.vip, tt.path, false)
+			r.addVIPs(t)
+			waitProbe(t, p, tt.vip, tt.path, true)
+			// A backend that does not decapsulate this tunnel: the
+			// other family's path fails as the VIP's family.
+			wrong := tt.path
+			wrong.Backend = netip.MustParseAddr("198.18.1.99") // no such host on the link
+			if !tt.vip.Is4() {
+				wrong.Backend = netip.MustParseAddr("2001:2:0:1::99")
+			}
+			if err := probe(p, tt.vip, wrong); err == nil {
+				t.Errorf("a probe through a tunnel to no backend succeeded")
+			}
+		})
+	}
+}
+
+// waitProbe probes until the result is up (success) or not, for at most
+// 5 s.
+func waitProbe(t *testing.T, p *Prober, vip netip.Addr, path Path, up bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	var err error
+	for {
+		err = probe(p, vip, path)
+		if (err == nil) == up {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("probe of %v through %v: still %v, want up=%v", vip, path.Backend, err, up)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestNewChecksRPFilter: strict reverse-path filtering on all or on the
+// egress interface would drop the answers, so New refuses it and names
+// the sysctls; loose and off pass.
+func TestNewChecksRPFilter(t *testing.T) {
+	tests := []struct {
+		all, dev string
+		ok       bool
+	}{
+		{"0", "0", true},
+		{"2", "0", true},
+		{"0", "2", true},
+		{"1", "0", false},
+		{"0", "1", false},
+		{"2", "1", true}, // the kernel takes the larger: 2
+	}
+	r := newRig(t)
+	for _, tt := range tests {
+		t.Run("all="+tt.all+",dev="+tt.dev, func(t *testing.T) {
+			r.box.Sysctl(t, "net.ipv4.conf.all.rp_filter", tt.all)
+			r.box.Sysctl(t, "net.ipv4.conf."+r.boxIf+".rp_filter", tt.dev)
+			var p *Prober
+			err := r.box.Do(func() (err error) {
+				p, err = New(Options{TUN: nstest.Name("pt"), Source4: boxAddr, Egress: r.boxIf})
+				return err
+			})
+			if p != nil {
+				p.Close()
+			}
+			if tt.ok != (err == nil) {
+				t.Fatalf("New: %v, want ok=%v", err, tt.ok)
+			}
+			if err != nil && (!errors.Is(err, ErrRPFilter) || !strings.Contains(err.Error(), "net.ipv4.conf.all.rp_filter")) {
+				t.Errorf("error does not name the sysctl: %v", err)
+			}
+		})
+	}
+}
+
+// TestStrictRPFilterDropsAnswers is why New checks rp_filter: with strict
+// filtering on the egress interface (the check skipped), the backend's
+// answer from the VIP is dropped and a healthy backend fails its probe;
+// loose filtering lets it through.
+func TestStrictRPFilterDropsAnswers(t *testing.T) {
+	r := newRig(t)
+	r.decap(t)
+	r.box.Sysctl(t, "net.ipv4.conf.all.rp_filter", "2")
+	p := r.prober(t, Options{TUN: nstest.Name("pt"), Source4: boxAddr, Linger: 200 * time.Millisecond})
+	path := Path{Backend: beAddr, Source: boxAddr, Encap: IPIP}
+	waitProbe(t, p, vip4, path, true)
+	r.box.Sysctl(t, "net.ipv4.conf."+r.boxIf+".rp_filter", "1")
+	r.box.Sysctl(t, "net.ipv4.conf.all.rp_filter", "1")
+	if err := probe(p, vip4, path); err == nil {
+		t.Fatalf("a probe succeeded under strict rp_filter: the check in New is not needed")
+	}
+}
