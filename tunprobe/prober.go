@@ -188,7 +188,10 @@ func (p *Prober) Dial(ctx context.Context, vip netip.AddrPort, path Path) (net.C
 	if raw == nil {
 		return nil, ErrNoSource
 	}
-	if path.Backend.Is6() != v6 || path.Source.Is6() != v6 || !path.Backend.IsValid() || !path.Source.IsValid() {
+	if !path.Source.IsValid() {
+		path.Source = src
+	}
+	if path.Backend.Is6() != v6 || path.Source.Is6() != v6 || !path.Backend.IsValid() {
 		return nil, fmt.Errorf("tunprobe: path %v from %v is not of the VIP's family (%v)", path.Backend, path.Source, vip)
 	}
 	select {

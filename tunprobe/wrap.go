@@ -35,6 +35,9 @@ type Path struct {
 	Backend netip.Addr
 	// Source is the outer source: the VIP's encapsulation source (the
 	// address the backend's decapsulator accepts, vipd's encap_source).
+	// Unset, it is the prober's source address of the family, which is
+	// what the data plane uses when encap_source is unset: the egress
+	// interface's address.
 	Source netip.Addr
 	Encap  Encap
 	// GUEPort is the UDP destination port of GUE (0:
