@@ -4,6 +4,7 @@ package tunprobe
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -134,5 +135,65 @@ func TestStrictRPFilterDropsAnswers(t *testing.T) {
 	r.box.Sysctl(t, "net.ipv4.conf.all.rp_filter", "1")
 	if err := probe(p, vip4, path); err == nil {
 		t.Fatalf("a probe succeeded under strict rp_filter: the check in New is not needed")
+	}
+}
+
+// TestSetupAndTeardown: New replaces a rule a crashed run left (same
+// mark, table and priority) rather than adding a second, installs the
+// routes into its TUN, and Close leaves nothing behind: no rule, no
+// route, no TUN.
+func TestSetupAndTeardown(t *testing.T) {
+	r := newRig(t)
+	tun := nstest.Name("pt")
+	mark, table := fmt.Sprint(DefaultMark), fmt.Sprint(DefaultTable)
+	r.box.Must(t, "ip", "rule", "add", "fwmark", mark, "lookup", table, "pref", fmt.Sprint(DefaultPriority))
+	r.box.Must(t, "ip", "-6", "rule", "add", "fwmark", mark, "lookup", table, "pref", fmt.Sprint(DefaultPriority))
+	// Another rule of the table, at another priority, is not vipd's.
+	r.box.Must(t, "ip", "rule", "add", "fwmark", mark, "lookup", table, "pref", "2000")
+	var p *Prober
+	if err := r.box.Do(func() (err error) {
+		p, err = New(Options{TUN: tun, Source4: boxAddr, Source6: boxAddr6})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	count := func(args ...string) int {
+		return strings.Count(r.box.Must(t, args...), "lookup "+table)
+	}
+	routes := func(v string) string { return r.box.Must(t, "ip", v, "route", "show", "table", table) }
+	for _, c := range []struct {
+		what string
+		got  int
+		want int
+	}{
+		{"IPv4 rules at 1000", count("ip", "rule", "list", "pref", "1000"), 1},
+		{"IPv6 rules at 1000", count("ip", "-6", "rule", "list", "pref", "1000"), 1},
+		{"IPv4 rules at 2000", count("ip", "rule", "list", "pref", "2000"), 1},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %d, want %d", c.what, c.got, c.want)
+		}
+	}
+	for _, v := range []string{"-4", "-6"} {
+		if got := routes(v); !strings.Contains(got, "default dev "+tun) {
+			t.Errorf("table %s (%s): %q, want a default route into %s", table, v, got, tun)
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := count("ip", "rule", "list", "pref", "1000") + count("ip", "-6", "rule", "list", "pref", "1000"); n != 0 {
+		t.Errorf("%d rules left after Close", n)
+	}
+	if n := count("ip", "rule", "list", "pref", "2000"); n != 1 {
+		t.Errorf("Close removed a rule that was not its own")
+	}
+	for _, v := range []string{"-4", "-6"} {
+		if got := routes(v); strings.TrimSpace(got) != "" {
+			t.Errorf("table %s (%s) after Close: %q", table, v, got)
+		}
+	}
+	if out, err := r.box.Cmd("ip", "link", "show", tun).CombinedOutput(); err == nil {
+		t.Errorf("TUN %s still there after Close: %s", tun, out)
 	}
 }
