@@ -41,3 +41,6 @@ func (p *Prober) Stats() Stats { return Stats{} }
 
 // Close does nothing off Linux.
 func (p *Prober) Close() error { return nil }
+
+// CheckRPFilter has nothing to check off Linux.
+func CheckRPFilter(string) error { return nil }

@@ -40,6 +40,11 @@ func checkRPFilter(egress string, v4 bool) error {
 	return nil
 }
 
+// CheckRPFilter fails with ErrRPFilter when strict reverse-path filtering
+// on egress (or all) would drop the answers to IPv4 tunnel probes, as New
+// does; vipd -check calls it. It reads the calling thread's namespace.
+func CheckRPFilter(egress string) error { return checkRPFilter(egress, true) }
+
 // readSysctl reads net.ipv4.conf.<dev>.rp_filter of the calling thread's
 // namespace (/proc/sys/net resolves against the opening task's).
 func readSysctl(dev string) (int, error) {
