@@ -78,8 +78,11 @@ type Prober struct {
 	conns map[key]*conn
 
 	stats counters
-	done  chan struct{} // closed when the reader stops
-	once  sync.Once
+	// done is closed when the reader stops (by teardown when it never
+	// started).
+	done    chan struct{}
+	reading bool
+	once    sync.Once
 }
 
 // conn is a registered probe connection.
@@ -132,6 +135,7 @@ func New(o Options) (*Prober, error) {
 	if err := p.setupRoutes(); err != nil {
 		return nil, err
 	}
+	p.reading = true
 	go p.read()
 	ok = true
 	return p, nil
@@ -323,6 +327,8 @@ func (p *Prober) teardown() error {
 	}
 	if p.tun != nil {
 		errs = append(errs, p.tun.Close())
+	}
+	if p.reading {
 		<-p.done
 	} else {
 		close(p.done)

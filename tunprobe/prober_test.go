@@ -197,3 +197,37 @@ func TestSetupAndTeardown(t *testing.T) {
 		t.Errorf("TUN %s still there after Close: %s", tun, out)
 	}
 }
+
+// TestNewFailsCleanly: when New fails after it created the TUN device and
+// a rule (here: IPv6 is disabled, so the IPv6 route cannot be added), it
+// returns the error and leaves nothing behind.
+func TestNewFailsCleanly(t *testing.T) {
+	r := newRig(t)
+	r.box.Sysctl(t, "net.ipv6.conf.all.disable_ipv6", "1")
+	r.box.Sysctl(t, "net.ipv6.conf.default.disable_ipv6", "1")
+	tun := nstest.Name("pt")
+	done := make(chan error, 1)
+	go func() {
+		done <- r.box.Do(func() error {
+			p, err := New(Options{TUN: tun, Source4: boxAddr, Source6: boxAddr6})
+			if err == nil {
+				p.Close()
+			}
+			return err
+		})
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "IPv6") {
+			t.Fatalf("New with IPv6 disabled: %v, want an IPv6 route error", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("New hung on its failure path")
+	}
+	if out := r.box.Must(t, "ip", "rule", "list"); strings.Contains(out, fmt.Sprint(DefaultTable)) {
+		t.Errorf("a rule is left after the failed New:\n%s", out)
+	}
+	if out, err := r.box.Cmd("ip", "link", "show", tun).CombinedOutput(); err == nil {
+		t.Errorf("TUN %s is left after the failed New: %s", tun, out)
+	}
+}
