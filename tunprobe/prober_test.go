@@ -120,21 +120,45 @@ func TestNewChecksRPFilter(t *testing.T) {
 	}
 }
 
-// TestStrictRPFilterDropsAnswers is why New checks rp_filter: with strict
-// filtering on the egress interface (the check skipped), the backend's
-// answer from the VIP is dropped and a healthy backend fails its probe;
-// loose filtering lets it through.
-func TestStrictRPFilterDropsAnswers(t *testing.T) {
+// TestRPFilterAndAnswers is why New checks rp_filter, measured: the
+// backend's answer comes from the VIP, which the box routes toward its
+// clients, and arrives on the egress interface. Strict filtering drops it
+// (a healthy backend would fail its probe); loose filtering passes it
+// when the box has any route to the VIP (its default route) and drops it
+// without one; 0 passes it always. (New's own check is skipped here:
+// Egress is unset.)
+func TestRPFilterAndAnswers(t *testing.T) {
+	tests := []struct {
+		name     string
+		all, dev string
+		route    bool // the box has a default route (toward the clients)
+		up       bool
+	}{
+		{"off", "0", "0", true, true},
+		{"off, no route to the VIP", "0", "0", false, true},
+		{"loose", "2", "0", true, true},
+		{"loose, no route to the VIP", "2", "0", false, false},
+		{"strict on all", "1", "0", true, false},
+		{"strict on the egress interface", "0", "1", true, false},
+	}
 	r := newRig(t)
 	r.decap(t)
-	r.box.Sysctl(t, "net.ipv4.conf.all.rp_filter", "2")
 	p := r.prober(t, Options{TUN: nstest.Name("pt"), Source4: boxAddr, Linger: 200 * time.Millisecond})
 	path := Path{Backend: beAddr, Source: boxAddr, Encap: IPIP}
-	waitProbe(t, p, vip4, path, true)
-	r.box.Sysctl(t, "net.ipv4.conf."+r.boxIf+".rp_filter", "1")
-	r.box.Sysctl(t, "net.ipv4.conf.all.rp_filter", "1")
-	if err := probe(p, vip4, path); err == nil {
-		t.Fatalf("a probe succeeded under strict rp_filter: the check in New is not needed")
+	waitProbe(t, p, vip4, path, true) // the decapsulator knows the VIP
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r.box.Sysctl(t, "net.ipv4.conf.all.rp_filter", tt.all)
+			r.box.Sysctl(t, "net.ipv4.conf."+r.boxIf+".rp_filter", tt.dev)
+			if !tt.route {
+				r.box.Must(t, "ip", "route", "del", "default")
+				t.Cleanup(func() { r.box.Must(t, "ip", "route", "add", "default", "via", "198.18.2.254") })
+			}
+			err := probe(p, vip4, path)
+			if (err == nil) != tt.up {
+				t.Errorf("probe: %v, want up=%v", err, tt.up)
+			}
+		})
 	}
 }
 
