@@ -266,7 +266,22 @@ type HealthCheck struct {
 	DrainStatus int `toml:"drain_status"`
 	// DrainHeader, when set, must also be present in such an answer.
 	DrainHeader string `toml:"drain_header"`
+	// Probe is where a probe goes: ProbeTunnel or ProbeDirect. Unset, it
+	// is filled in by mode: tunnel for DSR, direct for NAT.
+	Probe Probe `toml:"probe"`
 }
+
+// Probe is the path of a VIP's health probes.
+type Probe string
+
+const (
+	// ProbeDirect probes each backend's own address.
+	ProbeDirect Probe = "direct"
+	// ProbeTunnel (DSR only) probes VIP:port through the backend's
+	// tunnel, encapsulated as the VIP's traffic is: the backend is up only
+	// if it decapsulates and holds the VIP.
+	ProbeTunnel Probe = "tunnel"
+)
 
 // BackendState is an operator's intent for a backend.
 type BackendState string

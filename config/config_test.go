@@ -110,6 +110,8 @@ func TestValidationErrors(t *testing.T) {
 		{"source prefix family", strings.Replace(strings.ReplaceAll(base, "port = 8080\n", ""), `port = 80`, "port = 80\nmode = \"dsr\"\nencap_source_prefix = \"2001:db8::/64\" #!", 1), "vip[0].encap_source_prefix", "address family"},
 		{"source prefix of one address", strings.Replace(strings.ReplaceAll(base, "port = 8080\n", ""), `port = 80`, "port = 80\nmode = \"dsr\"\nencap_source_prefix = \"198.18.1.1/32\" #!", 1), "vip[0].encap_source_prefix", "single address"},
 		{"source prefix without the source", strings.Replace(strings.ReplaceAll(base, "port = 8080\n", ""), `port = 80`, "port = 80\nmode = \"dsr\"\nencap_source = \"198.18.2.1\"\nencap_source_prefix = \"198.18.1.0/24\" #!", 1), "vip[0].encap_source_prefix", "does not contain encap_source 198.18.2.1"},
+		{"tunnel probe on a NAT VIP", base + "\n[vip.healthcheck]\nprobe = \"tunnel\" #!\n", "vip[0].healthcheck.probe", `only applies to mode = "dsr"`},
+		{"unknown probe", base + "\n[vip.healthcheck]\nprobe = \"icmp\" #!\n", "vip[0].healthcheck.probe", `must be "tunnel" or "direct", not "icmp"`},
 		{"bad source prefix", strings.Replace(strings.ReplaceAll(base, "port = 8080\n", ""), `port = 80`, "port = 80\nmode = \"dsr\"\nencap_source_prefix = \"198.18.1.0/33\" #!", 1), "vip[0].encap_source_prefix", ""},
 		{"egress mtu too small for IPv6 GUE", "[dataplane]\ningress = \"eth0\"\negress_mtu = 1320 #!\n[[vip]]\nname = \"v6\"\naddress = \"2001:2::100\"\nport = 80\nmode = \"dsr\"\nencap = \"gue\"\nencap_source = \"2001:2:1::1\"\n[[vip.backend]]\naddress = \"2001:2:1::11\"\n", "dataplane.egress_mtu", "from 1328"},
 		{"encap source in NAT", strings.Replace(base, `port = 80`, "port = 80\nencap_source = \"198.18.1.1\" #!", 1), "vip[0].encap_source", `only applies to mode = "dsr"`},
@@ -499,5 +501,32 @@ func TestBusyPollConfig(t *testing.T) {
 	}
 	if d := cfg.Dataplane; d.BusyPollUsecs != 1000 || d.BusyPollBatch() != 1024 {
 		t.Errorf("the largest values: busy_poll_usecs %d, budget %d", d.BusyPollUsecs, d.BusyPollBatch())
+	}
+}
+
+// TestProbeDefault: probe defaults by mode (tunnel for DSR, direct for
+// NAT), and direct may be chosen for DSR.
+func TestProbeDefault(t *testing.T) {
+	dsr := strings.Replace(strings.ReplaceAll(base, "port = 8080\n", ""), `port = 80`, "port = 80\nmode = \"dsr\"", 1)
+	tests := []struct {
+		name, src string
+		want      Probe
+	}{
+		{"NAT", base, ProbeDirect},
+		{"NAT, direct", base + "\n[vip.healthcheck]\nprobe = \"direct\"\n", ProbeDirect},
+		{"DSR", dsr, ProbeTunnel},
+		{"DSR, direct", dsr + "\n[vip.healthcheck]\nprobe = \"direct\"\n", ProbeDirect},
+		{"DSR, tunnel", dsr + "\n[vip.healthcheck]\nprobe = \"tunnel\"\n", ProbeTunnel},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, _, err := Parse("t.toml", []byte(tt.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.VIPs[0].HealthCheck.Probe; got != tt.want {
+				t.Errorf("probe %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -99,8 +99,12 @@ func WriteSummary(w io.Writer, cfg *Config) error {
 			if h.Type == CheckHTTP {
 				target += " " + CheckType(h.Path)
 			}
-			fmt.Fprintf(tw, "  healthcheck %s every %s, timeout %s, rise %d, fall %d, slow start %s, all down: %s\n",
-				target, h.Interval, h.Timeout, h.Rise, h.Fall, h.SlowStart, h.OnAllDown)
+			via := "each backend's address"
+			if h.Probe == ProbeTunnel {
+				via = "VIP through each backend's tunnel"
+			}
+			fmt.Fprintf(tw, "  healthcheck %s every %s, timeout %s, rise %d, fall %d, slow start %s, all down: %s, probe %s (%s)\n",
+				target, h.Interval, h.Timeout, h.Rise, h.Fall, h.SlowStart, h.OnAllDown, h.Probe, via)
 		}
 		fmt.Fprintf(tw, "  -> backend\tweight\tstate\n")
 		for _, b := range v.Backends {

@@ -325,6 +325,7 @@ func (c *collector) validateHealthCheck(p string, v *VIP) {
 	default:
 		c.errorf(p+".on_all_down", "must be %q or %q, not %q", AllDownDrop, AllDownIgnoreHealth, h.OnAllDown)
 	}
+	c.validateProbe(p, v)
 	if h.Type == CheckNone {
 		return
 	}
@@ -370,6 +371,26 @@ func (c *collector) validateHealthCheck(p string, v *VIP) {
 				break
 			}
 		}
+	}
+}
+
+// validateProbe checks probe and fills in its default, which depends on
+// the mode (so Default cannot hold it): tunnel for DSR, direct for NAT.
+func (c *collector) validateProbe(p string, v *VIP) {
+	h := &v.HealthCheck
+	switch h.Probe {
+	case "":
+		h.Probe = ProbeDirect
+		if v.Mode == ModeDSR {
+			h.Probe = ProbeTunnel
+		}
+	case ProbeDirect:
+	case ProbeTunnel:
+		if v.Mode != ModeDSR {
+			c.errorf(p+".probe", "%q only applies to mode = %q: a NAT backend is probed on its own address, which is what its traffic reaches", ProbeTunnel, ModeDSR)
+		}
+	default:
+		c.errorf(p+".probe", "must be %q or %q, not %q", ProbeTunnel, ProbeDirect, h.Probe)
 	}
 }
 

@@ -34,8 +34,12 @@ type Options struct {
 	PollTimeout time.Duration
 	// Worker tunes the workers (ICMP rate limit, counter publication).
 	Worker dataplane.WorkerOptions
-	// HealthProbe replaces the real health probes (tests); nil: health.Probe.
+	// HealthProbe replaces the real health probes (tests); nil: health's
+	// own, with tunnel probes through a TunnelProber.
 	HealthProbe health.Prober
+	// OpenTunnelProber replaces tunprobe.New (tests); it is not used when
+	// HealthProbe is set.
+	OpenTunnelProber OpenTunnelProber
 }
 
 // Daemon is a running vipd.
@@ -43,6 +47,8 @@ type Daemon struct {
 	opts Options
 	log  *slog.Logger
 	reg  *control.Registry // safe for concurrent use
+	// tunnels dials the probes of DSR backends through their tunnels.
+	tunnels *tunnels
 
 	// reloadMu serialises reloads: each one reads the file and applies it
 	// before the next one reads it, so the newest file is the one that
@@ -166,8 +172,15 @@ func New(cfg *config.Config, opts Options) *Daemon {
 	// [conntrack] is restart-only: the hold fits every configuration this
 	// daemon will run.
 	reg.SetHold(control.RefHold(&cfg.Conntrack))
+	tun := &tunnels{log: opts.Log}
+	if opts.HealthProbe == nil {
+		tun.open = opts.OpenTunnelProber
+		if tun.open == nil {
+			tun.open = openTunprobe
+		}
+	}
 	return &Daemon{
-		opts: opts, log: opts.Log, reg: reg,
+		opts: opts, log: opts.Log, reg: reg, tunnels: tun,
 		startDone: make(chan struct{}), running: make(chan struct{}), kick: make(chan struct{}, 1),
 		cfg: cfg, loadedAt: time.Now(),
 		health: map[uint32]control.Status{}, checked: map[uint32]bool{}, drains: map[uint32]bool{}, allDown: map[string]bool{},
@@ -266,6 +279,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	for i := range queues {
 		workers[i] = dataplane.NewWorker(ct.Shard(i), wopts)
 	}
+	// Closed after the checks stop (defers run last first).
+	defer d.tunnels.close()
+	if err := d.tunnels.ensure(cfg, d.opts.Platform.Host()); err != nil {
+		return err
+	}
 	checks, err := d.goLive(ctx, ct, workers)
 	if err != nil {
 		return err
@@ -361,7 +379,11 @@ func (d *Daemon) goLive(ctx context.Context, ct *conntrack.Table, workers []*dat
 	d.flows = newFlowCache(ctx, func(ctx context.Context) (map[uint32]int, error) {
 		return countFlows(ctx, workers)
 	}, flowsTTL)
-	d.checks = health.NewManager(d.log, d.opts.HealthProbe, d.setHealth)
+	probe := d.opts.HealthProbe
+	if probe == nil {
+		probe = health.NewProber(d.tunnels)
+	}
+	d.checks = health.NewManager(d.log, probe, d.setHealth)
 	d.setPhaseLocked(phaseLive)
 	return d.checks, nil
 }
@@ -673,6 +695,11 @@ func (d *Daemon) Reload() error {
 		d.log.Error("reload refused: the running configuration stays", "err", err)
 		return err
 	}
+	if err := d.tunnels.ensure(cfg, d.opts.Platform.Host()); err != nil {
+		d.reloadErr.Add(1)
+		d.log.Error("reload refused: the running configuration stays", "err", err)
+		return err
+	}
 	old := d.cfg
 	d.cfg = cfg
 	if err := d.publishLocked("reload"); err != nil {
@@ -835,7 +862,8 @@ type report struct {
 }
 
 // healthTargets lists the backends to check: every backend not disabled
-// of every VIP whose check is not "none", probed on its own address.
+// of every VIP whose check is not "none", probed on its own address, or,
+// with probe = "tunnel" (DSR), at the VIP through its tunnel.
 // Callers pass d.cfg and hold d.mu, so that the targets and the snapshot
 // come from the same configuration.
 //
@@ -864,10 +892,14 @@ func (d *Daemon) healthTargets(cfg *config.Config) []health.Target {
 			if b.Port != 0 {
 				label = netip.AddrPortFrom(b.Address, b.Port).String()
 			}
-			ts = append(ts, health.Target{
+			t := health.Target{
 				Ref: d.reg.Ref(control.BackendKey(v, b)), VIP: v.Name, Label: label,
 				Addr: netip.AddrPortFrom(b.Address, port), Check: hc,
-			})
+			}
+			if v.Mode == config.ModeDSR && hc.Probe == config.ProbeTunnel {
+				tunnelTarget(&t, v, b)
+			}
+			ts = append(ts, t)
 		}
 	}
 	return ts

@@ -23,6 +23,7 @@ import (
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/health"
+	"github.com/vipd/vipd/tunprobe"
 )
 
 const testConfig = `
@@ -88,7 +89,12 @@ func newTestDaemon(t *testing.T, src string, probe health.Prober) *testDaemon {
 	}
 	td.plat = newMemPlatform()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	td.d = New(cfg, Options{ConfigPath: td.path, Platform: td.plat, Log: log, Version: "test", PollTimeout: 10 * time.Millisecond, HealthProbe: probe})
+	td.d = New(cfg, Options{ConfigPath: td.path, Platform: td.plat, Log: log, Version: "test", PollTimeout: 10 * time.Millisecond, HealthProbe: probe,
+		// A real one would put a TUN device and a routing rule in the
+		// test's own namespace.
+		OpenTunnelProber: func(tunprobe.Options) (TunnelProber, error) {
+			return nil, errors.New("test daemons must not open a real tunnel prober")
+		}})
 	t.Cleanup(func() { td.stop() })
 	return td
 }

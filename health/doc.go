@@ -11,6 +11,12 @@
 // lockstep, and reports status changes to the daemon, which builds a new
 // snapshot. Nothing here touches a packet.
 //
+// A DSR backend is probed through its tunnel by default (probe =
+// "tunnel"): its Target holds the VIP:port and the tunnel (a
+// tunprobe.Path), and the Prober from NewProber dials it through a
+// TunnelDialer (package tunprobe), so the check passes only when the
+// backend decapsulates and holds the VIP, as its clients need.
+//
 // A backend starts up ("unknown" until its first check): at start every
 // backend is assumed able to serve rather than taking the whole service
 // down for rise × interval. It goes down after fall failures in a row and

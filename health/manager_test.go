@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/tunprobe"
 )
 
 type reports struct {
@@ -207,5 +209,83 @@ func TestManagerSetBeforeStart(t *testing.T) {
 	waitFor(t, "backend 1 probed", func() bool { return probes[1].Load() >= 3 })
 	if n := probes[0].Load(); n != 0 {
 		t.Errorf("the removed backend was probed %d times", n)
+	}
+}
+
+// fakeTunnel is a TunnelDialer that connects every tunnel probe to to
+// (a local server standing in for the VIP behind the backend) and records
+// what it was asked for.
+type fakeTunnel struct {
+	to    netip.AddrPort
+	mu    sync.Mutex
+	calls []string // "VIP via backend"
+}
+
+func (f *fakeTunnel) Dial(ctx context.Context, vip netip.AddrPort, path tunprobe.Path) (net.Conn, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, vip.String()+" via "+path.Backend.String())
+	f.mu.Unlock()
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", f.to.String())
+}
+
+// TestTunnelProbes: a target with a tunnel is dialled through the
+// TunnelDialer, to its VIP:port, for TCP and HTTP checks, and judged by
+// what answers there; a target without one is dialled directly; a tunnel
+// target without a TunnelDialer fails.
+func TestTunnelProbes(t *testing.T) {
+	var status atomic.Int32
+	var host atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host.Store(r.Host)
+		w.WriteHeader(int(status.Load()))
+	}))
+	defer srv.Close()
+	local := netip.MustParseAddrPort(srv.Listener.Addr().String())
+	vip := netip.MustParseAddrPort("198.18.0.101:80") // never dialled: the fake connects to local
+	path := tunprobe.Path{Backend: netip.MustParseAddr("198.18.1.11"), Source: netip.MustParseAddr("198.18.1.1")}
+	httpCheck := config.HealthCheck{Type: config.CheckHTTP, Path: "/", Timeout: config.Duration(time.Second)}
+	tcpCheck := config.HealthCheck{Type: config.CheckTCP, Timeout: config.Duration(time.Second)}
+	tests := []struct {
+		name    string
+		target  Target
+		tunnel  bool // give NewProber a TunnelDialer
+		status  int32
+		ok      bool
+		tunnels int // dials through the tunnel
+	}{
+		{"TCP through the tunnel", Target{Addr: vip, Check: tcpCheck, Tunnel: path}, true, 200, true, 1},
+		{"HTTP 200 through the tunnel", Target{Addr: vip, Check: httpCheck, Tunnel: path}, true, 200, true, 1},
+		{"HTTP 500 through the tunnel", Target{Addr: vip, Check: httpCheck, Tunnel: path}, true, 500, false, 1},
+		{"direct HTTP is not tunnelled", Target{Addr: local, Check: httpCheck}, true, 200, true, 0},
+		{"direct TCP is not tunnelled", Target{Addr: local, Check: tcpCheck}, true, 200, true, 0},
+		{"tunnel target without a tunnel", Target{Addr: vip, Check: tcpCheck, Tunnel: path}, false, 200, false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status.Store(tt.status)
+			host.Store("")
+			f := &fakeTunnel{to: local}
+			probe := Probe
+			if tt.tunnel {
+				probe = NewProber(f)
+			}
+			res := probe(context.Background(), &tt.target)
+			if res.OK != tt.ok {
+				t.Errorf("result %+v, want ok=%v", res, tt.ok)
+			}
+			if len(f.calls) != tt.tunnels {
+				t.Fatalf("tunnel dials %v, want %d", f.calls, tt.tunnels)
+			}
+			if tt.tunnels > 0 && f.calls[0] != "198.18.0.101:80 via 198.18.1.11" {
+				t.Errorf("dialled %q", f.calls[0])
+			}
+			if tt.tunnels > 0 && tt.target.Check.Type == config.CheckHTTP && host.Load() != "198.18.0.101:80" {
+				t.Errorf("HTTP Host %q, want the VIP's", host.Load())
+			}
+			if !tt.tunnel && !errors.Is(res.Err, ErrNoTunnel) {
+				t.Errorf("error %v, want ErrNoTunnel", res.Err)
+			}
+		})
 	}
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
 
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/linkwatch"
+	"github.com/vipd/vipd/tunprobe"
 )
 
 // localAddrs reads this machine's addresses, readLink an interface; tests
@@ -16,10 +18,17 @@ var (
 	readLink   = linkwatch.Read
 )
 
+// rpFilter checks the egress interface's reverse-path filter for tunnel
+// health probes; tests replace it.
+var rpFilter = tunprobe.CheckRPFilter
+
 // checkHost is the part of -check that looks at the machine it runs on: a
 // VIP that is one of its addresses is an error (vipd would refuse to start
-// with it, see README), and a flow-hash seed left at the public default is
-// a warning. It returns false when there is an error.
+// with it, see README), and so is strict reverse-path filtering on the
+// egress interface when IPv4 DSR backends are probed through their tunnels
+// (vipd would refuse to start: the answers come from the VIP); a flow-hash
+// seed left at the public default is a warning. It returns false when
+// there is an error.
 func checkHost(cfg *config.Config, stdout, stderr io.Writer) bool {
 	ok := true
 	if local, err := localAddrs(); err != nil {
@@ -45,6 +54,18 @@ func checkHost(cfg *config.Config, stdout, stderr io.Writer) bool {
 		} else if !hasIPv4(l) {
 			fmt.Fprintf(stderr, "vipd: bgp: no router_id is set and the egress interface %s has no IPv4 address to take it from: set [bgp] router_id\n", egress)
 			ok = false
+		}
+	}
+	for _, v := range cfg.VIPs {
+		if v.Mode == config.ModeDSR && v.HealthCheck.Type != config.CheckNone && v.HealthCheck.Probe == config.ProbeTunnel && v.Address.Is4() {
+			egress := cfg.Dataplane.EgressInterface()
+			if err := rpFilter(egress); errors.Is(err, tunprobe.ErrRPFilter) {
+				fmt.Fprintf(stderr, "vipd: vip %q: probe = \"tunnel\": %v\n", v.Name, err)
+				ok = false
+			} else if err != nil {
+				fmt.Fprintf(stderr, "warning: could not read the reverse-path filter of %s (%v): not checked whether tunnel health probes can work\n", egress, err)
+			}
+			break // one check covers every VIP
 		}
 	}
 	if cfg.Dataplane.FlowHashSeed == config.DefaultFlowHashSeed {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/vipd/vipd/linkwatch"
+	"github.com/vipd/vipd/tunprobe"
 )
 
 // TestCheckHost: -check refuses a VIP that is one of this machine's
@@ -114,6 +116,70 @@ address = "198.18.1.11"
 			}
 			if tt.errIn != "" && !strings.Contains(stderr.String(), tt.errIn) {
 				t.Errorf("stderr lacks %q:\n%s", tt.errIn, &stderr)
+			}
+		})
+	}
+}
+
+// The tests never read this machine's reverse-path filter: -check's
+// verdict on a file must not depend on the host that runs the tests.
+func init() { rpFilter = func(string) error { return nil } }
+
+// TestCheckRPFilter: -check refuses strict reverse-path filtering when
+// IPv4 DSR backends are probed through their tunnels, and only then; an
+// unreadable setting is a warning.
+func TestCheckRPFilter(t *testing.T) {
+	const cfg = `
+[dataplane]
+ingress = "eth0"
+egress = "eth1"
+flow_hash_seed = 7
+[[vip]]
+name = "dsr"
+address = "198.18.0.101"
+port = 80
+mode = "dsr"
+encap_source = "198.18.1.1"
+[vip.healthcheck]
+probe = "PROBE"
+[[vip.backend]]
+address = "198.18.1.11"
+`
+	strict := fmt.Errorf("%w: net.ipv4.conf.all.rp_filter=1", tunprobe.ErrRPFilter)
+	tests := []struct {
+		name, probe string
+		rp          error
+		code        int
+		stderr      string
+	}{
+		{"tunnel, strict", "tunnel", strict, 1, `vip "dsr": probe = "tunnel": tunprobe: strict reverse-path filtering`},
+		{"tunnel, loose", "tunnel", nil, 0, ""},
+		{"tunnel, unreadable", "tunnel", errors.New("no eth1"), 0, "warning: could not read the reverse-path filter of eth1"},
+		{"direct, strict", "direct", strict, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			origL, origR := localAddrs, rpFilter
+			localAddrs = func() ([]netip.Addr, error) { return nil, nil }
+			var asked string
+			rpFilter = func(egress string) error { asked = egress; return tt.rp }
+			t.Cleanup(func() { localAddrs, rpFilter = origL, origR })
+			path := filepath.Join(t.TempDir(), "v.toml")
+			if err := os.WriteFile(path, []byte(strings.Replace(cfg, "PROBE", tt.probe, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			if code := run([]string{"-check", "-config", path}, &stdout, &stderr); code != tt.code {
+				t.Errorf("exit %d, want %d\n%s%s", code, tt.code, &stdout, &stderr)
+			}
+			if tt.stderr != "" && !strings.Contains(stderr.String(), tt.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", tt.stderr, &stderr)
+			}
+			if tt.stderr == "" && stderr.Len() != 0 {
+				t.Errorf("stderr: %s", &stderr)
+			}
+			if tt.probe == "tunnel" && asked != "eth1" {
+				t.Errorf("checked %q, want the egress interface eth1", asked)
 			}
 		})
 	}

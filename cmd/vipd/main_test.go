@@ -39,6 +39,7 @@ func TestRun(t *testing.T) {
 	}{
 		{"check example", []string{"-check", "-config", "../../config.toml.example"}, 0, "VIP web-nat", ""},
 		{"check shows backends", []string{"-check", "-config", "../../config.toml.example"}, 0, "198.18.1.11:8080", ""},
+		{"check shows the tunnel probe", []string{"-check", "-config", "../../config.toml.example"}, 0, "probe tunnel (VIP through each backend's tunnel)", ""},
 		{"check broken file", []string{"-check", "-config", bad}, 1, "", "bad.toml:2: dataplane.io"},
 		{"check reports every error", []string{"-check", "-config", bad}, 1, "", "dataplane.ingress"},
 		{"missing file", []string{"-check", "-config", "/nonexistent/vipd.toml"}, 1, "", "no such file"},

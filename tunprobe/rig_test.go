@@ -1,0 +1,236 @@
+//go:build linux
+
+package tunprobe
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vipd/vipd/decap"
+	"github.com/vipd/vipd/internal/nstest"
+)
+
+// Addresses of the tests: 198.18.0.0/15 and 2001:2::/48 only.
+var (
+	vip4    = netip.MustParseAddr("198.18.0.101")
+	boxAddr = netip.MustParseAddr("198.18.1.1") // probe source and encapsulation source
+	beAddr  = netip.MustParseAddr("198.18.1.11")
+
+	vip6     = netip.MustParseAddr("2001:2::101")
+	boxAddr6 = netip.MustParseAddr("2001:2:0:1::1")
+	beAddr6  = netip.MustParseAddr("2001:2:0:1::11")
+)
+
+const vipPort = 8080
+
+// rig: namespace box (vipd's side: the prober) and be (a DSR backend),
+// joined by a veth pair. box routes the VIPs toward the clients, out of a
+// veth toward nowhere, as a vipd box routes them to its clients; be holds the VIPs on loopback and
+// a listener on VIP:vipPort.
+//
+//	box  vc 198.18.2.1/24 (default route)   boxIf 198.18.1.1/24 ──veth── beIf 198.18.1.11/24  be
+//	                                                                      lo 198.18.0.101/32 2001:2::101/128
+type rig struct {
+	box, be     *nstest.NS
+	boxIf, beIf string
+}
+
+// probeTimeout bounds every probe; a failing probe waits this long.
+const probeTimeout = 500 * time.Millisecond
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	nstest.RequireRoot(t)
+	r := &rig{box: nstest.New(t, "box"), be: nstest.New(t, "be"), boxIf: nstest.Name("vx"), beIf: nstest.Name("vb")}
+	nstest.Veth(t, r.box, r.boxIf, r.be, r.beIf)
+	r.box.Must(t, "ip", "addr", "add", boxAddr.String()+"/24", "dev", r.boxIf)
+	r.be.Must(t, "ip", "addr", "add", beAddr.String()+"/24", "dev", r.beIf)
+	r.box.Must(t, "ip", "addr", "add", boxAddr6.String()+"/64", "dev", r.boxIf, "nodad")
+	r.be.Must(t, "ip", "addr", "add", beAddr6.String()+"/64", "dev", r.beIf, "nodad")
+	// The clients' side of the box, which its route to the VIPs takes.
+	// (No dummy module here: a veth pair with both ends in box.)
+	cIf := nstest.Name("vc")
+	nstest.Veth(t, r.box, cIf, r.box, nstest.Name("vd"))
+	r.box.Must(t, "ip", "addr", "add", "198.18.2.1/24", "dev", cIf)
+	r.box.Must(t, "ip", "route", "add", "default", "via", "198.18.2.254")
+	r.box.Must(t, "ip", "-6", "addr", "add", "2001:2:0:2::1/64", "dev", cIf, "nodad")
+	r.box.Must(t, "ip", "-6", "route", "add", "default", "via", "2001:2:0:2::254")
+	r.addVIPs(t)
+	r.be.Sysctl(t, "net.ipv4.conf.all.rp_filter", "0")
+	r.be.Sysctl(t, "net.ipv4.conf.all.arp_ignore", "1")
+	r.be.Sysctl(t, "net.ipv4.conf.all.arp_announce", "2")
+	r.listen(t, netip.AddrPortFrom(vip4, vipPort))
+	r.listen(t, netip.AddrPortFrom(vip6, vipPort))
+	return r
+}
+
+func (r *rig) addVIPs(t *testing.T) {
+	t.Helper()
+	r.be.Must(t, "ip", "addr", "add", vip4.String()+"/32", "dev", "lo")
+	r.be.Must(t, "ip", "addr", "add", vip6.String()+"/128", "dev", "lo")
+}
+
+func (r *rig) delVIPs(t *testing.T) {
+	t.Helper()
+	r.be.Must(t, "ip", "addr", "del", vip4.String()+"/32", "dev", "lo")
+	r.be.Must(t, "ip", "addr", "del", vip6.String()+"/128", "dev", "lo")
+}
+
+// listen accepts and closes connections on addr inside be until cleanup.
+// IP_FREEBIND keeps it listening while the VIP is off loopback.
+func (r *rig) listen(t *testing.T, addr netip.AddrPort) {
+	t.Helper()
+	var ln net.Listener
+	err := r.be.Do(func() (err error) {
+		lc := net.ListenConfig{Control: freebind}
+		ln, err = lc.Listen(context.Background(), "tcp", addr.String())
+		return err
+	})
+	if err != nil {
+		t.Fatalf("listen %v in %s: %v", addr, r.be.Name, err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+}
+
+func freebind(network, _ string, rc syscall.RawConn) error {
+	var err error
+	rc.Control(func(fd uintptr) {
+		level, opt := unix.IPPROTO_IP, unix.IP_FREEBIND
+		if network == "tcp6" {
+			level, opt = unix.IPPROTO_IPV6, unix.IPV6_FREEBIND
+		}
+		err = unix.SetsockoptInt(int(fd), level, opt, 1)
+	})
+	return err
+}
+
+// prober makes a Prober inside box; it is closed at cleanup.
+func (r *rig) prober(t *testing.T, o Options) *Prober {
+	t.Helper()
+	var p *Prober
+	err := r.box.Do(func() (err error) {
+		p, err = New(o)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("New in %s: %v", r.box.Name, err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return p
+}
+
+// decap runs vipd's user-space decapsulator (IPIP, both families) in be
+// until cleanup.
+func (r *rig) decap(t *testing.T) *decap.Decap {
+	t.Helper()
+	var d *decap.Decap
+	err := r.be.Do(func() (err error) {
+		d, err = decap.New(decap.Options{TUN: nstest.Name("dt"), IPv6: true, CheckLocal: true, LocalRefresh: 50 * time.Millisecond})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("decap.New in %s: %v", r.be.Name, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("decap Run: %v", err)
+			}
+		case <-time.After(3 * time.Second):
+			t.Errorf("decap did not stop")
+		}
+		d.Close()
+	})
+	return d
+}
+
+// gueDecap is a minimal GUE variant 1 receiver for be: a UDP socket on
+// port whose datagrams (the IP packet directly after the UDP header) are
+// written to a TUN device, as a GUE-capable decapsulator delivers them.
+// TODO: use vipd-decap's GUE receive once it has one (issue 15, item 2).
+func (r *rig) gueDecap(t *testing.T, port uint16) {
+	t.Helper()
+	name := nstest.Name("gt")
+	var tun *os.File
+	var uc net.PacketConn
+	err := r.be.Do(func() (err error) {
+		if tun, err = openTUN(name); err != nil {
+			return err
+		}
+		if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+name+"/rp_filter", []byte("0"), 0); err != nil {
+			return err
+		}
+		uc, err = net.ListenPacket("udp", net.JoinHostPort("::", itoa(port)))
+		return err
+	})
+	if err != nil {
+		if tun != nil {
+			tun.Close()
+		}
+		t.Fatalf("GUE receiver in %s: %v", r.be.Name, err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		buf := make([]byte, 65536)
+		for {
+			n, _, err := uc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if n > 0 && (buf[0]>>4 == 4 || buf[0]>>4 == 6) {
+				tun.Write(buf[:n])
+			}
+		}
+	})
+	t.Cleanup(func() {
+		uc.Close()
+		wg.Wait()
+		tun.Close()
+	})
+}
+
+func itoa(p uint16) string {
+	return netip.AddrPortFrom(netip.IPv4Unspecified(), p).String()[len("0.0.0.0:"):]
+}
+
+// probe dials vip through path from p and reports whether the handshake
+// completed within probeTimeout.
+func probe(p *Prober, vip netip.Addr, path Path) error {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	c, err := p.Dial(ctx, netip.AddrPortFrom(vip, vipPort), path)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
