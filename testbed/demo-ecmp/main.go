@@ -11,47 +11,12 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/testbed"
 )
-
-// run is the demo's nstest.T: cleanups run in reverse at the end, or on a
-// fatal error, or on Ctrl-C.
-type run struct {
-	mu       sync.Mutex
-	cleanups []func()
-}
-
-func (r *run) Helper() {}
-
-func (r *run) Cleanup(f func()) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.cleanups = append(r.cleanups, f)
-}
-
-func (r *run) Fatalf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "demo-ecmp: "+format+"\n", args...)
-	r.finish()
-	os.Exit(1)
-}
-
-func (r *run) finish() {
-	r.mu.Lock()
-	cs := r.cleanups
-	r.cleanups = nil
-	r.mu.Unlock()
-	for i := len(cs) - 1; i >= 0; i-- {
-		cs[i]()
-	}
-	if err := testbed.RemoveBinaries(); err != nil {
-		fmt.Fprintln(os.Stderr, "demo-ecmp: removing the bed's binaries:", err)
-	}
-}
 
 func main() {
 	if os.Geteuid() != 0 {
@@ -64,18 +29,18 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	r := &run{}
+	r := testbed.NewRun("demo-ecmp")
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		<-sigs
 		fmt.Fprintln(os.Stderr, "\ninterrupted: cleaning up")
-		r.finish()
+		r.Finish()
 		os.Exit(130)
 	}()
 	start := time.Now()
 	demo(r)
-	r.finish()
+	r.Finish()
 	fmt.Printf("\nAll namespaces, links and processes removed. Demo took %.1f s.\n", time.Since(start).Seconds())
 }
 
@@ -84,7 +49,7 @@ const (
 	boxASN    = 65010
 )
 
-func demo(r *run) {
+func demo(r *testbed.Run) {
 	const boxes = 2
 	fmt.Println("== building vipd; bringing up a client, a router running BIRD, two vipd boxes and three backends")
 	bed := testbed.NewECMP(r, boxes, 3)
@@ -180,7 +145,7 @@ func demo(r *run) {
 }
 
 // newFlows is the VIP's new-flow counter on each box.
-func newFlows(r *run, vipds []*testbed.VIPD, vip string) []float64 {
+func newFlows(r *testbed.Run, vipds []*testbed.VIPD, vip string) []float64 {
 	var out []float64
 	for _, v := range vipds {
 		fams, err := v.Metrics()

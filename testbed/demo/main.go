@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -22,61 +21,27 @@ import (
 	"github.com/vipd/vipd/testbed"
 )
 
-// run is the demo's nstest.T: cleanups run in reverse at the end, or on a
-// fatal error, or on Ctrl-C.
-type run struct {
-	mu       sync.Mutex
-	cleanups []func()
-}
-
-func (r *run) Helper() {}
-
-func (r *run) Cleanup(f func()) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.cleanups = append(r.cleanups, f)
-}
-
-func (r *run) Fatalf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "demo: "+format+"\n", args...)
-	r.finish()
-	os.Exit(1)
-}
-
-func (r *run) finish() {
-	r.mu.Lock()
-	cs := r.cleanups
-	r.cleanups = nil
-	r.mu.Unlock()
-	for i := len(cs) - 1; i >= 0; i-- {
-		cs[i]()
-	}
-	if err := testbed.RemoveBinaries(); err != nil {
-		fmt.Fprintln(os.Stderr, "demo: removing the bed's binaries:", err)
-	}
-}
-
 func main() {
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "make demo needs root: it creates network namespaces and attaches an XDP program inside them (sudo make demo)")
 		os.Exit(1)
 	}
-	r := &run{}
+	r := testbed.NewRun("demo")
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		<-sigs
 		fmt.Fprintln(os.Stderr, "\ninterrupted: cleaning up")
-		r.finish()
+		r.Finish()
 		os.Exit(130)
 	}()
 	start := time.Now()
 	demo(r)
-	r.finish()
+	r.Finish()
 	fmt.Printf("\nAll namespaces, links and processes removed. Demo took %.1f s.\n", time.Since(start).Seconds())
 }
 
-func demo(r *run) {
+func demo(r *testbed.Run) {
 	fmt.Println("== building vipd and bringing up the test bed (client, router, vipd box, 3 backends)")
 	bed := testbed.New(r, testbed.Options{})
 	cfg, err := os.ReadFile(exampleConfig())
@@ -169,7 +134,7 @@ func demo(r *run) {
 
 // burst sends n crafted TCP SYNs from the client namespace to the NAT VIP
 // through a raw packet socket, as fast as the socket takes them.
-func burst(r *run, bed *testbed.Bed, n int) int {
+func burst(r *testbed.Run, bed *testbed.Bed, n int) int {
 	var fd int
 	var ifindex int
 	var src, dst net.HardwareAddr
