@@ -170,13 +170,8 @@ func DrainBox(ctx context.Context, socket string, undo bool) (*BoxDrainAnswer, e
 	if err != nil {
 		return nil, SocketError(socket, err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("%s", strings.TrimSpace(string(b)))
-	}
 	var a BoxDrainAnswer
-	return &a, json.NewDecoder(resp.Body).Decode(&a)
+	return &a, answer(resp, &a)
 }
 
 // FetchSocketState reads GET /v1/state over the admin socket.
@@ -189,13 +184,8 @@ func FetchSocketState(ctx context.Context, socket string) (*State, error) {
 	if err != nil {
 		return nil, SocketError(socket, err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("%s", strings.TrimSpace(string(b)))
-	}
 	var st State
-	return &st, json.NewDecoder(resp.Body).Decode(&st)
+	return &st, answer(resp, &st)
 }
 
 // writeBGP prints the speaker's peers, after the VIP table.

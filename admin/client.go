@@ -58,12 +58,21 @@ func Drain(ctx context.Context, socket, vip, backend string, drain bool) error {
 	if err != nil {
 		return SocketError(socket, err)
 	}
+	return answer(resp, nil)
+}
+
+// answer reads an admin server's reply into into (nil: no body wanted) and
+// closes it; a status other than 200 is an error with the server's text.
+func answer(resp *http.Response, into any) error {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("%s", strings.TrimSpace(string(b)))
+		return errors.New(strings.TrimSpace(string(b)))
 	}
-	return nil
+	if into == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(into)
 }
 
 // SocketClient returns an HTTP client that sends every request to the
@@ -153,11 +162,6 @@ func Where(ctx context.Context, addr, vip, client string, port uint16) (*WhereAn
 	if err != nil {
 		return nil, fmt.Errorf("admin server at %s: %w", addr, err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("%s", strings.TrimSpace(string(b)))
-	}
 	var a WhereAnswer
-	return &a, json.NewDecoder(resp.Body).Decode(&a)
+	return &a, answer(resp, &a)
 }

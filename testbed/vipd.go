@@ -79,17 +79,22 @@ func (v *VIPD) PID() int { return v.cmd.Process.Pid }
 
 // State fetches /v1/state.
 func (v *VIPD) State() (*admin.State, error) {
-	resp, err := v.client.Get("http://" + AdminAddr + "/v1/state")
+	var st admin.State
+	return &st, v.getJSON("/v1/state", &st)
+}
+
+// getJSON reads the admin server's answer at path into into.
+func (v *VIPD) getJSON(path string, into any) error {
+	resp, err := v.client.Get("http://" + AdminAddr + path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
-		return nil, fmt.Errorf("%s: %s", resp.Status, b)
+		return fmt.Errorf("%s: %s", resp.Status, b)
 	}
-	var st admin.State
-	return &st, json.NewDecoder(resp.Body).Decode(&st)
+	return json.NewDecoder(resp.Body).Decode(into)
 }
 
 // Metrics fetches and parses /metrics.
@@ -167,17 +172,8 @@ func (v *VIPD) reloads(result string) float64 {
 // Where asks vipd which backend a new flow from client ("addr:port") to
 // the VIP named vip gets.
 func (v *VIPD) Where(vip, client string) (*admin.WhereAnswer, error) {
-	resp, err := v.client.Get("http://" + AdminAddr + "/v1/where?vip=" + vip + "&client=" + client)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return nil, fmt.Errorf("%s: %s", resp.Status, b)
-	}
 	var a admin.WhereAnswer
-	return &a, json.NewDecoder(resp.Body).Decode(&a)
+	return &a, v.getJSON("/v1/where?vip="+vip+"&client="+client, &a)
 }
 
 // Kill SIGKILLs vipd, as a crash would, and waits for it.
