@@ -86,6 +86,13 @@ type FlowCounters struct {
 	Packets  uint64
 	Bytes    uint64 // IP bytes as received
 	NewFlows uint64 // flows first pinned here (conntrack insert or stateless pick)
+	// Handshakes are tracked TCP flows that began with a SYN, and Answered
+	// those of them whose client went on past its SYNs (an ACK or data: it
+	// got the backend's SYN-ACK). Both are seen on the client's side only,
+	// so they hold in DSR as in NAT. A handshake the backend ignores or
+	// resets stays unanswered: passive outlier detection reads the ratio.
+	Handshakes uint64
+	Answered   uint64
 }
 
 // Counters are one worker's counters. The worker owns them and writes them
@@ -175,6 +182,8 @@ func addFlows(dst, src []FlowCounters) []FlowCounters {
 		dst[i].Packets += src[i].Packets
 		dst[i].Bytes += src[i].Bytes
 		dst[i].NewFlows += src[i].NewFlows
+		dst[i].Handshakes += src[i].Handshakes
+		dst[i].Answered += src[i].Answered
 	}
 	return dst
 }

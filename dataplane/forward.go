@@ -3,6 +3,7 @@ package dataplane
 import (
 	"encoding/binary"
 
+	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/encap"
 	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
@@ -127,6 +128,12 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 		w.c.FlowHits++
 		ref := e.Backend()
 		if b := s.backendFor(ref, vi); b != nil {
+			switch st := e.State(); {
+			case st == conntrack.StateSynSent && flags&(packet.TCPFlagSYN|packet.TCPFlagFIN|packet.TCPFlagRST) == 0:
+				w.c.Backends[ref].Answered++ // past its SYNs: the client got the SYN-ACK
+			case st == conntrack.StateClosing && flags&(packet.TCPFlagSYN|packet.TCPFlagACK) == packet.TCPFlagSYN:
+				w.c.Backends[ref].Handshakes++ // the tuple reused: a new handshake
+			}
 			w.ct.Touch(e, flags)
 			return b, ref
 		}
@@ -148,6 +155,8 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 	if _, res := w.ct.InsertMissed(&p.key, p.loc, ref, flags); !res.Tracked() {
 		w.c.Untracked++
 		w.c.Stateless++
+	} else if p.key.Proto == packet.ProtoTCP && flags&(packet.TCPFlagSYN|packet.TCPFlagACK) == packet.TCPFlagSYN {
+		w.c.Backends[ref].Handshakes++
 	}
 	w.c.VIPs[v.id].NewFlows++
 	w.c.Backends[ref].NewFlows++

@@ -453,3 +453,49 @@ func TestEncapSpecErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestHandshakeCounters: a backend's Handshakes count the tracked TCP
+// flows that began with a SYN (and a closed tuple reused by a SYN), its
+// Answered those whose client went on past its SYNs; a retransmitted SYN,
+// a flow picked up mid-stream and UDP count neither.
+func TestHandshakeCounters(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		vip                 netip.Addr
+		id                  uint16
+		packets             []string // TCP flags of the client's packets, "udp" for a datagram
+		handshakes, answers uint64
+	}{
+		{"answered", vipNAT4, idNAT4, []string{"S", "A", "PA"}, 1, 1},
+		{"answered after a retransmission", vipNAT4, idNAT4, []string{"S", "S", "A"}, 1, 1},
+		{"never answered", vipNAT4, idNAT4, []string{"S", "S", "S"}, 1, 0},
+		{"reset by the client after its SYN", vipNAT4, idNAT4, []string{"S", "R"}, 1, 0},
+		{"mid-stream", vipNAT4, idNAT4, []string{"A", "PA"}, 0, 0},
+		{"tuple reused", vipNAT4, idNAT4, []string{"S", "A", "FA", "S", "A"}, 2, 2},
+		{"DSR", vipDSR4, idDSR4, []string{"S", "A"}, 1, 1},
+		{"DSR IPv6", vipDSR6, idDSR6, []string{"S", "A"}, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := testSpec()
+			h := newHarness(t, spec)
+			src := client4
+			if tc.vip.Is6() {
+				src = client6
+			}
+			for _, fl := range tc.packets {
+				d := h.run(build(t, pk{src: src, dst: tc.vip, sport: 4000, dport: 80, flags: fl}))[0]
+				if d.Verdict != VerdictTX {
+					t.Fatalf("%s: %v %v", fl, d.Verdict, d.Reason)
+				}
+			}
+			var hs, an uint64
+			for _, b := range h.w.Counters().Backends {
+				hs += b.Handshakes
+				an += b.Answered
+			}
+			if hs != tc.handshakes || an != tc.answers {
+				t.Errorf("handshakes %d answered %d, want %d and %d", hs, an, tc.handshakes, tc.answers)
+			}
+		})
+	}
+}
