@@ -43,6 +43,8 @@ var (
 	dBePackets   = desc("backend_packets_total", "Packets sent to a backend.", "vip", "backend")
 	dBeBytes     = desc("backend_bytes_total", "IP bytes sent to a backend.", "vip", "backend")
 	dBeNewFlows  = desc("backend_new_flows_total", "Flows pinned to a backend.", "vip", "backend")
+	dBeHandshake = desc("backend_handshakes_total", "Tracked TCP flows to a backend that began with a SYN.", "vip", "backend")
+	dBeAnswered  = desc("backend_handshakes_answered_total", "Of those, flows whose client went on past its SYNs (it got the backend's SYN-ACK).", "vip", "backend")
 	dBeUp        = desc("backend_forwarding", "Backend forwarding state: 1 up, 0.5 draining (existing flows only), 0 down.", "vip", "backend")
 	dCTEntries   = desc("conntrack_entries", "Flows in the connection table.")
 	dCTCapacity  = desc("conntrack_capacity", "Flows the connection table can hold.")
@@ -119,6 +121,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			counter(dBePackets, f.Packets, l.VIP, l.Backend)
 			counter(dBeBytes, f.Bytes, l.VIP, l.Backend)
 			counter(dBeNewFlows, f.NewFlows, l.VIP, l.Backend)
+			counter(dBeHandshake, f.Handshakes, l.VIP, l.Backend)
+			counter(dBeAnswered, f.Answered, l.VIP, l.Backend)
 		}
 		gauge(dBeUp, m.BackendUp[ref], l.VIP, l.Backend)
 	}
