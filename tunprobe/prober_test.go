@@ -27,8 +27,8 @@ func TestProbeThroughTunnel(t *testing.T) {
 	}{
 		{"IPIP over IPv4", vip4, Path{Backend: beAddr, Source: boxAddr, Encap: IPIP}, func(r *rig, t *testing.T) { r.decap(t) }},
 		{"IPIP over IPv6", vip6, Path{Backend: beAddr6, Source: boxAddr6, Encap: IPIP}, func(r *rig, t *testing.T) { r.decap(t) }},
-		{"GUE over IPv4", vip4, Path{Backend: beAddr, Source: boxAddr, Encap: GUE, GUEPort: 6080}, func(r *rig, t *testing.T) { r.gueDecap(t, 6080) }},
-		{"GUE over IPv6 to another port", vip6, Path{Backend: beAddr6, Source: boxAddr6, Encap: GUE, GUEPort: 7777}, func(r *rig, t *testing.T) { r.gueDecap(t, 7777) }},
+		{"GUE over IPv4", vip4, Path{Backend: beAddr, Source: boxAddr, Encap: GUE, GUEPort: 6080}, func(r *rig, t *testing.T) { r.decapGUE(t, 6080) }},
+		{"GUE over IPv6 to another port", vip6, Path{Backend: beAddr6, Source: boxAddr6, Encap: GUE, GUEPort: 7777}, func(r *rig, t *testing.T) { r.decapGUE(t, 7777) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -146,11 +145,14 @@ func (r *rig) prober(t *testing.T, o Options) *Prober {
 
 // decap runs vipd's user-space decapsulator (IPIP, both families) in be
 // until cleanup.
-func (r *rig) decap(t *testing.T) *decap.Decap {
+func (r *rig) decap(t *testing.T) *decap.Decap { return r.decapGUE(t, 0) }
+
+// decapGUE is decap that also receives GUE on port (0: none).
+func (r *rig) decapGUE(t *testing.T, port uint16) *decap.Decap {
 	t.Helper()
 	var d *decap.Decap
 	err := r.be.Do(func() (err error) {
-		d, err = decap.New(decap.Options{TUN: nstest.Name("dt"), IPv6: true, CheckLocal: true, LocalRefresh: 50 * time.Millisecond})
+		d, err = decap.New(decap.Options{TUN: nstest.Name("dt"), IPv6: true, CheckLocal: true, LocalRefresh: 50 * time.Millisecond, GUEPort: port})
 		return err
 	})
 	if err != nil {
@@ -172,55 +174,6 @@ func (r *rig) decap(t *testing.T) *decap.Decap {
 		d.Close()
 	})
 	return d
-}
-
-// gueDecap is a minimal GUE variant 1 receiver for be: a UDP socket on
-// port whose datagrams (the IP packet directly after the UDP header) are
-// written to a TUN device, as a GUE-capable decapsulator delivers them.
-// TODO: use vipd-decap's GUE receive once it has one (issue 15, item 2).
-func (r *rig) gueDecap(t *testing.T, port uint16) {
-	t.Helper()
-	name := nstest.Name("gt")
-	var tun *os.File
-	var uc net.PacketConn
-	err := r.be.Do(func() (err error) {
-		if tun, err = openTUN(name); err != nil {
-			return err
-		}
-		if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+name+"/rp_filter", []byte("0"), 0); err != nil {
-			return err
-		}
-		uc, err = net.ListenPacket("udp", net.JoinHostPort("::", itoa(port)))
-		return err
-	})
-	if err != nil {
-		if tun != nil {
-			tun.Close()
-		}
-		t.Fatalf("GUE receiver in %s: %v", r.be.Name, err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		buf := make([]byte, 65536)
-		for {
-			n, _, err := uc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if n > 0 && (buf[0]>>4 == 4 || buf[0]>>4 == 6) {
-				tun.Write(buf[:n])
-			}
-		}
-	})
-	t.Cleanup(func() {
-		uc.Close()
-		wg.Wait()
-		tun.Close()
-	})
-}
-
-func itoa(p uint16) string {
-	return netip.AddrPortFrom(netip.IPv4Unspecified(), p).String()[len("0.0.0.0:"):]
 }
 
 // probe dials vip through path from p and reports whether the handshake
