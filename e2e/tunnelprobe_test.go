@@ -20,10 +20,12 @@ func TestTunnelProbe(t *testing.T) {
 		probe string
 		ipv6  bool
 		down  bool
+		encap string // the DSR VIPs' encapsulation keys
 	}{
-		{"tunnel", "tunnel", false, true},
-		{"direct", "direct", false, false},
-		{"tunnel, IPv6", "tunnel", true, true},
+		{"tunnel", "tunnel", false, true, ""},
+		{"direct", "direct", false, false, ""},
+		{"tunnel, IPv6", "tunnel", true, true, ""},
+		{"tunnel, GUE", "tunnel", false, true, "encap = \"gue\"\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -35,7 +37,7 @@ func TestTunnelProbe(t *testing.T) {
 			if tt.ipv6 {
 				vipName, vip, bits, url = "web6-dsr", testbed.VIPDSR6.String(), "/128", "http://["+testbed.VIPDSR6.String()+"]"
 			}
-			e := setup(t, testbed.Options{IPv6: tt.ipv6}, testbed.ConfigOptions{Health: health, IPv6: tt.ipv6})
+			e := setup(t, testbed.Options{IPv6: tt.ipv6}, testbed.ConfigOptions{Health: health, IPv6: tt.ipv6, DSREncap: tt.encap})
 			state := func(i int) string {
 				st, err := e.v.State()
 				if err != nil {
