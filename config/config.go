@@ -187,6 +187,9 @@ type VIP struct {
 	// flows over its receive queues. Unset: the fixed EncapSource.
 	EncapSourcePrefix netip.Prefix `toml:"encap_source_prefix"`
 	HealthCheck       HealthCheck  `toml:"healthcheck"`
+	// Outlier is passive outlier detection: backends judged by their
+	// clients' handshakes (TCP VIPs).
+	Outlier Outlier `toml:"outlier"`
 	// Announce: the VIP's host route is announced over BGP (needs [bgp]).
 	// Unset in the file, it is true when [bgp] exists; Load fills it in.
 	Announce *bool `toml:"announce"`
@@ -269,6 +272,23 @@ type HealthCheck struct {
 	// Probe is where a probe goes: ProbeTunnel or ProbeDirect. Unset, it
 	// is filled in by mode: tunnel for DSR, direct for NAT.
 	Probe Probe `toml:"probe"`
+}
+
+// Outlier configures passive outlier detection (package outlier): a
+// backend whose handshakes in Window (each given Timeout to be answered)
+// fail at FailureRatio or more, once MinHandshakes were tried, is ejected
+// for BaseEjection, doubled on each repeat up to MaxEjection; at most
+// MaxEjectedPercent of the VIP's backends at once. It returns when its
+// time is up and its active check passes.
+type Outlier struct {
+	Enabled           bool     `toml:"enabled"`
+	Window            Duration `toml:"window"`
+	Timeout           Duration `toml:"timeout"`
+	MinHandshakes     int      `toml:"min_handshakes"`
+	FailureRatio      float64  `toml:"failure_ratio"`
+	BaseEjection      Duration `toml:"base_ejection"`
+	MaxEjection       Duration `toml:"max_ejection"`
+	MaxEjectedPercent int      `toml:"max_ejected_percent"`
 }
 
 // Probe is the path of a VIP's health probes.

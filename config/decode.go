@@ -87,6 +87,17 @@ func (c *collector) decode(path string, src any, dst reflect.Value) {
 			return
 		}
 		dst.SetUint(uint64(n))
+	case reflect.Float32, reflect.Float64:
+		// TOML's floats, and its integers where a number is asked for
+		// (failure_ratio = 1).
+		switch n := src.(type) {
+		case float64:
+			dst.SetFloat(n)
+		case int64:
+			dst.SetFloat(float64(n))
+		default:
+			c.errorf(path, "must be a number, not %s", describe(src))
+		}
 	default:
 		// A schema type this decoder does not handle is a programming
 		// error, caught by the tests that load the example file.

@@ -34,6 +34,13 @@ const (
 	DefaultTableSize         = 65537
 	DefaultFlowHash          = Hash5Tuple
 	DefaultEncap             = EncapIPIP
+	DefaultOutlierWindow     = 10 * time.Second
+	DefaultOutlierTimeout    = 3 * time.Second
+	DefaultOutlierMin        = 20
+	DefaultOutlierRatio      = 0.5
+	DefaultBaseEjection      = 30 * time.Second
+	DefaultMaxEjection       = 5 * time.Minute
+	DefaultMaxEjectedPercent = 50
 	DefaultGUEPort           = encap.DefaultGUEPort // Katran's
 	DefaultCheckType         = CheckTCP
 	DefaultCheckPath         = "/"
@@ -86,6 +93,12 @@ func (v *VIP) setDefaults() {
 		Encap:      DefaultEncap,
 		GUEPort:    DefaultGUEPort,
 		MinHealthy: DefaultMinHealthy,
+		Outlier: Outlier{
+			Window: Duration(DefaultOutlierWindow), Timeout: Duration(DefaultOutlierTimeout),
+			MinHandshakes: DefaultOutlierMin, FailureRatio: DefaultOutlierRatio,
+			BaseEjection: Duration(DefaultBaseEjection), MaxEjection: Duration(DefaultMaxEjection),
+			MaxEjectedPercent: DefaultMaxEjectedPercent,
+		},
 		HealthCheck: HealthCheck{
 			Type:      DefaultCheckType,
 			Path:      DefaultCheckPath,

@@ -253,6 +253,7 @@ func (c *collector) validateVIP(p string, v *VIP) {
 	c.validateEncap(p, v)
 	c.validateTableSize(p, v)
 	c.validateHealthCheck(p, v)
+	c.validateOutlier(p, v)
 	c.validateBackends(p, v)
 }
 
@@ -293,6 +294,38 @@ func (c *collector) validateEncap(p string, v *VIP) {
 		if err := checkUnicast(pf.Addr()); err != nil {
 			c.errorf(key, "%v", err)
 		}
+	}
+}
+
+func (c *collector) validateOutlier(p string, v *VIP) {
+	p += ".outlier"
+	o := &v.Outlier
+	if !o.Enabled {
+		return
+	}
+	if v.Protocol != TCP {
+		c.errorf(p+".enabled", "needs protocol = %q: outliers are judged by their TCP handshakes", TCP)
+	}
+	if o.Window.D() < time.Second || o.Window.D() > time.Hour {
+		c.errorf(p+".window", "must be from 1s to 1h, not %s", o.Window)
+	}
+	if o.Timeout.D() < 100*time.Millisecond || o.Timeout.D() > time.Minute {
+		c.errorf(p+".timeout", "must be from 100ms to 1m, not %s", o.Timeout)
+	}
+	if o.MinHandshakes < 1 {
+		c.errorf(p+".min_handshakes", "must be at least 1, not %d", o.MinHandshakes)
+	}
+	if !(o.FailureRatio > 0 && o.FailureRatio <= 1) {
+		c.errorf(p+".failure_ratio", "must be in (0, 1], not %v", o.FailureRatio)
+	}
+	if o.BaseEjection.D() < time.Second {
+		c.errorf(p+".base_ejection", "must be at least 1s, not %s", o.BaseEjection)
+	}
+	if o.MaxEjection < o.BaseEjection {
+		c.errorf(p+".max_ejection", "%s is shorter than base_ejection (%s)", o.MaxEjection, o.BaseEjection)
+	}
+	if o.MaxEjectedPercent < 1 || o.MaxEjectedPercent > 100 {
+		c.errorf(p+".max_ejected_percent", "must be from 1 to 100, not %d", o.MaxEjectedPercent)
 	}
 }
 
