@@ -9,14 +9,16 @@ BIN     := bin
 all: build
 
 # Everything the tests need from the network: Go modules, iproute2 (the ip
-# tool, used by the privileged tests to build namespaces) and bird2 (BIRD 2,
-# the upstream router of the BGP tests) when missing.
+# tool, used by the privileged tests to build namespaces), bird2 (BIRD 2,
+# the upstream router of the BGP tests) and nftables (a backend that resets
+# clients in the outlier test) when missing.
 deps:
 	$(GO) mod download
 	@if [ "$$(id -u)" = 0 ]; then \
 		need=""; \
 		command -v ip >/dev/null || need="$$need iproute2"; \
 		command -v bird >/dev/null && command -v birdc >/dev/null || need="$$need bird2"; \
+		command -v nft >/dev/null || need="$$need nftables"; \
 		if [ -n "$$need" ]; then \
 			echo "installing$$need (the privileged tests need them)"; \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y$$need; \

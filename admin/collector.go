@@ -43,6 +43,8 @@ var (
 	dBePackets   = desc("backend_packets_total", "Packets sent to a backend.", "vip", "backend")
 	dBeBytes     = desc("backend_bytes_total", "IP bytes sent to a backend.", "vip", "backend")
 	dBeNewFlows  = desc("backend_new_flows_total", "Flows pinned to a backend.", "vip", "backend")
+	dBeEjected   = desc("backend_ejected", "1 while passive outlier detection keeps the backend out, else 0.", "vip", "backend")
+	dBeEjections = desc("backend_ejections_total", "Passive outlier ejections of a backend.", "vip", "backend")
 	dBeHandshake = desc("backend_handshakes_total", "Tracked TCP flows to a backend that began with a SYN.", "vip", "backend")
 	dBeAnswered  = desc("backend_handshakes_answered_total", "Of those, flows whose client went on past its SYNs (it got the backend's SYN-ACK).", "vip", "backend")
 	dBeUp        = desc("backend_forwarding", "Backend forwarding state: 1 up, 0.5 draining (existing flows only), 0 down.", "vip", "backend")
@@ -125,6 +127,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			counter(dBeAnswered, f.Answered, l.VIP, l.Backend)
 		}
 		gauge(dBeUp, m.BackendUp[ref], l.VIP, l.Backend)
+		ej := 0.0
+		if m.Ejected[ref] {
+			ej = 1
+		}
+		gauge(dBeEjected, ej, l.VIP, l.Backend)
+		counter(dBeEjections, m.Ejections[ref], l.VIP, l.Backend)
 	}
 	ct := m.Conntrack
 	gauge(dCTEntries, float64(ct.Entries))

@@ -82,7 +82,11 @@ type Metrics struct {
 	// over queues.
 	Driver map[string]uint64
 	// Gauges: backend forwarding state (1 up, 0.5 draining, 0 down) by ref.
-	BackendUp  map[uint32]float64
+	BackendUp map[uint32]float64
+	// Ejections counts each backend's passive outlier ejections by ref;
+	// Ejected holds the refs ejected now.
+	Ejections  map[uint32]uint64
+	Ejected    map[uint32]bool
 	Reloads    map[string]uint64 // by result: ok, error
 	AllDown    map[string]uint64 // events per VIP name
 	Generation uint64

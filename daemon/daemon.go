@@ -85,6 +85,8 @@ type Daemon struct {
 	// +checklocks:mu
 	drains map[uint32]bool // from the admin API, by ref
 	// +checklocks:mu
+	outliers outlierState // passive outlier detection (outlier.go)
+	// +checklocks:mu
 	checks *health.Manager // set when Run goes live
 	// +checklocks:mu
 	checking bool // checks started: from then on a reload sets their targets
@@ -347,6 +349,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.runOutliers(ctx)
+	}()
 	d.mu.Lock()
 	d.setPhaseLocked(phaseRunning)
 	d.updateRoutesLocked() // announce: the box forwards now
@@ -483,12 +490,14 @@ func (d *Daemon) flushPending() {
 	}
 }
 
-// statusLocked is a backend's run-time status: health and drain.
+// statusLocked is a backend's run-time status: health, drain and
+// outlier ejection.
 //
 // +checklocks:d.mu
 func (d *Daemon) statusLocked(ref uint32) control.Status {
 	st := d.health[ref]
 	st.Draining = st.Draining || d.drains[ref]
+	st.Down = st.Down || d.outliers.ejected[ref]
 	return st
 }
 

@@ -96,6 +96,9 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 
 // +checklocks:d.mu
 func (d *Daemon) healthName(v *config.VIP, ref uint32) string {
+	if d.outliers.ejected[ref] {
+		return "ejected" // by passive outlier detection
+	}
 	if v.HealthCheck.Type == config.CheckNone {
 		return "none"
 	}
@@ -182,6 +185,13 @@ func (d *Daemon) Metrics() *admin.Metrics {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	m.Generation = d.gen
+	m.Ejected, m.Ejections = map[uint32]bool{}, map[uint32]uint64{}
+	for ref := range d.outliers.ejected {
+		m.Ejected[ref] = true
+	}
+	for ref, n := range d.outliers.total {
+		m.Ejections[ref] = n
+	}
 	if d.spec == nil {
 		return m
 	}

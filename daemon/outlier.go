@@ -1,0 +1,102 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/outlier"
+)
+
+// outlierTick is how often the workers' handshake counters are read for
+// passive outlier detection: the workers publish their counters every
+// 100 ms, and a verdict spans seconds.
+const outlierTick = time.Second
+
+// outlierState is the daemon's part of passive outlier detection.
+type outlierState struct {
+	det     *outlier.Detector
+	ejected map[uint32]bool // by ref: counted down in statusLocked
+	total   map[uint32]uint64
+}
+
+// runOutliers feeds the detector every outlierTick until ctx ends.
+func (d *Daemon) runOutliers(ctx context.Context) {
+	t := time.NewTicker(outlierTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			d.outlierRound(now)
+		}
+	}
+}
+
+// outlierRound hands the detector every watched backend's counters (the
+// backends of the VIPs with [vip.outlier] enabled, not disabled by the
+// configuration), applies the ejections and returns it decides, and
+// forgets the ejection of a backend it no longer watches.
+func (d *Daemon) outlierRound(now time.Time) {
+	workers, _ := d.dataplaneOf()
+	sum := sumCounters(workers)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.phase != phaseRunning {
+		return
+	}
+	o := &d.outliers
+	if o.det == nil {
+		o.det, o.ejected, o.total = outlier.New(), map[uint32]bool{}, map[uint32]uint64{}
+	}
+	for i := range d.cfg.VIPs {
+		v := &d.cfg.VIPs[i]
+		if !v.Outlier.Enabled {
+			continue
+		}
+		oc := v.Outlier
+		o.det.SetConfig(v.Name, outlier.Config{
+			Window: oc.Window.D(), Timeout: oc.Timeout.D(), MinHandshakes: uint64(oc.MinHandshakes),
+			Ratio: oc.FailureRatio, BaseEjection: oc.BaseEjection.D(), MaxEjection: oc.MaxEjection.D(),
+			MaxEjectedPercent: oc.MaxEjectedPercent,
+		})
+		for j := range v.Backends {
+			b := &v.Backends[j]
+			if b.State == config.StateDisabled {
+				continue
+			}
+			ref := d.reg.Ref(control.BackendKey(v, b))
+			var c outlier.Counts
+			if int(ref) < len(sum.Backends) {
+				f := sum.Backends[ref]
+				c = outlier.Counts{Handshakes: f.Handshakes, Answered: f.Answered}
+			}
+			o.det.Observe(now, v.Name, ref, c)
+		}
+	}
+	changes := o.det.Evaluate(now, func(ref uint32) bool { return !d.health[ref].Down })
+	for _, c := range changes {
+		if c.Ejected {
+			o.ejected[c.Ref] = true
+			o.total[c.Ref]++
+			d.log.Warn("backend ejected: its clients' handshakes fail", "vip", c.VIP, "ref", c.Ref,
+				"failed", c.Failed, "tried", c.Tried, "for", c.For)
+		} else {
+			delete(o.ejected, c.Ref)
+			d.log.Info("ejected backend returns: its time is up and its check passes", "vip", c.VIP, "ref", c.Ref)
+		}
+		d.markRefLocked(c.Ref)
+	}
+	for ref := range o.ejected {
+		if !o.det.Ejected(ref) { // no longer watched: a reload disabled it or its VIP's detection
+			delete(o.ejected, ref)
+			d.markRefLocked(ref)
+			changes = append(changes, outlier.Change{Ref: ref})
+		}
+	}
+	if len(changes) > 0 {
+		d.requestPublishLocked()
+	}
+}

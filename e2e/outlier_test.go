@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/vipd/vipd/testbed"
+)
+
+// TestOutlier: a NAT backend that passes its health checks but resets real
+// clients' connections on the service port (an nftables reject rule in its
+// namespace, for the client's address only) is ejected by passive outlier
+// detection within its window, clients stop reaching it, and it returns
+// once the rule is gone, its ejection time is up and its check passes.
+func TestOutlier(t *testing.T) {
+	requireE2E(t)
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("nft (nftables) is not installed: make deps installs it as root")
+	}
+	const outlierCfg = `[vip.outlier]
+enabled = true
+window = "2s"
+timeout = "1s"
+min_handshakes = 5
+base_ejection = "3s"
+max_ejection = "30s"
+`
+	e := setup(t, testbed.Options{}, testbed.ConfigOptions{Health: testbed.FastHealth, VIPKeys: map[string]string{"web-nat": outlierCfg}})
+	be := e.bed.Backends[0]
+	// Real clients get a reset; the box's health checks still pass.
+	be.NS.Must(t, "nft", "add", "table", "inet", "vipdtest")
+	t.Cleanup(func() { be.NS.Cmd("nft", "delete", "table", "inet", "vipdtest").Run() }) // gone already if the test got that far
+	be.NS.Must(t, "nft", "add", "chain", "inet", "vipdtest", "in", "{ type filter hook input priority 0 ; }")
+	be.NS.Must(t, "nft", "add", "rule", "inet", "vipdtest", "in", "ip", "saddr", testbed.ClientAddr.String(), "tcp", "dport", "8080", "reject", "with", "tcp", "reset")
+
+	health := func() string {
+		st, err := e.v.State()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range st.VIPs {
+			if v.Name == "web-nat" {
+				return v.Backends[0].Health
+			}
+		}
+		t.Fatal("no VIP web-nat")
+		return ""
+	}
+	// Fresh connections, a few per 100 ms, until backend1 is ejected.
+	start := time.Now()
+	failed := 0
+	for health() != "ejected" {
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("not ejected after %v (%d requests failed); health %q", time.Since(start), failed, health())
+		}
+		for i := 0; i < 5; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if _, err := testbed.Get(ctx, e.c, natURL+"/"); err != nil {
+				failed++
+			}
+			cancel()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	took := time.Since(start)
+	t.Logf("backend1 ejected after %v; %d requests were reset meanwhile", took, failed)
+	if failed == 0 {
+		t.Error("no request failed: the reject rule did not bite")
+	}
+	// window + timeout + a tick, and the publication, with room for load.
+	if took > 8*time.Second {
+		t.Errorf("ejected after %v, want within ~4 s (window 2 s + timeout 1 s + 1 s tick)", took)
+	}
+	if v := e.eventually(func(v float64) bool { return v == 1 }, "vipd_backend_ejected", "vip", "web-nat"); v != 1 {
+		t.Errorf("vipd_backend_ejected = %v", v)
+	}
+	// Out of the pool: every request succeeds, none reaches backend1.
+	counts := e.names(natURL, 60)
+	if counts["backend1"] != 0 {
+		t.Errorf("an ejected backend answered: %v", counts)
+	}
+	// Fixed: it returns when its ejection time (3 s) is up and its check
+	// passes, and takes clients again.
+	be.NS.Must(t, "nft", "delete", "table", "inet", "vipdtest")
+	fixed := time.Now()
+	for health() != "up" {
+		if time.Since(fixed) > 15*time.Second {
+			t.Fatalf("not back after %v; health %q", time.Since(fixed), health())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("backend1 back %v after the fix", time.Since(fixed))
+	deadline := time.Now().Add(10 * time.Second)
+	for e.names(natURL, 30)["backend1"] == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("backend1 takes no clients after its return")
+		}
+	}
+	if v := e.metric("vipd_backend_ejections_total", "vip", "web-nat"); v < 1 {
+		t.Errorf("vipd_backend_ejections_total = %v", v)
+	}
+}
