@@ -16,6 +16,7 @@ import (
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/daemon"
+	"github.com/vipd/vipd/internal/sdnotify"
 )
 
 // version is set at build time: -ldflags "-X main.version=..."
@@ -136,6 +137,21 @@ func serve(cfg *config.Config, path string, log *slog.Logger) int {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// Type=notify under systemd: READY=1 once the workers forward, the
+	// watchdog fed while they all make progress, RELOADING=1 around
+	// reloads, STOPPING=1 when the stop begins.
+	sd, err := sdnotify.FromEnv()
+	if err != nil {
+		log.Warn("no systemd notifications", "err", err)
+	}
+	defer sd.Close()
+	watchdog, err := sdnotify.WatchdogPeriod()
+	if err != nil {
+		log.Warn("no systemd watchdog", "err", err)
+	}
+	if sd != nil {
+		go d.Notify(ctx, sd, watchdog)
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
@@ -149,10 +165,15 @@ func serve(cfg *config.Config, path string, log *slog.Logger) int {
 	defer close(hup)
 	go func() {
 		for range hup {
+			sd.Send(sdnotify.Reloading())
 			d.Reload() // logs its own outcome; a refused file keeps the old one
+			if d.Ready() == nil {
+				sd.Send("READY=1")
+			}
 		}
 	}()
 	stop := func() int {
+		sd.Send("STOPPING=1")
 		cancel()
 		select {
 		case err := <-done:
@@ -176,6 +197,7 @@ func serve(cfg *config.Config, path string, log *slog.Logger) int {
 			}
 			if s == syscall.SIGTERM && lameDuck == nil {
 				if lameDuck = d.LameDuck(); lameDuck != nil {
+					sd.Send("STOPPING=1\nSTATUS=draining: every VIP withdrawn")
 					log.Info("SIGTERM: draining the box first (every VIP withdrawn, forwarding for [bgp] linger); another SIGTERM stops at once")
 					continue
 				}
