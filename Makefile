@@ -4,7 +4,9 @@ GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 BIN     := bin
 
-.PHONY: all deps build test test-unit test-race test-bench-smoke lint demo demo-ecmp bench pgo pgo-compare clean
+DEBVERSION ?= 0.0~git$(subst -,+,$(VERSION))
+
+.PHONY: all deb deps build test test-unit test-race test-bench-smoke lint demo demo-ecmp bench pgo pgo-compare clean
 
 all: build
 
@@ -25,6 +27,14 @@ deps:
 
 build: deps
 	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/vipd ./cmd/vipd
+
+# The Debian package, with dpkg-deb alone: /usr/sbin/vipd and vipd-decap,
+# /etc/vipd/vipd.toml (a conffile, from config.toml.example), the systemd
+# units, the man pages (vipd.toml(5) generated from the schema), and the
+# Grafana dashboard and Prometheus rules under /usr/share/vipd/.
+deb: deps
+	mkdir -p $(BIN)
+	packaging/mkdeb '$(DEBVERSION)' $(BIN)/vipd_$(DEBVERSION)_$$($(GO) env GOARCH).deb
 
 # Unit tests (the fuzz seed corpora under */testdata/fuzz run as part of
 # them) and the end-to-end suite (e2e/), the race detector (-short: without
