@@ -12,7 +12,9 @@ all: build
 
 # Everything the tests need from the network: Go modules, iproute2 (the ip
 # tool, used by the privileged tests to build namespaces) and bird2 (BIRD 2,
-# the upstream router of the BGP tests) when missing.
+# the upstream router of the BGP tests) when missing, and promtool (the
+# alerting rules' test), taken out of Debian's prometheus package without
+# installing it: the package would start a Prometheus server.
 deps:
 	$(GO) mod download
 	@if [ "$$(id -u)" = 0 ]; then \
@@ -22,6 +24,15 @@ deps:
 		if [ -n "$$need" ]; then \
 			echo "installing$$need (the privileged tests need them)"; \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y$$need; \
+		fi; \
+		if ! command -v promtool >/dev/null && [ ! -x $(BIN)/tools/promtool ]; then \
+			echo "extracting promtool from Debian's prometheus package into $(BIN)/tools (the rules test needs it; no server is installed)"; \
+			tmp=$$(mktemp -d) && chmod 755 "$$tmp" && \
+			{ (cd "$$tmp" && apt-get download -qq prometheus 2>/dev/null) || \
+			  { apt-get update -qq && (cd "$$tmp" && apt-get download -qq prometheus 2>/dev/null); }; } && \
+			mkdir -p $(BIN)/tools && dpkg-deb --fsys-tarfile "$$tmp"/prometheus_*.deb | tar -xO ./usr/bin/promtool > $(BIN)/tools/promtool.new && \
+			chmod 755 $(BIN)/tools/promtool.new && mv $(BIN)/tools/promtool.new $(BIN)/tools/promtool; \
+			rm -rf "$$tmp"; \
 		fi; \
 	fi
 

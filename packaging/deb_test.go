@@ -131,3 +131,28 @@ func gunzip(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// promtool returns Prometheus's promtool: on PATH, or where `make deps`
+// extracts it from Debian's prometheus package (bin/tools).
+func promtool(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("promtool"); err == nil {
+		return p
+	}
+	p, err := filepath.Abs("../bin/tools/promtool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Skip("promtool is missing: `make deps` as root extracts it from Debian's prometheus package into bin/tools")
+	}
+	return p
+}
+
+// TestRules checks the alerting rules with promtool, and runs their unit
+// tests (testdata/rules_test.yml): each alert fires on what should fire it.
+func TestRules(t *testing.T) {
+	pt := promtool(t)
+	run(t, "", nil, pt, "check", "rules", "monitoring/prometheus-rules.yml")
+	run(t, "", nil, pt, "test", "rules", "testdata/rules_test.yml")
+}
