@@ -16,6 +16,7 @@ import (
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/daemon"
+	"github.com/vipd/vipd/internal/ratelog"
 	"github.com/vipd/vipd/internal/sdnotify"
 )
 
@@ -70,7 +71,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	check := fs.Bool("check", false, "validate the configuration, print a summary and exit (0 valid, 1 invalid)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	logJSON := fs.Bool("log-json", false, "log in JSON instead of text")
+	logFormat := fs.String("log-format", "text", "log format: text or json (journald keeps either)")
+	logJSON := fs.Bool("log-json", false, "the same as -log-format json")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
@@ -119,11 +121,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	hopts := &slog.HandlerOptions{Level: level}
-	var h slog.Handler = slog.NewTextHandler(stderr, hopts)
-	if *logJSON {
+	var h slog.Handler
+	switch {
+	case *logJSON || *logFormat == "json":
 		h = slog.NewJSONHandler(stderr, hopts)
+	case *logFormat == "text":
+		h = slog.NewTextHandler(stderr, hopts)
+	default:
+		fmt.Fprintf(stderr, "vipd: -log-format: %q is neither text nor json\n", *logFormat)
+		return 2
 	}
-	log := slog.New(h)
+	// A warning that repeats (a host change the snapshot cannot take, a
+	// peer that keeps refusing) is logged once a minute, with a count.
+	log := slog.New(ratelog.New(h, time.Minute))
 	return serve(cfg, *cfgPath, log)
 }
 
