@@ -50,6 +50,7 @@ func TestDeb(t *testing.T) {
 		"./lib/systemd/system/vipd.service", "./lib/systemd/system/vipd-decap.service",
 		"./usr/share/man/man8/vipd.8.gz", "./usr/share/man/man5/vipd.toml.5.gz",
 		"./usr/share/vipd/grafana-dashboard.json", "./usr/share/vipd/prometheus-rules.yml",
+		"./usr/share/doc/vipd/operations.md",
 	} {
 		if !strings.Contains(contents, " "+path+"\n") {
 			t.Errorf("the package lacks %s:\n%s", path, contents)
