@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -229,5 +231,84 @@ func TestUnitCapabilities(t *testing.T) {
 	}
 	if up, log := start(caps, "65536", nil); up {
 		t.Errorf("with a 64 KiB memlock limit vipd came up anyway: LimitMEMLOCK=infinity is not needed\n%s", tail(log, 10))
+	}
+}
+
+// TestSystemdNotify runs vipd as systemd would run vipd.service, with
+// $NOTIFY_SOCKET (a socket of the test's) and a 1 s $WATCHDOG_USEC, and
+// follows what it tells systemd: READY=1 once /healthz answers 200 (not
+// before), WATCHDOG=1 about every 500 ms, RELOADING=1 then READY=1 around a
+// SIGHUP, STOPPING=1 on SIGTERM.
+func TestSystemdNotify(t *testing.T) {
+	requireE2E(t)
+	bed := testbed.New(t, testbed.Options{})
+	dir, err := os.MkdirTemp("", "vipd-notify")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	cfg := filepath.Join(dir, "vipd.toml")
+	if err := os.WriteFile(cfg, []byte(bed.Config(testbed.ConfigOptions{})), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The socket is a file: vipd in the box's network namespace reaches it.
+	cmd := bed.Spawn(bed.Box, "vipd-notify", "env", "NOTIFY_SOCKET="+sock, "WATCHDOG_USEC=1000000", bed.Bin.VIPD, "-config", cfg)
+	client := &http.Client{Transport: &http.Transport{DialContext: testbed.Dialer(bed.Box), DisableKeepAlives: true}, Timeout: 2 * time.Second}
+	healthy := func() bool {
+		resp, err := client.Get("http://" + testbed.AdminAddr + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	// next returns the next message that is not WATCHDOG=1, counting those.
+	watchdogs := 0
+	next := func(what string) string {
+		t.Helper()
+		buf := make([]byte, 4096)
+		conn.SetReadDeadline(time.Now().Add(15 * time.Second))
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				t.Fatalf("waiting for %s: %v\n%s", what, err, tail(bed.Log("vipd-notify"), 20))
+			}
+			if m := string(buf[:n]); m == "WATCHDOG=1" {
+				watchdogs++
+			} else {
+				return m
+			}
+		}
+	}
+	if m := next("READY=1"); !strings.HasPrefix(m, "READY=1") {
+		t.Fatalf("first message %q, want READY=1", m)
+	}
+	if !healthy() {
+		t.Error("READY=1 arrived while /healthz did not answer 200")
+	}
+	time.Sleep(1200 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if m := next("RELOADING=1"); !strings.HasPrefix(m, "RELOADING=1\nMONOTONIC_USEC=") {
+		t.Errorf("after SIGHUP: %q, want RELOADING=1 with MONOTONIC_USEC", m)
+	}
+	if m := next("READY=1 after the reload"); m != "READY=1" {
+		t.Errorf("after the reload: %q, want READY=1", m)
+	}
+	if watchdogs < 2 {
+		t.Errorf("%d WATCHDOG=1 in about 1.2 s with WATCHDOG_USEC=1000000, want 2 or more", watchdogs)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if m := next("STOPPING=1"); m != "STOPPING=1" {
+		t.Errorf("after SIGTERM: %q, want STOPPING=1", m)
 	}
 }
