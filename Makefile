@@ -4,14 +4,18 @@ GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 BIN     := bin
 
-.PHONY: all deps build test test-unit test-race test-bench-smoke lint demo demo-ecmp bench pgo pgo-compare clean
+DEBVERSION ?= 0.0~git$(subst -,+,$(VERSION))
+
+.PHONY: all deb deps build test test-unit test-race test-bench-smoke lint demo demo-ecmp bench pgo pgo-compare clean
 
 all: build
 
 # Everything the tests need from the network: Go modules, iproute2 (the ip
 # tool, used by the privileged tests to build namespaces), bird2 (BIRD 2,
 # the upstream router of the BGP tests) and nftables (a backend that resets
-# clients in the outlier test) when missing.
+# clients in the outlier test) when missing, and promtool (the alerting
+# rules' test), taken out of Debian's prometheus package without installing
+# it: the package would start a Prometheus server.
 deps:
 	$(GO) mod download
 	@if [ "$$(id -u)" = 0 ]; then \
@@ -23,10 +27,27 @@ deps:
 			echo "installing$$need (the privileged tests need them)"; \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y$$need; \
 		fi; \
+		if ! command -v promtool >/dev/null && [ ! -x $(BIN)/tools/promtool ]; then \
+			echo "extracting promtool from Debian's prometheus package into $(BIN)/tools (the rules test needs it; no server is installed)"; \
+			tmp=$$(mktemp -d) && chmod 755 "$$tmp" && \
+			{ (cd "$$tmp" && apt-get download -qq prometheus 2>/dev/null) || \
+			  { apt-get update -qq && (cd "$$tmp" && apt-get download -qq prometheus 2>/dev/null); }; } && \
+			mkdir -p $(BIN)/tools && dpkg-deb --fsys-tarfile "$$tmp"/prometheus_*.deb | tar -xO ./usr/bin/promtool > $(BIN)/tools/promtool.new && \
+			chmod 755 $(BIN)/tools/promtool.new && mv $(BIN)/tools/promtool.new $(BIN)/tools/promtool; \
+			rm -rf "$$tmp"; \
+		fi; \
 	fi
 
 build: deps
 	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/vipd ./cmd/vipd
+
+# The Debian package, with dpkg-deb alone: /usr/sbin/vipd and vipd-decap,
+# /etc/vipd/vipd.toml (a conffile, from config.toml.example), the systemd
+# units, the man pages (vipd.toml(5) generated from the schema), and the
+# Grafana dashboard and Prometheus rules under /usr/share/vipd/.
+deb: deps
+	mkdir -p $(BIN)
+	packaging/mkdeb '$(DEBVERSION)' $(BIN)/vipd_$(DEBVERSION)_$$($(GO) env GOARCH).deb
 
 # Unit tests (the fuzz seed corpora under */testdata/fuzz run as part of
 # them) and the end-to-end suite (e2e/), the race detector (-short: without

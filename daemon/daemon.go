@@ -131,6 +131,10 @@ type Daemon struct {
 	workers []*dataplane.Worker
 	// +checklocks:mu
 	ct *conntrack.Table
+	// beats[i] is when worker i last began a loop iteration (Stalled);
+	// set when the workers run.
+	// +checklocks:mu
+	beats []atomic.Int64
 
 	// snaps is stored under mu and loaded by the workers without it.
 	snaps dataplane.Snapshots
@@ -335,8 +339,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	case <-ctx.Done():
 	}
 	d.startChecks(ctx)
+	beats := newBeats(len(queues))
 	for i, q := range queues {
-		w := workers[i]
+		w, q := workers[i], beatQueue{q, &beats[i]}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -355,6 +360,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		d.runOutliers(ctx)
 	}()
 	d.mu.Lock()
+	d.beats = beats
 	d.setPhaseLocked(phaseRunning)
 	d.updateRoutesLocked() // announce: the box forwards now
 	vips := len(d.cfg.VIPs)

@@ -32,6 +32,8 @@ type memPlatform struct {
 	// onRun runs in Run before the host is reported ready: the daemon
 	// then waits for its first view of the host.
 	onRun func()
+	// wrap, when set, replaces queue i as the workers see it.
+	wrap func(i int, q dataplane.Queue) dataplane.Queue
 }
 
 func newMemPlatform() *memPlatform {
@@ -58,7 +60,11 @@ func (p *memPlatform) OpenQueues(dp *config.Dataplane) ([]dataplane.Queue, error
 	for i := 0; i < dp.Queues; i++ {
 		q := memq.New(1024)
 		p.queues = append(p.queues, q)
-		qs = append(qs, q)
+		if p.wrap != nil {
+			qs = append(qs, p.wrap(i, q))
+		} else {
+			qs = append(qs, q)
+		}
 	}
 	return qs, nil
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/daemon"
+	"github.com/vipd/vipd/internal/ratelog"
+	"github.com/vipd/vipd/internal/sdnotify"
 )
 
 // version is set at build time: -ldflags "-X main.version=..."
@@ -69,7 +71,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	check := fs.Bool("check", false, "validate the configuration, print a summary and exit (0 valid, 1 invalid)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	logJSON := fs.Bool("log-json", false, "log in JSON instead of text")
+	logFormat := fs.String("log-format", "text", "log format: text or json (journald keeps either)")
+	logJSON := fs.Bool("log-json", false, "the same as -log-format json")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
@@ -118,11 +121,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	hopts := &slog.HandlerOptions{Level: level}
-	var h slog.Handler = slog.NewTextHandler(stderr, hopts)
-	if *logJSON {
+	var h slog.Handler
+	switch {
+	case *logJSON || *logFormat == "json":
 		h = slog.NewJSONHandler(stderr, hopts)
+	case *logFormat == "text":
+		h = slog.NewTextHandler(stderr, hopts)
+	default:
+		fmt.Fprintf(stderr, "vipd: -log-format: %q is neither text nor json\n", *logFormat)
+		return 2
 	}
-	log := slog.New(h)
+	// A warning that repeats (a host change the snapshot cannot take, a
+	// peer that keeps refusing) is logged once a minute, with a count.
+	log := slog.New(ratelog.New(h, time.Minute))
 	return serve(cfg, *cfgPath, log)
 }
 
@@ -136,6 +147,21 @@ func serve(cfg *config.Config, path string, log *slog.Logger) int {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// Type=notify under systemd: READY=1 once the workers forward, the
+	// watchdog fed while they all make progress, RELOADING=1 around
+	// reloads, STOPPING=1 when the stop begins.
+	sd, err := sdnotify.FromEnv()
+	if err != nil {
+		log.Warn("no systemd notifications", "err", err)
+	}
+	defer sd.Close()
+	watchdog, err := sdnotify.WatchdogPeriod()
+	if err != nil {
+		log.Warn("no systemd watchdog", "err", err)
+	}
+	if sd != nil {
+		go d.Notify(ctx, sd, watchdog)
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
@@ -149,10 +175,15 @@ func serve(cfg *config.Config, path string, log *slog.Logger) int {
 	defer close(hup)
 	go func() {
 		for range hup {
+			sd.Send(sdnotify.Reloading())
 			d.Reload() // logs its own outcome; a refused file keeps the old one
+			if d.Ready() == nil {
+				sd.Send("READY=1")
+			}
 		}
 	}()
 	stop := func() int {
+		sd.Send("STOPPING=1")
 		cancel()
 		select {
 		case err := <-done:
@@ -176,6 +207,7 @@ func serve(cfg *config.Config, path string, log *slog.Logger) int {
 			}
 			if s == syscall.SIGTERM && lameDuck == nil {
 				if lameDuck = d.LameDuck(); lameDuck != nil {
+					sd.Send("STOPPING=1\nSTATUS=draining: every VIP withdrawn")
 					log.Info("SIGTERM: draining the box first (every VIP withdrawn, forwarding for [bgp] linger); another SIGTERM stops at once")
 					continue
 				}

@@ -59,6 +59,7 @@ func TestRun(t *testing.T) {
 		{"where needs two arguments", []string{"where", "web"}, 2, "", "usage: vipd where"},
 		{"where without a server", []string{"where", "-admin", "127.0.0.1:1", "web", "198.18.0.1:5"}, 1, "", "admin server"},
 		{"bad log level", []string{"-config", "../../config.toml.example", "-log-level", "loud"}, 2, "", "-log-level"},
+		{"bad log format", []string{"-config", "../../config.toml.example", "-log-format", "xml"}, 2, "", "-log-format"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

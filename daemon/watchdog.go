@@ -1,0 +1,95 @@
+package daemon
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/vipd/vipd/dataplane"
+)
+
+// beatQueue stamps the time of every Receive on its queue: a worker calls
+// Receive once per loop iteration, busy or idle (an idle one returns after
+// the poll timeout), so a stamp older than a few poll timeouts means the
+// worker is stuck.
+type beatQueue struct {
+	dataplane.Queue
+	at *atomic.Int64 // dataplane.Nanotime of the last Receive
+}
+
+func (q beatQueue) Receive(descs []dataplane.Desc, timeout time.Duration) (int, error) {
+	q.at.Store(dataplane.Nanotime())
+	return q.Queue.Receive(descs, timeout)
+}
+
+// newBeats returns one stamp per worker, each set to now.
+func newBeats(n int) []atomic.Int64 {
+	beats := make([]atomic.Int64, n)
+	now := dataplane.Nanotime()
+	for i := range beats {
+		beats[i].Store(now)
+	}
+	return beats
+}
+
+// Stalled returns the workers (by queue index) that have not started a
+// loop iteration for longer than maxAge; none before the workers run.
+func (d *Daemon) Stalled(maxAge time.Duration) []int {
+	d.mu.Lock()
+	beats := d.beats
+	d.mu.Unlock()
+	var stalled []int
+	now := dataplane.Nanotime()
+	for i := range beats {
+		if now-beats[i].Load() > int64(maxAge) {
+			stalled = append(stalled, i)
+		}
+	}
+	return stalled
+}
+
+// Notifier is the service manager's end of readiness and the watchdog
+// (sdnotify.Notifier).
+type Notifier interface {
+	Send(state string) error
+}
+
+// Notify tells n READY=1 once the workers run (the XDP program is attached
+// by then: the platform attaches it when it opens the queues), then, while
+// watchdog is not 0, WATCHDOG=1 every watchdog/2 as long as no worker
+// stalled for longer than that. A stalled worker stops the feed, so that
+// systemd restarts a box that no longer forwards. Notify returns when ctx
+// is done or Run gave up before the workers ran.
+func (d *Daemon) Notify(ctx context.Context, n Notifier, watchdog time.Duration) {
+	every := watchdog / 2
+	var tick <-chan time.Time
+	if every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		tick = t.C
+		// Until the workers run, the start itself is fed: it may wait for
+		// the host (firstHostWait) longer than a short WatchdogSec.
+		n.Send("WATCHDOG=1")
+	}
+	running := d.Running()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-running:
+			running = nil
+			if err := d.Ready(); err != nil {
+				return // Run failed or stops: never ready
+			}
+			if err := n.Send("READY=1\nSTATUS=forwarding"); err != nil {
+				d.log.Warn("systemd notification failed", "err", err)
+			}
+		case <-tick:
+			if s := d.Stalled(every); len(s) > 0 {
+				d.log.Error("workers make no progress: not feeding the systemd watchdog", "workers", s, "for_more_than", every)
+				continue
+			}
+			n.Send("WATCHDOG=1")
+		}
+	}
+}

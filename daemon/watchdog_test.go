@@ -1,0 +1,186 @@
+package daemon
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vipd/vipd/dataplane"
+	"github.com/vipd/vipd/internal/sdnotify"
+)
+
+// fakeSystemd is the service manager's end of $NOTIFY_SOCKET: a unixgram
+// socket in a temporary directory whose datagrams arrive on msgs.
+type fakeSystemd struct {
+	n    *sdnotify.Notifier
+	msgs chan string
+}
+
+func newFakeSystemd(t *testing.T) *fakeSystemd {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "vipd-notify")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fs := &fakeSystemd{msgs: make(chan string, 1024)}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			fs.msgs <- string(buf[:n])
+		}
+	}()
+	if fs.n, err = sdnotify.Dial(path); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.n.Close() })
+	return fs
+}
+
+// notify runs d.Notify against fs until the test ends.
+func (fs *fakeSystemd) notify(t *testing.T, d *Daemon, watchdog time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.Notify(ctx, fs.n, watchdog)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// next returns the next message other than WATCHDOG=1, or "" after wait.
+func (fs *fakeSystemd) next(wait time.Duration) string {
+	timeout := time.After(wait)
+	for {
+		select {
+		case m := <-fs.msgs:
+			if m != "WATCHDOG=1" {
+				return m
+			}
+		case <-timeout:
+			return ""
+		}
+	}
+}
+
+// TestNotifyReadyAfterWorkers holds the start where the platform opens the
+// queues (and attaches the XDP program) and then where the workers wait
+// for the host: no READY=1 may arrive at either point, and when it arrives
+// the workers run.
+func TestNotifyReadyAfterWorkers(t *testing.T) {
+	td := newTestDaemon(t, testConfig, nil)
+	fs := newFakeSystemd(t)
+	opened, openRelease := make(chan struct{}), make(chan struct{})
+	td.plat.onOpen = func() { close(opened); <-openRelease }
+	hostWaits, hostRelease := make(chan struct{}), make(chan struct{})
+	td.plat.onRun = func() { close(hostWaits); <-hostRelease }
+	fs.notify(t, td.d, time.Minute)
+	td.run()
+
+	<-opened
+	if m := fs.next(200 * time.Millisecond); m != "" {
+		t.Errorf("while the queues open: got %q, want nothing", m)
+	}
+	close(openRelease)
+	<-hostWaits
+	// The workers wait up to firstHostWait for the host; stay well below.
+	if m := fs.next(300 * time.Millisecond); m != "" {
+		t.Errorf("while the workers wait for the host: got %q, want nothing", m)
+	}
+	close(hostRelease)
+	m := fs.next(5 * time.Second)
+	if !strings.HasPrefix(m, "READY=1") {
+		t.Fatalf("after the start: got %q, want READY=1", m)
+	}
+	select {
+	case <-td.d.Running():
+	default:
+		t.Error("READY=1 arrived before the workers run")
+	}
+	if err := td.d.Ready(); err != nil {
+		t.Errorf("READY=1 sent, but Ready() = %v", err)
+	}
+	// And the box forwards.
+	if got := td.send(syn(t, "198.18.0.100", 1000, "S")); !got.IsValid() {
+		t.Error("nothing forwarded after READY=1")
+	}
+}
+
+// stallQueue blocks Receive while stalled is set, like a worker stuck in
+// a driver.
+type stallQueue struct {
+	dataplane.Queue
+	stalled *atomic.Bool
+}
+
+func (q stallQueue) Receive(descs []dataplane.Desc, timeout time.Duration) (int, error) {
+	for q.stalled.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	return q.Queue.Receive(descs, timeout)
+}
+
+// TestWatchdogStopsWhenWorkerStalls feeds a 200 ms watchdog (WATCHDOG=1
+// every 100 ms), stalls one of the two workers and expects the feed to
+// stop, then to resume when the worker moves again.
+func TestWatchdogStopsWhenWorkerStalls(t *testing.T) {
+	td := newTestDaemon(t, testConfig, nil)
+	var stalled atomic.Bool
+	t.Cleanup(func() { stalled.Store(false) }) // runs before the daemon stops
+	td.plat.wrap = func(i int, q dataplane.Queue) dataplane.Queue {
+		if i == 1 {
+			return stallQueue{q, &stalled}
+		}
+		return q
+	}
+	fs := newFakeSystemd(t)
+	fs.notify(t, td.d, 200*time.Millisecond)
+	td.run()
+	td.waitRunning()
+
+	// count returns how many WATCHDOG=1 arrive within d.
+	count := func(d time.Duration) int {
+		n := 0
+		timeout := time.After(d)
+		for {
+			select {
+			case m := <-fs.msgs:
+				if m == "WATCHDOG=1" {
+					n++
+				}
+			case <-timeout:
+				return n
+			}
+		}
+	}
+	if n := count(500 * time.Millisecond); n < 3 {
+		t.Fatalf("workers running: %d WATCHDOG=1 in 500 ms, want about 5", n)
+	}
+	stalled.Store(true)
+	count(250 * time.Millisecond) // the stall is noticed within 2 ticks
+	if n := count(500 * time.Millisecond); n != 0 {
+		t.Errorf("worker 1 stalled: %d WATCHDOG=1 in 500 ms, want none", n)
+	}
+	if s := td.d.Stalled(100 * time.Millisecond); len(s) != 1 || s[0] != 1 {
+		t.Errorf("Stalled() = %v, want [1]", s)
+	}
+	stalled.Store(false)
+	if n := count(500 * time.Millisecond); n < 3 {
+		t.Errorf("worker 1 moves again: %d WATCHDOG=1 in 500 ms, want about 5", n)
+	}
+}

@@ -1,0 +1,159 @@
+package packaging
+
+import (
+	"compress/gzip"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// need skips the test when a tool is missing (dpkg-deb is in dpkg,
+// systemd-analyze in systemd: a Debian machine has both).
+func need(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed: the package is not built (Debian: apt-get install dpkg systemd)", tool)
+		}
+	}
+}
+
+func run(t *testing.T, dir string, env []string, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// TestDeb builds the package as `make deb` does and checks it the way an
+// installation would use it.
+func TestDeb(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the package is built by the full run")
+	}
+	need(t, "dpkg-deb", "dpkg", "systemd-analyze")
+	dir := t.TempDir()
+	deb := filepath.Join(dir, "vipd.deb")
+	run(t, "..", []string{"DEB_COMPRESS=gzip"}, "packaging/mkdeb", "1.2.3", deb)
+
+	contents := run(t, "", nil, "dpkg-deb", "-c", deb)
+	for _, path := range []string{
+		"./usr/sbin/vipd", "./usr/sbin/vipd-decap", "./etc/vipd/vipd.toml", "./etc/default/vipd-decap",
+		"./lib/systemd/system/vipd.service", "./lib/systemd/system/vipd-decap.service",
+		"./usr/share/man/man8/vipd.8.gz", "./usr/share/man/man5/vipd.toml.5.gz",
+		"./usr/share/vipd/grafana-dashboard.json", "./usr/share/vipd/prometheus-rules.yml",
+		"./usr/share/doc/vipd/operations.md",
+	} {
+		if !strings.Contains(contents, " "+path+"\n") {
+			t.Errorf("the package lacks %s:\n%s", path, contents)
+		}
+	}
+	if !strings.Contains(contents, "-rwxr-xr-x root/root") {
+		t.Errorf("no executable owned by root:\n%s", contents)
+	}
+	for field, want := range map[string]string{"Package": "vipd", "Version": "1.2.3", "Architecture": run(t, "", nil, "go", "env", "GOARCH")} {
+		if got := run(t, "", nil, "dpkg-deb", "-f", deb, field); strings.TrimSpace(got) != strings.TrimSpace(want) {
+			t.Errorf("control field %s = %q, want %q", field, got, want)
+		}
+	}
+	if conf := run(t, "", nil, "dpkg-deb", "-I", deb, "conffiles"); !strings.Contains(conf, "/etc/vipd/vipd.toml\n") {
+		t.Errorf("/etc/vipd/vipd.toml is not a conffile: %q", conf)
+	}
+
+	root := filepath.Join(dir, "root")
+	run(t, "", nil, "dpkg", "-x", deb, root)
+	verifyUnits(t, root)
+
+	// The packaged binary accepts the packaged configuration.
+	out := run(t, "", nil, filepath.Join(root, "usr/sbin/vipd"), "-check", "-config", filepath.Join(root, "etc/vipd/vipd.toml"))
+	if !strings.Contains(out, "vipd.toml: OK") {
+		t.Errorf("vipd -check on the packaged configuration:\n%s", out)
+	}
+	if out := run(t, "", nil, filepath.Join(root, "usr/sbin/vipd"), "-version"); out != "vipd 1.2.3\n" {
+		t.Errorf("vipd -version = %q, want the package's version", out)
+	}
+	// The generated page documents the keys (config's test checks all).
+	page := gunzip(t, filepath.Join(root, "usr/share/man/man5/vipd.toml.5.gz"))
+	for _, entry := range []string{".TH VIPD.TOML 5", ".B dataplane.ingress\n", ".B vip.backend.weight\n", ".B bgp.peer.address\n"} {
+		if !strings.Contains(page, entry) {
+			t.Errorf("vipd.toml(5) lacks %q", entry)
+		}
+	}
+}
+
+// verifyUnits runs systemd-analyze verify on the extracted units with
+// root as the file system, so that the binaries are looked up where the
+// package put them. The root gets the host's units (sysinit.target & co.,
+// which every service depends on) and kill (ExecReload); systemd-analyze
+// exits 0 on unknown keys and bad values, so any output fails the test.
+func verifyUnits(t *testing.T, root string) {
+	t.Helper()
+	run(t, "", nil, "cp", "-rn", "/lib/systemd/system/.", filepath.Join(root, "lib/systemd/system/"))
+	if err := os.MkdirAll(filepath.Join(root, "usr/bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("usr/bin", filepath.Join(root, "bin")); err != nil {
+		t.Fatal(err)
+	}
+	kill, err := exec.LookPath("kill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, "", nil, "cp", kill, filepath.Join(root, "usr/bin/kill"))
+	units := []string{filepath.Join(root, "lib/systemd/system/vipd.service"), filepath.Join(root, "lib/systemd/system/vipd-decap.service")}
+	// --man=no: the host's man does not see the root's pages.
+	if out := run(t, "", nil, "systemd-analyze", append([]string{"verify", "--man=no", "--root=" + root}, units...)...); out != "" {
+		t.Errorf("systemd-analyze verify:\n%s", out)
+	}
+}
+
+func gunzip(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(z)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// promtool returns Prometheus's promtool: on PATH, or where `make deps`
+// extracts it from Debian's prometheus package (bin/tools).
+func promtool(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("promtool"); err == nil {
+		return p
+	}
+	p, err := filepath.Abs("../bin/tools/promtool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Skip("promtool is missing: `make deps` as root extracts it from Debian's prometheus package into bin/tools")
+	}
+	return p
+}
+
+// TestRules checks the alerting rules with promtool, and runs their unit
+// tests (testdata/rules_test.yml): each alert fires on what should fire it.
+func TestRules(t *testing.T) {
+	pt := promtool(t)
+	run(t, "", nil, pt, "check", "rules", "monitoring/prometheus-rules.yml")
+	run(t, "", nil, pt, "test", "rules", "testdata/rules_test.yml")
+}
