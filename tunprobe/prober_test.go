@@ -43,7 +43,13 @@ func TestProbeThroughTunnel(t *testing.T) {
 			if err := probe(p, tt.vip, tt.path); err != nil {
 				t.Fatalf("second probe: %v", err)
 			}
-			if s := p.Stats(); s.Sent < before+2 || s.SendErrors != 0 {
+			// The handshake's last ACK reaches the TUN reader after
+			// Dial returns: wait for it (bounded).
+			s := p.Stats()
+			for wait := time.Now().Add(2 * time.Second); s.Sent < before+2 && time.Now().Before(wait); s = p.Stats() {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if s.Sent < before+2 || s.SendErrors != 0 {
 				t.Errorf("a probe sent its SYN and ACK through the tunnel: %+v (before: %d sent)", s, before)
 			}
 			r.delVIPs(t)
