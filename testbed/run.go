@@ -3,7 +3,10 @@ package testbed
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"sync"
+	"syscall"
+	"time"
 )
 
 // Run is the nstest.T of a command that drives a bed outside of go test
@@ -48,4 +51,21 @@ func (r *Run) Finish() {
 	if err := RemoveBinaries(); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: removing the bed's binaries: %v\n", r.name, err)
 	}
+}
+
+// Go runs f with r, cleans up after it — also on SIGINT or SIGTERM, which
+// then exit with status 130 — and returns how long f took.
+func (r *Run) Go(f func(*Run)) time.Duration {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		fmt.Fprintln(os.Stderr, "\ninterrupted: cleaning up")
+		r.Finish()
+		os.Exit(130)
+	}()
+	start := time.Now()
+	f(r)
+	r.Finish()
+	return time.Since(start)
 }

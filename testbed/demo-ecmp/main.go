@@ -8,10 +8,8 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"os/signal"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/vipd/vipd/admin"
@@ -29,19 +27,8 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	r := testbed.NewRun("demo-ecmp")
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		<-sigs
-		fmt.Fprintln(os.Stderr, "\ninterrupted: cleaning up")
-		r.Finish()
-		os.Exit(130)
-	}()
-	start := time.Now()
-	demo(r)
-	r.Finish()
-	fmt.Printf("\nAll namespaces, links and processes removed. Demo took %.1f s.\n", time.Since(start).Seconds())
+	took := testbed.NewRun("demo-ecmp").Go(demo)
+	fmt.Printf("\nAll namespaces, links and processes removed. Demo took %.1f s.\n", took.Seconds())
 }
 
 const (

@@ -6,11 +6,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/google/gopacket"
@@ -26,19 +24,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "make demo needs root: it creates network namespaces and attaches an XDP program inside them (sudo make demo)")
 		os.Exit(1)
 	}
-	r := testbed.NewRun("demo")
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		<-sigs
-		fmt.Fprintln(os.Stderr, "\ninterrupted: cleaning up")
-		r.Finish()
-		os.Exit(130)
-	}()
-	start := time.Now()
-	demo(r)
-	r.Finish()
-	fmt.Printf("\nAll namespaces, links and processes removed. Demo took %.1f s.\n", time.Since(start).Seconds())
+	took := testbed.NewRun("demo").Go(demo)
+	fmt.Printf("\nAll namespaces, links and processes removed. Demo took %.1f s.\n", took.Seconds())
 }
 
 func demo(r *testbed.Run) {
