@@ -60,6 +60,20 @@ func (e *ecmpEnv) newFlows(t *testing.T, vip string) []float64 {
 	return out
 }
 
+// newFlowsWhen polls newFlows until ok accepts them or d passes, and
+// returns the last reading.
+func (e *ecmpEnv) newFlowsWhen(t *testing.T, vip string, d time.Duration, ok func([]float64) bool) []float64 {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		c := e.newFlows(t, vip)
+		if ok(c) || time.Now().After(deadline) {
+			return c
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // TestECMP runs three vipd boxes behind BIRD, which spreads the VIPs over
 // them by ECMP, and counts what breaks when boxes come and go (issue 14):
 // the router's FIB holds each VIP with three next hops and traffic reaches
@@ -161,7 +175,15 @@ func (e *ecmpEnv) spread(t *testing.T) {
 		}
 		flows = append(flows, flow{local, name})
 	}
-	after := e.newFlows(t, "web-dsr")
+	// Workers publish their counters every 100 ms: wait (bounded) until
+	// the boxes account for every flow.
+	after := e.newFlowsWhen(t, "web-dsr", 5*time.Second, func(after []float64) bool {
+		sum := 0.0
+		for i := range after {
+			sum += after[i] - before[i]
+		}
+		return sum >= n
+	})
 	for i := range after {
 		share := after[i] - before[i]
 		t.Logf("box %d took %.0f of %d new flows", i+1, share, n)
@@ -243,7 +265,9 @@ func (e *ecmpEnv) churnDSR(t *testing.T) {
 	check(t, ef, "box 2 restarted")
 	// The flows that rehashed to the restarted box reached it mid-stream
 	// (it has no connection state for them) and kept their backends.
-	if got := e.newFlows(t, "echo-dsr")[1]; got == 0 {
+	// Workers publish counters every 100 ms, and Settle may return sooner
+	// after the route change: wait (bounded) for box 2's count.
+	if got := e.newFlowsWhen(t, "echo-dsr", 5*time.Second, func(c []float64) bool { return c[1] > 0 })[1]; got == 0 {
 		t.Errorf("the restarted box 2 forwarded none of the connections: the router did not rehash any to it")
 	} else {
 		t.Logf("the restarted box 2 took over %.0f of the connections mid-stream", got)
