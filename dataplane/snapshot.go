@@ -991,6 +991,21 @@ func (s *Snapshot) backendFor(ref uint32, vi int) *backend {
 // backend even if Maglev would now choose another. ok is false when no VIP
 // matches or it has no backend up.
 func (s *Snapshot) Where(vip netip.Addr, proto uint8, vport uint16, client netip.AddrPort) (uint32, bool) {
+	vi, h := s.whereHash(vip, proto, vport, client)
+	if vi < 0 {
+		return 0, false
+	}
+	v := &s.vips[vi]
+	i := v.table.Lookup(h)
+	if i < 0 {
+		return 0, false
+	}
+	return v.refs[i], true
+}
+
+// whereHash finds the VIP of a flow from client and the hash its backend
+// is picked by.
+func (s *Snapshot) whereHash(vip netip.Addr, proto uint8, vport uint16, client netip.AddrPort) (int32, uint64) {
 	vi := int32(empty)
 	var h uint64
 	c := client.Addr()
@@ -1013,15 +1028,25 @@ func (s *Snapshot) Where(vip netip.Addr, proto uint8, vport uint16, client netip
 			h = hashing.Src6(&ca, s.seed)
 		}
 	}
-	if vi < 0 {
-		return 0, false
+	return vi, h
+}
+
+// WherePrevious is Where for the VIP's previous table (VIPSpec.Previous):
+// the address its previous set gives a flow from client, if it has one.
+func (s *Snapshot) WherePrevious(vip netip.Addr, proto uint8, vport uint16, client netip.AddrPort) (netip.Addr, bool) {
+	vi, h := s.whereHash(vip, proto, vport, client)
+	if vi < 0 || s.vips[vi].prev == nil {
+		return netip.Addr{}, false
 	}
 	v := &s.vips[vi]
-	i := v.table.Lookup(h)
-	if i < 0 {
-		return 0, false
+	i := v.prev.Lookup(h)
+	switch {
+	case i < 0:
+		return netip.Addr{}, false
+	case v.v6:
+		return netip.AddrFrom16(v.prevAddr6[i]), true
 	}
-	return v.refs[i], true
+	return netip.AddrFrom4(v.prevAddr4[i]), true
 }
 
 // clientMAC4 returns the next hop toward an IPv4 client, for NAT replies:
