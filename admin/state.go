@@ -91,6 +91,11 @@ type Metrics struct {
 	AllDown    map[string]uint64 // events per VIP name
 	Generation uint64
 	BGP        *BGPMetrics // nil without [bgp]
+	// PreviousUntil: when each VIP's previous backend set (previous_owner)
+	// expires, for the VIPs that have one; StateErrors counts failed reads
+	// and writes of the state file.
+	PreviousUntil map[string]time.Time
+	StateErrors   uint64
 }
 
 // BackendLabel identifies a backend in metric labels.

@@ -165,3 +165,13 @@ func (p *Previous) Keys() []string {
 	sort.Strings(ks)
 	return ks
 }
+
+// Clone returns a copy of p that Observe may change without touching p.
+func (p *Previous) Clone() *Previous {
+	c := &Previous{vips: make(map[string]*previousVIP, len(p.vips))}
+	for k, v := range p.vips {
+		e := *v
+		c.vips[k] = &e // Observe replaces the slices, never writes into them
+	}
+	return c
+}

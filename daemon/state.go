@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/bgp"
@@ -185,6 +186,15 @@ func (d *Daemon) Metrics() *admin.Metrics {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	m.Generation = d.gen
+	m.StateErrors = d.stateErrors.Load()
+	m.PreviousUntil = map[string]time.Time{}
+	now := time.Now()
+	for i := range d.cfg.VIPs {
+		v := &d.cfg.VIPs[i]
+		if _, until := d.prev.For(v, now); !until.IsZero() {
+			m.PreviousUntil[v.Name] = until
+		}
+	}
 	m.Ejected, m.Ejections = map[uint32]bool{}, map[uint32]uint64{}
 	for ref := range d.outliers.ejected {
 		m.Ejected[ref] = true
