@@ -130,7 +130,7 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 		w.c.FlowHits++
 		ref := e.Backend()
 		if b := s.backendFor(ref, vi); b != nil {
-			if e.Flags()&flagPrevious != 0 && v.prev != nil {
+			if v.prev != nil && e.Flags()&flagPrevious != 0 {
 				w.previous(v, b, p.hp)
 			}
 			switch st := e.State(); {
