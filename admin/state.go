@@ -124,5 +124,9 @@ type WhereAnswer struct {
 	VIP     string `json:"vip"`
 	Client  string `json:"client"`
 	Backend string `json:"backend"` // addr:port, or addr for DSR
-	Note    string `json:"note"`
+	// Previous is the backend the VIP's previous set (previous_owner)
+	// gives the flow when it differs from Backend: a mid-stream packet of
+	// it that misses the connection table carries it as a hint.
+	Previous string `json:"previous,omitempty"`
+	Note     string `json:"note"`
 }

@@ -98,6 +98,28 @@ func TestPreviousOwnerDaemon(t *testing.T) {
 		t.Errorf("no vipd_vip_previous_owner_expiry_seconds for the VIP: %v", m.PreviousUntil)
 	}
 	snap := td.d.snaps.Load()
+	// /v1/where names the previous owner where it differs.
+	withPrev := 0
+	for p := 1; p <= 100; p++ {
+		c := netip.AddrPortFrom(netip.MustParseAddr("198.18.0.1"), uint16(p))
+		ans, err := td.d.Where("dsr", c.String(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := snap.WherePrevious(netip.MustParseAddr("198.18.0.101"), 6, 80, c)
+		switch {
+		case ans.Previous == "" && want.String() != ans.Backend:
+			t.Fatalf("where %v: %+v, previous owner %v", c, ans, want)
+		case ans.Previous != "" && (ans.Previous != want.String() || ans.Previous == ans.Backend):
+			t.Fatalf("where %v: %+v, previous owner %v", c, ans, want)
+		}
+		if ans.Previous != "" {
+			withPrev++
+		}
+	}
+	if withPrev == 0 {
+		t.Error("where named no previous owner for 100 flows")
+	}
 	count := func(td *testDaemon, first uint16) (hints int) {
 		t.Helper()
 		for p := first; p < first+100; p++ {

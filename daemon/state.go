@@ -253,7 +253,9 @@ func (d *Daemon) Where(vipName, client string, port uint16) (*admin.WhereAnswer,
 		vport = port
 	}
 	snap := d.snaps.Load()
-	ref, ok := snap.Where(v.Address, v.Protocol.Number(), vport, netip.AddrPortFrom(c.Addr().Unmap(), c.Port()))
+	cl := netip.AddrPortFrom(c.Addr().Unmap(), c.Port())
+	ref, ok := snap.Where(v.Address, v.Protocol.Number(), vport, cl)
+	prev, hasPrev := snap.WherePrevious(v.Address, v.Protocol.Number(), vport, cl)
 	ans := &admin.WhereAnswer{VIP: vipName, Client: client,
 		Note: "for a new flow; a flow pinned in the connection table keeps its backend while that backend is up or draining"}
 	if !ok {
@@ -268,6 +270,9 @@ func (d *Daemon) Where(vipName, client string, port uint16) (*admin.WhereAnswer,
 				ans.Backend = b.Addr.String()
 				if b.Port != 0 {
 					ans.Backend = netip.AddrPortFrom(b.Addr, b.Port).String()
+				}
+				if hasPrev && prev != b.Addr {
+					ans.Previous = prev.String()
 				}
 			}
 		}
