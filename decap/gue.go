@@ -34,8 +34,9 @@ const (
 // outer IP and UDP headers, verified the UDP checksum (when not zero) and
 // reassembled fragments. It returns the inner packet (a subslice of
 // payload) and the previous-owner hint of a variant 0 header (see
-// parseHint; none for variant 1), or nil when it drops the datagram,
-// counted by reason. payload may be modified (see completeChecksum).
+// parseHint; none for variant 1), or nil (and no meaningful hint) when it
+// drops the datagram, counted by reason. payload may be modified (see
+// completeChecksum).
 //
 // The outer source must be in the allowed sources; a source in the chain
 // peers only is accepted for a packet whose hint says HintChained.

@@ -127,6 +127,8 @@ func FuzzStripGUE(f *testing.F) {
 	f.Add(guePayload(f, gue4(f, lbAddr4, beAddr4, 50000, DefaultGUEPort, tcp4(f, client4, vip4, 1, 80, true, false, 1, nil))), false)
 	f.Add(guePayload(f, gue6(f, lbAddr6, beAddr6, 50000, DefaultGUEPort, tcp6(f, client6, vip6, 1, 80, true, false, 1, nil))), true)
 	f.Add([]byte{0x00, 0x04, 0x00, 0x00}, false)
+	f.Add(hinted(prevOwner4, 0, tcp4(f, client4, vip4, 1, 80, false, true, 1, nil)), false)
+	f.Add(hinted(prevOwner6, 1, tcp6(f, client6, vip6, 1, 80, false, true, 1, nil)), true)
 	f.Fuzz(func(t *testing.T, payload []byte, six bool) {
 		flt := newFilter(nil, false)
 		src := lbAddr4
