@@ -70,13 +70,24 @@ func (s *sockDiag) Close() error { return s.c.Close() }
 // a match only when it names remote. No socket at all is ENOENT: not a
 // match.
 func (s *sockDiag) Lookup(proto uint8, local, remote netip.AddrPort) (bool, error) {
+	remote = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
+	peer, found, err := s.query(proto, local, remote)
+	return found && peer == remote, err
+}
+
+// query asks the kernel for the socket that would receive a packet of
+// protocol proto from remote to local, and returns its peer (unmapped):
+// remote for a connected socket, the zero address and port for a
+// listener or an unconnected UDP socket. found is false when there is no
+// socket at all.
+func (s *sockDiag) query(proto uint8, local, remote netip.AddrPort) (peer netip.AddrPort, found bool, err error) {
 	if proto != packet.ProtoTCP && proto != packet.ProtoUDP {
-		return false, fmt.Errorf("decap: sock_diag lookup of protocol %d", proto)
+		return peer, false, fmt.Errorf("decap: sock_diag lookup of protocol %d", proto)
 	}
 	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
 	remote = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
 	if local.Addr().Is4() != remote.Addr().Is4() {
-		return false, errors.New("decap: sock_diag lookup across families")
+		return peer, false, errors.New("decap: sock_diag lookup across families")
 	}
 	var req [diagReqLen]byte
 	req[0] = unix.AF_INET
@@ -103,17 +114,17 @@ func (s *sockDiag) Lookup(proto uint8, local, remote netip.AddrPort) (bool, erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.c.SetDeadline(time.Now().Add(sockDiagTimeout)); err != nil {
-		return false, err
+		return peer, false, err
 	}
 	msgs, err := s.c.Execute(netlink.Message{
 		Header: netlink.Header{Type: sockDiagByFam, Flags: netlink.Request},
 		Data:   req[:],
 	})
 	if errors.Is(err, unix.ENOENT) {
-		return false, nil
+		return peer, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("decap: sock_diag lookup: %w", err)
+		return peer, false, fmt.Errorf("decap: sock_diag lookup: %w", err)
 	}
 	for _, m := range msgs {
 		if m.Header.Type != sockDiagByFam || len(m.Data) < diagMsgSockID+diagSockIDLen {
@@ -123,13 +134,9 @@ func (s *sockDiag) Lookup(proto uint8, local, remote netip.AddrPort) (bool, erro
 		// whatever the request's order; a socket of family AF_INET6 that
 		// carries IPv4 (a dual-stack listener's child) has them mapped.
 		rid := m.Data[diagMsgSockID : diagMsgSockID+diagSockIDLen]
-		peer := diagAddr(m.Data[0], rid[diagIDDst:])
-		dport := binary.BigEndian.Uint16(rid[diagIDDport:])
-		if peer == remote.Addr() && dport == remote.Port() {
-			return true, nil
-		}
+		return netip.AddrPortFrom(diagAddr(m.Data[0], rid[diagIDDst:]), binary.BigEndian.Uint16(rid[diagIDDport:])), true, nil
 	}
-	return false, nil
+	return peer, false, errors.New("decap: sock_diag lookup: no socket in the reply")
 }
 
 func putDiagAddr(b []byte, a netip.Addr) {
