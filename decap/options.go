@@ -34,7 +34,8 @@ type Options struct {
 	IPv6 bool
 
 	// GUEPort, when not 0, also receives GUE variant 1 (IP directly in
-	// UDP, no GUE header; see the package documentation) on this UDP port,
+	// UDP, no GUE header; see the package documentation), and variant 0
+	// with vipd's previous-owner hint, on this UDP port,
 	// over IPv4 and, with IPv6, over IPv6. vipd's default is
 	// DefaultGUEPort. The port must be free: a kernel fou port or another
 	// socket holding it makes New fail.
