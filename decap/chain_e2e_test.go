@@ -19,7 +19,9 @@ import (
 // between them (and drops what the backends send to the clients):
 //
 //	a 198.18.1.11/24 ──veth── 198.18.1.1 lb 198.18.3.1 ──veth── 198.18.3.12/24 b
+//	  2001:2:0:1::11/64       2001:2:0:1::1  2001:2:0:3::1       2001:2:0:3::12/64
 //	  lo 198.18.0.101/32      route blackhole 198.18.2.0/24      lo 198.18.0.101/32
+//	     2001:2::101/128                      2001:2:0:2::/64       2001:2::101/128
 //
 // Both run a Decap with chaining on; b accepts a's address as a chain
 // peer only.
@@ -33,9 +35,12 @@ type chainRig struct {
 }
 
 var (
-	lbAddrB = netip.MustParseAddr("198.18.3.1") // lb on b's link
-	bAddr4  = prevOwner4                        // b: 198.18.3.12
-	aAddr4  = beAddr4                           // a: 198.18.1.11
+	lbAddrB  = netip.MustParseAddr("198.18.3.1") // lb on b's link
+	lbAddrB6 = netip.MustParseAddr("2001:2:0:3::1")
+	bAddr4   = prevOwner4 // b: 198.18.3.12
+	bAddr6   = prevOwner6 // b: 2001:2:0:3::12
+	aAddr4   = beAddr4    // a: 198.18.1.11
+	aAddr6   = beAddr6    // a: 2001:2:0:1::11
 )
 
 // newChainRig builds the rig; with runA false, a's Decap is not run, so
@@ -44,31 +49,48 @@ func newChainRig(t *testing.T, runA bool) *chainRig {
 	t.Helper()
 	nstest.RequireRoot(t)
 	c := &chainRig{lb: nstest.New(t, "lb"), a: nstest.New(t, "ba"), b: nstest.New(t, "bb")}
+	// No duplicate address detection on the links to come: until the
+	// link-local addresses have passed it, the first IPv6 packets wait
+	// (measured: 2 s for a's first packet to b with it).
+	for _, ns := range []*nstest.NS{c.lb, c.a, c.b} {
+		ns.Must(t, "sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0")
+	}
 	ifLA, ifA, ifLB, ifB := nstest.Name("vl"), nstest.Name("va"), nstest.Name("vl"), nstest.Name("vb")
 	nstest.Veth(t, c.lb, ifLA, c.a, ifA)
 	nstest.Veth(t, c.lb, ifLB, c.b, ifB)
 	c.lb.Must(t, "ip", "addr", "add", lbAddr4.String()+"/24", "dev", ifLA)
 	c.lb.Must(t, "ip", "addr", "add", lbAddrB.String()+"/24", "dev", ifLB)
-	c.lb.Must(t, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	c.lb.Must(t, "ip", "addr", "add", lbAddr6.String()+"/64", "dev", ifLA, "nodad")
+	c.lb.Must(t, "ip", "addr", "add", lbAddrB6.String()+"/64", "dev", ifLB, "nodad")
+	c.lb.Must(t, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
 	c.lb.Must(t, "ip", "route", "add", "blackhole", "198.18.2.0/24")
+	c.lb.Must(t, "ip", "-6", "route", "add", "blackhole", "2001:2:0:2::/64")
 	for _, be := range []struct {
-		ns       *nstest.NS
-		ifName   string
-		addr, gw netip.Addr
-	}{{c.a, ifA, aAddr4, lbAddr4}, {c.b, ifB, bAddr4, lbAddrB}} {
+		ns         *nstest.NS
+		ifName     string
+		addr, gw   netip.Addr
+		addr6, gw6 netip.Addr
+	}{{c.a, ifA, aAddr4, lbAddr4, aAddr6, lbAddr6}, {c.b, ifB, bAddr4, lbAddrB, bAddr6, lbAddrB6}} {
 		be.ns.Must(t, "ip", "addr", "add", be.addr.String()+"/24", "dev", be.ifName)
+		be.ns.Must(t, "ip", "addr", "add", be.addr6.String()+"/64", "dev", be.ifName, "nodad")
 		be.ns.Must(t, "ip", "addr", "add", vip4.String()+"/32", "dev", "lo")
+		be.ns.Must(t, "ip", "addr", "add", vip6.String()+"/128", "dev", "lo")
 		be.ns.Must(t, "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.all.arp_announce=2")
 		be.ns.Must(t, "ip", "route", "add", "198.18.0.0/15", "via", be.gw.String())
+		be.ns.Must(t, "ip", "-6", "route", "add", "2001:2::/48", "via", be.gw6.String())
 	}
+	// Neighbour discovery on the path a→lb→b done before the test's
+	// packets, so that their timing is the decapsulators' alone.
+	warm(t, c.a, c.b, bAddr4)
+	warm(t, c.a, c.b, bAddr6)
 	c.lbA = &rig{lb: c.lb, lbIf: ifLA, be: c.a}
 	c.lbB = &rig{lb: c.lb, lbIf: ifLB, be: c.b}
 	// A TTL far beyond the test, so that cache hits are certain.
-	c.da = c.lbA.newDecap(t, Options{GUEPort: DefaultGUEPort, Chain: true, CheckLocal: true, ChainCacheTTL: time.Minute,
-		AllowedSources: []netip.Prefix{netip.PrefixFrom(lbAddr4, 32)}})
-	c.db = c.lbB.newDecap(t, Options{GUEPort: DefaultGUEPort, Chain: true, CheckLocal: true,
-		AllowedSources: []netip.Prefix{netip.PrefixFrom(lbAddrB, 32)},
-		ChainPeers:     []netip.Prefix{netip.PrefixFrom(aAddr4, 32)}})
+	c.da = c.lbA.newDecap(t, Options{GUEPort: DefaultGUEPort, IPv6: true, Chain: true, CheckLocal: true, ChainCacheTTL: time.Minute,
+		AllowedSources: []netip.Prefix{netip.PrefixFrom(lbAddr4, 32), netip.PrefixFrom(lbAddr6, 128)}})
+	c.db = c.lbB.newDecap(t, Options{GUEPort: DefaultGUEPort, IPv6: true, Chain: true, CheckLocal: true,
+		AllowedSources: []netip.Prefix{netip.PrefixFrom(lbAddrB, 32), netip.PrefixFrom(lbAddrB6, 128)},
+		ChainPeers:     []netip.Prefix{netip.PrefixFrom(aAddr4, 32), netip.PrefixFrom(aAddr6, 128)}})
 	if runA {
 		run(t, c.da)
 	}
@@ -77,6 +99,38 @@ func newChainRig(t *testing.T, runA bool) *chainRig {
 	c.capA, c.capB = c.lbA.capture(t), c.lbB.capture(t)
 	c.lnA, c.lnB = listenIn(t, c.a), listenIn(t, c.b)
 	return c
+}
+
+// warm sends UDP datagrams from namespace from to addr:9 in namespace
+// to until one arrives: at most 50, 100 ms apart.
+func warm(t *testing.T, from, to *nstest.NS, addr netip.Addr) {
+	t.Helper()
+	dst := netip.AddrPortFrom(addr, 9)
+	var rx, tx *net.UDPConn
+	err := to.Do(func() (err error) {
+		rx, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(dst))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("warm: listen in %s: %v", to.Name, err)
+	}
+	defer rx.Close()
+	if err := from.Do(func() (err error) {
+		tx, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(dst))
+		return err
+	}); err != nil {
+		t.Fatalf("warm: dial from %s: %v", from.Name, err)
+	}
+	defer tx.Close()
+	buf := make([]byte, 16)
+	for range 50 {
+		tx.Write([]byte("warm"))
+		rx.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if _, err := rx.Read(buf); err == nil {
+			return
+		}
+	}
+	t.Fatalf("warm: nothing from %s reached %v in %s within 5 s", from.Name, dst, to.Name)
 }
 
 // listenIn listens on vip4:80 in ns; closed at cleanup.
@@ -198,9 +252,9 @@ func TestChainEndToEnd(t *testing.T) {
 // AllocsPerRun's warm-up.
 func TestChainDoesNotAllocate(t *testing.T) {
 	c := newChainRig(t, false)
-	var rx *receiver
+	var rx *receiver // a's IPv4 GUE socket, the first one New opens
 	for _, r := range c.da.rx {
-		if r.kind == kindGUE {
+		if r.kind == kindGUE && rx == nil {
 			rx = r
 		}
 	}
@@ -227,4 +281,35 @@ func TestChainDoesNotAllocate(t *testing.T) {
 	// b delivers them all (its kernel answers the unknown connection
 	// with resets, which lb drops).
 	waitStats(t, c.db, "b chained in", func(s Stats) bool { return s.Hints[HintChainedIn] == runs+1 })
+}
+
+// TestChainIPv6: the IPv6 path of chaining, a hinted segment of a flow
+// a does not have is chained over IPv6 to b (whose kernel has no
+// connection either and answers with a reset, which lb drops); b counts
+// it chained in and delivers it, and an unchained packet from a is
+// refused by b.
+func TestChainIPv6(t *testing.T) {
+	c := newChainRig(t, true)
+	seg := tcp6(t, client6, vip6, 40400, 80, false, true, 7, []byte("six"))
+	c.sa.send(t, gue6(t, lbAddr6, aAddr6, 49170, DefaultGUEPort, hinted(bAddr6, 0, seg)))
+	waitStats(t, c.da, "a chained out", func(s Stats) bool { return s.Hints[HintChainedOut] == 1 })
+	sb := waitStats(t, c.db, "b chained in", func(s Stats) bool { return s.Hints[HintChainedIn] == 1 && s.Decapsulated == 1 })
+	if sb.TotalDropped() != 0 {
+		t.Errorf("b dropped: %v", sb.Dropped)
+	}
+	// From a's address without HintChained, b refuses it: chain peers
+	// are trusted for chained packets only.
+	err := c.a.Do(func() error {
+		conn, err := net.DialUDP("udp6", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(bAddr6, DefaultGUEPort)))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_, err = conn.Write(hinted(bAddr6, 0, seg))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("send from a: %v", err)
+	}
+	waitStats(t, c.db, "b refuses", func(s Stats) bool { return s.Dropped[DropSource] == 1 })
 }

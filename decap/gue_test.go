@@ -135,8 +135,11 @@ func FuzzStripGUE(f *testing.F) {
 		if six {
 			src = lbAddr6
 		}
-		got, _ := flt.stripGUE(bytes.Clone(payload), src)
+		got, h := flt.stripGUE(bytes.Clone(payload), src)
 		s := flt.stats.snapshot()
+		if got != nil && h.present() && h.prev.Is6() != six {
+			t.Fatalf("hint names %v for an inner packet of the other family", h.prev)
+		}
 		if got == nil {
 			if s.TotalDropped() != 1 {
 				t.Fatalf("dropped without exactly one reason: %+v", s)

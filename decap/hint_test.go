@@ -416,3 +416,27 @@ func BenchmarkHinted(b *testing.B) {
 		})
 	}
 }
+
+// TestChainOptions: what Validate refuses of the chaining options.
+func TestChainOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    Options
+		ok   bool
+	}{
+		{"chain over GUE", Options{GUEPort: DefaultGUEPort, Chain: true, ChainPeers: []netip.Prefix{netip.PrefixFrom(peer4, 32)}}, true},
+		{"chain without GUE", Options{Chain: true}, false},
+		{"invalid peer prefix", Options{GUEPort: DefaultGUEPort, Chain: true, ChainPeers: []netip.Prefix{{}}}, false},
+		{"negative cache", Options{GUEPort: DefaultGUEPort, Chain: true, ChainCache: -1}, false},
+		{"huge cache", Options{GUEPort: DefaultGUEPort, Chain: true, ChainCache: MaxChainCache + 1}, false},
+		{"negative TTL", Options{GUEPort: DefaultGUEPort, Chain: true, ChainCacheTTL: -time.Second}, false},
+	} {
+		if err := tc.o.Validate(); (err == nil) != tc.ok {
+			t.Errorf("%s: Validate = %v, want ok %v", tc.name, err, tc.ok)
+		}
+	}
+	o, err := Options{GUEPort: DefaultGUEPort, Chain: true}.withDefaults()
+	if err != nil || o.ChainCache != DefaultChainCache || o.ChainCacheTTL != DefaultChainCacheTTL {
+		t.Errorf("defaults: cache %d, TTL %v, %v", o.ChainCache, o.ChainCacheTTL, err)
+	}
+}

@@ -38,23 +38,23 @@ const sockDiagTimeout = 250 * time.Millisecond
 // and of the reply, struct inet_diag_msg: u8 family, state, timer,
 // retrans, then the same inet_diag_sockid at offset 4.
 const (
-	diagReqLen     = 56
-	diagReqSockID  = 8 // offset of the sockid in the request
-	diagMsgSockID  = 4 // and in the reply
-	diagSockIDLen  = 48
-	diagIDSport    = 0
-	diagIDDport    = 2
-	diagIDSrc      = 4
-	diagIDDst      = 20
-	diagIDCookie   = 40
-	sockDiagByFam  = 20         // SOCK_DIAG_BY_FAMILY
-	diagNoCookie   = 0xffffffff // INET_DIAG_NOCOOKIE: do not check the cookie
-	diagAllStates  = 0xffffffff
-	netlinkInetDia = unix.NETLINK_INET_DIAG // NETLINK_SOCK_DIAG
+	diagReqLen      = 56
+	diagReqSockID   = 8 // offset of the sockid in the request
+	diagMsgSockID   = 4 // and in the reply
+	diagSockIDLen   = 48
+	diagIDSport     = 0
+	diagIDDport     = 2
+	diagIDSrc       = 4
+	diagIDDst       = 20
+	diagIDCookie    = 40
+	sockDiagByFam   = 20         // SOCK_DIAG_BY_FAMILY
+	diagNoCookie    = 0xffffffff // INET_DIAG_NOCOOKIE: do not check the cookie
+	diagAllStates   = 0xffffffff
+	netlinkSockDiag = unix.NETLINK_INET_DIAG // the same number
 )
 
 func openSockDiag() (*sockDiag, error) {
-	c, err := netlink.Dial(netlinkInetDia, nil)
+	c, err := netlink.Dial(netlinkSockDiag, nil)
 	if err != nil {
 		return nil, fmt.Errorf("decap: sock_diag netlink socket: %w", err)
 	}
