@@ -58,6 +58,9 @@ var (
 	dReloads     = desc("config_reloads_total", "Configuration reloads, by result.", "result")
 	dAllDown     = desc("all_backends_down_total", "Times every backend of a VIP was found down.", "vip")
 	dGeneration  = desc("snapshot_generation", "Snapshots published since start.")
+	dHints       = desc("previous_owner_hints_total", "Previous-owner hints: flows that missed the connection table mid-stream and were given one (flows), and packets sent with one (packets).", "what")
+	dPrevUntil   = desc("vip_previous_owner_expiry_seconds", "When the VIP's previous backend set (previous_owner) expires, in Unix seconds; absent while it has none.", "vip")
+	dStateErrors = desc("state_file_errors_total", "Reads and writes of [dataplane] state_file that failed.")
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
@@ -109,6 +112,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(dUntracked, sum.Untracked)
 	counter(dRepicked, sum.Repicked)
 	counter(dStateless, sum.Stateless)
+	counter(dHints, sum.HintedFlows, "flows")
+	counter(dHints, sum.HintedPackets, "packets")
+	for name, t := range m.PreviousUntil {
+		gauge(dPrevUntil, float64(t.UnixNano())/1e9, name)
+	}
+	counter(dStateErrors, m.StateErrors)
 	for id, name := range m.VIPNames {
 		if int(id) < len(sum.VIPs) {
 			f := sum.VIPs[id]

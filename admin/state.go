@@ -91,6 +91,11 @@ type Metrics struct {
 	AllDown    map[string]uint64 // events per VIP name
 	Generation uint64
 	BGP        *BGPMetrics // nil without [bgp]
+	// PreviousUntil: when each VIP's previous backend set (previous_owner)
+	// expires, for the VIPs that have one; StateErrors counts failed reads
+	// and writes of the state file.
+	PreviousUntil map[string]time.Time
+	StateErrors   uint64
 }
 
 // BackendLabel identifies a backend in metric labels.
@@ -119,5 +124,9 @@ type WhereAnswer struct {
 	VIP     string `json:"vip"`
 	Client  string `json:"client"`
 	Backend string `json:"backend"` // addr:port, or addr for DSR
-	Note    string `json:"note"`
+	// Previous is the backend the VIP's previous set (previous_owner)
+	// gives the flow when it differs from Backend: a mid-stream packet of
+	// it that misses the connection table carries it as a hint.
+	Previous string `json:"previous,omitempty"`
+	Note     string `json:"note"`
 }

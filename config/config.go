@@ -74,6 +74,10 @@ type Dataplane struct {
 	// FlowHashSeed seeds the flow hash. Every vipd instance that shares VIPs
 	// behind ECMP must use the same seed so that they agree on every flow.
 	FlowHashSeed uint64 `toml:"flow_hash_seed"`
+	// StateFile is where vipd keeps what must outlive a restart: each
+	// previous_owner VIP's backend set before its last change. "" keeps
+	// it in memory only.
+	StateFile string `toml:"state_file"`
 }
 
 // BusyPollBatch is the busy-poll budget in effect: BusyPollBudget, or
@@ -186,7 +190,16 @@ type VIP struct {
 	// the prefix chosen by the flow hash, so that a backend's NIC spreads
 	// flows over its receive queues. Unset: the fixed EncapSource.
 	EncapSourcePrefix netip.Prefix `toml:"encap_source_prefix"`
-	HealthCheck       HealthCheck  `toml:"healthcheck"`
+	// PreviousOwner: a packet that misses the connection table mid-flow
+	// (TCP without SYN; UDP with PreviousOwnerUDP) carries, when the
+	// backend set before the last change would have picked another
+	// backend, that backend's address to the current one, whose agent
+	// (vipd-decap -chain) hands it on if the connection is not its own.
+	// DSR with GUE only. The previous set is kept for PreviousOwnerTTL.
+	PreviousOwner    bool        `toml:"previous_owner"`
+	PreviousOwnerTTL Duration    `toml:"previous_owner_ttl"`
+	PreviousOwnerUDP bool        `toml:"previous_owner_udp"`
+	HealthCheck      HealthCheck `toml:"healthcheck"`
 	// Outlier is passive outlier detection: backends judged by their
 	// clients' handshakes (TCP VIPs).
 	Outlier Outlier `toml:"outlier"`

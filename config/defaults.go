@@ -52,6 +52,8 @@ const (
 	DefaultWeight            = 1
 	DefaultBackendState      = StateActive
 	DefaultMinHealthy        = 1 // withdraw a VIP with no backend up
+	DefaultPreviousOwnerTTL  = time.Hour
+	DefaultStateFile         = "/var/lib/vipd/state.json"
 )
 
 // Default returns a Config with every default filled in and no VIPs.
@@ -70,6 +72,7 @@ func Default() Config {
 			XDPMode:            DefaultXDPMode,
 			BusyPollUsecs:      DefaultBusyPollUsecs,
 			FlowHashSeed:       DefaultFlowHashSeed,
+			StateFile:          DefaultStateFile,
 		},
 		Conntrack: Conntrack{
 			Capacity:         DefaultConntrackCapacity,
@@ -85,14 +88,15 @@ func Default() Config {
 
 func (v *VIP) setDefaults() {
 	*v = VIP{
-		Protocol:   DefaultProtocol,
-		Mode:       DefaultMode,
-		Scheduler:  DefaultScheduler,
-		TableSize:  DefaultTableSize,
-		FlowHash:   DefaultFlowHash,
-		Encap:      DefaultEncap,
-		GUEPort:    DefaultGUEPort,
-		MinHealthy: DefaultMinHealthy,
+		Protocol:         DefaultProtocol,
+		Mode:             DefaultMode,
+		Scheduler:        DefaultScheduler,
+		TableSize:        DefaultTableSize,
+		FlowHash:         DefaultFlowHash,
+		Encap:            DefaultEncap,
+		GUEPort:          DefaultGUEPort,
+		MinHealthy:       DefaultMinHealthy,
+		PreviousOwnerTTL: Duration(DefaultPreviousOwnerTTL),
 		Outlier: Outlier{
 			Window: Duration(DefaultOutlierWindow), Timeout: Duration(DefaultOutlierTimeout),
 			MinHandshakes: DefaultOutlierMin, FailureRatio: DefaultOutlierRatio,

@@ -251,6 +251,7 @@ func (c *collector) validateVIP(p string, v *VIP) {
 		}
 	}
 	c.validateEncap(p, v)
+	c.validatePreviousOwner(p, v)
 	c.validateTableSize(p, v)
 	c.validateHealthCheck(p, v)
 	c.validateOutlier(p, v)
@@ -294,6 +295,22 @@ func (c *collector) validateEncap(p string, v *VIP) {
 		if err := checkUnicast(pf.Addr()); err != nil {
 			c.errorf(key, "%v", err)
 		}
+	}
+}
+
+// validatePreviousOwner checks previous_owner, previous_owner_ttl and
+// previous_owner_udp.
+func (c *collector) validatePreviousOwner(p string, v *VIP) {
+	if v.PreviousOwner && (v.Mode != ModeDSR || v.Encap != EncapGUE) {
+		c.errorf(p+".previous_owner", "needs mode = %q with encap = %q: the hint travels in GUE (IP in IP and NAT cannot carry it)", ModeDSR, EncapGUE)
+	}
+	if d := v.PreviousOwnerTTL.D(); d < time.Second || d > 7*24*time.Hour {
+		c.errorf(p+".previous_owner_ttl", "must be from 1s to 168h, not %s", v.PreviousOwnerTTL)
+	} else if d != DefaultPreviousOwnerTTL && !v.PreviousOwner {
+		c.errorf(p+".previous_owner_ttl", "only applies with previous_owner = true")
+	}
+	if v.PreviousOwnerUDP && (!v.PreviousOwner || v.Protocol != UDP) {
+		c.errorf(p+".previous_owner_udp", "only applies to a UDP VIP with previous_owner = true")
 	}
 }
 

@@ -124,6 +124,14 @@ type Daemon struct {
 	neighborVIPs []netip.Addr
 	// +checklocks:mu
 	gen uint64
+	// prev holds the previous backend sets (previous.go); prevNext is
+	// when the earliest published one expires, prevTimer fires then.
+	// +checklocks:mu
+	prev *control.Previous
+	// +checklocks:mu
+	prevNext time.Time
+	// +checklocks:mu
+	prevTimer *time.Timer
 
 	// workers and ct are set once, when Run goes live; readers copy them
 	// under mu (dataplaneOf).
@@ -146,7 +154,8 @@ type Daemon struct {
 	box boxState
 
 	reloadOK, reloadErr atomic.Uint64
-	allDownEvents       sync.Map // VIP name → *atomic.Uint64
+	stateErrors         atomic.Uint64 // state file reads and writes that failed
+	allDownEvents       sync.Map      // VIP name → *atomic.Uint64
 	adminAddr           atomic.Pointer[string]
 }
 
@@ -191,6 +200,7 @@ func New(cfg *config.Config, opts Options) *Daemon {
 		cfg: cfg, loadedAt: time.Now(),
 		health: map[uint32]control.Status{}, checked: map[uint32]bool{}, drains: map[uint32]bool{}, allDown: map[string]bool{},
 		dirtyVIPs: map[int]bool{}, targets: map[uint32]bool{}, reports: map[uint32]report{},
+		prev: control.NewPrevious(),
 	}
 }
 
@@ -235,7 +245,15 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	// configuration, which no reload can change (restartOnly). What a
 	// reload can change is read from d.cfg under mu where it is used.
 	cfg := d.cfg
+	d.prev = d.loadPrevious(cfg.Dataplane.StateFile)
 	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		if d.prevTimer != nil {
+			d.prevTimer.Stop()
+		}
+		d.mu.Unlock()
+	}()
 	// Last: also releases reloads that wait for a start that failed.
 	defer d.setPhase(phaseStopped)
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -550,13 +568,27 @@ func (d *Daemon) publishLocked(why string) error {
 	spec := plan.Header(&host)
 	var allDown []bool
 	status := d.statusLocked
+	// A new configuration is observed on a copy, kept only if it is
+	// published (previous.go).
+	now, prev := time.Now(), d.prev
+	var prevChanges []control.Change
+	prevDirty := false
+	if plan != d.plan {
+		prev = d.prev.Clone()
+		prevChanges, prevDirty = prev.Observe(d.cfg, now)
+	}
+	next := d.prevNext
 	if full {
+		next = time.Time{}
 		spec.VIPs = make([]dataplane.VIPSpec, len(d.cfg.VIPs))
 		allDown = make([]bool, len(d.cfg.VIPs))
 		for i := range spec.VIPs {
 			var err error
 			if spec.VIPs[i], allDown[i], err = plan.VIP(i, &host, status); err != nil {
 				return err
+			}
+			if until := previousFor(prev, &d.cfg.VIPs[i], &spec.VIPs[i], now); !until.IsZero() && (next.IsZero() || until.Before(next)) {
+				next = until
 			}
 		}
 	} else {
@@ -567,6 +599,7 @@ func (d *Daemon) publishLocked(why string) error {
 			if spec.VIPs[i], allDown[i], err = plan.VIP(i, &host, status); err != nil {
 				return err
 			}
+			previousFor(prev, &d.cfg.VIPs[i], &spec.VIPs[i], now)
 		}
 	}
 	snap, err := dataplane.NewSnapshotFrom(d.snaps.Load(), spec)
@@ -586,6 +619,14 @@ func (d *Daemon) publishLocked(why string) error {
 	}
 	d.snaps.Store(snap)
 	d.spec, d.plan, d.vipAllDown = spec, plan, allDown
+	d.prev = prev
+	if prevDirty {
+		d.savePrevious(d.cfg.Dataplane.StateFile, prev)
+	}
+	for _, c := range prevChanges {
+		d.log.Info("backend set changed: the previous one gives mid-flow packets their previous-owner hints", "vip", c.VIP, "until", c.Until.Format(time.RFC3339))
+	}
+	d.schedulePreviousLocked(next)
 	d.dirtyAll, d.pending = false, false
 	clear(d.dirtyVIPs)
 	d.gen++

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/bgp"
@@ -185,6 +186,15 @@ func (d *Daemon) Metrics() *admin.Metrics {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	m.Generation = d.gen
+	m.StateErrors = d.stateErrors.Load()
+	m.PreviousUntil = map[string]time.Time{}
+	now := time.Now()
+	for i := range d.cfg.VIPs {
+		v := &d.cfg.VIPs[i]
+		if _, until := d.prev.For(v, now); !until.IsZero() {
+			m.PreviousUntil[v.Name] = until
+		}
+	}
 	m.Ejected, m.Ejections = map[uint32]bool{}, map[uint32]uint64{}
 	for ref := range d.outliers.ejected {
 		m.Ejected[ref] = true
@@ -243,7 +253,9 @@ func (d *Daemon) Where(vipName, client string, port uint16) (*admin.WhereAnswer,
 		vport = port
 	}
 	snap := d.snaps.Load()
-	ref, ok := snap.Where(v.Address, v.Protocol.Number(), vport, netip.AddrPortFrom(c.Addr().Unmap(), c.Port()))
+	cl := netip.AddrPortFrom(c.Addr().Unmap(), c.Port())
+	ref, ok := snap.Where(v.Address, v.Protocol.Number(), vport, cl)
+	prev, hasPrev := snap.WherePrevious(v.Address, v.Protocol.Number(), vport, cl)
 	ans := &admin.WhereAnswer{VIP: vipName, Client: client,
 		Note: "for a new flow; a flow pinned in the connection table keeps its backend while that backend is up or draining"}
 	if !ok {
@@ -258,6 +270,9 @@ func (d *Daemon) Where(vipName, client string, port uint16) (*admin.WhereAnswer,
 				ans.Backend = b.Addr.String()
 				if b.Port != 0 {
 					ans.Backend = netip.AddrPortFrom(b.Addr, b.Port).String()
+				}
+				if hasPrev && prev != b.Addr {
+					ans.Previous = prev.String()
 				}
 			}
 		}

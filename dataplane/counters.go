@@ -125,13 +125,17 @@ type Counters struct {
 	L4ChecksumSampled uint64
 	L4ChecksumBad     uint64
 	// Conntrack outcomes on the packet path.
-	FlowHits    uint64
-	FlowMisses  uint64
-	Untracked   uint64 // new flows the table had no room for (forwarded statelessly)
-	Repicked    uint64 // flows moved off a backend that went down or away
-	Stateless   uint64 // packets forwarded by Maglev alone (fragments, untracked flows)
-	Batches     uint64
-	BatchFrames uint64
+	FlowHits   uint64
+	FlowMisses uint64
+	Untracked  uint64 // new flows the table had no room for (forwarded statelessly)
+	Repicked   uint64 // flows moved off a backend that went down or away
+	Stateless  uint64 // packets forwarded by Maglev alone (fragments, untracked flows)
+	// Previous-owner hints (VIPSpec.Previous): flows that missed the
+	// table mid-stream and were given one, and packets sent with one.
+	HintedFlows   uint64
+	HintedPackets uint64
+	Batches       uint64
+	BatchFrames   uint64
 	// BatchSizes is a histogram of frames per batch: bucket i counts
 	// batches of at most 2^i frames (the last bucket, more).
 	BatchSizes [12]uint64
@@ -165,6 +169,8 @@ func (c *Counters) add(o *Counters) {
 	c.Untracked += o.Untracked
 	c.Repicked += o.Repicked
 	c.Stateless += o.Stateless
+	c.HintedFlows += o.HintedFlows
+	c.HintedPackets += o.HintedPackets
 	c.Batches += o.Batches
 	c.BatchFrames += o.BatchFrames
 	for i := range c.BatchSizes {

@@ -22,6 +22,7 @@ func (s *Snapshot) egress() uint8 {
 // the counters), then forward4 or forward6.
 func (w *Worker) forward(d *Desc, frame []byte, p *pkt, vi int) {
 	v := &w.snap.vips[vi]
+	w.hint = -1
 	var ttl uint8
 	if v.v6 {
 		ttl = packet.IPv6(p.l3).HopLimit()
@@ -59,6 +60,7 @@ func (w *Worker) forwardClean(d *Desc, p *pkt) {
 	s := w.snap
 	vi := int(p.vi)
 	v := &s.vips[vi]
+	w.hint = -1
 	ip := (*[packet.IPv4MinSize]byte)(p.l3)
 	if ip[8] <= 1 { // the TTL
 		w.forward(d, d.Buf[d.Off:d.Off+d.Len], p, vi) // and its TTL rules
@@ -89,7 +91,7 @@ func (w *Worker) forwardClean(d *Desc, p *pkt) {
 		nat.DNAT4Sum(p.l3, nat.L4{Proto: p.f.Proto, Hdr: p.l3[packet.IPv4MinSize:]}, b.addr4, b.dnat4, b.port)
 		setEthMACs(p.eth, b.mac, s.mac[out])
 		d.Len = packet.EthernetSize + n // drop Ethernet padding
-	case v.mode == ModeDSR && n+v.over <= mtu && d.Off >= v.over:
+	case v.mode == ModeDSR && n+v.over <= mtu && d.Off >= v.over && w.hint < 0:
 		var o int
 		if v.plain {
 			o = encap.Encap4(d.Buf, d.Off+packet.EthernetSize, n, v.encap4, b.addr4)
@@ -128,6 +130,9 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 		w.c.FlowHits++
 		ref := e.Backend()
 		if b := s.backendFor(ref, vi); b != nil {
+			if v.prev != nil && e.Flags()&flagPrevious != 0 {
+				w.previous(v, b, p.hp)
+			}
 			switch st := e.State(); {
 			case st == conntrack.StateSynSent && flags&(packet.TCPFlagSYN|packet.TCPFlagFIN|packet.TCPFlagRST) == 0:
 				w.c.Backends[ref].Answered++ // past its SYNs: the client got the SYN-ACK
@@ -140,6 +145,7 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 		// Its backend is down or gone: re-pick, keep the entry.
 		b, ref := w.maglev(v, p.hp)
 		if b != nil {
+			e.SetFlags(0) // a hint was about the backend it left
 			w.ct.SetBackend(e, ref)
 			w.ct.Touch(e, flags)
 			w.c.Repicked++
@@ -152,15 +158,46 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 	if b == nil {
 		return nil, 0
 	}
-	if _, res := w.ct.InsertMissed(&p.key, p.loc, ref, flags); !res.Tracked() {
+	// Mid-stream (no SYN; UDP only when the VIP says so), a flow that the
+	// previous table gave another backend carries that one as a hint.
+	hinted := v.prev != nil && (p.key.Proto == packet.ProtoTCP && flags&packet.TCPFlagSYN == 0 || p.key.Proto == packet.ProtoUDP && v.prevUDP) &&
+		w.previous(v, b, p.hp)
+	if e, res := w.ct.InsertMissed(&p.key, p.loc, ref, flags); !res.Tracked() {
 		w.c.Untracked++
 		w.c.Stateless++
+	} else if hinted {
+		e.SetFlags(flagPrevious)
+		w.c.HintedFlows++
 	} else if p.key.Proto == packet.ProtoTCP && flags&(packet.TCPFlagSYN|packet.TCPFlagACK) == packet.TCPFlagSYN {
 		w.c.Backends[ref].Handshakes++
 	}
 	w.c.VIPs[v.id].NewFlows++
 	w.c.Backends[ref].NewFlows++
 	return b, ref
+}
+
+// flagPrevious, in a conntrack entry's flags, marks a flow that started
+// with a previous-owner hint: its packets keep carrying one while the
+// VIP's previous table picks another backend than the entry's.
+const flagPrevious = 1
+
+// previous sets w.hint when VIP v's previous table gives hash h to another
+// backend than b, and reports whether it did.
+func (w *Worker) previous(v *vip, b *backend, h uint64) bool {
+	i := v.prev.Lookup(h)
+	if i < 0 {
+		return false
+	}
+	if v.v6 {
+		if v.prevAddr6[i] == b.addr6 {
+			return false
+		}
+	} else if v.prevAddr4[i] == b.addr4 {
+		return false
+	}
+	w.hint = int32(i)
+	w.c.HintedPackets++
+	return true
 }
 
 // maglev returns the backend Maglev picks for h.

@@ -59,23 +59,23 @@ func (w *Worker) forward4(d *Desc, frame []byte, p *pkt, v *vip, b *backend) {
 // the egress MTU.
 func (w *Worker) encap4(d *Desc, frame []byte, f *packet.Frame, e *l2, v *vip, b *backend, out uint8, h uint64) {
 	s := w.snap
-	mtu := s.mtu[out]
-	if f.L3Len+v.over > mtu {
+	mtu, over := s.mtu[out], w.over(v)
+	if f.L3Len+over > mtu {
 		if f.IPv4(frame).DF() {
-			w.tooBig4(d, f, e, mtu-v.over, v.addr4)
+			w.tooBig4(d, f, e, mtu-over, v.addr4)
 			return
 		}
-		w.fragment4(d, f, e, b, out, mtu-v.over, v, h)
+		w.fragment4(d, f, e, b, out, mtu-over, v, h)
 		return
 	}
 	at := d.Off + f.L3Off
-	if at < v.over+e.hlen {
+	if at < over+e.hlen {
 		w.drop(d, DropNoHeadroom)
 		return
 	}
-	o := v.wrap4(d.Buf, at, f.L3Len, b, h)
+	o := w.wrap4(v, d.Buf, at, f.L3Len, b, h)
 	d.Off = o - e.hlen
-	d.Len = e.hlen + v.over + f.L3Len
+	d.Len = e.hlen + over + f.L3Len
 	e.write(d.Buf[d.Off:], b.mac, s.mac[out], packet.EtherTypeIPv4)
 	w.tx(d, out)
 }
@@ -122,7 +122,7 @@ func (w *Worker) fragment4(d *Desc, f *packet.Frame, e *l2, b *backend, out uint
 	}
 	over := 0
 	if v != nil {
-		over = v.over
+		over = w.over(v)
 	}
 	if d.Off+f.L3Off < over+e.hlen {
 		w.drop(d, DropNoHeadroom)
@@ -138,7 +138,7 @@ func (w *Worker) fragment4(d *Desc, f *packet.Frame, e *l2, b *backend, out uint
 		l := w.frag.Write(i, buf[at:])
 		start := off
 		if v != nil {
-			start = v.wrap4(buf, at, l, b, h) - e.hlen
+			start = w.wrap4(v, buf, at, l, b, h) - e.hlen
 		}
 		e.write(buf[start:], b.mac, s.mac[out], packet.EtherTypeIPv4)
 		w.emit.Emit(buf, start, e.hlen+over+l, out)
@@ -148,13 +148,30 @@ func (w *Worker) fragment4(d *Desc, f *packet.Frame, e *l2, b *backend, out uint
 	l := w.frag.Write(0, d.Buf[at:])
 	start := d.Off
 	if v != nil {
-		start = v.wrap4(d.Buf, at, l, b, h) - e.hlen
+		start = w.wrap4(v, d.Buf, at, l, b, h) - e.hlen
 	}
 	e.write(d.Buf[start:], b.mac, s.mac[out], packet.EtherTypeIPv4)
 	d.Off = start
 	d.Len = e.hlen + over + l
 	w.c.FragmentsOut++
 	w.tx(d, out)
+}
+
+// over is the bytes VIP v's encapsulation adds to the packet being
+// forwarded: more with a previous-owner hint.
+func (w *Worker) over(v *vip) int {
+	if w.hint >= 0 {
+		return v.hintOver
+	}
+	return v.over
+}
+
+// wrap4 is v.wrap4, with the packet's previous-owner hint if it has one.
+func (w *Worker) wrap4(v *vip, buf []byte, at, n int, b *backend, h uint64) int {
+	if w.hint >= 0 {
+		return encap.GUEHint4(buf, at, n, v.encap4, b.addr4, encap.SourcePort(h), v.guePort, v.prevAddr4[w.hint], 0)
+	}
+	return v.wrap4(buf, at, n, b, h)
 }
 
 // wrap4 encapsulates the IPv4 packet buf[at:at+n] (at >= v.over) toward

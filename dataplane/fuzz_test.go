@@ -117,7 +117,7 @@ func checkProcess(t *testing.T, spec *Spec, h *harness, frame []byte) bool {
 // fuzzSpec is the configuration FuzzProcess runs: testSpec with a smaller
 // egress MTU (so fragmentation and frag-needed paths run), on-link clients
 // with a known MAC, a local address besides the ports' own, and the IPv6
-// DSR VIP in GUE.
+// DSR VIP in GUE with a previous table.
 func fuzzSpec() *Spec {
 	spec := testSpec()
 	spec.MTU[PortEgress] = 1400
@@ -126,8 +126,14 @@ func fuzzSpec() *Spec {
 	spec.Addr6 = [2]netip.Addr{own6In, {}}
 	spec.Local = []netip.Addr{netip.MustParseAddr("198.18.9.1")}
 	for i := range spec.VIPs {
-		if spec.VIPs[i].Name == "dsr6" {
-			spec.VIPs[i].Encap = EncapGUE // both encapsulations fuzzed
+		if vs := &spec.VIPs[i]; vs.Name == "dsr6" {
+			vs.Encap = EncapGUE // both encapsulations fuzzed
+			// and previous-owner hints: a table of two of its backends
+			// and one that left
+			vs.Previous = []PreviousBackend{
+				{Addr: vs.Backends[0].Addr, Weight: 1}, {Addr: vs.Backends[1].Addr, Weight: 1},
+				{Addr: netip.MustParseAddr("2001:2:1::29"), Weight: 2},
+			}
 		}
 	}
 	return spec

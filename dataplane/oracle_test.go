@@ -41,8 +41,10 @@ type ipInfo struct {
 	hasPorts     bool
 	icmpType     uint8
 	isICMP       bool
-	inner        *ipInfo // IP in IP: the encapsulated packet
-	quote        *ipInfo // ICMP error: the quoted packet
+	inner        *ipInfo    // IP in IP: the encapsulated packet
+	hint         netip.Addr // GUE with a previous-owner hint: the one it names
+	syn          bool       // TCP with SYN set
+	quote        *ipInfo    // ICMP error: the quoted packet
 }
 
 // ipOf reads the outermost IP packet of a decoded frame, and what it
@@ -99,14 +101,27 @@ func ipFrom(ls []gopacket.Layer, depth int) (*ipInfo, error) {
 		if len(in.payload) >= 4 {
 			in.sport, in.dport, in.hasPorts = binary.BigEndian.Uint16(in.payload), binary.BigEndian.Uint16(in.payload[2:]), true
 		}
+		if in.proto == 6 && !in.later && len(in.payload) >= 14 {
+			in.syn = in.payload[13]&0x02 != 0
+		}
 		if in.proto == 17 && depth == 0 && in.dport == encap.DefaultGUEPort && len(in.payload) > 8 && !in.frag {
 			// GUE variant 1 (the specs here use the default port): the
-			// client's packet follows the UDP header.
+			// client's packet follows the UDP header; variant 0 with a
+			// previous-owner hint (encap.GUEHint4): after the hint.
+			g := in.payload[8:]
+			if g[0]>>6 == 0 {
+				n := 4 + 4*int(g[0]&0x1f)
+				if g[0] != 2 && g[0] != 5 || len(g) <= n || g[4] != 'v' || g[5] != 'p' || g[6] != 1 {
+					return nil, fmt.Errorf("GUE variant 0 but not a hint: % x", g[:min(len(g), 8)])
+				}
+				in.hint, _ = netip.AddrFromSlice(g[8:n])
+				g = g[n:]
+			}
 			first := layers.LayerTypeIPv4
-			if in.payload[8]>>4 == 6 {
+			if g[0]>>4 == 6 {
 				first = layers.LayerTypeIPv6
 			}
-			p := gopacket.NewPacket(in.payload[8:], first, gopacket.Default)
+			p := gopacket.NewPacket(g, first, gopacket.Default)
 			inner, err := ipFrom(p.Layers(), depth+1)
 			if err != nil {
 				return nil, fmt.Errorf("in GUE: %w", err)
@@ -327,6 +342,18 @@ func forwarded(v *VIPSpec, i, o *ipInfo) error {
 		}
 		if o.inner.hasPorts && i.hasPorts && (o.inner.sport != i.sport || o.inner.dport != i.dport) {
 			return fmt.Errorf("DSR: inner ports changed")
+		}
+		if o.hint.IsValid() {
+			// A hint names a member of the VIP's previous table other
+			// than the backend the packet goes to, on a packet that does
+			// not start a TCP connection.
+			known := false
+			for _, pb := range v.Previous {
+				known = known || pb.Addr == o.hint
+			}
+			if !known || o.hint == o.dst || (i.proto == 6 && i.syn) {
+				return fmt.Errorf("DSR: hint %v (previous %v, to %v, SYN %v)", o.hint, v.Previous, o.dst, i.syn)
+			}
 		}
 		return nil
 	}

@@ -99,33 +99,37 @@ func l4Of(frame []byte, f *packet.Frame) nat.L4 {
 // h the flow hash (see wrap6).
 func (w *Worker) encap6(d *Desc, frame []byte, f *packet.Frame, e *l2, v *vip, b *backend, out uint8, ref uint32, h uint64) {
 	s := w.snap
-	if mtu := s.mtu[out]; f.L3Len+v.over > mtu {
+	over := w.over(v)
+	if mtu := s.mtu[out]; f.L3Len+over > mtu {
 		// RFC 8200 guarantees 1280 bytes end to end; an egress link that
 		// cannot carry 1280 + 40 would need outer fragmentation, which
 		// vipd does not do: the packet is dropped (counted) instead of
 		// advertising an MTU below the IPv6 minimum.
-		if mtu-v.over < 1280 {
+		if mtu-over < 1280 {
 			w.drop(d, DropTooBig)
 			return
 		}
-		w.tooBig6(d, f, e, mtu-v.over, &v.addr6)
+		w.tooBig6(d, f, e, mtu-over, &v.addr6)
 		return
 	}
 	at := d.Off + f.L3Off
-	if at < v.over+e.hlen {
+	if at < over+e.hlen {
 		w.drop(d, DropNoHeadroom)
 		return
 	}
 	ip := f.IPv6(frame)
 	label := uint32(hashing.Src6(ip.SourceAddress(), s.seed) ^ uint64(ref))
 	var o int
-	if v.plain {
+	switch {
+	case v.plain:
 		o = encap.Encap6(d.Buf, at, f.L3Len, &v.encap6, &b.addr6, label)
-	} else {
+	case w.hint >= 0:
+		o = encap.GUEHint6(d.Buf, at, f.L3Len, &v.encap6, &b.addr6, label, encap.SourcePort(h), v.guePort, &v.prevAddr6[w.hint], 0)
+	default:
 		o = v.wrap6(d.Buf, at, f.L3Len, b, label, h)
 	}
 	d.Off = o - e.hlen
-	d.Len = e.hlen + v.over + f.L3Len
+	d.Len = e.hlen + over + f.L3Len
 	e.write(d.Buf[d.Off:], b.mac, s.mac[out], packet.EtherTypeIPv6)
 	w.tx(d, out)
 }
@@ -253,6 +257,7 @@ func (w *Worker) steer6(d *Desc, frame []byte, f *packet.Frame) {
 			w.drop(d, DropTooBig)
 			return
 		}
+		w.hint = -1 // errors go without a hint
 		w.encap6(d, frame, f, &e, v, b, out, 0, hp)
 		return
 	}

@@ -100,6 +100,26 @@ type VIPSpec struct {
 	// EncapSrc; every address of it must reach the backends as a source.
 	EncapSrcPrefix netip.Prefix
 	Backends       []BackendSpec
+
+	// Previous, when not empty, are the Maglev members of the VIP's table
+	// before its backend set or weights last changed (address, port,
+	// weight, in order; a GUE DSR VIP only). A packet that misses the
+	// connection table and does not start a connection (TCP without SYN;
+	// UDP only with PreviousUDP) and whose owner in that table is another
+	// backend than the current one carries the previous owner's address
+	// to the current one (encap.GUEHint4), whose agent hands it on when
+	// the connection is not its own; the flow's entry remembers it, so
+	// later packets carry it too. The caller drops Previous when it
+	// expires.
+	Previous    []PreviousBackend
+	PreviousUDP bool
+}
+
+// PreviousBackend is a member of a VIP's previous Maglev table.
+type PreviousBackend struct {
+	Addr   netip.Addr
+	Port   uint16
+	Weight uint32
 }
 
 // Encap is a DSR encapsulation.
@@ -208,6 +228,7 @@ type vipBuild struct {
 	spec   VIPSpec // as given; its Backends are the caller's, immutable
 	maxRef uint32  // the largest Ref of spec.Backends
 	table  *maglevTable
+	prev   *maglevTable // of spec.Previous, nil if none
 }
 
 // maglevTable is a Maglev table with the inputs it was built from.
@@ -411,6 +432,14 @@ type vip struct {
 	guePort  uint16
 	srcBits4 uint32
 	srcBits6 uint64
+	// prev is the previous table (VIPSpec.Previous), nil if none, and
+	// prevAddr4 or prevAddr6 its members' addresses by Maglev index;
+	// hintOver is the encapsulation's overhead with a hint.
+	prev      *hashing.Maglev
+	prevAddr4 [][4]byte
+	prevAddr6 [][16]byte
+	prevUDP   bool
+	hintOver  int
 }
 
 type backend struct {
@@ -657,7 +686,8 @@ func (prev *Snapshot) sameAddressing(spec *Spec, local []netip.Addr, same []bool
 				identical = identical && *x == *y
 			}
 		}
-		same[i] = identical && a.ID == b.ID && a.Name == b.Name && a.SrcHash == b.SrcHash && a.TableSize == b.TableSize
+		same[i] = identical && a.ID == b.ID && a.Name == b.Name && a.SrcHash == b.SrcHash && a.TableSize == b.TableSize &&
+			slices.Equal(a.Previous, b.Previous) && a.PreviousUDP == b.PreviousUDP
 	}
 	return steady
 }
@@ -833,6 +863,61 @@ func (s *Snapshot) addBackends(i int, vs *VIPSpec, v *vip, classify bool, prev *
 	if old := prev.tableOf(vs.ID); old != nil && old != mt {
 		s.spares = addSpare(s.spares, old)
 	}
+	return s.addPrevious(i, vs, v, prev)
+}
+
+// addPrevious gives v its previous table (VIPSpec.Previous), reused from
+// prev when one of its tables has the same inputs.
+func (s *Snapshot) addPrevious(i int, vs *VIPSpec, v *vip, prev *Snapshot) error {
+	bld := &s.build[i]
+	v.prev, v.prevAddr4, v.prevAddr6, v.prevUDP, v.hintOver = nil, nil, nil, false, 0
+	if len(vs.Previous) == 0 {
+		return nil
+	}
+	if vs.Mode != ModeDSR || vs.Encap != EncapGUE {
+		return fmt.Errorf("%w: VIP %q: previous-owner hints need DSR with GUE", ErrSpec, vs.Name)
+	}
+	members := make([]member, len(vs.Previous))
+	for k, pb := range vs.Previous {
+		if !pb.Addr.IsValid() || pb.Addr.Is6() != v.v6 || pb.Addr.Is4In6() {
+			return fmt.Errorf("%w: VIP %q: previous backend %v is not of the VIP's family", ErrSpec, vs.Name, pb.Addr)
+		}
+		members[k] = member{addr: pb.Addr, port: pb.Port, weight: pb.Weight}
+	}
+	mt := prev.findTable(vs.ID, vs.TableSize, members)
+	if mt == nil && prev != nil {
+		if j, ok := prev.byID[vs.ID]; ok {
+			if t := prev.build[j].prev; t != nil && t.size == vs.TableSize && slices.Equal(t.members, members) {
+				mt = t
+			}
+		}
+	}
+	if mt == nil {
+		hm := make([]hashing.Backend, len(members))
+		for k, m := range members {
+			hm[k] = hashing.Backend{ID: netip.AddrPortFrom(m.addr, m.port).String(), Weight: m.weight}
+		}
+		t, err := hashing.NewMaglev(hm, vs.TableSize)
+		if err != nil {
+			return fmt.Errorf("%w: VIP %q: previous table: %v", ErrSpec, vs.Name, err)
+		}
+		mt = &maglevTable{vip: vs.ID, size: vs.TableSize, members: members, table: t}
+	}
+	bld.prev = mt
+	v.prev, v.prevUDP = mt.table, vs.PreviousUDP
+	if v.v6 {
+		v.hintOver = encap.OverheadHint6
+		v.prevAddr6 = make([][16]byte, len(members))
+		for k, m := range members {
+			v.prevAddr6[k] = m.addr.As16()
+		}
+	} else {
+		v.hintOver = encap.OverheadHint4
+		v.prevAddr4 = make([][4]byte, len(members))
+		for k, m := range members {
+			v.prevAddr4[k] = m.addr.As4()
+		}
+	}
 	return nil
 }
 
@@ -906,6 +991,21 @@ func (s *Snapshot) backendFor(ref uint32, vi int) *backend {
 // backend even if Maglev would now choose another. ok is false when no VIP
 // matches or it has no backend up.
 func (s *Snapshot) Where(vip netip.Addr, proto uint8, vport uint16, client netip.AddrPort) (uint32, bool) {
+	vi, h := s.whereHash(vip, proto, vport, client)
+	if vi < 0 {
+		return 0, false
+	}
+	v := &s.vips[vi]
+	i := v.table.Lookup(h)
+	if i < 0 {
+		return 0, false
+	}
+	return v.refs[i], true
+}
+
+// whereHash finds the VIP of a flow from client and the hash its backend
+// is picked by.
+func (s *Snapshot) whereHash(vip netip.Addr, proto uint8, vport uint16, client netip.AddrPort) (int32, uint64) {
 	vi := int32(empty)
 	var h uint64
 	c := client.Addr()
@@ -928,15 +1028,25 @@ func (s *Snapshot) Where(vip netip.Addr, proto uint8, vport uint16, client netip
 			h = hashing.Src6(&ca, s.seed)
 		}
 	}
-	if vi < 0 {
-		return 0, false
+	return vi, h
+}
+
+// WherePrevious is Where for the VIP's previous table (VIPSpec.Previous):
+// the address its previous set gives a flow from client, if it has one.
+func (s *Snapshot) WherePrevious(vip netip.Addr, proto uint8, vport uint16, client netip.AddrPort) (netip.Addr, bool) {
+	vi, h := s.whereHash(vip, proto, vport, client)
+	if vi < 0 || s.vips[vi].prev == nil {
+		return netip.Addr{}, false
 	}
 	v := &s.vips[vi]
-	i := v.table.Lookup(h)
-	if i < 0 {
-		return 0, false
+	i := v.prev.Lookup(h)
+	switch {
+	case i < 0:
+		return netip.Addr{}, false
+	case v.v6:
+		return netip.AddrFrom16(v.prevAddr6[i]), true
 	}
-	return v.refs[i], true
+	return netip.AddrFrom4(v.prevAddr4[i]), true
 }
 
 // clientMAC4 returns the next hop toward an IPv4 client, for NAT replies:

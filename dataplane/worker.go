@@ -79,6 +79,11 @@ type Worker struct {
 	epochs []uint32 // per ref: the backend c.Backends counts (syncCounters)
 	frag   ipfrag.Fragmenter
 	l4Tick uint32 // NAT'ed packets seen, for sampleL4
+	// hint is the previous owner (an index into the VIP's prevAddr4 or
+	// prevAddr6) of the packet being forwarded, -1 for none: set by track
+	// for every client packet forward and forwardClean take, reset by
+	// them and by ICMP steering, read by the DSR encapsulation.
+	hint int32
 
 	// What classify found for each frame of the batch (ProcessBatch), and
 	// for a frame processed alone (Process, relayed errors).

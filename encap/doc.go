@@ -5,5 +5,7 @@
 // the untouched inner packet, so nothing is copied. GUE's UDP source port
 // (SourcePort) and, for IP in IP, a per-flow outer source address give a
 // backend's NIC something to spread flows over its receive queues by.
-// It does no I/O and no allocation.
+// A packet that carries a previous-owner hint (GUEHint4, GUEHint6; see
+// hint.go for the layout) goes in GUE variant 0 with the hint as private
+// data. It does no I/O and no allocation.
 package encap

@@ -70,7 +70,13 @@ func outer4(buf []byte, o, at, total int, proto uint8, src, dst [4]byte) int {
 // over IPv4; the inner packet carries its own). The caller guarantees at >=
 // OverheadGUE4 and that the result fits the egress MTU.
 func GUE4(buf []byte, at, n int, src, dst [4]byte, sport, dport uint16) int {
-	o := outer4(buf, at-OverheadGUE4, at, n+OverheadGUE4, packet.ProtoUDP, src, dst)
+	return gue4(buf, at, at, n, src, dst, sport, dport)
+}
+
+// gue4 is GUE4 for a UDP payload buf[at:at+n] that starts with (at == in)
+// or leads to (GUEHint4) the IP packet at buf[in:], whose TOS it copies.
+func gue4(buf []byte, in, at, n int, src, dst [4]byte, sport, dport uint16) int {
+	o := outer4(buf, at-OverheadGUE4, in, n+OverheadGUE4, packet.ProtoUDP, src, dst)
 	u := buf[o+packet.IPv4MinSize : at]
 	binary.BigEndian.PutUint16(u[0:], sport)
 	binary.BigEndian.PutUint16(u[2:], dport)
@@ -84,7 +90,12 @@ func GUE4(buf []byte, at, n int, src, dst [4]byte, sport, dport uint16) int {
 // IPv6 requires (RFC 8200 §8.1; receivers accept a zero one only where
 // configured for it, RFC 6936).
 func GUE6(buf []byte, at, n int, src, dst *[16]byte, flowLabel uint32, sport, dport uint16) int {
-	o := outer6(buf, at-OverheadGUE6, at, n+packet.UDPSize, packet.ProtoUDP, src, dst, flowLabel)
+	return gue6(buf, at, at, n, src, dst, flowLabel, sport, dport)
+}
+
+// gue6 is GUE6 as gue4 is GUE4.
+func gue6(buf []byte, in, at, n int, src, dst *[16]byte, flowLabel uint32, sport, dport uint16) int {
+	o := outer6(buf, at-OverheadGUE6, in, n+packet.UDPSize, packet.ProtoUDP, src, dst, flowLabel)
 	u := buf[o+packet.IPv6Size : at+n]
 	binary.BigEndian.PutUint16(u[0:], sport)
 	binary.BigEndian.PutUint16(u[2:], dport)

@@ -59,8 +59,10 @@ type Options struct {
 	// fragmentation-needed for large packets toward the client. 0 means
 	// 1500.
 	ClientLinkMTU int
-	// NoDecap skips the DSR decapsulator on the backends.
-	NoDecap bool
+	// NoDecap skips the DSR decapsulator on the backends; DecapArgs are
+	// more flags for it.
+	NoDecap   bool
+	DecapArgs []string
 	// IPv6 adds IPv6 addressing and routes next to IPv4 (two-armed only):
 	// client 2001:2:2::1, box 2001:2::2 and 2001:2:1::1, backends
 	// 2001:2:1::11.., VIPs 2001:2::100 (NAT) and 2001:2::101 (DSR).
@@ -215,6 +217,7 @@ func (b *Bed) addBackend(i int) {
 		v6("addr", "add", VIPDSR6.String()+"/128", "dev", "lo", "nodad")
 		decapArgs = append(decapArgs, "-ipv6")
 	}
+	decapArgs = append(decapArgs, b.Opts.DecapArgs...)
 	b.Backends = append(b.Backends, be)
 	be.Start()
 	if !b.Opts.NoDecap {

@@ -3,6 +3,7 @@ package testbed
 import (
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strings"
 )
 
@@ -37,6 +38,9 @@ type ConfigOptions struct {
 	// VIPKeys are extra keys of a VIP's table, by VIP name (for example
 	// "min_healthy = 3\n").
 	VIPKeys map[string]string
+	// StateFile overrides [dataplane] state_file (default: state.json in
+	// the bed's directory, so that no test writes to /var/lib).
+	StateFile string
 }
 
 // FastHealth is a health check for tests: HTTP /healthz on 8080 every
@@ -69,7 +73,10 @@ func (b *Bed) Config(o ConfigOptions) string {
 	if b.Opts.Layout == TwoArmed {
 		fmt.Fprintf(&s, "egress = \"eth1\"\n")
 	}
-	fmt.Fprintf(&s, "io = %q\nqueues = %d\nframe_count = 4096\n\n[conntrack]\ncapacity = 65536\n", o.IO, o.Queues)
+	if o.StateFile == "" {
+		o.StateFile = filepath.Join(b.dir, "state.json")
+	}
+	fmt.Fprintf(&s, "io = %q\nqueues = %d\nframe_count = 4096\nstate_file = %q\n\n[conntrack]\ncapacity = 65536\n", o.IO, o.Queues, o.StateFile)
 	if o.ClosingTimeout != "" {
 		fmt.Fprintf(&s, "tcp_closing_timeout = %q\n", o.ClosingTimeout)
 	}

@@ -33,9 +33,10 @@ type EchoFlows struct {
 }
 
 type echoFlow struct {
-	local  netip.AddrPort
-	rounds int
-	dead   bool
+	local   netip.AddrPort
+	backend string // the name its backend answered with
+	rounds  int
+	dead    bool
 }
 
 // Round timing: a round every roundGap, each read allowed roundTimeout
@@ -100,6 +101,7 @@ func (ef *EchoFlows) run(f *echoFlow, dial func(context.Context, string, string)
 	}
 	ef.mu.Lock()
 	ef.backend[strings.TrimSpace(name)]++
+	f.backend = strings.TrimSpace(name)
 	ef.mu.Unlock()
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	out, in := make([]byte, chunk), make([]byte, chunk)
@@ -162,7 +164,7 @@ func (ef *EchoFlows) Settle(d time.Duration) (broken []string) {
 		var stalled []string
 		for i, f := range ef.flows {
 			if !f.dead && f.rounds <= base[i] {
-				stalled = append(stalled, fmt.Sprintf("%s stalled after %d rounds", f.local, f.rounds))
+				stalled = append(stalled, fmt.Sprintf("%s (backend %s) stalled after %d rounds", f.local, f.backend, f.rounds))
 			}
 		}
 		broken = append(append([]string(nil), ef.broken...), stalled...)

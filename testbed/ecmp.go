@@ -43,6 +43,14 @@ type ECMPBed struct {
 // flows would wander between boxes on their own).
 func NewECMP(t nstest.T, boxes, backends int) *ECMPBed {
 	t.Helper()
+	return NewECMPWith(t, boxes, Options{Backends: backends})
+}
+
+// NewECMPWith is NewECMP with more of the bed's options (Backends,
+// DecapArgs; the layout is two-armed, without IPv6).
+func NewECMPWith(t nstest.T, boxes int, o Options) *ECMPBed {
+	t.Helper()
+	backends := o.Backends
 	bin, err := Build()
 	if err != nil {
 		t.Fatalf("testbed: %v", err)
@@ -54,7 +62,7 @@ func NewECMP(t nstest.T, boxes, backends int) *ECMPBed {
 		t.Fatalf("testbed: %v", err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	b := &Bed{t: t, Opts: Options{Backends: backends}, Bin: bin, dir: dir,
+	b := &Bed{t: t, Opts: o, Bin: bin, dir: dir,
 		BackendNet: netip.MustParsePrefix("198.18.1.0/24"), BoxEgress: BoxEgressAddr(0)}
 	e := &ECMPBed{Bed: b}
 	b.Client = nstest.New(t, "cli")
@@ -128,6 +136,7 @@ func (e *ECMPBed) BoxSocket(i int) string {
 func (e *ECMPBed) BoxConfig(i int, o ConfigOptions, extra string) string {
 	o.AdminSocket = e.BoxSocket(i)
 	o.EncapSource = BoxEgressAddr(i)
+	o.StateFile = filepath.Join(e.dir, fmt.Sprintf("state%d.json", i))
 	o.Extra += extra
 	return e.Config(o)
 }

@@ -409,5 +409,8 @@ func where(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s from %s -> %s (%s)\n", ans.VIP, ans.Client, ans.Backend, ans.Note)
+	if ans.Previous != "" {
+		fmt.Fprintf(stdout, "  previous owner %s: a mid-stream packet that misses the connection table carries it as a hint\n", ans.Previous)
+	}
 	return 0
 }

@@ -1,0 +1,97 @@
+package daemon
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/dataplane"
+)
+
+// Previous-owner hints (config previous_owner): d.prev keeps each such
+// VIP's configured backend set and the one before its last change
+// (control.Previous). publishLocked observes every new configuration on a
+// copy, gives each VIP spec its previous set while it lasts, and, once the
+// snapshot is out, keeps the copy, logs the changes and writes the state
+// file ([dataplane] state_file) so that a restart keeps the previous sets.
+// A timer publishes again when the earliest previous set expires.
+
+// loadPrevious reads the state file; a missing file is an empty state,
+// an unreadable one is logged and ignored (the previous sets start
+// empty: hints only for changes from now on).
+func (d *Daemon) loadPrevious(path string) *control.Previous {
+	if path == "" {
+		return control.NewPrevious()
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return control.NewPrevious()
+	}
+	if err == nil {
+		var p *control.Previous
+		if p, err = control.UnmarshalPrevious(b); err == nil {
+			d.log.Info("previous backend sets loaded", "state_file", path, "vips", len(p.Keys()))
+			return p
+		}
+	}
+	d.stateErrors.Add(1)
+	d.log.Error("the state file cannot be read: previous backend sets start empty", "state_file", path, "err", err)
+	return control.NewPrevious()
+}
+
+// savePrevious writes p to the state file, atomically (a new file renamed
+// over the old one).
+func (d *Daemon) savePrevious(path string, p *control.Previous) {
+	if path == "" {
+		return
+	}
+	b, err := p.Marshal()
+	if err == nil {
+		tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+		if err = os.WriteFile(tmp, b, 0o644); err == nil {
+			if err = os.Rename(tmp, path); err != nil {
+				os.Remove(tmp)
+			}
+		}
+	}
+	if err != nil {
+		d.stateErrors.Add(1)
+		d.log.Error("the state file cannot be written: a restart would forget the previous backend sets", "state_file", path, "err", err)
+	}
+}
+
+// previousFor fills vs's previous set from prev at now and returns when
+// it expires (zero if it has none).
+func previousFor(prev *control.Previous, v *config.VIP, vs *dataplane.VIPSpec, now time.Time) time.Time {
+	var until time.Time
+	vs.Previous, until = prev.For(v, now)
+	vs.PreviousUDP = v.PreviousOwnerUDP && vs.Previous != nil
+	return until
+}
+
+// schedulePreviousLocked arms the timer for the earliest expiry of the
+// published previous sets (none: stopped).
+//
+// +checklocks:d.mu
+func (d *Daemon) schedulePreviousLocked(next time.Time) {
+	if next.Equal(d.prevNext) {
+		return
+	}
+	d.prevNext = next
+	if d.prevTimer != nil {
+		d.prevTimer.Stop()
+		d.prevTimer = nil
+	}
+	if next.IsZero() {
+		return
+	}
+	d.prevTimer = time.AfterFunc(time.Until(next)+time.Millisecond, func() {
+		if err := d.publish("previous set expired"); err != nil && !errors.Is(err, ErrNotRunning) {
+			d.log.Error("publishing after a previous set expired failed", "err", err)
+		}
+	})
+}
