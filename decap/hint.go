@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 
+	"github.com/vipd/vipd/encap"
 	"github.com/vipd/vipd/packet"
 )
 
@@ -27,25 +28,27 @@ import (
 // private data in 32-bit words: 2 with an IPv4 owner, 5 with IPv6. The
 // owner's family is the inner packet's. Of the hint flags only
 // HintChained is defined; a hint with any other bit set is refused.
+//
+// The encoder is vipd's, package encap (GUEHint4, GUEHint6); the
+// constants of the format are its, used here (TestHintFromEncap runs its
+// packets through this parser).
 const (
 	gueVariant0   = 0
 	gueHeaderLen  = 4    // the fixed GUE header, before the optional data
 	gueCBit       = 0x20 // in byte 0: a control message
 	gueHlenMask   = 0x1f // in byte 0: the optional data's length in words
-	gueProtoIPv4  = 4    // Proto/ctype of an inner IPv4 packet (IPIP)
-	gueProtoIPv6  = 41   // of an inner IPv6 packet
-	hintMagic0    = 'v'
-	hintMagic1    = 'p'
-	hintKindOwner = 1 // a previous-owner hint
+	gueProtoIPv4  = packet.ProtoIPIP
+	gueProtoIPv6  = packet.ProtoIPv6
+	hintKindOwner = encap.HintKindPrevious
 	hintFlagsOff  = 3 // offset of the hint flags in the private data
 	hintAddrOff   = 4 // offset of the previous owner's address
-	hintLen4      = hintAddrOff + 4
-	hintLen6      = hintAddrOff + 16
+	hintLen4      = 4 * encap.HintWords4
+	hintLen6      = 4 * encap.HintWords6
 
 	// HintChained in the hint flags marks a packet that a backend has
 	// already re-encapsulated to the previous owner: it is delivered
 	// where it arrives and never chained again.
-	HintChained = 0x01
+	HintChained = encap.HintChained
 )
 
 // hint is what stripGUE found in a GUE variant 0 header: the previous
@@ -89,7 +92,7 @@ func parseHint(payload []byte) (h hint, n int, r Reason) {
 		return h, 0, DropGUEHeader
 	}
 	priv := payload[gueHeaderLen:n]
-	if priv[0] != hintMagic0 || priv[1] != hintMagic1 || priv[2] != hintKindOwner || priv[hintFlagsOff]&^HintChained != 0 {
+	if binary.BigEndian.Uint16(priv) != encap.HintMagic || priv[2] != hintKindOwner || priv[hintFlagsOff]&^HintChained != 0 {
 		return h, 0, DropHint
 	}
 	if version == 4 {

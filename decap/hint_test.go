@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vipd/vipd/encap"
 	"github.com/vipd/vipd/packet"
 )
 
@@ -438,5 +439,58 @@ func TestChainOptions(t *testing.T) {
 	o, err := Options{GUEPort: DefaultGUEPort, Chain: true}.withDefaults()
 	if err != nil || o.ChainCache != DefaultChainCache || o.ChainCacheTTL != DefaultChainCacheTTL {
 		t.Errorf("defaults: cache %d, TTL %v, %v", o.ChainCache, o.ChainCacheTTL, err)
+	}
+}
+
+// TestHintFromEncap runs hinted packets built by vipd's own encoder
+// (encap.GUEHint4, GUEHint6) through stripGUE: each parses to the owner
+// and flags given, the inner packet untouched, and marking one chained
+// here gives what the encoder writes for HintChained.
+func TestHintFromEncap(t *testing.T) {
+	inner4 := tcp4(t, client4, vip4, 40000, 80, false, true, 2, []byte("data"))
+	inner6 := tcp6(t, client6, vip6, 40000, 80, false, true, 2, []byte("data"))
+	build := func(inner []byte, prev netip.Addr, flags uint8) []byte {
+		buf := make([]byte, encap.OverheadHint6+len(inner))
+		var at, o int
+		if prev.Is4() {
+			at = encap.OverheadHint4
+			copy(buf[at:], inner)
+			o = encap.GUEHint4(buf, at, len(inner), lbAddr4.As4(), beAddr4.As4(), 50000, DefaultGUEPort, prev.As4(), flags)
+		} else {
+			at = encap.OverheadHint6
+			copy(buf[at:], inner)
+			src, dst, p := lbAddr6.As16(), beAddr6.As16(), prev.As16()
+			o = encap.GUEHint6(buf, at, len(inner), &src, &dst, 7, 50000, DefaultGUEPort, &p, flags)
+		}
+		return guePayload(t, buf[o:at+len(inner)]) // checked by gopacket as a datagram to the GUE port
+	}
+	for _, tc := range []struct {
+		name  string
+		inner []byte
+		prev  netip.Addr
+		src   netip.Addr
+	}{
+		{"IPv4", inner4, prevOwner4, lbAddr4},
+		{"IPv6", inner6, prevOwner6, lbAddr6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, flags := range []uint8{0, encap.HintChained} {
+				payload := build(tc.inner, tc.prev, flags)
+				if want := hinted(tc.prev, flags, tc.inner); !bytes.Equal(payload, want) {
+					t.Errorf("flags %#x: encoder wrote\n %x\nthe wire format says\n %x", flags, payload, want)
+				}
+				f := newFilter(nil, false)
+				got, h := f.stripGUE(bytes.Clone(payload), tc.src)
+				checkOne(t, f, pass)
+				if !bytes.Equal(got, tc.inner) || h.prev != tc.prev || h.chained != (flags == encap.HintChained) {
+					t.Errorf("flags %#x: hint %+v, inner equal %v", flags, h, bytes.Equal(got, tc.inner))
+				}
+			}
+			mine := build(tc.inner, tc.prev, 0)
+			setChained(mine)
+			if theirs := build(tc.inner, tc.prev, encap.HintChained); !bytes.Equal(mine, theirs) {
+				t.Errorf("chained here\n %x\nby the encoder\n %x", mine, theirs)
+			}
+		})
 	}
 }
