@@ -70,7 +70,11 @@ type Options struct {
 	// here by another backend, or belongs to a connection a local socket
 	// has; otherwise it is sent on, marked HintChained, to the previous
 	// owner's GUEPort. Without it, a hinted packet is delivered as if it
-	// had no hint (counted as HintOff). It needs GUEPort.
+	// had no hint (counted as HintOff). It needs GUEPort. Set
+	// AllowedSources with it: the hint names where the packet goes next,
+	// so without an allow-list anyone who reaches the GUE port can have
+	// this host send datagrams (of the size they sent) to any address's
+	// GUEPort.
 	Chain bool
 
 	// ChainPeers lists outer sources accepted only for packets another

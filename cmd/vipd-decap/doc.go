@@ -137,7 +137,10 @@
 // this host's GUE port. A chained packet is never chained again. Run
 // every backend of such VIPs with -chain and with -chain-peers listing
 // the other backends, so that each accepts what the others chain to it;
-// -allow stays vipd's addresses. Only connected UDP sockets keep a UDP
+// -allow stays vipd's addresses, and must be set: the hint says where a
+// packet goes next, so without -allow anyone reaching the GUE port could
+// have the backend send datagrams to any host's GUE port. Only
+// connected UDP sockets keep a UDP
 // flow here. Without -chain, hinted packets are delivered here
 // (counted as chaining_off): a backend without it loses what vipd meant
 // to save, nothing more.

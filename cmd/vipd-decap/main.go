@@ -320,6 +320,9 @@ func serve(cfg *config) int {
 	}
 	if len(cfg.opts.AllowedSources) == 0 {
 		log.Warn("no -allow: packets from any outer source are decapsulated")
+		if cfg.opts.Chain {
+			log.Warn("-chain without -allow: anyone can have this host send datagrams to any address's GUE port")
+		}
 	}
 	log.Info("running", "version", version, "tun", d.TUN(), "ipv6", cfg.opts.IPv6, "gue_port", cfg.opts.GUEPort, "gue_sockets", cfg.opts.GUESockets,
 		"allow", cfg.allow, "chain", cfg.opts.Chain, "chain_peers", prefixList(cfg.opts.ChainPeers), "check_local", cfg.opts.CheckLocal, "vips", vipList(cfg.opts.VIPs).String(), "metrics", cfg.metrics)
