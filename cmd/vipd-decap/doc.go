@@ -140,10 +140,9 @@
 // -allow stays vipd's addresses, and must be set: the hint says where a
 // packet goes next, so without -allow anyone reaching the GUE port could
 // have the backend send datagrams to any host's GUE port. Only
-// connected UDP sockets keep a UDP
-// flow here. Without -chain, hinted packets are delivered here
-// (counted as chaining_off): a backend without it loses what vipd meant
-// to save, nothing more.
+// connected UDP sockets keep a UDP flow here. Without -chain, hinted
+// packets are delivered here (counted as chaining_off): a backend
+// without it loses what vipd meant to save, nothing more.
 //
 // # The backend's setup
 //
