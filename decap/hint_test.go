@@ -494,3 +494,48 @@ func TestHintFromEncap(t *testing.T) {
 		})
 	}
 }
+
+// FuzzHintRoundTrip: whatever owner, flags and inner bytes vipd's encoder
+// is given, parseHint returns that owner and the chained flag and points
+// at the inner bytes, or refuses exactly what the format refuses (unknown
+// flags, an owner that cannot be a backend, an inner packet of another
+// version).
+func FuzzHintRoundTrip(f *testing.F) {
+	f.Add([]byte{198, 18, 3, 12}, uint8(0), tcp4(f, client4, vip4, 1, 80, false, true, 1, nil))
+	f.Add(prevOwner6.AsSlice(), uint8(1), tcp6(f, client6, vip6, 1, 80, false, true, 1, nil))
+	f.Add([]byte{127, 0, 0, 1}, uint8(2), tcp4(f, client4, vip4, 1, 80, false, true, 1, nil))
+	f.Fuzz(func(t *testing.T, addr []byte, flags uint8, inner []byte) {
+		prev, ok := netip.AddrFromSlice(addr)
+		if !ok || len(inner) < packet.IPv6Size {
+			return // the encoder reads the inner header: give it one's length
+		}
+		buf := make([]byte, encap.OverheadHint6+len(inner))
+		var at, o int
+		if prev.Is4() {
+			at = encap.OverheadHint4
+			copy(buf[at:], inner)
+			o = encap.GUEHint4(buf, at, len(inner), lbAddr4.As4(), beAddr4.As4(), 50000, DefaultGUEPort, prev.As4(), flags) + 20 + 8
+		} else {
+			at = encap.OverheadHint6
+			copy(buf[at:], inner)
+			src, dst, p := lbAddr6.As16(), beAddr6.As16(), prev.As16()
+			o = encap.GUEHint6(buf, at, len(inner), &src, &dst, 0, 50000, DefaultGUEPort, &p, flags) + 40 + 8
+		}
+		payload := buf[o : at+len(inner)]
+		h, n, r := parseHint(payload)
+		version := byte(4)
+		if prev.Is6() {
+			version = 6
+		}
+		valid := flags&^HintChained == 0 && prev.IsGlobalUnicast() && !prev.Is4In6() && inner[0]>>4 == version
+		if (r == noDrop) != valid {
+			t.Fatalf("owner %v, flags %#x, inner %x: %v, want accepted %v", prev, flags, inner, r, valid)
+		}
+		if r != noDrop {
+			return
+		}
+		if h.prev != prev || h.chained != (flags == HintChained) || !bytes.Equal(payload[n:], inner) {
+			t.Fatalf("owner %v, flags %#x: parsed %+v, inner at %d", prev, flags, h, n)
+		}
+	})
+}
