@@ -4,6 +4,7 @@ package decap
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -37,12 +38,14 @@ const netlinkTimeout = 2 * time.Second
 type Decap struct {
 	opts   Options
 	filter filter
+	chain  chainer
 	local  localSet
 	stats  counters
 
 	tun *os.File
 	rx  []*receiver // one per socket, each read by its own goroutine in Run
 	nl  *addrReader // nil without Options.CheckLocal
+	sd  *sockDiag   // nil without Options.Chain
 	vip *vipSetup   // nil without Options.VIPs
 
 	restore []sysctlChange // host-wide sysctls New changed
@@ -68,6 +71,7 @@ type receiver struct {
 	f    *os.File
 	rc   syscall.RawConn
 	rd   *reader
+	fw   *forwarder // GUE sockets only: sends chained packets on
 }
 
 // New creates the TUN device, sets it up and opens the sockets. It needs
@@ -79,7 +83,9 @@ func New(opts Options) (*Decap, error) {
 		return nil, err
 	}
 	d := &Decap{opts: o}
-	d.filter = filter{allowed: slices.Clone(o.AllowedSources), checkLocal: o.CheckLocal, local: &d.local, stats: &d.stats}
+	d.filter = filter{allowed: slices.Clone(o.AllowedSources), chainPeers: slices.Clone(o.ChainPeers),
+		checkLocal: o.CheckLocal, local: &d.local, stats: &d.stats}
+	d.chain = chainer{on: o.Chain, stats: &d.stats}
 	ok := false
 	defer func() {
 		if !ok {
@@ -115,6 +121,13 @@ func New(opts Options) (*Decap, error) {
 			return nil, err
 		}
 	}
+	if o.Chain {
+		if d.sd, err = openSockDiag(); err != nil {
+			return nil, err
+		}
+		d.chain.lookup = d.sd
+		d.chain.cache = newFlowCache(o.ChainCache, o.ChainCacheTTL)
+	}
 	if err := d.open(kindIPIP4, func() (*os.File, error) { return openRaw(unix.AF_INET, unix.IPPROTO_IPIP, o.ReceiveBuffer) }); err != nil {
 		return nil, err
 	}
@@ -144,6 +157,7 @@ func New(opts Options) (*Decap, error) {
 				if err := d.open(kindGUE, func() (*os.File, error) { return openUDP(fam, o.GUEPort, o.ReceiveBuffer, o.GUESockets > 1) }); err != nil {
 					return nil, err
 				}
+				d.rx[len(d.rx)-1].fw = newForwarder(fam == unix.AF_INET6, o.GUEPort)
 			}
 		}
 	}
@@ -330,9 +344,27 @@ func (d *Decap) receive(rx *receiver) error {
 		d.deliver(d.filter.strip6(pkt, rx.rd.source()))
 	case kindGUE:
 		d.stats.gue.Add(1)
-		d.deliver(d.filter.stripGUE(pkt, rx.rd.source()))
+		inner, h := d.filter.stripGUE(pkt, rx.rd.source())
+		if inner != nil && h.present() && d.chain.decide(inner, h) {
+			d.forward(rx, pkt, h.prev)
+			return nil
+		}
+		d.deliver(inner)
+		return nil
 	}
 	return nil
+}
+
+// forward sends payload, a GUE datagram with a previous-owner hint as
+// received, on to the previous owner prev, port GUEPort, with
+// HintChained set, from rx's socket (so from port GUEPort).
+func (d *Decap) forward(rx *receiver, payload []byte, prev netip.Addr) {
+	setChained(payload)
+	if err := rx.fw.send(rx.rc, payload, prev); err != nil {
+		d.stats.dropped[DropChainSend].Add(1)
+		return
+	}
+	d.stats.hints[HintChainedOut].Add(1)
 }
 
 // deliver writes an accepted inner packet to the TUN device; nil is a
@@ -340,6 +372,9 @@ func (d *Decap) receive(rx *receiver) error {
 func (d *Decap) deliver(inner []byte) {
 	if inner == nil {
 		return
+	}
+	if d.chain.on {
+		d.chain.observe(inner)
 	}
 	if _, err := d.tun.Write(inner); err != nil {
 		d.stats.dropped[DropWrite].Add(1)
@@ -380,6 +415,9 @@ func (d *Decap) Close() error {
 		}
 		if d.nl != nil {
 			errs = append(errs, d.nl.Close())
+		}
+		if d.sd != nil {
+			errs = append(errs, d.sd.Close())
 		}
 		if d.vip != nil {
 			errs = append(errs, d.vip.undo())
@@ -444,4 +482,65 @@ func (r *reader) source() netip.Addr {
 		return netip.AddrFrom16((*unix.RawSockaddrInet6)(unsafe.Pointer(&r.sa)).Addr)
 	}
 	return netip.Addr{}
+}
+
+// forwarder sends datagrams from a GUE socket with sendto(2), without
+// allocating: its method value and socket address are made once, and
+// one receive goroutine uses it.
+type forwarder struct {
+	v6    bool
+	port  uint16
+	sa4   unix.RawSockaddrInet4
+	sa6   unix.RawSockaddrInet6
+	buf   []byte
+	errno unix.Errno
+	fn    func(fd uintptr) bool
+}
+
+func newForwarder(v6 bool, port uint16) *forwarder {
+	w := &forwarder{v6: v6, port: port}
+	w.sa4.Family = unix.AF_INET
+	w.sa6.Family = unix.AF_INET6
+	// The port in network byte order, as the kernel reads it.
+	binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&w.sa4.Port))[:], port)
+	binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&w.sa6.Port))[:], port)
+	w.fn = w.sendto
+	return w
+}
+
+// send sends b to to:port. to must be of the socket's family.
+func (w *forwarder) send(rc syscall.RawConn, b []byte, to netip.Addr) error {
+	if to.Is6() != w.v6 || len(b) == 0 {
+		return errors.New("decap: chain target of the wrong family")
+	}
+	if w.v6 {
+		w.sa6.Addr = to.As16()
+	} else {
+		w.sa4.Addr = to.As4()
+	}
+	w.buf = b
+	err := rc.Write(w.fn)
+	w.buf = nil
+	if err != nil {
+		return err
+	}
+	if w.errno != 0 {
+		return w.errno
+	}
+	return nil
+}
+
+// sendto is called by the poller with the socket; false means "not
+// writable, wait and call again".
+func (w *forwarder) sendto(fd uintptr) bool {
+	sa, salen := unsafe.Pointer(&w.sa4), uintptr(unix.SizeofSockaddrInet4)
+	if w.v6 {
+		sa, salen = unsafe.Pointer(&w.sa6), uintptr(unix.SizeofSockaddrInet6)
+	}
+	_, _, e := unix.Syscall6(unix.SYS_SENDTO, fd, uintptr(unsafe.Pointer(&w.buf[0])), uintptr(len(w.buf)), 0, uintptr(sa), salen)
+	if e == unix.EAGAIN {
+		return false
+	}
+	w.errno = e
+	return true
 }

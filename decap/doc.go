@@ -5,7 +5,10 @@
 // packets to the backend's own stack through a TUN device. It is what the
 // kernel's ipip, ip6_tunnel and fou modules would do, for hosts that lack
 // them: kernels built without the modules, and containers that may not
-// load modules. cmd/vipd-decap is its command.
+// load modules. Over GUE it also understands vipd's previous-owner hint
+// and, with Options.Chain, forwards a packet for a connection it does not
+// have to the backend that had the flow before (see "Previous-owner
+// hints"). cmd/vipd-decap is its command.
 //
 // # Data path
 //
@@ -62,10 +65,96 @@
 // payload with the outer source. The open socket is also the port's
 // listener: no ICMP port unreachable goes back to vipd (Udp NoPorts stays
 // 0). The checks are the IPIP path's, plus the variant (DropGUEVariant: a
-// GUE header, variant 0, or a reserved variant) and an empty datagram
+// reserved variant, 10 or 11; a GUE header, variant 0, is accepted only
+// as vipd's previous-owner hint, below) and an empty datagram
 // (DropMalformed). The inner family must be the outer one, as over IPIP:
 // vipd never sends IPv6 inside IPv4 GUE or the reverse, though GUE would
 // allow it. Stats.GUE counts the datagrams received.
+//
+// # Previous-owner hints
+//
+// Every vipd box builds the same Maglev table, so a flow that moves
+// between boxes keeps its backend, unless the backend set changed: then a
+// packet that misses the new box's connection table (after an ECMP
+// rehash, a restart, an eviction) is hashed into the new table and may
+// land on a backend that never saw its connection, which answers with a
+// reset. vipd keeps each VIP's previous table; for such a packet (not a
+// connection start) whose owner differs between the tables, it sends the
+// packet to the current owner and names the previous one in the GUE
+// header (Beamer's "daisy chaining", GLB's "second chance"; issue 18):
+//
+//	outer IPv4 or IPv6, UDP to the GUE port, as for variant 1, then
+//	byte 0     00 (variant 0), C 0, Hlen: 2 (inner IPv4) or 5 (IPv6) words
+//	byte 1     Proto/ctype: 4 (inner IPv4) or 41 (inner IPv6)
+//	bytes 2-3  flags 0: no extension fields
+//	Hlen*4 bytes of private data (what follows the flag-indicated fields):
+//	  0x76 0x70 ("vp"), kind 1 (previous owner), hint flags (0x01:
+//	  HintChained), the previous owner's address, 4 or 16 bytes, of
+//	  the inner packet's family
+//	the inner packet
+//
+// vipd writes it with encap.GUEHint4 and GUEHint6, whose constants the
+// parser shares; TestHintFromEncap runs the encoder's output through it.
+// Anything else in a variant 0 header is dropped: a control message,
+// flags, another Proto/ctype or Hlen, a datagram that ends inside the
+// header, an inner packet of another version than Proto/ctype says
+// (DropGUEHeader); another magic or kind, unknown hint flags, an owner
+// address that cannot be a backend (DropHint). A hinted packet then
+// passes the same inner checks as any other.
+//
+// With Options.Chain off, a hinted packet is delivered as if it had no
+// hint (HintOff). With it on, vipd-decap decides, in this order:
+//
+//   - HintChained set: another backend chained it here; delivered, and
+//     never chained again, so no packet travels more than one extra hop
+//     (HintChainedIn).
+//   - A connection start, TCP SYN without ACK: delivered (HintSYN). vipd
+//     sends none with a hint; a SYN from anywhere also forgets the
+//     flow's cached decision.
+//   - No ports to look up (not TCP or UDP, a fragment, IPv6 extension
+//     headers): delivered (HintNoPorts).
+//   - A local socket connected to the inner source: delivered
+//     (HintMatch). The local end is the inner destination address and
+//     port, the remote end its source. The kernel is asked with one
+//     NETLINK_SOCK_DIAG exact-match query (SOCK_DIAG_BY_FAMILY with an
+//     inet_diag_req_v2, no NLM_F_DUMP; the socket of the namespace New
+//     ran in), never a walk of /proc. That query falls back, like the
+//     receive path, to a listening TCP socket or an unconnected UDP
+//     socket when nothing connected matches; such a socket reports peer
+//     0:0, so only a reply naming the inner source counts. For UDP
+//     this means only connected sockets keep a flow here: which UDP
+//     flows vipd hints is its own rule.
+//   - The lookup failed: delivered (HintLookupError): a broken lookup
+//     must not black-hole traffic.
+//   - Otherwise the datagram is sent on as received, with HintChained
+//     set, over UDP to the previous owner's GUEPort (every backend is
+//     assumed to use the same port), from the GUE socket that received
+//     it: its source is this host's address and the port GUEPort, so
+//     the previous owner's kernel puts all chained packets from one
+//     peer on one of its GUE sockets (order kept; spread lost, which a
+//     transition's trickle does not need). IPv6 gets a UDP checksum from
+//     the kernel. (HintChainedOut; a failed send is DropChainSend.)
+//
+// The previous owner accepts the chained packet although its outer
+// source is a backend, not vipd: Options.ChainPeers lists outer sources
+// accepted for packets with HintChained only; Options.AllowedSources
+// still governs everything else.
+//
+// A flow whose every packet carries a hint (vipd's connection entry
+// remembers it) would cost a kernel query per packet (measured: 15 µs
+// and 38 allocations per query, BenchmarkSockDiag). The decision is
+// remembered per 5-tuple for Options.ChainCacheTTL (default 1 s) in a
+// fixed array of Options.ChainCache slots with striped locks, so a
+// hinted packet decided from it costs about 140 ns more than a variant 1
+// datagram and allocates nothing (BenchmarkHinted, TestHintedDoesNotAllocate).
+// Lookup errors are not remembered.
+//
+// Counters: Stats.Hinted counts the well-formed hinted datagrams that
+// passed the inner checks; each ends in one of Stats.Hints (by
+// HintOutcome) or Dropped[DropChainSend]. Stats.Lookups counts kernel
+// queries, Stats.CacheHits the decisions the cache made. Every packet
+// read is counted in Received and once in Decapsulated,
+// Hints[HintChainedOut] or Dropped.
 //
 // # Receive offload (GRO)
 //
@@ -148,8 +237,9 @@
 //
 // New needs CAP_NET_ADMIN (TUN device, sysctls, receive buffers, VIPs)
 // and CAP_NET_RAW (raw sockets), and CAP_NET_BIND_SERVICE for a GUE port
-// below 1024. Everything it opens — sockets, TUN device,
-// the netlink socket that lists local addresses for CheckLocal — belongs
+// below 1024. Everything it opens — sockets, TUN device, the netlink
+// socket that lists local addresses for CheckLocal, the sock_diag socket
+// of Chain — belongs
 // to the network namespace of the OS thread that calls it, and keeps
 // working there when used from other threads: a test or a supervisor can
 // lock a thread, setns into a namespace, call New, and switch back.

@@ -32,27 +32,46 @@ const (
 // stripGUE checks payload, the UDP payload of a GUE datagram sent from src
 // to the GUE port, as a UDP socket returns it: the kernel has consumed the
 // outer IP and UDP headers, verified the UDP checksum (when not zero) and
-// reassembled fragments. It returns the inner packet (payload itself) or
-// nil when it drops it, counted by reason. payload may be modified (see
+// reassembled fragments. It returns the inner packet (a subslice of
+// payload) and the previous-owner hint of a variant 0 header (see
+// parseHint; none for variant 1), or nil (and no meaningful hint) when it
+// drops the datagram, counted by reason. payload may be modified (see
 // completeChecksum).
+//
+// The outer source must be in the allowed sources; a source in the chain
+// peers only is accepted for a packet whose hint says HintChained.
 //
 // The inner family must be the outer one (src's): vipd never sends 4-in-6
 // or 6-in-4, though GUE allows both; the IPIP path refuses them too.
-func (f *filter) stripGUE(payload []byte, src netip.Addr) []byte {
-	if !f.sourceAllowed(src) {
-		return f.drop(DropSource)
+func (f *filter) stripGUE(payload []byte, src netip.Addr) ([]byte, hint) {
+	allowed := f.sourceAllowed(src)
+	if !allowed && !f.chainPeer(src) {
+		return f.drop(DropSource), hint{}
 	}
 	if len(payload) == 0 {
-		return f.drop(DropMalformed)
+		return f.drop(DropMalformed), hint{}
 	}
-	if payload[0]>>gueVariantShift != gueVariant1 {
-		return f.drop(DropGUEVariant)
+	var h hint
+	switch payload[0] >> gueVariantShift {
+	case gueVariant1:
+	case gueVariant0:
+		var n int
+		var r Reason
+		if h, n, r = parseHint(payload); r != noDrop {
+			return f.drop(r), hint{}
+		}
+		payload = payload[n:]
+	default:
+		return f.drop(DropGUEVariant), hint{}
+	}
+	if !allowed && !h.chained {
+		return f.drop(DropSource), hint{}
 	}
 	switch v := payload[0] >> 4; {
 	case v == 4 && src.Is4():
-		return f.inner4(payload)
+		return f.inner4(payload), h
 	case v == 6 && src.Is6():
-		return f.inner6(payload)
+		return f.inner6(payload), h
 	}
-	return f.drop(DropInnerVersion)
+	return f.drop(DropInnerVersion), hint{}
 }

@@ -54,9 +54,9 @@ func TestGUE(t *testing.T) {
 		{"IPv6 source not allowed", 40012, func(p uint16) []byte { return gue6(t, stranger6, beAddr6, 49152, port, syn6(p)) }, DropSource},
 		{"IPv6 inside IPv4", 40013, func(p uint16) []byte { return gue4(t, lbAddr4, beAddr4, 49152, port, syn6(p)) }, DropInnerVersion},
 		{"IPv4 inside IPv6", 40014, func(p uint16) []byte { return gue6(t, lbAddr6, beAddr6, 49152, port, syn4(p)) }, DropInnerVersion},
-		{"GUE header (variant 0)", 40015, func(p uint16) []byte {
+		{"GUE header (variant 0) without a hint", 40015, func(p uint16) []byte {
 			return gue4(t, lbAddr4, beAddr4, 49152, port, append([]byte{0x00, 0x04, 0x00, 0x00}, syn4(p)...))
-		}, DropGUEVariant},
+		}, DropGUEHeader},
 		{"IPv4 inner longer than the datagram", 40016, func(p uint16) []byte {
 			b := syn4(p)
 			return gue4(t, lbAddr4, beAddr4, 49152, port, b[:len(b)-2])

@@ -40,8 +40,8 @@ func TestStripGUE(t *testing.T) {
 	g6 := func(inner []byte) []byte {
 		return guePayload(t, gue6(t, lbAddr6, beAddr6, 50000, DefaultGUEPort, inner))
 	}
-	// A GUE header (variant 0): version 00, C 0, Hlen 0, proto/ctype 4
-	// (IPIP), flags 0 — then the inner packet.
+	// A GUE header (variant 0) without vipd's hint: version 00, C 0,
+	// Hlen 0, proto/ctype 4 (IPIP), flags 0 — then the inner packet.
 	variant0 := append([]byte{0x00, 0x04, 0x00, 0x00}, syn4...)
 	for _, tc := range []struct {
 		name       string
@@ -62,7 +62,7 @@ func TestStripGUE(t *testing.T) {
 		{name: "IPv4 source not allowed", payload: g4(syn4), src: stranger, allowed: allow, want: DropSource},
 		{name: "IPv6 source not allowed", payload: g6(syn6), src: stranger6, allowed: allow, want: DropSource},
 		{name: "empty", payload: nil, src: lbAddr4, want: DropMalformed},
-		{name: "GUE header (variant 0)", payload: variant0, src: lbAddr4, want: DropGUEVariant},
+		{name: "GUE header (variant 0) without a hint", payload: variant0, src: lbAddr4, want: DropGUEHeader},
 		{name: "reserved variant 2", payload: mutate(syn4, func(b []byte) { b[0] = 0x85 }), src: lbAddr4, want: DropGUEVariant},
 		{name: "reserved variant 3", payload: mutate(syn4, func(b []byte) { b[0] = 0xc5 }), src: lbAddr4, want: DropGUEVariant},
 		{name: "variant 1, version 5", payload: mutate(syn4, func(b []byte) { b[0] = 0x55 }), src: lbAddr4, want: DropInnerVersion},
@@ -94,7 +94,7 @@ func TestStripGUE(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFilter(tc.allowed, tc.checkLocal, vip4, vip6)
-			got := f.stripGUE(bytes.Clone(tc.payload), tc.src)
+			got, _ := f.stripGUE(bytes.Clone(tc.payload), tc.src)
 			checkOne(t, f, tc.want)
 			if c := f.stats.completed.Load(); c != tc.completed {
 				t.Errorf("completed = %d, want %d", c, tc.completed)
@@ -127,14 +127,19 @@ func FuzzStripGUE(f *testing.F) {
 	f.Add(guePayload(f, gue4(f, lbAddr4, beAddr4, 50000, DefaultGUEPort, tcp4(f, client4, vip4, 1, 80, true, false, 1, nil))), false)
 	f.Add(guePayload(f, gue6(f, lbAddr6, beAddr6, 50000, DefaultGUEPort, tcp6(f, client6, vip6, 1, 80, true, false, 1, nil))), true)
 	f.Add([]byte{0x00, 0x04, 0x00, 0x00}, false)
+	f.Add(hinted(prevOwner4, 0, tcp4(f, client4, vip4, 1, 80, false, true, 1, nil)), false)
+	f.Add(hinted(prevOwner6, 1, tcp6(f, client6, vip6, 1, 80, false, true, 1, nil)), true)
 	f.Fuzz(func(t *testing.T, payload []byte, six bool) {
 		flt := newFilter(nil, false)
 		src := lbAddr4
 		if six {
 			src = lbAddr6
 		}
-		got := flt.stripGUE(bytes.Clone(payload), src)
+		got, h := flt.stripGUE(bytes.Clone(payload), src)
 		s := flt.stats.snapshot()
+		if got != nil && h.present() && h.prev.Is6() != six {
+			t.Fatalf("hint names %v for an inner packet of the other family", h.prev)
+		}
 		if got == nil {
 			if s.TotalDropped() != 1 {
 				t.Fatalf("dropped without exactly one reason: %+v", s)

@@ -104,3 +104,20 @@ func gue6(tb testing.TB, src, dst netip.Addr, sport, dport uint16, inner []byte)
 	u.SetNetworkLayerForChecksum(outer)
 	return serialize(tb, outer, u, gopacket.Payload(inner))
 }
+
+// udpFrom returns an IPv4 UDP datagram src:sport → dst:dport, checksums
+// right.
+func udpFrom(tb testing.TB, src, dst netip.Addr, sport, dport uint16, payload []byte) []byte {
+	tb.Helper()
+	l3 := &layers.IPv4{Version: 4, TTL: 63, Protocol: layers.IPProtocolUDP, SrcIP: ip(src), DstIP: ip(dst)}
+	u := &layers.UDP{SrcPort: layers.UDPPort(sport), DstPort: layers.UDPPort(dport)}
+	u.SetNetworkLayerForChecksum(l3)
+	return serialize(tb, l3, u, gopacket.Payload(payload))
+}
+
+// icmpEcho4 returns an ICMP echo request src → dst.
+func icmpEcho4(tb testing.TB, src, dst netip.Addr) []byte {
+	tb.Helper()
+	l3 := &layers.IPv4{Version: 4, TTL: 63, Protocol: layers.IPProtocolICMPv4, SrcIP: ip(src), DstIP: ip(dst)}
+	return serialize(tb, l3, &layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(layers.ICMPv4TypeEchoRequest, 0), Id: 1, Seq: 1}, gopacket.Payload("ping"))
+}

@@ -14,7 +14,12 @@ const (
 	DefaultTUN           = "vipd-tun0"
 	DefaultLocalRefresh  = 2 * time.Second
 	DefaultReceiveBuffer = 4 << 20 // bytes per socket
+	DefaultChainCache    = 4096    // flows
+	DefaultChainCacheTTL = time.Second
 )
+
+// MaxChainCache bounds Options.ChainCache (about 80 bytes a flow).
+const MaxChainCache = 1 << 22
 
 // Options configures New. The zero value is usable: IPIP over IPv4 only,
 // no GUE, any outer source, no local-destination check, no VIPs, host
@@ -29,7 +34,8 @@ type Options struct {
 	IPv6 bool
 
 	// GUEPort, when not 0, also receives GUE variant 1 (IP directly in
-	// UDP, no GUE header; see the package documentation) on this UDP port,
+	// UDP, no GUE header; see the package documentation), and variant 0
+	// with vipd's previous-owner hint, on this UDP port,
 	// over IPv4 and, with IPv6, over IPv6. vipd's default is
 	// DefaultGUEPort. The port must be free: a kernel fou port or another
 	// socket holding it makes New fail.
@@ -57,6 +63,36 @@ type Options struct {
 	// delivered to its stack, so set it on every host that is reachable
 	// from outside a trusted network.
 	AllowedSources []netip.Prefix
+
+	// Chain turns on previous-owner forwarding for GUE datagrams that
+	// carry a previous-owner hint (see the package documentation): such a
+	// packet is delivered here when it starts a connection, was chained
+	// here by another backend, or belongs to a connection a local socket
+	// has; otherwise it is sent on, marked HintChained, to the previous
+	// owner's GUEPort. Without it, a hinted packet is delivered as if it
+	// had no hint (counted as HintOff). It needs GUEPort. Set
+	// AllowedSources with it: the hint names where the packet goes next,
+	// so without an allow-list anyone who reaches the GUE port can have
+	// this host send datagrams (of the size they sent) to any address's
+	// GUEPort.
+	Chain bool
+
+	// ChainPeers lists outer sources accepted only for packets another
+	// backend chained (HintChained set): the other backends' addresses.
+	// AllowedSources still governs every other packet; with
+	// AllowedSources empty, any source is accepted anyway.
+	ChainPeers []netip.Prefix
+
+	// ChainCache is the number of flows whose lookup result is
+	// remembered, so that a flow whose every packet carries a hint costs
+	// one kernel lookup per ChainCacheTTL; 0 means DefaultChainCache.
+	// Rounded up to a power of two.
+	ChainCache int
+
+	// ChainCacheTTL is how long a lookup result is remembered; 0 means
+	// DefaultChainCacheTTL. A connection start (SYN) for the flow forgets
+	// it at once.
+	ChainCacheTTL time.Duration
 
 	// CheckLocal drops inner packets whose destination is not an address
 	// of this host. Without it, and with forwarding enabled, the host
@@ -114,6 +150,23 @@ func (o Options) withDefaults() (Options, error) {
 		if !p.IsValid() {
 			return o, errors.New("decap: invalid prefix in AllowedSources")
 		}
+	}
+	for _, p := range o.ChainPeers {
+		if !p.IsValid() {
+			return o, errors.New("decap: invalid prefix in ChainPeers")
+		}
+	}
+	if o.Chain && o.GUEPort == 0 {
+		return o, errors.New("decap: Chain needs GUEPort: hints come only over GUE")
+	}
+	if o.ChainCache < 0 || o.ChainCache > MaxChainCache || o.ChainCacheTTL < 0 {
+		return o, fmt.Errorf("decap: ChainCache %d, ChainCacheTTL %v: want 0 to %d flows and a TTL not negative", o.ChainCache, o.ChainCacheTTL, MaxChainCache)
+	}
+	if o.ChainCache == 0 {
+		o.ChainCache = DefaultChainCache
+	}
+	if o.ChainCacheTTL == 0 {
+		o.ChainCacheTTL = DefaultChainCacheTTL
 	}
 	for _, a := range o.VIPs {
 		if !a.IsValid() || a.Zone() != "" || a.Is4In6() || a.IsUnspecified() || a.IsMulticast() || a.IsLoopback() {

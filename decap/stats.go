@@ -33,13 +33,27 @@ const (
 	// DropMergedUDP: receive offload (GRO) merged UDP datagrams into one
 	// packet, which cannot be split again here (see completeChecksum).
 	DropMergedUDP
-	// DropGUEVariant: a GUE datagram does not start with an IP header
-	// (GUE variant 1): it carries a GUE header (variant 0, which vipd
-	// never sends) or a reserved variant.
+	// DropGUEVariant: a GUE datagram is of a reserved variant (its first
+	// two bits are 10 or 11): neither an IP header (variant 1) nor a GUE
+	// header (variant 0).
 	DropGUEVariant
 	// DropWrite: writing to the TUN device failed (the error is counted,
 	// not returned, so that one bad packet does not stop the loop).
 	DropWrite
+	// DropGUEHeader: a GUE header (variant 0) that is not the one vipd
+	// sends with a previous-owner hint: a control message (C bit), flags
+	// set, a Proto/ctype other than 4 or 41, an Hlen other than 2 (IPv4)
+	// or 5 (IPv6) for it, a datagram that ends inside the header, or an
+	// inner packet whose version is not the one Proto/ctype names.
+	DropGUEHeader
+	// DropHint: a GUE header's private data is not vipd's previous-owner
+	// hint (magic "vp", kind 1), sets an unknown hint flag, or names a
+	// previous owner that no packet can be sent to (unspecified,
+	// loopback, multicast, link-local, broadcast, IPv4-mapped).
+	DropHint
+	// DropChainSend: sending a packet on to its previous owner failed
+	// (the error is counted; TCP retransmits).
+	DropChainSend
 
 	// NumReasons is the number of drop reasons, the length of
 	// Stats.Dropped.
@@ -57,6 +71,9 @@ var reasonNames = [NumReasons]string{
 	DropMergedUDP:     "merged_udp",
 	DropGUEVariant:    "gue_variant",
 	DropWrite:         "write",
+	DropGUEHeader:     "gue_header",
+	DropHint:          "hint",
+	DropChainSend:     "chain_send",
 }
 
 // String returns a short snake_case name, suitable as a metric label.
@@ -67,9 +84,56 @@ func (r Reason) String() string {
 	return "unknown"
 }
 
+// HintOutcome says what became of a packet with a previous-owner hint
+// (see the package documentation).
+type HintOutcome uint8
+
+const (
+	// HintMatch: delivered, a local socket is connected to the inner
+	// packet's source (or the decision cache said so).
+	HintMatch HintOutcome = iota
+	// HintSYN: delivered, a connection start (TCP SYN without ACK).
+	HintSYN
+	// HintChainedIn: delivered, another backend chained it here
+	// (HintChained set); it is never chained again.
+	HintChainedIn
+	// HintLookupError: delivered, the socket lookup failed; a broken
+	// lookup must not black-hole traffic.
+	HintLookupError
+	// HintOff: delivered as if it had no hint, Options.Chain is off.
+	HintOff
+	// HintNoPorts: delivered, the inner packet has no ports to look up
+	// (not TCP or UDP, a fragment, IPv6 extension headers).
+	HintNoPorts
+	// HintChainedOut: re-encapsulated with HintChained set and sent to
+	// the previous owner.
+	HintChainedOut
+
+	// NumHintOutcomes is the length of Stats.Hints.
+	NumHintOutcomes
+)
+
+var hintNames = [NumHintOutcomes]string{
+	HintMatch:       "match",
+	HintSYN:         "syn",
+	HintChainedIn:   "chained_in",
+	HintLookupError: "lookup_error",
+	HintOff:         "chaining_off",
+	HintNoPorts:     "no_ports",
+	HintChainedOut:  "chained_out",
+}
+
+// String returns a short snake_case name, suitable as a metric label.
+func (o HintOutcome) String() string {
+	if o < NumHintOutcomes {
+		return hintNames[o]
+	}
+	return "unknown"
+}
+
 // Stats is a snapshot of a Decap's counters. Every packet read is counted
-// in Received and, once handled, in exactly one of Decapsulated or
-// Dropped.
+// in Received and, once handled, in exactly one of Decapsulated,
+// Hints[HintChainedOut] or Dropped.
 type Stats struct {
 	Received     uint64 // packets read from the raw and GUE sockets
 	GUE          uint64 // of Received, the datagrams read from the GUE sockets
@@ -81,6 +145,17 @@ type Stats struct {
 	// Decapsulated.
 	Completed uint64
 	Dropped   [NumReasons]uint64 // indexed by Reason
+
+	// Hinted counts the GUE datagrams with a well-formed previous-owner
+	// hint; each is counted in one of Hints or, when sending it on
+	// failed, Dropped[DropChainSend]. The delivered ones are also counted
+	// in Decapsulated (or Dropped[DropWrite]).
+	Hinted uint64
+	Hints  [NumHintOutcomes]uint64 // indexed by HintOutcome
+	// Lookups counts the kernel socket lookups made for hinted packets;
+	// CacheHits the hinted packets decided by the decision cache instead.
+	Lookups   uint64
+	CacheHits uint64
 }
 
 // TotalDropped returns the sum of Dropped.
@@ -101,6 +176,10 @@ type counters struct {
 	bytes        atomic.Uint64
 	completed    atomic.Uint64
 	dropped      [NumReasons]atomic.Uint64
+	hinted       atomic.Uint64
+	hints        [NumHintOutcomes]atomic.Uint64
+	lookups      atomic.Uint64
+	cacheHits    atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -110,9 +189,15 @@ func (c *counters) snapshot() Stats {
 		Decapsulated: c.decapsulated.Load(),
 		Bytes:        c.bytes.Load(),
 		Completed:    c.completed.Load(),
+		Hinted:       c.hinted.Load(),
+		Lookups:      c.lookups.Load(),
+		CacheHits:    c.cacheHits.Load(),
 	}
 	for i := range c.dropped {
 		s.Dropped[i] = c.dropped[i].Load()
+	}
+	for i := range c.hints {
+		s.Hints[i] = c.hints[i].Load()
 	}
 	return s
 }

@@ -12,6 +12,7 @@ import (
 // address set changes afterwards (swapped whole, see localSet).
 type filter struct {
 	allowed    []netip.Prefix // empty: any outer source
+	chainPeers []netip.Prefix // outer sources accepted for chained packets only
 	checkLocal bool
 	local      *localSet
 	stats      *counters
@@ -27,6 +28,17 @@ func (f *filter) sourceAllowed(a netip.Addr) bool {
 		return true
 	}
 	for _, p := range f.allowed {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// chainPeer reports whether a is in the chain peers, the backends that
+// may send chained packets (and nothing else).
+func (f *filter) chainPeer(a netip.Addr) bool {
+	for _, p := range f.chainPeers {
 		if p.Contains(a) {
 			return true
 		}

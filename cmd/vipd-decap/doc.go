@@ -6,7 +6,10 @@
 // that the backend's servers answer the client directly. As a backend
 // agent it also puts the VIPs on lo, sets the ARP sysctls a DSR backend
 // needs, serves its counters to Prometheus, and undoes its changes when
-// it stops. The work is done by package decap.
+// it stops. With -chain it takes part in vipd's previous-owner
+// forwarding: a packet vipd marks with the flow's previous backend, for
+// a connection this host does not have, is sent on to that backend. The
+// work is done by package decap.
 //
 // # When it is needed
 //
@@ -55,6 +58,15 @@
 //	                     reachable from outside
 //	-check-local         drop inner packets not addressed to this host
 //	                     (default off)
+//	-chain               previous-owner forwarding (see below; default
+//	                     off: hinted packets are delivered here)
+//	-chain-peers P[,P...] the other backends' addresses or prefixes,
+//	                     accepted as outer sources of chained packets
+//	                     only; needs -chain (default none)
+//	-chain-cache N       flows whose lookup result -chain remembers
+//	                     (default 4096)
+//	-chain-cache-ttl D   how long it remembers one (default 1s; a SYN
+//	                     for the flow forgets it at once)
 //	-fix-sysctls         set net.ipv4.conf.all.rp_filter=0 when needed
 //	                     (other interfaces keep their effective value);
 //	                     restored on exit (default off: refuse to start)
@@ -96,12 +108,41 @@
 //	                                         included: malformed, protocol, source,
 //	                                         inner_version, inner_length,
 //	                                         inner_checksum, not_local, merged_udp,
-//	                                         gue_variant, write
+//	                                         gue_variant, write, gue_header, hint,
+//	                                         chain_send
+//	vipd_decap_hinted_total                  GUE datagrams with a previous-owner hint
+//	vipd_decap_hint_outcomes_total{outcome=...}
+//	                                         what became of them: delivered here
+//	                                         (match, syn, chained_in, lookup_error,
+//	                                         chaining_off, no_ports) or chained_out
+//	vipd_decap_hint_lookups_total            kernel socket lookups (sock_diag)
+//	vipd_decap_hint_cache_hits_total         decisions taken from the cache
 //	vipd_decap_build_info{version,goversion} 1
 //
 // plus the Go runtime's (go_*) and the process's (process_*) metrics. The
 // endpoint only reads counters; still, bind it to an address only the
 // monitoring system reaches, not 0.0.0.0 on a public interface.
+//
+// # Previous-owner forwarding
+//
+// When the backend set of a VIP changes, vipd keeps the previous Maglev
+// table; a packet that misses vipd's connection table mid-connection
+// goes to the current owner with the previous owner named in its GUE
+// header (variant 0; see package decap for the wire format). With
+// -chain, vipd-decap delivers such a packet here when it starts a
+// connection (SYN), was chained here by another backend, or belongs to a
+// connection this host has (one NETLINK_SOCK_DIAG query, remembered for
+// -chain-cache-ttl); otherwise it sends it on, marked as chained, to the
+// previous owner's GUE port (the same -gue-port on every backend), from
+// this host's GUE port. A chained packet is never chained again. Run
+// every backend of such VIPs with -chain and with -chain-peers listing
+// the other backends, so that each accepts what the others chain to it;
+// -allow stays vipd's addresses, and must be set: the hint says where a
+// packet goes next, so without -allow anyone reaching the GUE port could
+// have the backend send datagrams to any host's GUE port. Only
+// connected UDP sockets keep a UDP flow here. Without -chain, hinted
+// packets are delivered here (counted as chaining_off): a backend
+// without it loses what vipd meant to save, nothing more.
 //
 // # The backend's setup
 //

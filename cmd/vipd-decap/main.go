@@ -35,7 +35,9 @@ Receives vipd's DSR packets (IPv4 in IPv4, and GUE on UDP port 6080; with
 -ipv6 also IPv6 in IPv6 and GUE over IPv6), strips the outer headers and
 delivers the client's packet to this host's stack through a TUN device.
 With -vip it also puts the VIPs on lo and sets the ARP sysctls a DSR
-backend needs, and undoes that on exit. For hosts without the ipip/fou
+backend needs, and undoes that on exit. With -chain it forwards packets
+vipd marks with a previous owner, for connections this host does not
+have, to that owner (issue 18). For hosts without the ipip/fou
 modules; see "go doc github.com/vipd/vipd/cmd/vipd-decap". Needs root, or
 CAP_NET_ADMIN and CAP_NET_RAW. SIGTERM or SIGINT stops it. -check prints
 what it would do and exits.
@@ -111,6 +113,10 @@ func parse(args []string, stdout, stderr io.Writer) (*config, int) {
 	guePort := fs.Uint("gue-port", decap.DefaultGUEPort, "UDP `port` on which to receive GUE (variant 1: IP directly in UDP), as vipd\nsends for VIPs with encap = \"gue\"; 0 turns GUE off")
 	gueSockets := fs.Int("gue-sockets", runtime.GOMAXPROCS(0), "`number` of GUE sockets per family, each read by its own goroutine; the kernel\nspreads flows over them by their ports (default: GOMAXPROCS, the usable CPUs)")
 	allow := fs.String("allow", "", "comma-separated `prefixes` (or addresses) of the outer sources to accept,\nnormally vipd's encapsulation addresses; empty accepts any source")
+	chain := fs.Bool("chain", false, "previous-owner forwarding: a GUE packet with vipd's previous-owner hint that is\nnot a connection start and has no local connection (kernel socket lookup) is\nsent on to the previous owner's GUE port; without it such packets are delivered here")
+	chainPeers := fs.String("chain-peers", "", "comma-separated `prefixes` (or addresses) of the other backends, accepted as\nouter sources of chained packets only (-allow governs everything else)")
+	chainCache := fs.Int("chain-cache", decap.DefaultChainCache, "`number` of flows whose socket lookup result -chain remembers")
+	chainTTL := fs.Duration("chain-cache-ttl", decap.DefaultChainCacheTTL, "how long -chain remembers a lookup result (a SYN forgets it at once)")
 	checkLocal := fs.Bool("check-local", false, "drop inner packets whose destination is not an address of this host")
 	fixSysctls := fs.Bool("fix-sysctls", false, "set net.ipv4.conf.all.rp_filter=0 if needed (keeping other interfaces'\neffective value), restored on exit; without it vipd-decap refuses to start")
 	var vips vipList
@@ -147,6 +153,22 @@ func parse(args []string, stdout, stderr io.Writer) (*config, int) {
 	allowed, err := parsePrefixes(*allow)
 	if err != nil {
 		return bad("-allow: %v", err)
+	}
+	peers, err := parsePrefixes(*chainPeers)
+	if err != nil {
+		return bad("-chain-peers: %v", err)
+	}
+	if *chain && *guePort == 0 {
+		return bad("-chain needs GUE (-gue-port not 0): hints come only over GUE")
+	}
+	if len(peers) > 0 && !*chain {
+		return bad("-chain-peers without -chain: chained packets come only between backends that chain")
+	}
+	if *chainCache < 1 || *chainCache > decap.MaxChainCache {
+		return bad("-chain-cache %d: want 1 to %d", *chainCache, decap.MaxChainCache)
+	}
+	if *chainTTL <= 0 {
+		return bad("-chain-cache-ttl must be positive")
 	}
 	if *guePort > 65535 {
 		return bad("-gue-port %d: a port is at most 65535", *guePort)
@@ -186,6 +208,10 @@ func parse(args []string, stdout, stderr io.Writer) (*config, int) {
 			GUESockets:     *gueSockets,
 			AllowedSources: allowed,
 			CheckLocal:     *checkLocal,
+			Chain:          *chain,
+			ChainPeers:     peers,
+			ChainCache:     *chainCache,
+			ChainCacheTTL:  *chainTTL,
 			FixSysctls:     *fixSysctls,
 			VIPs:           vips,
 			Logger:         log,
@@ -235,6 +261,14 @@ func plan(cfg *config) string {
 		p("accept packets from any outer source (no -allow: set it on every host reachable from outside)")
 	} else {
 		p("accept outer sources in %v only", o.AllowedSources)
+	}
+	if o.Chain {
+		p("chain hinted packets without a local connection to the previous owner's UDP port %d, from port %d (-chain; lookups remembered for %v, %d flows)", o.GUEPort, o.GUEPort, o.ChainCacheTTL, o.ChainCache)
+		if len(o.ChainPeers) > 0 {
+			p("accept outer sources in %v for chained packets only", o.ChainPeers)
+		}
+	} else if o.GUEPort != 0 {
+		p("deliver GUE packets with a previous-owner hint here, ignoring the hint (no -chain)")
 	}
 	if o.CheckLocal {
 		p("drop inner packets not addressed to this host (-check-local)")
@@ -286,9 +320,12 @@ func serve(cfg *config) int {
 	}
 	if len(cfg.opts.AllowedSources) == 0 {
 		log.Warn("no -allow: packets from any outer source are decapsulated")
+		if cfg.opts.Chain {
+			log.Warn("-chain without -allow: anyone can have this host send datagrams to any address's GUE port")
+		}
 	}
 	log.Info("running", "version", version, "tun", d.TUN(), "ipv6", cfg.opts.IPv6, "gue_port", cfg.opts.GUEPort, "gue_sockets", cfg.opts.GUESockets,
-		"allow", cfg.allow, "check_local", cfg.opts.CheckLocal, "vips", vipList(cfg.opts.VIPs).String(), "metrics", cfg.metrics)
+		"allow", cfg.allow, "chain", cfg.opts.Chain, "chain_peers", prefixList(cfg.opts.ChainPeers), "check_local", cfg.opts.CheckLocal, "vips", vipList(cfg.opts.VIPs).String(), "metrics", cfg.metrics)
 
 	sig, stopSig := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stopSig()
@@ -331,6 +368,18 @@ func serve(cfg *config) int {
 	return 0
 }
 
+// prefixList formats prefixes comma-separated, for the log.
+func prefixList(ps []netip.Prefix) string {
+	var b strings.Builder
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
 // parsePrefixes parses a comma-separated list of prefixes; a bare address
 // stands for itself (/32 or /128).
 func parsePrefixes(s string) ([]netip.Prefix, error) {
@@ -367,6 +416,14 @@ func logStats(log *slog.Logger, msg string, s decap.Stats) {
 	for r := range decap.NumReasons {
 		if n := s.Dropped[r]; n > 0 {
 			attrs = append(attrs, "drop_"+r.String(), n)
+		}
+	}
+	if s.Hinted > 0 {
+		attrs = append(attrs, "hinted", s.Hinted, "hint_lookups", s.Lookups, "hint_cache_hits", s.CacheHits)
+		for o := range decap.NumHintOutcomes {
+			if n := s.Hints[o]; n > 0 {
+				attrs = append(attrs, "hint_"+o.String(), n)
+			}
 		}
 	}
 	log.Info(msg, attrs...)

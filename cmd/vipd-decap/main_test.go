@@ -51,6 +51,12 @@ func TestUsage(t *testing.T) {
 		{[]string{"-tun", "a-name-too-long-for-linux"}, 2, "bad TUN name"},
 		{[]string{"-check"}, 0, "flags valid"},
 		{[]string{"-check", "-vip", "2001:2::1"}, 2, "needs -ipv6"},
+		{[]string{"-h"}, 0, "-chain-peers"},
+		{[]string{"-chain", "-gue-port", "0"}, 2, "-chain needs GUE"},
+		{[]string{"-chain-peers", "198.18.1.11"}, 2, "-chain-peers without -chain"},
+		{[]string{"-chain", "-chain-peers", "198.18.1.11,bogus"}, 2, "-chain-peers"},
+		{[]string{"-chain", "-chain-cache", "0"}, 2, "-chain-cache 0"},
+		{[]string{"-chain", "-chain-cache-ttl", "0s"}, 2, "-chain-cache-ttl must be positive"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(tc.args, &stdout, &stderr)
@@ -78,9 +84,10 @@ func TestCheck(t *testing.T) {
 				"receive IPv4 in IPv4 (raw socket, protocol 4)",
 				"receive GUE on UDP port 6080 over IPv4, " + socketsText(runtime.GOMAXPROCS(0)),
 				"accept packets from any outer source (no -allow: set it on every host reachable from outside)",
+				"deliver GUE packets with a previous-owner hint here, ignoring the hint (no -chain)",
 				"log the counters every 1m0s and on exit",
 			},
-			not: []string{"IPv6 in IPv6", "to lo", "arp_", "metrics", "-check-local"},
+			not: []string{"IPv6 in IPv6", "to lo", "arp_", "metrics", "-check-local", "chain hinted"},
 		},
 		{
 			name: "a backend agent",
@@ -105,6 +112,15 @@ func TestCheck(t *testing.T) {
 			name: "one GUE socket",
 			args: []string{"-gue-sockets", "1"},
 			want: []string{"receive GUE on UDP port 6080 over IPv4, 1 socket"},
+		},
+		{
+			name: "chaining",
+			args: []string{"-chain", "-chain-peers", "198.18.1.11,198.18.1.12/31", "-chain-cache", "1000", "-chain-cache-ttl", "2s"},
+			want: []string{
+				"chain hinted packets without a local connection to the previous owner's UDP port 6080, from port 6080 (-chain; lookups remembered for 2s, 1000 flows)",
+				"accept outer sources in [198.18.1.11/32 198.18.1.12/31] for chained packets only",
+			},
+			not: []string{"ignoring the hint"},
 		},
 		{
 			name: "GUE off",
@@ -258,7 +274,7 @@ func TestBinary(t *testing.T) {
 	const tun, metrics = "vtun-bin", "127.0.0.1:9717" // loopback of the test's namespace
 	log := newSyncBuffer()
 	cmd := ns.Cmd(bin, "-tun", tun, "-fix-sysctls", "-check-local", "-allow", "198.18.1.1", "-stats-interval", "50ms",
-		"-vip", vip.String()+","+vip2.String(), "-metrics", metrics)
+		"-vip", vip.String()+","+vip2.String(), "-metrics", metrics, "-chain", "-chain-peers", "198.18.1.12")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -303,13 +319,18 @@ func TestBinary(t *testing.T) {
 	ipip := serialize(t, outer(layers.IPProtocolIPv4), gopacket.Payload(syn(vip)))
 	gue := serialize(t, outer(layers.IPProtocolUDP), &layers.UDP{SrcPort: 50000, DstPort: 6080}, gopacket.Payload(syn(vip2)))
 	gue[20+6], gue[20+7] = 0, 0 // the UDP checksum: vipd sends none over IPv4
+	// A SYN with a previous-owner hint (GUE variant 0, vipd's private
+	// data naming 198.18.3.12): delivered here, counted as a SYN.
+	hint := append([]byte{0x02, 4, 0, 0, 'v', 'p', 1, 0, 198, 18, 3, 12}, syn(vip)...)
+	hinted := serialize(t, outer(layers.IPProtocolUDP), &layers.UDP{SrcPort: 50001, DstPort: 6080}, gopacket.Payload(hint))
+	hinted[20+6], hinted[20+7] = 0, 0
 	err := ns.Do(func() error {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
 		if err != nil {
 			return err
 		}
 		defer unix.Close(fd)
-		for _, pkt := range [][]byte{ipip, gue} {
+		for _, pkt := range [][]byte{ipip, gue, hinted} {
 			if err := unix.Sendto(fd, pkt, 0, &unix.SockaddrInet4{Addr: be.As4()}); err != nil {
 				return err
 			}
@@ -319,19 +340,23 @@ func TestBinary(t *testing.T) {
 	if err != nil {
 		t.Fatalf("send: %v", err)
 	}
-	if !waitFor(5*time.Second, func() bool { return strings.Contains(log.String(), "gue=1 decapsulated=2") }) {
-		t.Fatalf("not 2 decapsulated packets, 1 of them GUE, in the stats after 5s; log:\n%s", log)
+	if !waitFor(5*time.Second, func() bool { return strings.Contains(log.String(), "gue=2 decapsulated=3") }) {
+		t.Fatalf("not 3 decapsulated packets, 2 of them GUE, in the stats after 5s; log:\n%s", log)
 	}
 	fams := scrapeIn(t, ns, "http://"+metrics+"/metrics")
 	for name, want := range map[string]float64{
-		"vipd_decap_received_total":     2,
-		"vipd_decap_gue_received_total": 1,
-		"vipd_decap_decapsulated_total": 2,
+		"vipd_decap_received_total":     3,
+		"vipd_decap_gue_received_total": 2,
+		"vipd_decap_decapsulated_total": 3,
+		"vipd_decap_hinted_total":       1,
 		"vipd_decap_build_info":         1,
 	} {
 		if got, ok := value(fams, name); !ok || got != want {
 			t.Errorf("metric %s = %v (present %v), want %v", name, got, ok, want)
 		}
+	}
+	if got, ok := value(fams, "vipd_decap_hint_outcomes_total", "outcome", "syn"); !ok || got != 1 {
+		t.Errorf("metric vipd_decap_hint_outcomes_total{outcome=syn} = %v (present %v), want 1", got, ok)
 	}
 	if got, ok := value(fams, "vipd_decap_dropped_total", "reason", "source"); !ok || got != 0 {
 		t.Errorf("metric vipd_decap_dropped_total{reason=source} = %v (present %v), want 0", got, ok)

@@ -27,6 +27,10 @@ var (
 	dBytes     = desc("decapsulated_bytes_total", "Bytes of the inner packets written to the TUN device.")
 	dCompleted = desc("checksums_completed_total", "Inner TCP segments merged by receive offload (GRO) whose checksum was finished.")
 	dDropped   = desc("dropped_total", "Packets not delivered, by reason (see go doc github.com/vipd/vipd/decap Reason).", "reason")
+	dHinted    = desc("hinted_total", "GUE datagrams with a well-formed previous-owner hint.")
+	dHints     = desc("hint_outcomes_total", "What became of hinted packets: delivered here by reason (match, syn, chained_in, lookup_error, chaining_off, no_ports) or chained_out to the previous owner.", "outcome")
+	dLookups   = desc("hint_lookups_total", "Kernel socket lookups (NETLINK_SOCK_DIAG) made for hinted packets.")
+	dCacheHits = desc("hint_cache_hits_total", "Hinted packets decided by the lookup cache instead of a kernel lookup.")
 	dBuildInfo = desc("build_info", "Always 1; the labels say which build runs.", "version", "goversion")
 )
 
@@ -55,6 +59,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for r := range decap.NumReasons {
 		counter(dDropped, s.Dropped[r], r.String())
 	}
+	counter(dHinted, s.Hinted)
+	for o := range decap.NumHintOutcomes {
+		counter(dHints, s.Hints[o], o.String())
+	}
+	counter(dLookups, s.Lookups)
+	counter(dCacheHits, s.CacheHits)
 	ch <- prometheus.MustNewConstMetric(dBuildInfo, prometheus.GaugeValue, 1, version, runtime.Version())
 }
 

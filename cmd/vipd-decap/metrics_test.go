@@ -60,9 +60,12 @@ next:
 // reason as its own series (zeros too), and the build info gauge says
 // which build runs.
 func TestMetrics(t *testing.T) {
-	s := decap.Stats{Received: 100, GUE: 40, Decapsulated: 90, Bytes: 123456, Completed: 3}
+	s := decap.Stats{Received: 100, GUE: 40, Decapsulated: 90, Bytes: 123456, Completed: 3, Hinted: 30, Lookups: 7, CacheHits: 11}
 	for r := range decap.NumReasons {
 		s.Dropped[r] = uint64(r) // reason i has i drops, so each series is told apart
+	}
+	for o := range decap.NumHintOutcomes {
+		s.Hints[o] = uint64(o) + 20 // likewise
 	}
 	srv := httptest.NewServer(metricsHandler(func() decap.Stats { return s }))
 	defer srv.Close()
@@ -85,6 +88,9 @@ func TestMetrics(t *testing.T) {
 		{"vipd_decap_decapsulated_total", nil, 90},
 		{"vipd_decap_decapsulated_bytes_total", nil, 123456},
 		{"vipd_decap_checksums_completed_total", nil, 3},
+		{"vipd_decap_hinted_total", nil, 30},
+		{"vipd_decap_hint_lookups_total", nil, 7},
+		{"vipd_decap_hint_cache_hits_total", nil, 11},
 		{"vipd_decap_build_info", []string{"version", version, "goversion", runtime.Version()}, 1},
 	} {
 		if got, ok := value(fams, tc.name, tc.labels...); !ok || got != tc.want {
@@ -97,6 +103,14 @@ func TestMetrics(t *testing.T) {
 	for r := range decap.NumReasons {
 		if got, ok := value(fams, "vipd_decap_dropped_total", "reason", r.String()); !ok || got != float64(r) {
 			t.Errorf("dropped_total{reason=%q} = %v (present %v), want %d", r, got, ok, r)
+		}
+	}
+	if n := len(fams["vipd_decap_hint_outcomes_total"].GetMetric()); n != int(decap.NumHintOutcomes) {
+		t.Errorf("%d hint_outcomes_total series, want one per outcome (%d)", n, decap.NumHintOutcomes)
+	}
+	for o := range decap.NumHintOutcomes {
+		if got, ok := value(fams, "vipd_decap_hint_outcomes_total", "outcome", o.String()); !ok || got != float64(o)+20 {
+			t.Errorf("hint_outcomes_total{outcome=%q} = %v (present %v), want %d", o, got, ok, o+20)
 		}
 	}
 	if _, ok := fams["process_start_time_seconds"]; !ok && runtime.GOOS == "linux" {

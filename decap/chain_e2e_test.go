@@ -1,0 +1,315 @@
+//go:build linux
+
+package decap
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+
+	"github.com/vipd/vipd/internal/nstest"
+)
+
+// chainRig is two backends behind lb, which plays vipd and routes
+// between them (and drops what the backends send to the clients):
+//
+//	a 198.18.1.11/24 ──veth── 198.18.1.1 lb 198.18.3.1 ──veth── 198.18.3.12/24 b
+//	  2001:2:0:1::11/64       2001:2:0:1::1  2001:2:0:3::1       2001:2:0:3::12/64
+//	  lo 198.18.0.101/32      route blackhole 198.18.2.0/24      lo 198.18.0.101/32
+//	     2001:2::101/128                      2001:2:0:2::/64       2001:2::101/128
+//
+// Both run a Decap with chaining on; b accepts a's address as a chain
+// peer only.
+type chainRig struct {
+	lb, a, b   *nstest.NS
+	lbA, lbB   *rig // views for the rig helpers: lb's side toward a, toward b
+	da, db     *Decap
+	sa, sb     *sender
+	capA, capB *capture
+	lnA, lnB   net.Listener
+}
+
+var (
+	lbAddrB  = netip.MustParseAddr("198.18.3.1") // lb on b's link
+	lbAddrB6 = netip.MustParseAddr("2001:2:0:3::1")
+	bAddr4   = prevOwner4 // b: 198.18.3.12
+	bAddr6   = prevOwner6 // b: 2001:2:0:3::12
+	aAddr4   = beAddr4    // a: 198.18.1.11
+	aAddr6   = beAddr6    // a: 2001:2:0:1::11
+)
+
+// newChainRig builds the rig; with runA false, a's Decap is not run, so
+// that a test can drive its receive loop by hand.
+func newChainRig(t *testing.T, runA bool) *chainRig {
+	t.Helper()
+	nstest.RequireRoot(t)
+	c := &chainRig{lb: nstest.New(t, "lb"), a: nstest.New(t, "ba"), b: nstest.New(t, "bb")}
+	// No duplicate address detection on the links to come: until the
+	// link-local addresses have passed it, the first IPv6 packets wait
+	// (measured: 2 s for a's first packet to b with it).
+	for _, ns := range []*nstest.NS{c.lb, c.a, c.b} {
+		ns.Must(t, "sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0")
+	}
+	ifLA, ifA, ifLB, ifB := nstest.Name("vl"), nstest.Name("va"), nstest.Name("vl"), nstest.Name("vb")
+	nstest.Veth(t, c.lb, ifLA, c.a, ifA)
+	nstest.Veth(t, c.lb, ifLB, c.b, ifB)
+	c.lb.Must(t, "ip", "addr", "add", lbAddr4.String()+"/24", "dev", ifLA)
+	c.lb.Must(t, "ip", "addr", "add", lbAddrB.String()+"/24", "dev", ifLB)
+	c.lb.Must(t, "ip", "addr", "add", lbAddr6.String()+"/64", "dev", ifLA, "nodad")
+	c.lb.Must(t, "ip", "addr", "add", lbAddrB6.String()+"/64", "dev", ifLB, "nodad")
+	c.lb.Must(t, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
+	c.lb.Must(t, "ip", "route", "add", "blackhole", "198.18.2.0/24")
+	c.lb.Must(t, "ip", "-6", "route", "add", "blackhole", "2001:2:0:2::/64")
+	for _, be := range []struct {
+		ns         *nstest.NS
+		ifName     string
+		addr, gw   netip.Addr
+		addr6, gw6 netip.Addr
+	}{{c.a, ifA, aAddr4, lbAddr4, aAddr6, lbAddr6}, {c.b, ifB, bAddr4, lbAddrB, bAddr6, lbAddrB6}} {
+		be.ns.Must(t, "ip", "addr", "add", be.addr.String()+"/24", "dev", be.ifName)
+		be.ns.Must(t, "ip", "addr", "add", be.addr6.String()+"/64", "dev", be.ifName, "nodad")
+		be.ns.Must(t, "ip", "addr", "add", vip4.String()+"/32", "dev", "lo")
+		be.ns.Must(t, "ip", "addr", "add", vip6.String()+"/128", "dev", "lo")
+		be.ns.Must(t, "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.all.arp_announce=2")
+		be.ns.Must(t, "ip", "route", "add", "198.18.0.0/15", "via", be.gw.String())
+		be.ns.Must(t, "ip", "-6", "route", "add", "2001:2::/48", "via", be.gw6.String())
+	}
+	// Neighbour discovery on the path a→lb→b done before the test's
+	// packets, so that their timing is the decapsulators' alone.
+	warm(t, c.a, c.b, bAddr4)
+	warm(t, c.a, c.b, bAddr6)
+	c.lbA = &rig{lb: c.lb, lbIf: ifLA, be: c.a}
+	c.lbB = &rig{lb: c.lb, lbIf: ifLB, be: c.b}
+	// A TTL far beyond the test, so that cache hits are certain.
+	c.da = c.lbA.newDecap(t, Options{GUEPort: DefaultGUEPort, IPv6: true, Chain: true, CheckLocal: true, ChainCacheTTL: time.Minute,
+		AllowedSources: []netip.Prefix{netip.PrefixFrom(lbAddr4, 32), netip.PrefixFrom(lbAddr6, 128)}})
+	c.db = c.lbB.newDecap(t, Options{GUEPort: DefaultGUEPort, IPv6: true, Chain: true, CheckLocal: true,
+		AllowedSources: []netip.Prefix{netip.PrefixFrom(lbAddrB, 32), netip.PrefixFrom(lbAddrB6, 128)},
+		ChainPeers:     []netip.Prefix{netip.PrefixFrom(aAddr4, 32), netip.PrefixFrom(aAddr6, 128)}})
+	if runA {
+		run(t, c.da)
+	}
+	run(t, c.db)
+	c.sa, c.sb = c.lbA.sender(t), c.lbB.sender(t)
+	c.capA, c.capB = c.lbA.capture(t), c.lbB.capture(t)
+	c.lnA, c.lnB = listenIn(t, c.a), listenIn(t, c.b)
+	return c
+}
+
+// warm sends UDP datagrams from namespace from to addr:9 in namespace
+// to until one arrives: at most 50, 100 ms apart.
+func warm(t *testing.T, from, to *nstest.NS, addr netip.Addr) {
+	t.Helper()
+	dst := netip.AddrPortFrom(addr, 9)
+	var rx, tx *net.UDPConn
+	err := to.Do(func() (err error) {
+		rx, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(dst))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("warm: listen in %s: %v", to.Name, err)
+	}
+	defer rx.Close()
+	if err := from.Do(func() (err error) {
+		tx, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(dst))
+		return err
+	}); err != nil {
+		t.Fatalf("warm: dial from %s: %v", from.Name, err)
+	}
+	defer tx.Close()
+	buf := make([]byte, 16)
+	for range 50 {
+		tx.Write([]byte("warm"))
+		rx.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if _, err := rx.Read(buf); err == nil {
+			return
+		}
+	}
+	t.Fatalf("warm: nothing from %s reached %v in %s within 5 s", from.Name, dst, to.Name)
+}
+
+// listenIn listens on vip4:80 in ns; closed at cleanup.
+func listenIn(t *testing.T, ns *nstest.NS) net.Listener {
+	t.Helper()
+	var ln net.Listener
+	if err := ns.Do(func() (err error) {
+		ln, err = net.Listen("tcp4", netip.AddrPortFrom(vip4, 80).String())
+		return err
+	}); err != nil {
+		t.Fatalf("listen in %s: %v", ns.Name, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// tcpSeg4 returns an IPv4 TCP segment client4:sport → vip4:80 with ACK
+// set (and PSH with a payload), seq and ack as given.
+func tcpSeg4(tb testing.TB, sport uint16, seq, ack uint32, payload []byte) []byte {
+	tb.Helper()
+	l3 := &layers.IPv4{Version: 4, TTL: 63, Id: 9, Flags: layers.IPv4DontFragment, Protocol: layers.IPProtocolTCP, SrcIP: ip(client4), DstIP: ip(vip4)}
+	l4 := &layers.TCP{SrcPort: layers.TCPPort(sport), DstPort: 80, Seq: seq, Ack: ack, ACK: true, PSH: len(payload) > 0, Window: 64240}
+	l4.SetNetworkLayerForChecksum(l3)
+	return serialize(tb, l3, l4, gopacket.Payload(payload))
+}
+
+// connect opens a TCP connection from client4:sport to the VIP on the
+// backend behind lbSide, as vipd would deliver it (GUE variant 1 from
+// outer), and returns the server's end, accepted from ln, and the next
+// sequence and acknowledgment numbers of the client.
+func connect(t *testing.T, lbSide *rig, s *sender, c *capture, ln net.Listener, outer, be netip.Addr, sport uint16) (conn net.Conn, seq, ack uint32) {
+	t.Helper()
+	const isn = 1000
+	s.send(t, gue4(t, outer, be, 49152, DefaultGUEPort, tcp4(t, client4, vip4, sport, 80, true, false, isn, nil)))
+	p := c.waitTCP(t, synAckFrom(vip4, client4, sport))
+	serverISN := p.Layer(layers.LayerTypeTCP).(*layers.TCP).Seq
+	s.send(t, gue4(t, outer, be, 49152, DefaultGUEPort, tcpSeg4(t, sport, isn+1, serverISN+1, nil)))
+	ln.(*net.TCPListener).SetDeadline(time.Now().Add(replyTimeout))
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatalf("accept in %s: %v", lbSide.be.Name, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, isn + 1, serverISN + 1
+}
+
+// readWant reads len(want) bytes from conn within replyTimeout and
+// compares them with want.
+func readWant(t *testing.T, conn net.Conn, want []byte) {
+	t.Helper()
+	conn.SetReadDeadline(time.Now().Add(replyTimeout))
+	got := make([]byte, len(want))
+	for n := 0; n < len(got); {
+		m, err := conn.Read(got[n:])
+		if err != nil {
+			t.Fatalf("read %d of %d bytes: %v", n, len(want), err)
+		}
+		n += m
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read %q, want %q", got, want)
+	}
+}
+
+// TestChainEndToEnd: a hinted packet that is not a connection start,
+// sent by vipd to backend a for a connection that exists only on b (the
+// previous owner), is chained by a to b and read by b's socket, and is
+// never bounced back to a; one for a connection a has is delivered at a
+// and never leaves it.
+func TestChainEndToEnd(t *testing.T) {
+	c := newChainRig(t, true)
+
+	// A connection on b, the previous owner; its next data arrives at a.
+	connB, seq, ack := connect(t, c.lbB, c.sb, c.capB, c.lnB, lbAddrB, bAddr4, 40100)
+	msg := []byte("chained from a to b")
+	c.sa.send(t, gue4(t, lbAddr4, aAddr4, 49153, DefaultGUEPort, hinted(bAddr4, 0, tcpSeg4(t, 40100, seq, ack, msg))))
+	readWant(t, connB, msg)
+	sa := waitStats(t, c.da, "a chained out", func(s Stats) bool { return s.Hints[HintChainedOut] == 1 })
+	sb := waitStats(t, c.db, "b chained in", func(s Stats) bool { return s.Hints[HintChainedIn] == 1 })
+	if sa.Received != 1 || sa.Hinted != 1 || sa.Lookups != 1 || sa.Decapsulated != 0 || sa.TotalDropped() != 0 {
+		t.Errorf("a: %+v, want one hinted packet, looked up once, chained out", sa)
+	}
+	if sb.Hinted != 1 || sb.Lookups != 0 || sb.TotalDropped() != 0 {
+		t.Errorf("b: %+v, want the chained packet delivered without a lookup", sb)
+	}
+
+	// A connection on a itself: a hinted packet for it stays on a.
+	connA, seqA, ackA := connect(t, c.lbA, c.sa, c.capA, c.lnA, lbAddr4, aAddr4, 40200)
+	msgA := []byte("stays on a")
+	c.sa.send(t, gue4(t, lbAddr4, aAddr4, 49154, DefaultGUEPort, hinted(bAddr4, 0, tcpSeg4(t, 40200, seqA, ackA, msgA))))
+	readWant(t, connA, msgA)
+	waitStats(t, c.da, "a local match", func(s Stats) bool { return s.Hints[HintMatch] == 1 })
+
+	// A second packet of the chained flow: decided from the cache, and
+	// read on b.
+	msg2 := []byte(" and again")
+	c.sa.send(t, gue4(t, lbAddr4, aAddr4, 49153, DefaultGUEPort, hinted(bAddr4, 0, tcpSeg4(t, 40100, seq+uint32(len(msg)), ack, msg2))))
+	readWant(t, connB, msg2)
+	sa = waitStats(t, c.da, "a chained out twice", func(s Stats) bool { return s.Hints[HintChainedOut] == 2 })
+	if sa.CacheHits != 1 || sa.Lookups != 2 {
+		t.Errorf("a: %d cache hits, %d lookups; want 1 and 2 (one per flow)", sa.CacheHits, sa.Lookups)
+	}
+
+	// Nothing came back to a: it received the 2 handshake packets of its
+	// own connection and the 3 hinted ones, and b never chained.
+	time.Sleep(100 * time.Millisecond)
+	sa, sb = c.da.Stats(), c.db.Stats()
+	if sa.Received != 5 || sa.Hints[HintChainedIn] != 0 {
+		t.Errorf("a received %d packets (%d chained in), want 5 and 0: %+v", sa.Received, sa.Hints[HintChainedIn], sa)
+	}
+	if sb.Hints[HintChainedOut] != 0 || sb.Hints[HintChainedIn] != 2 || sb.Received != 4 {
+		t.Errorf("b: %+v, want 4 packets received (2 handshake, 2 chained in), none chained out", sb)
+	}
+}
+
+// TestChainDoesNotAllocate holds the per-packet claim on the real chain
+// path: a GUE read, the checks, a cached decision, the send to the
+// previous owner. The first packet's kernel lookup (which allocates) is
+// AllocsPerRun's warm-up.
+func TestChainDoesNotAllocate(t *testing.T) {
+	c := newChainRig(t, false)
+	var rx *receiver // a's IPv4 GUE socket, the first one New opens
+	for _, r := range c.da.rx {
+		if r.kind == kindGUE && rx == nil {
+			rx = r
+		}
+	}
+	const runs = 50
+	for i := range runs + 1 {
+		c.sa.send(t, gue4(t, lbAddr4, aAddr4, 49160, DefaultGUEPort, hinted(bAddr4, 0, tcpSeg4(t, 40300, 5000+uint32(i), 1, []byte("x")))))
+	}
+	rx.f.SetReadDeadline(time.Now().Add(replyTimeout))
+	var err error
+	allocs := testing.AllocsPerRun(runs, func() {
+		if e := c.da.receive(rx); e != nil && err == nil {
+			err = e
+		}
+	})
+	if err != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	if allocs != 0 {
+		t.Errorf("%v allocations per chained packet", allocs)
+	}
+	if s := c.da.Stats(); s.Hints[HintChainedOut] != runs+1 || s.Lookups != 1 {
+		t.Errorf("a: %d chained out, %d lookups; want %d and 1: %+v", s.Hints[HintChainedOut], s.Lookups, runs+1, s)
+	}
+	// b delivers them all (its kernel answers the unknown connection
+	// with resets, which lb drops).
+	waitStats(t, c.db, "b chained in", func(s Stats) bool { return s.Hints[HintChainedIn] == runs+1 })
+}
+
+// TestChainIPv6: the IPv6 path of chaining, a hinted segment of a flow
+// a does not have is chained over IPv6 to b (whose kernel has no
+// connection either and answers with a reset, which lb drops); b counts
+// it chained in and delivers it, and an unchained packet from a is
+// refused by b.
+func TestChainIPv6(t *testing.T) {
+	c := newChainRig(t, true)
+	seg := tcp6(t, client6, vip6, 40400, 80, false, true, 7, []byte("six"))
+	c.sa.send(t, gue6(t, lbAddr6, aAddr6, 49170, DefaultGUEPort, hinted(bAddr6, 0, seg)))
+	waitStats(t, c.da, "a chained out", func(s Stats) bool { return s.Hints[HintChainedOut] == 1 })
+	sb := waitStats(t, c.db, "b chained in", func(s Stats) bool { return s.Hints[HintChainedIn] == 1 && s.Decapsulated == 1 })
+	if sb.TotalDropped() != 0 {
+		t.Errorf("b dropped: %v", sb.Dropped)
+	}
+	// From a's address without HintChained, b refuses it: chain peers
+	// are trusted for chained packets only.
+	err := c.a.Do(func() error {
+		conn, err := net.DialUDP("udp6", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(bAddr6, DefaultGUEPort)))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_, err = conn.Write(hinted(bAddr6, 0, seg))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("send from a: %v", err)
+	}
+	waitStats(t, c.db, "b refuses", func(s Stats) bool { return s.Dropped[DropSource] == 1 })
+}
