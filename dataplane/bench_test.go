@@ -94,7 +94,11 @@ func benchPipeline(b *testing.B, vip netip.Addr, miss bool, flows, size int) {
 }
 
 func benchPipelineOf(b *testing.B, vip netip.Addr, miss bool, flows, size, passes int) {
-	spec := testSpec()
+	benchPipelineSpec(b, testSpec(), vip, miss, flows, size, passes)
+}
+
+// benchPipelineSpec is benchPipelineOf over spec (BenchmarkSchedulers).
+func benchPipelineSpec(b *testing.B, spec *Spec, vip netip.Addr, miss bool, flows, size, passes int) {
 	// Room for the 20-byte IPIP header behind 1500-byte frames, as a DSR
 	// deployment needs on its tunnel side.
 	spec.MTU[PortEgress] = 1600

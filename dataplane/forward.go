@@ -148,11 +148,12 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 		return b, ref
 	}
 	w.c.FlowMisses++
-	b, ref := w.maglev(v, p.hp)
+	b, ref := w.schedule(vi, v, p.hp)
 	if b == nil {
 		return nil, 0
 	}
 	if _, res := w.ct.InsertMissed(&p.key, p.loc, ref, flags); !res.Tracked() {
+		b, ref = w.maglev(v, p.hp) // untracked: every packet is placed anew, so by the stateless choice
 		w.c.Untracked++
 		w.c.Stateless++
 	} else if p.key.Proto == packet.ProtoTCP && flags&(packet.TCPFlagSYN|packet.TCPFlagACK) == packet.TCPFlagSYN {

@@ -100,6 +100,13 @@ type VIPSpec struct {
 	// EncapSrc; every address of it must reach the backends as a source.
 	EncapSrcPrefix netip.Prefix
 	Backends       []BackendSpec
+
+	// Scheduling of new flows (sched.go). Scheduler is the VIP's
+	// scheduler (zero: Maglev); LoadBound is SchedMaglevBounded's bound
+	// on a backend's active flows as a multiple of its weighted share
+	// (<= 1: DefaultLoadBound).
+	Scheduler Scheduler
+	LoadBound float64
 }
 
 // Encap is a DSR encapsulation.
@@ -411,6 +418,14 @@ type vip struct {
 	guePort  uint16
 	srcBits4 uint32
 	srcBits6 uint64
+
+	// Scheduling of new flows (sched.go, setSched): the scheduler, bounded
+	// Maglev's bound, each member's weight (by Maglev index, as refs) and
+	// their sum.
+	sched       Scheduler
+	bound       float64
+	weights     []uint32
+	totalWeight int64
 }
 
 type backend struct {
@@ -658,6 +673,7 @@ func (prev *Snapshot) sameAddressing(spec *Spec, local []netip.Addr, same []bool
 			}
 		}
 		same[i] = identical && a.ID == b.ID && a.Name == b.Name && a.SrcHash == b.SrcHash && a.TableSize == b.TableSize
+		same[i] = same[i] && a.Scheduler == b.Scheduler && a.LoadBound == b.LoadBound // sched.go
 	}
 	return steady
 }
@@ -816,6 +832,7 @@ func (s *Snapshot) addBackends(i int, vs *VIPSpec, v *vip, classify bool, prev *
 			v.refs = append(v.refs, bs.Ref)
 		}
 	}
+	v.setSched(vs, members)
 	mt := prev.findTable(vs.ID, vs.TableSize, members)
 	if mt == nil {
 		hm := make([]hashing.Backend, len(members))
