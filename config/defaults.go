@@ -93,6 +93,7 @@ func (v *VIP) setDefaults() {
 		Encap:      DefaultEncap,
 		GUEPort:    DefaultGUEPort,
 		MinHealthy: DefaultMinHealthy,
+		LoadBound:  DefaultLoadBound,
 		Outlier: Outlier{
 			Window: Duration(DefaultOutlierWindow), Timeout: Duration(DefaultOutlierTimeout),
 			MinHandshakes: DefaultOutlierMin, FailureRatio: DefaultOutlierRatio,
@@ -107,6 +108,9 @@ func (v *VIP) setDefaults() {
 			Rise:      DefaultRise,
 			Fall:      DefaultFall,
 			OnAllDown: DefaultOnAllDown,
+			// Backend-reported load (sched.go), off by default.
+			LoadHeader: DefaultLoadHeader, LoadHalfLife: Duration(DefaultLoadHalfLife),
+			ErrorPenalty: DefaultErrorPenalty, MinWeightPercent: DefaultMinWeightPercent,
 		},
 	}
 }
