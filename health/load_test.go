@@ -2,7 +2,6 @@ package health
 
 import (
 	"bytes"
-	"sync"
 	"context"
 	"log/slog"
 	"math"
@@ -10,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
