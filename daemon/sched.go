@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/dataplane"
 )
 
@@ -58,4 +59,17 @@ func (d *Daemon) loadRound(ctx context.Context) {
 func schedulerUsesLoad(name string) bool {
 	s, ok := dataplane.ParseScheduler(name)
 	return ok && s.UsesLoad()
+}
+
+// effectiveWeight is configured weight w after the fractions of st (slow
+// start, load report), and the load report's fraction alone (1: none).
+func effectiveWeight(w uint32, st control.Status) (eff, load float64) {
+	eff, load = float64(w), 1
+	if f := st.Fraction(); f > 0 {
+		eff *= f
+	}
+	if st.Scale > 0 && st.Scale < 1 {
+		load = st.Scale
+	}
+	return eff, load
 }

@@ -53,7 +53,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 		v := &d.cfg.VIPs[i]
 		vs := admin.VIPState{
 			Name: v.Name, Address: v.Address.String(), Port: v.Port, Protocol: string(v.Protocol),
-			Mode: string(v.Mode), FlowHash: string(v.FlowHash), TableSize: v.TableSize,
+			Mode: string(v.Mode), FlowHash: string(v.FlowHash), TableSize: v.TableSize, Scheduler: v.Scheduler,
 			AllDown: d.allDown[v.Name], OnAllDown: string(v.HealthCheck.OnAllDown),
 			Announce: d.announceNameLocked(v),
 		}
@@ -76,6 +76,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 			if r := d.health[ref].Ramp; r > 0 && r < 1 {
 				bs.SlowStart = r
 			}
+			bs.EffectiveWeight, bs.Load = effectiveWeight(b.Weight, d.health[ref])
 			if spec != nil && j < len(spec.Backends) {
 				sb := spec.Backends[j]
 				bs.Forwarding = forwardingNames[sb.State]
@@ -194,6 +195,17 @@ func (d *Daemon) Metrics() *admin.Metrics {
 	}
 	if d.spec == nil {
 		return m
+	}
+	m.EffectiveWeight = map[uint32]float64{}
+	for i := range d.cfg.VIPs {
+		v := &d.cfg.VIPs[i]
+		for j := range v.Backends {
+			ref := d.reg.Ref(control.BackendKey(v, &v.Backends[j]))
+			m.EffectiveWeight[ref], _ = effectiveWeight(v.Backends[j].Weight, d.health[ref])
+		}
+	}
+	if d.checks != nil {
+		m.LoadReportsMalformed = d.checks.LoadReportsMalformed()
 	}
 	for _, v := range d.spec.VIPs {
 		m.VIPNames[v.ID] = v.Name
