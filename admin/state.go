@@ -73,9 +73,9 @@ type BackendState struct {
 	EffectiveWeight float64 `json:"effective_weight"`
 	Load            float64 `json:"load_fraction"`
 	ActiveFlows     int     `json:"active_flows"`
-	Packets     uint64  `json:"packets"`
-	Bytes       uint64  `json:"bytes"`
-	NewFlows    uint64  `json:"new_flows"`
+	Packets         uint64  `json:"packets"`
+	Bytes           uint64  `json:"bytes"`
+	NewFlows        uint64  `json:"new_flows"`
 }
 
 // Metrics is the raw material of /metrics, taken in one go.
@@ -92,17 +92,17 @@ type Metrics struct {
 	BackendUp map[uint32]float64
 	// Ejections counts each backend's passive outlier ejections by ref;
 	// Ejected holds the refs ejected now.
-	Ejections  map[uint32]uint64
-	Ejected    map[uint32]bool
+	Ejections map[uint32]uint64
+	Ejected   map[uint32]bool
 	// EffectiveWeight is each backend's weight after slow start and its
 	// load report (BackendState.EffectiveWeight) by ref;
 	// LoadReportsMalformed counts its malformed load reports.
 	EffectiveWeight      map[uint32]float64
 	LoadReportsMalformed map[uint32]uint64
 	Reloads              map[string]uint64 // by result: ok, error
-	AllDown    map[string]uint64 // events per VIP name
-	Generation uint64
-	BGP        *BGPMetrics // nil without [bgp]
+	AllDown              map[string]uint64 // events per VIP name
+	Generation           uint64
+	BGP                  *BGPMetrics // nil without [bgp]
 }
 
 // BackendLabel identifies a backend in metric labels.
