@@ -363,3 +363,22 @@ func (c *Chooser) Choose(id uint16, h uint64) (ref uint32, ok bool) {
 	c.st.pinnedVIP[v.id]++
 	return ref, true
 }
+
+// Clone returns an independent copy of c: what c would choose next, asked
+// without changing c (a simulation asks another box, say).
+func (c *Chooser) Clone() *Chooser {
+	d := &Chooser{snap: c.snap}
+	d.board.Store(c.board.Load())
+	d.st = schedState{
+		board: &d.board, load: c.st.load,
+		pinned:    append([]uint32(nil), c.st.pinned...),
+		pinnedVIP: append([]uint32(nil), c.st.pinnedVIP...),
+		wrr:       make([][]int64, len(c.st.wrr)),
+	}
+	for i, w := range c.st.wrr {
+		if w != nil {
+			d.st.wrr[i] = append([]int64(nil), w...)
+		}
+	}
+	return d
+}
