@@ -249,7 +249,35 @@ func (b *Bed) addIPv6() {
 // no port rewrite), UDP echo on 7001.
 func (be *Backend) Start() {
 	be.srv = be.bed.Spawn(be.NS, be.Name, be.bed.Bin.Backend, "-name", be.Name, "-http", ":8080,:80", "-udp", ":7001",
-		"-echo", fmt.Sprintf(":%d", EchoPort), "-drain-file", be.DrainFile())
+		"-echo", fmt.Sprintf(":%d", EchoPort), "-drain-file", be.DrainFile(),
+		"-load-file", be.ctlFile("load"), "-fail-file", be.ctlFile("fail"))
+}
+
+// ctlFile is the file through which the test controls the backend's
+// health answers (load, fail).
+func (be *Backend) ctlFile(what string) string {
+	return filepath.Join(be.bed.dir, be.Name+"."+what)
+}
+
+// SetLoad makes the backend's health check answer with header X-Load:
+// value (a utilization from 0 to 1, or anything, to test malformed
+// reports); "" removes the header.
+func (be *Backend) SetLoad(value string) {
+	if value == "" {
+		os.Remove(be.ctlFile("load"))
+		return
+	}
+	os.WriteFile(be.ctlFile("load"), []byte(value), 0o644)
+}
+
+// SetCheckFailures makes every nth health check of the backend answer
+// 500; 0 stops the failures.
+func (be *Backend) SetCheckFailures(n int) {
+	if n <= 0 {
+		os.Remove(be.ctlFile("fail"))
+		return
+	}
+	os.WriteFile(be.ctlFile("fail"), []byte(strconv.Itoa(n)), 0o644)
 }
 
 // Kill stops the backend's server (SIGKILL), as a crash would.
