@@ -258,6 +258,10 @@ func (d *Daemon) Where(vipName, client string, port uint16) (*admin.WhereAnswer,
 	ref, ok := snap.Where(v.Address, v.Protocol.Number(), vport, netip.AddrPortFrom(c.Addr().Unmap(), c.Port()))
 	ans := &admin.WhereAnswer{VIP: vipName, Client: client,
 		Note: "for a new flow; a flow pinned in the connection table keeps its backend while that backend is up or draining"}
+	if v.Scheduler != config.SchedMaglev {
+		// Where answers by the Maglev table; the others also read load.
+		ans.Note = fmt.Sprintf("Maglev's choice; scheduler %q may choose otherwise by the backends' load (%s)", v.Scheduler, ans.Note)
+	}
 	if !ok {
 		ans.Note = "no backend takes new flows"
 		return ans, nil
