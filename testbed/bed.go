@@ -267,7 +267,14 @@ func (be *Backend) SetLoad(value string) {
 		os.Remove(be.ctlFile("load"))
 		return
 	}
-	os.WriteFile(be.ctlFile("load"), []byte(value), 0o644)
+	writeAtomic(be.ctlFile("load"), value)
+}
+
+// writeAtomic replaces file with content, so that a reader never sees
+// half of it.
+func writeAtomic(file, content string) {
+	os.WriteFile(file+".tmp", []byte(content), 0o644)
+	os.Rename(file+".tmp", file)
 }
 
 // SetCheckFailures makes every nth health check of the backend answer
@@ -277,7 +284,7 @@ func (be *Backend) SetCheckFailures(n int) {
 		os.Remove(be.ctlFile("fail"))
 		return
 	}
-	os.WriteFile(be.ctlFile("fail"), []byte(strconv.Itoa(n)), 0o644)
+	writeAtomic(be.ctlFile("fail"), strconv.Itoa(n))
 }
 
 // Kill stops the backend's server (SIGKILL), as a crash would.
