@@ -117,7 +117,11 @@ func WriteStatus(w io.Writer, st *State) error {
 		if v.Announce != "" {
 			flags += ",bgp " + v.Announce
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\tmaglev M=%d\t%s\t\t\t\n", strings.ToUpper(v.Protocol), hostPort(v.Address, v.Port), v.Mode, v.TableSize, flags)
+		sched := v.Scheduler
+		if sched == "" {
+			sched = "maglev"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s M=%d\t%s\t\t\t\n", strings.ToUpper(v.Protocol), hostPort(v.Address, v.Port), v.Mode, sched, v.TableSize, flags)
 		for _, b := range v.Backends {
 			fwd := b.Forwarding
 			if b.Drained {
@@ -125,6 +129,9 @@ func WriteStatus(w io.Writer, st *State) error {
 			}
 			if b.SlowStart > 0 && b.SlowStart < 1 {
 				fwd += fmt.Sprintf("(ramp %.0f%%)", 100*b.SlowStart)
+			}
+			if b.Load > 0 && b.Load < 1 {
+				fwd += fmt.Sprintf("(load: weight %.0f%%)", 100*b.Load)
 			}
 			port := b.Port
 			if port == 0 {

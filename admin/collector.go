@@ -47,6 +47,8 @@ var (
 	dBeEjections = desc("backend_ejections_total", "Passive outlier ejections of a backend.", "vip", "backend")
 	dBeHandshake = desc("backend_handshakes_total", "Tracked TCP flows to a backend that began with a SYN.", "vip", "backend")
 	dBeAnswered  = desc("backend_handshakes_answered_total", "Of those, flows whose client went on past its SYNs (it got the backend's SYN-ACK).", "vip", "backend")
+	dBeEffWeight = desc("backend_effective_weight", "A backend's weight after slow start and its reported load and error rate (its configured weight when neither applies).", "vip", "backend")
+	dBeLoadBad   = desc("backend_load_reports_malformed_total", "Load reports (the health check's load_header) that were not a number from 0 to 1, ignored.", "vip", "backend")
 	dBeUp        = desc("backend_forwarding", "Backend forwarding state: 1 up, 0.5 draining (existing flows only), 0 down.", "vip", "backend")
 	dCTEntries   = desc("conntrack_entries", "Flows in the connection table.")
 	dCTCapacity  = desc("conntrack_capacity", "Flows the connection table can hold.")
@@ -142,6 +144,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(dBeEjected, ej, l.VIP, l.Backend)
 		counter(dBeEjections, m.Ejections[ref], l.VIP, l.Backend)
+		if w, ok := m.EffectiveWeight[ref]; ok {
+			gauge(dBeEffWeight, w, l.VIP, l.Backend)
+		}
+		counter(dBeLoadBad, m.LoadReportsMalformed[ref], l.VIP, l.Backend)
 	}
 	ct := m.Conntrack
 	gauge(dCTEntries, float64(ct.Entries))

@@ -32,6 +32,8 @@ type VIPState struct {
 	Mode      string `json:"mode"`
 	FlowHash  string `json:"flow_hash"`
 	TableSize uint32 `json:"table_size"`
+	// Scheduler picks the backends of new flows (config's vip.scheduler).
+	Scheduler string `json:"scheduler,omitempty"`
 	// AllDown: every enabled backend failed its health check; OnAllDown
 	// says what the VIP does about it.
 	AllDown   bool   `json:"all_down"`
@@ -64,11 +66,16 @@ type BackendState struct {
 	Forwarding string `json:"forwarding"`
 	// SlowStart is the fraction of the weight a ramping backend has, 1 when
 	// not ramping.
-	SlowStart   float64 `json:"slow_start"`
-	ActiveFlows int     `json:"active_flows"`
-	Packets     uint64  `json:"packets"`
-	Bytes       uint64  `json:"bytes"`
-	NewFlows    uint64  `json:"new_flows"`
+	SlowStart float64 `json:"slow_start"`
+	// EffectiveWeight is the configured weight times the fractions slow
+	// start and the backend's load report leave it; Load is the load
+	// report's fraction alone (1: no report, or an idle backend).
+	EffectiveWeight float64 `json:"effective_weight"`
+	Load            float64 `json:"load_fraction"`
+	ActiveFlows     int     `json:"active_flows"`
+	Packets         uint64  `json:"packets"`
+	Bytes           uint64  `json:"bytes"`
+	NewFlows        uint64  `json:"new_flows"`
 }
 
 // Metrics is the raw material of /metrics, taken in one go.
@@ -85,12 +92,17 @@ type Metrics struct {
 	BackendUp map[uint32]float64
 	// Ejections counts each backend's passive outlier ejections by ref;
 	// Ejected holds the refs ejected now.
-	Ejections  map[uint32]uint64
-	Ejected    map[uint32]bool
-	Reloads    map[string]uint64 // by result: ok, error
-	AllDown    map[string]uint64 // events per VIP name
-	Generation uint64
-	BGP        *BGPMetrics // nil without [bgp]
+	Ejections map[uint32]uint64
+	Ejected   map[uint32]bool
+	// EffectiveWeight is each backend's weight after slow start and its
+	// load report (BackendState.EffectiveWeight) by ref;
+	// LoadReportsMalformed counts its malformed load reports.
+	EffectiveWeight      map[uint32]float64
+	LoadReportsMalformed map[uint32]uint64
+	Reloads              map[string]uint64 // by result: ok, error
+	AllDown              map[string]uint64 // events per VIP name
+	Generation           uint64
+	BGP                  *BGPMetrics // nil without [bgp]
 	// PreviousUntil: when each VIP's previous backend set (previous_owner)
 	// expires, for the VIPs that have one; StateErrors counts failed reads
 	// and writes of the state file.

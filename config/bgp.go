@@ -222,6 +222,7 @@ func (c *collector) validateAnnounce(p string, v *VIP, bgp *BGP) {
 	if !*v.Announce && (len(v.Communities) > 0 || v.MED != 0) {
 		c.warnf(p+".announce", "the VIP is not announced over BGP: its communities and med have no effect")
 	}
+	c.warnSchedAnnounced(p, v)
 	if *v.Announce && *v.NeighborAnnounce {
 		c.warnf(p+".neighbor_announce", "the VIP is announced over BGP and answered by ARP/NDP too: with several boxes on the router's segment, they would all answer for it")
 	}

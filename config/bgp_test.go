@@ -121,6 +121,7 @@ func TestBGPWarnings(t *testing.T) {
 	tests := []struct{ name, src, key, msg string }{
 		{"keepalive over a third", strings.Replace(bgpBase, "asn = 65010", "asn = 65010\nhold_time = \"9s\"\nkeepalive = \"5s\"", 1), "bgp.keepalive", "a third"},
 		{"communities on an unannounced VIP", strings.Replace(base, "port = 80", "port = 80\ncommunities = [\"65000:1\"]", 1), "vip[0].announce", "no effect"},
+		{"per-box scheduler announced", strings.Replace(bgpBase, "port = 80", "port = 80\nscheduler = \"lc\"", 1), "vip[0].scheduler", "depends on the box"},
 		{"BGP and ARP both", strings.Replace(bgpBase, "port = 80", "port = 80\nneighbor_announce = true", 1), "vip[0].neighbor_announce", "all answer"},
 	}
 	for _, tt := range tests {

@@ -172,7 +172,7 @@ type VIP struct {
 	Port     uint16     `toml:"port"` // 0 = every port
 	Protocol Protocol   `toml:"protocol"`
 	Mode     Mode       `toml:"mode"`
-	// Scheduler picks backends for new flows; "maglev" is the only one.
+	// Scheduler picks backends for new flows: one of Schedulers.
 	Scheduler string `toml:"scheduler"`
 	// TableSize is the Maglev lookup table size M, a prime.
 	TableSize uint32   `toml:"table_size"`
@@ -221,6 +221,10 @@ type VIP struct {
 	// boxes may share that segment. Load fills it in.
 	NeighborAnnounce *bool     `toml:"neighbor_announce"`
 	Backends         []Backend `toml:"backend"`
+
+	// Scheduling (sched.go). LoadBound is maglev_bounded's bound on a
+	// backend's active flows, a multiple of its weighted share.
+	LoadBound float64 `toml:"load_bound"`
 }
 
 // Announced reports whether the VIP is announced over BGP.
@@ -285,6 +289,17 @@ type HealthCheck struct {
 	// Probe is where a probe goes: ProbeTunnel or ProbeDirect. Unset, it
 	// is filled in by mode: tunnel for DSR, direct for NAT.
 	Probe Probe `toml:"probe"`
+
+	// Backend-reported load (sched.go, package health): with LoadReport,
+	// an HTTP check reads the backend's utilization (0..1) from header
+	// LoadHeader, and the backend's weight is scaled by (1 − utilization)
+	// × (1 − ErrorPenalty × error rate), both smoothed with half-life
+	// LoadHalfLife, never under MinWeightPercent of the weight.
+	LoadReport       bool     `toml:"load_report"`
+	LoadHeader       string   `toml:"load_header"`
+	LoadHalfLife     Duration `toml:"load_half_life"`
+	ErrorPenalty     float64  `toml:"error_penalty"`
+	MinWeightPercent int      `toml:"min_weight_percent"`
 }
 
 // Outlier configures passive outlier detection (package outlier): a

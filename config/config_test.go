@@ -95,7 +95,13 @@ func TestValidationErrors(t *testing.T) {
 		{"bad name", strings.Replace(base, `name = "web"`, `name = "web site" #!`, 1), "vip[0].name", "letters, digits"},
 		{"bad protocol", strings.Replace(base, `port = 80`, "port = 80\nprotocol = \"sctp\" #!", 1), "vip[0].protocol", `not "sctp"`},
 		{"bad mode", strings.Replace(base, `port = 80`, "port = 80\nmode = \"tunnel\" #!", 1), "vip[0].mode", `not "tunnel"`},
-		{"bad scheduler", strings.Replace(base, `port = 80`, "port = 80\nscheduler = \"wrr\" #!", 1), "vip[0].scheduler", `"maglev"`},
+		{"bad scheduler", strings.Replace(base, `port = 80`, "port = 80\nscheduler = \"rr\" #!", 1), "vip[0].scheduler", `must be one of "maglev", "maglev_bounded", "wrr", "lc", "p2c", not "rr"`},
+		{"load bound not over 1", strings.Replace(base, `port = 80`, "port = 80\nscheduler = \"maglev_bounded\"\nload_bound = 0.9 #!", 1), "vip[0].load_bound", "more than 1"},
+		{"load report with tcp", base + "\n[vip.healthcheck]\nload_report = true #!\n", "vip[0].healthcheck.load_report", `only applies to type = "http"`},
+		{"bad load header", base + "\n[vip.healthcheck]\ntype = \"http\"\nload_report = true\nload_header = \"X Load\" #!\n", "vip[0].healthcheck.load_header", "header name"},
+		{"bad error penalty", base + "\n[vip.healthcheck]\ntype = \"http\"\nerror_penalty = 1.5 #!\n", "vip[0].healthcheck.error_penalty", "from 0 to 1"},
+		{"bad min weight", base + "\n[vip.healthcheck]\ntype = \"http\"\nmin_weight_percent = 0 #!\n", "vip[0].healthcheck.min_weight_percent", "from 1 to 100"},
+		{"bad half-life", base + "\n[vip.healthcheck]\ntype = \"http\"\nload_half_life = \"0s\" #!\n", "vip[0].healthcheck.load_half_life", "from 1ns to 1h"},
 		{"bad flow hash", strings.Replace(base, `port = 80`, "port = 80\nflow_hash = \"dst_ip\" #!", 1), "vip[0].flow_hash", `not "dst_ip"`},
 		{"table not prime", strings.Replace(base, `port = 80`, "port = 80\ntable_size = 65536 #!", 1), "vip[0].table_size", "not prime"},
 		{"table too small", strings.Replace(base, `port = 80`, "port = 80\ntable_size = 13 #!", 1), "vip[0].table_size", "too small for 2 backends"},
@@ -540,5 +546,22 @@ func TestProbeDefault(t *testing.T) {
 				t.Errorf("probe %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestConsistentSchedulerNoWarning: the consistent schedulers announced
+// over BGP draw no scheduler warning.
+func TestConsistentSchedulerNoWarning(t *testing.T) {
+	for _, s := range []string{SchedMaglev, SchedMaglevBounded} {
+		src := strings.Replace(bgpBase, "port = 80", "port = 80\nscheduler = \""+s+"\"", 1)
+		_, warns, err := Parse("w.toml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range warns {
+			if strings.HasSuffix(w.Key, ".scheduler") {
+				t.Errorf("%s: %v", s, w)
+			}
+		}
 	}
 }

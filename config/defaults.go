@@ -97,6 +97,7 @@ func (v *VIP) setDefaults() {
 		GUEPort:          DefaultGUEPort,
 		MinHealthy:       DefaultMinHealthy,
 		PreviousOwnerTTL: Duration(DefaultPreviousOwnerTTL),
+		LoadBound:        DefaultLoadBound,
 		Outlier: Outlier{
 			Window: Duration(DefaultOutlierWindow), Timeout: Duration(DefaultOutlierTimeout),
 			MinHandshakes: DefaultOutlierMin, FailureRatio: DefaultOutlierRatio,
@@ -111,6 +112,9 @@ func (v *VIP) setDefaults() {
 			Rise:      DefaultRise,
 			Fall:      DefaultFall,
 			OnAllDown: DefaultOnAllDown,
+			// Backend-reported load (sched.go), off by default.
+			LoadHeader: DefaultLoadHeader, LoadHalfLife: Duration(DefaultLoadHalfLife),
+			ErrorPenalty: DefaultErrorPenalty, MinWeightPercent: DefaultMinWeightPercent,
 		},
 	}
 }

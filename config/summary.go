@@ -70,8 +70,12 @@ func WriteSummary(w io.Writer, cfg *Config) error {
 		if v.Port == 0 {
 			port = "*"
 		}
-		fmt.Fprintf(tw, "\nVIP %s\t%s:%s/%s\tmode %s\tmaglev M=%d\thash %s\n",
-			v.Name, bracket(v.Address), port, v.Protocol, v.Mode, v.TableSize, v.FlowHash)
+		sched := v.Scheduler
+		if v.Scheduler == SchedMaglevBounded {
+			sched += fmt.Sprintf(" (bound %g)", v.LoadBound)
+		}
+		fmt.Fprintf(tw, "\nVIP %s\t%s:%s/%s\tmode %s\t%s M=%d\thash %s\n",
+			v.Name, bracket(v.Address), port, v.Protocol, v.Mode, sched, v.TableSize, v.FlowHash)
 		if v.Mode == ModeDSR {
 			src := "egress interface address"
 			if v.EncapSource.IsValid() {
@@ -105,6 +109,10 @@ func WriteSummary(w io.Writer, cfg *Config) error {
 			}
 			fmt.Fprintf(tw, "  healthcheck %s every %s, timeout %s, rise %d, fall %d, slow start %s, all down: %s, probe %s (%s)\n",
 				target, h.Interval, h.Timeout, h.Rise, h.Fall, h.SlowStart, h.OnAllDown, h.Probe, via)
+			if h.LoadReport {
+				fmt.Fprintf(tw, "  load report from header %s, half-life %s, error penalty %g, weight at least %d%%\n",
+					h.LoadHeader, h.LoadHalfLife, h.ErrorPenalty, h.MinWeightPercent)
+			}
 		}
 		fmt.Fprintf(tw, "  -> backend\tweight\tstate\n")
 		for _, b := range v.Backends {

@@ -233,9 +233,7 @@ func (c *collector) validateVIP(p string, v *VIP) {
 	default:
 		c.errorf(p+".mode", "must be %q or %q, not %q", ModeNAT, ModeDSR, v.Mode)
 	}
-	if v.Scheduler != DefaultScheduler {
-		c.errorf(p+".scheduler", "must be %q (the only scheduler so far), not %q", DefaultScheduler, v.Scheduler)
-	}
+	c.validateSched(p, v)
 	switch v.FlowHash {
 	case Hash5Tuple, HashSrcIP:
 	default:
@@ -376,6 +374,7 @@ func (c *collector) validateHealthCheck(p string, v *VIP) {
 		c.errorf(p+".on_all_down", "must be %q or %q, not %q", AllDownDrop, AllDownIgnoreHealth, h.OnAllDown)
 	}
 	c.validateProbe(p, v)
+	c.validateLoadReport(p, h)
 	if h.Type == CheckNone {
 		return
 	}

@@ -40,6 +40,26 @@ type Status struct {
 	// Ramp is the slow-start fraction of the weight, in (0, 1]; 0 means
 	// full weight.
 	Ramp float64
+	// Scale is the fraction of the weight the backend's reported load and
+	// error rate leave it (health's load report), in (0, 1]; 0 means full
+	// weight. It multiplies Ramp.
+	Scale float64
+}
+
+// Fraction is the share of its configured weight st gives a backend:
+// Ramp × Scale, 0 meaning all of it.
+func (st Status) Fraction() float64 {
+	f := 1.0
+	if st.Ramp > 0 && st.Ramp < 1 {
+		f = st.Ramp
+	}
+	if st.Scale > 0 && st.Scale < 1 {
+		f *= st.Scale
+	}
+	if f >= 1 {
+		return 0
+	}
+	return f
 }
 
 // weightScale turns configured weights (1..1000) into Maglev weights with
@@ -153,6 +173,9 @@ func (p *Plan) VIP(i int, host *Host, status func(ref uint32) Status) (vs datapl
 		ID: p.ids[i], Name: v.Name, Addr: v.Address, Port: v.Port, Proto: v.Protocol.Number(),
 		SrcHash: v.FlowHash == config.HashSrcIP, TableSize: v.TableSize,
 	}
+	// Scheduling (issue 16): config validated the name.
+	vs.Scheduler, _ = dataplane.ParseScheduler(v.Scheduler)
+	vs.LoadBound = v.LoadBound
 	if v.Mode == config.ModeDSR {
 		vs.Mode = dataplane.ModeDSR
 		vs.EncapSrc = v.EncapSource
@@ -178,7 +201,7 @@ func (p *Plan) VIP(i int, host *Host, status func(ref uint32) Status) (vs datapl
 		b := &v.Backends[j]
 		ref := p.refs[i][j]
 		st := status(ref)
-		bs := dataplane.BackendSpec{Ref: ref, Epoch: p.epochs[i][j], Addr: b.Address, Port: b.Port, Weight: weight(b.Weight, st.Ramp)}
+		bs := dataplane.BackendSpec{Ref: ref, Epoch: p.epochs[i][j], Addr: b.Address, Port: b.Port, Weight: weight(b.Weight, st.Fraction())}
 		if v.Mode == config.ModeDSR {
 			bs.Port = 0
 		}

@@ -146,6 +146,9 @@ type Daemon struct {
 
 	// snaps is stored under mu and loaded by the workers without it.
 	snaps dataplane.Snapshots
+	// loads is where runLoads publishes the active flows per backend for
+	// the load-aware schedulers (sched.go); the workers read it.
+	loads dataplane.LoadBoard
 	// kick wakes the publisher (capacity 1: one wake-up covers every
 	// change made before it runs).
 	kick chan struct{}
@@ -299,6 +302,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		// worker's shard. A relay is made for one set of workers.
 		wopts.Relay = dataplane.NewRelay(len(queues))
 	}
+	if wopts.Load == nil {
+		wopts.Load = &d.loads
+	}
 	workers := make([]*dataplane.Worker, len(queues))
 	for i := range queues {
 		workers[i] = dataplane.NewWorker(ct.Shard(i), wopts)
@@ -376,6 +382,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	go func() {
 		defer wg.Done()
 		d.runOutliers(ctx)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.runLoads(ctx)
 	}()
 	d.mu.Lock()
 	d.beats = beats

@@ -54,7 +54,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 		v := &d.cfg.VIPs[i]
 		vs := admin.VIPState{
 			Name: v.Name, Address: v.Address.String(), Port: v.Port, Protocol: string(v.Protocol),
-			Mode: string(v.Mode), FlowHash: string(v.FlowHash), TableSize: v.TableSize,
+			Mode: string(v.Mode), FlowHash: string(v.FlowHash), TableSize: v.TableSize, Scheduler: v.Scheduler,
 			AllDown: d.allDown[v.Name], OnAllDown: string(v.HealthCheck.OnAllDown),
 			Announce: d.announceNameLocked(v),
 		}
@@ -77,6 +77,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 			if r := d.health[ref].Ramp; r > 0 && r < 1 {
 				bs.SlowStart = r
 			}
+			bs.EffectiveWeight, bs.Load = effectiveWeight(b.Weight, d.health[ref])
 			if spec != nil && j < len(spec.Backends) {
 				sb := spec.Backends[j]
 				bs.Forwarding = forwardingNames[sb.State]
@@ -205,6 +206,17 @@ func (d *Daemon) Metrics() *admin.Metrics {
 	if d.spec == nil {
 		return m
 	}
+	m.EffectiveWeight = map[uint32]float64{}
+	for i := range d.cfg.VIPs {
+		v := &d.cfg.VIPs[i]
+		for j := range v.Backends {
+			ref := d.reg.Ref(control.BackendKey(v, &v.Backends[j]))
+			m.EffectiveWeight[ref], _ = effectiveWeight(v.Backends[j].Weight, d.health[ref])
+		}
+	}
+	if d.checks != nil {
+		m.LoadReportsMalformed = d.checks.LoadReportsMalformed()
+	}
 	for _, v := range d.spec.VIPs {
 		m.VIPNames[v.ID] = v.Name
 		for _, b := range v.Backends {
@@ -258,6 +270,10 @@ func (d *Daemon) Where(vipName, client string, port uint16) (*admin.WhereAnswer,
 	prev, hasPrev := snap.WherePrevious(v.Address, v.Protocol.Number(), vport, cl)
 	ans := &admin.WhereAnswer{VIP: vipName, Client: client,
 		Note: "for a new flow; a flow pinned in the connection table keeps its backend while that backend is up or draining"}
+	if v.Scheduler != config.SchedMaglev {
+		// Where answers by the Maglev table; the others also read load.
+		ans.Note = fmt.Sprintf("Maglev's choice; scheduler %q may choose otherwise by the backends' load (%s)", v.Scheduler, ans.Note)
+	}
 	if !ok {
 		ans.Note = "no backend takes new flows"
 		return ans, nil

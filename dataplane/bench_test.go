@@ -122,6 +122,8 @@ func BenchmarkPreviousOwner(b *testing.B) {
 	}
 }
 
+// benchPipelineSpec is benchPipelineOf over spec (BenchmarkSchedulers,
+// BenchmarkPreviousOwner).
 func benchPipelineSpec(b *testing.B, spec *Spec, vip netip.Addr, miss bool, flows, size, passes int) {
 	// Room for the 20-byte IPIP header behind 1500-byte frames, as a DSR
 	// deployment needs on its tunnel side.

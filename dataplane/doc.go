@@ -36,8 +36,9 @@
 //     every-port VIPs — a first fragment by its ports like a whole packet,
 //     a later fragment by (destination, protocol) when one VIP has it —:
 //     looked up in the worker's conntrack shard (flow hash over the
-//     5-tuple) and, on a miss, given a backend by the VIP's weighted Maglev
-//     table (5-tuple or source-address hash) and pinned; then NAT'd
+//     5-tuple) and, on a miss, given a backend by the VIP's scheduler
+//     (sched.go: the weighted Maglev table, 5-tuple or source-address
+//     hash, unless the VIP asks for a load-aware one) and pinned; then NAT'd
 //     (destination rewritten, TTL decremented, checksums updated once each)
 //     or IPIP-encapsulated for DSR in the frame's headroom;
 //   - to a VIP address but no VIP of its protocol and port: ICMP echo is
@@ -69,4 +70,7 @@
 // steps. Two structures are shared by the workers, both lock-free: the
 // NeighborCache that remembers on-link clients' MACs, and the Relay whose
 // per-worker inboxes carry ICMP errors to the worker holding their flow.
+// A third, the LoadBoard, they only read: the control plane publishes on
+// it the sum of their live flows per backend for the load-aware
+// schedulers, and each worker adds the flows it pinned since.
 package dataplane

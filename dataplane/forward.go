@@ -154,15 +154,19 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 		return b, ref
 	}
 	w.c.FlowMisses++
-	b, ref := w.maglev(v, p.hp)
+	b, ref := w.schedule(vi, v, p.hp)
 	if b == nil {
 		return nil, 0
+	}
+	e, res := w.ct.InsertMissed(&p.key, p.loc, ref, flags)
+	if !res.Tracked() {
+		b, ref = w.maglev(v, p.hp) // untracked: every packet is placed anew, so by the stateless choice
 	}
 	// Mid-stream (no SYN; UDP only when the VIP says so), a flow that the
 	// previous table gave another backend carries that one as a hint.
 	hinted := v.prev != nil && (p.key.Proto == packet.ProtoTCP && flags&packet.TCPFlagSYN == 0 || p.key.Proto == packet.ProtoUDP && v.prevUDP) &&
 		w.previous(v, b, p.hp)
-	if e, res := w.ct.InsertMissed(&p.key, p.loc, ref, flags); !res.Tracked() {
+	if !res.Tracked() {
 		w.c.Untracked++
 		w.c.Stateless++
 	} else if hinted {

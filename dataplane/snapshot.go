@@ -101,6 +101,13 @@ type VIPSpec struct {
 	EncapSrcPrefix netip.Prefix
 	Backends       []BackendSpec
 
+	// Scheduling of new flows (sched.go). Scheduler is the VIP's
+	// scheduler (zero: Maglev); LoadBound is SchedMaglevBounded's bound
+	// on a backend's active flows as a multiple of its weighted share
+	// (<= 1: DefaultLoadBound).
+	Scheduler Scheduler
+	LoadBound float64
+
 	// Previous, when not empty, are the Maglev members of the VIP's table
 	// before its backend set or weights last changed (address, port,
 	// weight, in order; a GUE DSR VIP only). A packet that misses the
@@ -440,6 +447,14 @@ type vip struct {
 	prevAddr6 [][16]byte
 	prevUDP   bool
 	hintOver  int
+
+	// Scheduling of new flows (sched.go, setSched): the scheduler, bounded
+	// Maglev's bound, each member's weight (by Maglev index, as refs) and
+	// their sum.
+	sched       Scheduler
+	bound       float64
+	weights     []uint32
+	totalWeight int64
 }
 
 type backend struct {
@@ -688,6 +703,7 @@ func (prev *Snapshot) sameAddressing(spec *Spec, local []netip.Addr, same []bool
 		}
 		same[i] = identical && a.ID == b.ID && a.Name == b.Name && a.SrcHash == b.SrcHash && a.TableSize == b.TableSize &&
 			slices.Equal(a.Previous, b.Previous) && a.PreviousUDP == b.PreviousUDP
+		same[i] = same[i] && a.Scheduler == b.Scheduler && a.LoadBound == b.LoadBound // sched.go
 	}
 	return steady
 }
@@ -846,6 +862,7 @@ func (s *Snapshot) addBackends(i int, vs *VIPSpec, v *vip, classify bool, prev *
 			v.refs = append(v.refs, bs.Ref)
 		}
 	}
+	v.setSched(vs, members)
 	mt := prev.findTable(vs.ID, vs.TableSize, members)
 	if mt == nil {
 		hm := make([]hashing.Backend, len(members))

@@ -63,6 +63,11 @@ type WorkerOptions struct {
 	// not hold (see relay.go); the daemon gives all workers the same one,
 	// made for their number. nil: every worker steers such errors alone.
 	Relay *Relay
+	// Load is where the control plane publishes the active flows per
+	// backend that the load-aware schedulers read (sched.go); the daemon
+	// gives all workers the same one. nil: a worker counts only its own
+	// new flows.
+	Load *LoadBoard
 }
 
 // Worker runs the pipeline for one NIC queue. It owns its conntrack shard
@@ -116,6 +121,9 @@ type Worker struct {
 
 	countMu  sync.Mutex // one flow count at a time
 	countReq atomic.Pointer[flowCount]
+
+	// sch is the schedulers' state (sched.go).
+	sch schedState
 }
 
 // flowCount is a request for the live flows per backend reference, served
@@ -189,6 +197,7 @@ func NewWorker(ct *conntrack.Shard, opts WorkerOptions) *Worker {
 		}
 	}
 	w.icmp = newLimiter(opts.ICMPRate, opts.ICMPBurst)
+	w.sch.board = opts.Load
 	w.pub.Store(w.c.clone())
 	return w
 }
@@ -199,6 +208,7 @@ func NewWorker(ct *conntrack.Shard, opts WorkerOptions) *Worker {
 // such packets are dropped as no_tx_frame). It also does the conntrack
 // shard's bounded expiry work.
 func (w *Worker) Begin(snap *Snapshot, now int64, emit Emitter) {
+	w.sch.adopt(snap, snap != w.snap)
 	if snap != w.snap {
 		w.resize(snap)
 		w.snap = snap

@@ -148,3 +148,16 @@ func populate(entries []uint16, backends []Backend, order []int) {
 		}
 	}
 }
+
+// Slot returns the slot of flow hash h, the one Lookup reads.
+func (t *Maglev) Slot(h uint64) uint32 {
+	s, _ := bits.Mul64(h, uint64(len(t.entries)))
+	return uint32(s)
+}
+
+// At returns the index of the backend owning slot s (s < Size), or -1 if
+// the table has no backends. Slots s, s+1, ... after a flow's own are its
+// order of preference beyond its first choice: Maglev fills the table
+// taking turns among backends, so neighbouring slots mostly belong to
+// different backends, and every box with the same table walks them alike.
+func (t *Maglev) At(s uint32) int { return int(t.entries[s]) - 1 }

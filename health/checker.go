@@ -15,6 +15,11 @@ type Result struct {
 	Draining bool
 	// Err says why a probe failed, for logs.
 	Err error
+	// The backend's load report (load.go): Load, a utilization from 0 to
+	// 1, when HasLoad; BadLoad, the header's value when it was not one.
+	Load    float64
+	HasLoad bool
+	BadLoad string
 }
 
 // Checker is one backend's health state machine.

@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -28,6 +29,41 @@ type Manager struct {
 	ctx     context.Context
 	running map[uint32]*runner
 	started bool
+	// loadBad counts malformed load reports per backend (load.go).
+	loadBad map[uint32]uint64
+}
+
+// badLoadLogEvery is how often a backend's malformed load reports are
+// logged at most.
+const badLoadLogEvery = time.Minute
+
+// LoadReportsMalformed returns the malformed load reports per backend
+// reference since the manager was made.
+func (m *Manager) LoadReportsMalformed() map[uint32]uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[uint32]uint64, len(m.loadBad))
+	for ref, n := range m.loadBad {
+		out[ref] = n
+	}
+	return out
+}
+
+// badLoad counts a malformed load report of t and logs it, at most once
+// per badLoadLogEvery per backend (*last: when it was last logged).
+func (m *Manager) badLoad(t *Target, value string, now time.Time, last *time.Time) {
+	m.mu.Lock()
+	if m.loadBad == nil {
+		m.loadBad = map[uint32]uint64{}
+	}
+	m.loadBad[t.Ref]++
+	n := m.loadBad[t.Ref]
+	m.mu.Unlock()
+	if last.IsZero() || now.Sub(*last) >= badLoadLogEvery {
+		*last = now
+		m.log.Warn("backend load report malformed: ignored", "vip", t.VIP, "backend", t.Label,
+			"header", t.Check.LoadHeader, "value", value, "malformed_total", n)
+	}
 }
 
 type runner struct {
@@ -101,8 +137,15 @@ func (m *Manager) run(ctx context.Context, r *runner, added bool) {
 	t := &r.t
 	now := time.Now()
 	c := NewChecker(t.Check, added, now)
+	ls := newLoadState(t.Check, now) // nil without load reports
+	var badLogged time.Time
+	status := func(now time.Time) control.Status {
+		st := c.Status(now)
+		st.Scale = ls.scale()
+		return st
+	}
 	if c.Ramping(now) {
-		m.report(t.Ref, c.Status(now), c.Up(), false)
+		m.report(t.Ref, status(now), c.Up(), false)
 	}
 	interval := t.Check.Interval.D()
 	timer := time.NewTimer(jitter(interval, true, rand.Float64()))
@@ -120,7 +163,7 @@ func (m *Manager) run(ctx context.Context, r *runner, added bool) {
 		} else if !c.Ramping(now) && rampTick != nil {
 			rampTick.Stop()
 			rampTick, ramp = nil, nil
-			m.report(t.Ref, c.Status(now), c.Up(), c.Known())
+			m.report(t.Ref, status(now), c.Up(), c.Known())
 		}
 	}
 	setRamp(now)
@@ -135,7 +178,7 @@ func (m *Manager) run(ctx context.Context, r *runner, added bool) {
 			return
 		case now := <-ramp:
 			if c.Ramping(now) {
-				m.report(t.Ref, c.Status(now), c.Up(), c.Known())
+				m.report(t.Ref, status(now), c.Up(), c.Known())
 			}
 			setRamp(now)
 		case <-timer.C:
@@ -145,9 +188,21 @@ func (m *Manager) run(ctx context.Context, r *runner, added bool) {
 			}
 			now := time.Now()
 			wasKnown := c.Known()
-			if c.Observe(res, now) || !wasKnown {
+			if res.BadLoad != "" {
+				m.badLoad(t, res.BadLoad, now, &badLogged)
+			}
+			weighed := ls != nil && ls.observe(res, now)
+			changed := c.Observe(res, now) || !wasKnown
+			if changed {
 				m.logChange(t, c, res)
-				m.report(t.Ref, c.Status(now), c.Up(), true)
+			}
+			if weighed {
+				m.log.Info("backend effective weight changed", "vip", t.VIP, "backend", t.Label,
+					"percent", math.Round(100*ls.applied), "utilization", math.Round(100*ls.util)/100,
+					"error_rate", math.Round(100*ls.errs)/100)
+			}
+			if changed || weighed {
+				m.report(t.Ref, status(now), c.Up(), true)
 			}
 			setRamp(now)
 			timer.Reset(jitter(interval, false, rand.Float64()))

@@ -123,14 +123,20 @@ func probeHTTP(ctx context.Context, t *Target, client *http.Client) Result {
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	hc := &t.Check
-	if hc.DrainStatus != 0 && resp.StatusCode == hc.DrainStatus &&
-		(hc.DrainHeader == "" || resp.Header.Get(hc.DrainHeader) != "") {
-		return Result{OK: true, Draining: true}
+	var r Result
+	if hc.LoadReport {
+		r.Load, r.HasLoad, r.BadLoad = readLoad(resp.Header, hc.LoadHeader)
 	}
-	if resp.StatusCode >= 200 && resp.StatusCode < 400 {
-		return Result{OK: true}
+	switch {
+	case hc.DrainStatus != 0 && resp.StatusCode == hc.DrainStatus &&
+		(hc.DrainHeader == "" || resp.Header.Get(hc.DrainHeader) != ""):
+		r.OK, r.Draining = true, true
+	case resp.StatusCode >= 200 && resp.StatusCode < 400:
+		r.OK = true
+	default:
+		r.Err = fmt.Errorf("HTTP %d", resp.StatusCode)
 	}
-	return Result{Err: fmt.Errorf("HTTP %d", resp.StatusCode)}
+	return r
 }
 
 // jitter spreads probes: the first waits a random fraction of the

@@ -252,7 +252,42 @@ func (b *Bed) addIPv6() {
 // no port rewrite), UDP echo on 7001.
 func (be *Backend) Start() {
 	be.srv = be.bed.Spawn(be.NS, be.Name, be.bed.Bin.Backend, "-name", be.Name, "-http", ":8080,:80", "-udp", ":7001",
-		"-echo", fmt.Sprintf(":%d", EchoPort), "-drain-file", be.DrainFile())
+		"-echo", fmt.Sprintf(":%d", EchoPort), "-drain-file", be.DrainFile(),
+		"-load-file", be.ctlFile("load"), "-fail-file", be.ctlFile("fail"))
+}
+
+// ctlFile is the file through which the test controls the backend's
+// health answers (load, fail).
+func (be *Backend) ctlFile(what string) string {
+	return filepath.Join(be.bed.dir, be.Name+"."+what)
+}
+
+// SetLoad makes the backend's health check answer with header X-Load:
+// value (a utilization from 0 to 1, or anything, to test malformed
+// reports); "" removes the header.
+func (be *Backend) SetLoad(value string) {
+	if value == "" {
+		os.Remove(be.ctlFile("load"))
+		return
+	}
+	writeAtomic(be.ctlFile("load"), value)
+}
+
+// writeAtomic replaces file with content, so that a reader never sees
+// half of it.
+func writeAtomic(file, content string) {
+	os.WriteFile(file+".tmp", []byte(content), 0o644)
+	os.Rename(file+".tmp", file)
+}
+
+// SetCheckFailures makes every nth health check of the backend answer
+// 500; 0 stops the failures.
+func (be *Backend) SetCheckFailures(n int) {
+	if n <= 0 {
+		os.Remove(be.ctlFile("fail"))
+		return
+	}
+	writeAtomic(be.ctlFile("fail"), strconv.Itoa(n))
 }
 
 // Kill stops the backend's server (SIGKILL), as a crash would.

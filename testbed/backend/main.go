@@ -25,7 +25,10 @@ func main() {
 	udpAddr := flag.String("udp", "", "UDP echo listen address (empty: none)")
 	drainFile := flag.String("drain-file", "", "drain while this file exists")
 	echoAddr := flag.String("echo", "", "TCP echo listen address (empty: none): each connection gets the name and a newline, then its own bytes back")
+	loadFile := flag.String("load-file", "", "while this file exists, /healthz answers with its content (trimmed) in header X-Load")
+	failFile := flag.String("fail-file", "", "while this file holds a number N > 0, every Nth /healthz answers 500")
 	flag.Parse()
+	var checks atomic.Int64
 
 	var draining atomic.Bool
 	sigs := make(chan os.Signal, 2)
@@ -51,6 +54,16 @@ func main() {
 		fmt.Fprintln(w, *name)
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		n := checks.Add(1)
+		if b, err := os.ReadFile(*loadFile); *loadFile != "" && err == nil {
+			w.Header().Set("X-Load", strings.TrimSpace(string(b)))
+		}
+		if b, err := os.ReadFile(*failFile); *failFile != "" && err == nil {
+			if every, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); every > 0 && n%every == 0 {
+				http.Error(w, "failing on purpose", http.StatusInternalServerError)
+				return
+			}
+		}
 		if isDraining() {
 			w.Header().Set("X-Drain", "1")
 			http.Error(w, "draining", http.StatusServiceUnavailable)

@@ -1,0 +1,75 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/dataplane"
+)
+
+// loadEvery is how often the active flows per backend are summed over the
+// workers for the load-aware schedulers (maglev_bounded, lc, p2c), while
+// a VIP uses one. A sum is a walk of every worker's shard between its
+// batches (flowCache, shared with /v1/state, at most flowsTTL old), so the
+// loads a worker reads are at most loadEvery + flowsTTL + one walk old;
+// its own new flows since count at once (dataplane.LoadBoard).
+const loadEvery = time.Second
+
+// runLoads publishes the summed active flows on d.loads every loadEvery
+// until ctx ends.
+func (d *Daemon) runLoads(ctx context.Context) {
+	t := time.NewTicker(loadEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			d.loadRound(ctx)
+		}
+	}
+}
+
+// loadRound makes one sum, if a VIP needs it.
+func (d *Daemon) loadRound(ctx context.Context) {
+	d.mu.Lock()
+	need := false
+	for i := range d.cfg.VIPs {
+		need = need || schedulerUsesLoad(d.cfg.VIPs[i].Scheduler)
+	}
+	fc := d.flows
+	d.mu.Unlock()
+	if !need || fc == nil {
+		return
+	}
+	flows, err := fc.get(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Warn("summing active flows for the schedulers failed: they use the last sum", "err", err)
+		}
+		return
+	}
+	if snap := d.snaps.Load(); snap != nil {
+		d.loads.Store(snap.SumLoad(flows))
+	}
+}
+
+// schedulerUsesLoad reports whether scheduler name reads active flows.
+func schedulerUsesLoad(name string) bool {
+	s, ok := dataplane.ParseScheduler(name)
+	return ok && s.UsesLoad()
+}
+
+// effectiveWeight is configured weight w after the fractions of st (slow
+// start, load report), and the load report's fraction alone (1: none).
+func effectiveWeight(w uint32, st control.Status) (eff, load float64) {
+	eff, load = float64(w), 1
+	if f := st.Fraction(); f > 0 {
+		eff *= f
+	}
+	if st.Scale > 0 && st.Scale < 1 {
+		load = st.Scale
+	}
+	return eff, load
+}
