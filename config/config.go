@@ -196,7 +196,8 @@ type VIP struct {
 	// backend, that backend's address to the current one, whose agent
 	// (vipd-decap -chain) hands it on if the connection is not its own.
 	// DSR with GUE only. The previous set is kept for PreviousOwnerTTL.
-	PreviousOwner    bool        `toml:"previous_owner"`
+	// Unset in the file, it is on for DSR VIPs in GUE; Load fills it in.
+	PreviousOwner    *bool       `toml:"previous_owner"`
 	PreviousOwnerTTL Duration    `toml:"previous_owner_ttl"`
 	PreviousOwnerUDP bool        `toml:"previous_owner_udp"`
 	HealthCheck      HealthCheck `toml:"healthcheck"`
@@ -229,6 +230,10 @@ type VIP struct {
 
 // Announced reports whether the VIP is announced over BGP.
 func (v *VIP) Announced() bool { return v.Announce != nil && *v.Announce }
+
+// HintsPreviousOwner reports whether the VIP gives mid-flow misses
+// previous-owner hints (previous_owner).
+func (v *VIP) HintsPreviousOwner() bool { return v.PreviousOwner != nil && *v.PreviousOwner }
 
 // AnswersNeighbors reports whether vipd answers ARP/NDP for the VIP and
 // announces it gratuitously.

@@ -565,3 +565,29 @@ func TestConsistentSchedulerNoWarning(t *testing.T) {
 		}
 	}
 }
+
+// TestPreviousOwnerDefault: previous_owner is on by default exactly for
+// DSR VIPs in GUE, and may be turned off there.
+func TestPreviousOwnerDefault(t *testing.T) {
+	dsr := strings.Replace(strings.ReplaceAll(base, "port = 8080\n", ""), `port = 80`, "port = 80\nmode = \"dsr\"", 1)
+	gue := strings.Replace(dsr, `mode = "dsr"`, "mode = \"dsr\"\nencap = \"gue\"", 1)
+	for _, tt := range []struct {
+		name, src string
+		want      bool
+	}{
+		{"NAT", base, false},
+		{"DSR IPIP", dsr, false},
+		{"DSR GUE", gue, true},
+		{"DSR GUE, off", strings.Replace(gue, `encap = "gue"`, "encap = \"gue\"\nprevious_owner = false", 1), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, _, err := Parse("t.toml", []byte(tt.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.VIPs[0].HintsPreviousOwner(); got != tt.want {
+				t.Errorf("previous_owner %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

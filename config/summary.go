@@ -89,6 +89,13 @@ func WriteSummary(w io.Writer, cfg *Config) error {
 			default:
 				fmt.Fprintf(tw, "  encap ipip, source %s\n", src)
 			}
+			if v.HintsPreviousOwner() {
+				udp := ""
+				if v.PreviousOwnerUDP {
+					udp = ", UDP too"
+				}
+				fmt.Fprintf(tw, "  previous-owner hints for %s after a backend change%s (backends: vipd-decap -chain)\n", v.PreviousOwnerTTL, udp)
+			}
 		}
 		if v.Announced() || !v.AnswersNeighbors() {
 			fmt.Fprintf(tw, "  bgp announce %v (min healthy %d, med %d, communities %v), arp/ndp %v\n",

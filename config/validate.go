@@ -299,15 +299,19 @@ func (c *collector) validateEncap(p string, v *VIP) {
 // validatePreviousOwner checks previous_owner, previous_owner_ttl and
 // previous_owner_udp.
 func (c *collector) validatePreviousOwner(p string, v *VIP) {
-	if v.PreviousOwner && (v.Mode != ModeDSR || v.Encap != EncapGUE) {
+	gue := v.Mode == ModeDSR && v.Encap == EncapGUE
+	if v.PreviousOwner == nil {
+		v.PreviousOwner = &gue // on where it can be
+	}
+	if *v.PreviousOwner && !gue {
 		c.errorf(p+".previous_owner", "needs mode = %q with encap = %q: the hint travels in GUE (IP in IP and NAT cannot carry it)", ModeDSR, EncapGUE)
 	}
 	if d := v.PreviousOwnerTTL.D(); d < time.Second || d > 7*24*time.Hour {
 		c.errorf(p+".previous_owner_ttl", "must be from 1s to 168h, not %s", v.PreviousOwnerTTL)
-	} else if d != DefaultPreviousOwnerTTL && !v.PreviousOwner {
+	} else if d != DefaultPreviousOwnerTTL && !*v.PreviousOwner {
 		c.errorf(p+".previous_owner_ttl", "only applies with previous_owner = true")
 	}
-	if v.PreviousOwnerUDP && (!v.PreviousOwner || v.Protocol != UDP) {
+	if v.PreviousOwnerUDP && (!*v.PreviousOwner || v.Protocol != UDP) {
 		c.errorf(p+".previous_owner_udp", "only applies to a UDP VIP with previous_owner = true")
 	}
 }

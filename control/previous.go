@@ -109,7 +109,7 @@ func (p *Previous) Observe(cfg *config.Config, now time.Time) (changes []Change,
 	seen := make(map[string]bool, len(cfg.VIPs))
 	for i := range cfg.VIPs {
 		v := &cfg.VIPs[i]
-		if !v.PreviousOwner {
+		if !v.HintsPreviousOwner() {
 			continue
 		}
 		k := v.Key()
@@ -138,7 +138,7 @@ func (p *Previous) Observe(cfg *config.Config, now time.Time) (changes []Change,
 // For returns v's previous set for the dataplane, nil when it has none or
 // it expired (previous_owner_ttl after the change), and when it expires.
 func (p *Previous) For(v *config.VIP, now time.Time) ([]dataplane.PreviousBackend, time.Time) {
-	if !v.PreviousOwner {
+	if !v.HintsPreviousOwner() {
 		return nil, time.Time{}
 	}
 	e := p.vips[v.Key()]

@@ -20,6 +20,7 @@ const tunnelConfig = `
 [dataplane]
 ingress = "eth0"
 egress = "eth1"
+state_file = "" # the GUE VIP has previous_owner: keep its state in memory
 [admin]
 listen = "127.0.0.1:0"
 socket = "@SOCKET@"
