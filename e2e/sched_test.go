@@ -128,9 +128,18 @@ func (e *env) eventuallyLong(cond func(float64) bool, name string, labels ...str
 func TestErrorPenalty(t *testing.T) {
 	e := setup(t, testbed.Options{}, testbed.ConfigOptions{Health: loadHealth})
 	be := e.bed.Backends[0]
+	// Up first (rise 2): a backend failing every other check from the
+	// start would never pass two in a row.
+	deadline := time.Now().Add(10 * time.Second)
+	for e.backendState("web-nat", 0).Health != "up" {
+		if time.Now().After(deadline) {
+			t.Fatalf("backend1 not up: %+v", e.backendState("web-nat", 0))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	be.SetCheckFailures(2)
 	t.Cleanup(func() { be.SetCheckFailures(0) })
-	deadline := time.Now().Add(15 * time.Second)
+	deadline = time.Now().Add(15 * time.Second)
 	for {
 		b := e.backendState("web-nat", 0)
 		if b.Health != "up" {
