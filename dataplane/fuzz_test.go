@@ -116,8 +116,8 @@ func checkProcess(t *testing.T, spec *Spec, h *harness, frame []byte) bool {
 
 // fuzzSpec is the configuration FuzzProcess runs: testSpec with a smaller
 // egress MTU (so fragmentation and frag-needed paths run), on-link clients
-// with a known MAC, a local address besides the ports' own, and the IPv6
-// DSR VIP in GUE with a previous table.
+// with a known MAC, a local address besides the ports' own, the IPv6
+// DSR VIP in GUE with a previous table, and every scheduler.
 func fuzzSpec() *Spec {
 	spec := testSpec()
 	spec.MTU[PortEgress] = 1400
@@ -126,6 +126,17 @@ func fuzzSpec() *Spec {
 	spec.Addr6 = [2]netip.Addr{own6In, {}}
 	spec.Local = []netip.Addr{netip.MustParseAddr("198.18.9.1")}
 	for i := range spec.VIPs {
+		// Every scheduler on the miss path (nat4 keeps Maglev).
+		switch vs := &spec.VIPs[i]; vs.Name {
+		case "dsr4":
+			vs.Scheduler = SchedMaglevBounded
+		case "udp4":
+			vs.Scheduler = SchedLC
+		case "all4":
+			vs.Scheduler = SchedP2C
+		case "nat6":
+			vs.Scheduler = SchedWRR
+		}
 		if vs := &spec.VIPs[i]; vs.Name == "dsr6" {
 			vs.Encap = EncapGUE // both encapsulations fuzzed
 			// and previous-owner hints: a table of two of its backends
