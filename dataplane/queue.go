@@ -64,9 +64,8 @@ func (w *Worker) Run(ctx context.Context, q Queue, snaps *Snapshots, batch int, 
 			// Idle: keep expiry going and what others read fresh,
 			// per-backend counters included (a snapshot may have
 			// reused a backend reference: resize restarts its counters).
-			if s := snaps.Load(); s != nil && s != w.snap {
-				w.resize(s)
-				w.snap = s
+			if s := snaps.Load(); s != nil {
+				w.adopt(s)
 			}
 			w.now = Nanotime()
 			w.ct.Advance(conntrack.Tick(w.now / int64(time.Second)))

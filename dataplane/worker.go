@@ -208,14 +208,23 @@ func NewWorker(ct *conntrack.Shard, opts WorkerOptions) *Worker {
 // such packets are dropped as no_tx_frame). It also does the conntrack
 // shard's bounded expiry work.
 func (w *Worker) Begin(snap *Snapshot, now int64, emit Emitter) {
-	w.sch.adopt(snap, snap != w.snap)
-	if snap != w.snap {
-		w.resize(snap)
-		w.snap = snap
-	}
+	w.adopt(snap)
+	w.sch.adopt(snap, false) // the latest published load
 	w.now = now
 	w.emit = emit
 	w.ct.Advance(conntrack.Tick(now / int64(time.Second)))
+}
+
+// adopt makes snap the worker's snapshot, with what it keeps per VIP and
+// backend resized to it: Begin and an idle Run both come here, so that no
+// path takes a snapshot the worker's per-reference arrays do not cover.
+func (w *Worker) adopt(snap *Snapshot) {
+	if snap == w.snap {
+		return
+	}
+	w.resize(snap)
+	w.sch.adopt(snap, true)
+	w.snap = snap
 }
 
 // resize grows the per-VIP and per-backend counters to cover snap. It runs

@@ -1,0 +1,116 @@
+package dataplane
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+// scriptQueue is a Queue for Run: it hands out the frames put in its
+// channel one per Receive (none: an idle poll), and records verdicts.
+type scriptQueue struct {
+	in   chan []byte
+	mu   sync.Mutex
+	out  []Verdict
+	idle chan struct{} // receives a value after every idle poll
+}
+
+func (q *scriptQueue) Receive(descs []Desc, timeout time.Duration) (int, error) {
+	select {
+	case f := <-q.in:
+		buf := make([]byte, Headroom+len(f))
+		copy(buf[Headroom:], f)
+		descs[0] = Desc{Buf: buf, Off: Headroom, Len: len(f)}
+		return 1, nil
+	case <-time.After(timeout):
+		select {
+		case q.idle <- struct{}{}:
+		default:
+		}
+		return 0, nil
+	}
+}
+
+func (q *scriptQueue) Transmit(descs []Desc) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, d := range descs {
+		q.out = append(q.out, d.Verdict)
+	}
+	return nil
+}
+
+func (q *scriptQueue) Alloc(uint8) ([]byte, int, bool) { return nil, 0, false }
+func (q *scriptQueue) Emit([]byte, int, int, uint8)    {}
+func (q *scriptQueue) Close() error                    { return nil }
+
+// TestRunAdoptsWhileIdle: a snapshot that an idle worker takes up between
+// polls (Run's idle branch) is adopted whole — per-backend counters and
+// the schedulers' per-reference state — so the first new flow of a VIP
+// with a load-aware scheduler after it is forwarded. (The idle branch once
+// took the snapshot without the schedulers' arrays: the first miss for a
+// maglev_bounded VIP indexed an empty slice and the worker panicked, as an
+// e2e run showed.)
+func TestRunAdoptsWhileIdle(t *testing.T) {
+	for _, sched := range []Scheduler{SchedMaglevBounded, SchedWRR, SchedLC, SchedP2C} {
+		t.Run(sched.String(), func(t *testing.T) {
+			w := newHarness(t, testSpec()).w
+			q := &scriptQueue{in: make(chan []byte, 1), idle: make(chan struct{}, 1)}
+			var snaps Snapshots
+			first, err := NewSnapshot(testSpec())
+			if err != nil {
+				t.Fatal(err)
+			}
+			snaps.Store(first)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- w.Run(ctx, q, &snaps, 8, 5*time.Millisecond) }()
+			t.Cleanup(func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			})
+			<-q.idle
+			// A new snapshot with more backends and the scheduler on
+			// nat4, taken up while idle.
+			spec := testSpec()
+			spec.VIPs[0].Scheduler = sched
+			spec.VIPs[0].Backends = append(spec.VIPs[0].Backends, BackendSpec{Ref: 60, Addr: spec.VIPs[0].Backends[0].Addr.Next().Next().Next(), Port: 8080, Weight: 1, State: BackendUp, MAC: macOf(60)})
+			s2, err := NewSnapshot(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			snaps.Store(s2)
+			<-q.idle
+			<-q.idle // at least one idle poll after the store
+			for i := uint16(0); i < 20; i++ {
+				q.in <- build(t, pk{src: client4, dst: vipNAT4, sport: 40000 + i, dport: 80, flags: "S"})
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				q.mu.Lock()
+				n := len(q.out)
+				q.mu.Unlock()
+				if n == 20 {
+					break
+				}
+				select {
+				case err := <-done:
+					t.Fatalf("Run returned %v", err)
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d of 20 frames came back", n)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			for i, v := range q.out {
+				if v != VerdictTX {
+					t.Errorf("frame %d: verdict %v", i, v)
+				}
+			}
+		})
+	}
+}
