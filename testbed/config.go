@@ -11,8 +11,10 @@ import (
 type ConfigOptions struct {
 	IO     string // afxdp (default) or afpacket
 	Queues int    // default 1
-	// Health is the health-check block of every VIP ("" = none).
-	Health string
+	// Health is the health-check block of every VIP ("" = none), and
+	// HealthOf a VIP's own, by name, in its place.
+	Health   string
+	HealthOf map[string]string
 	// Weights of the backends of the NAT VIP, default all 1.
 	Weights []int
 	// Extra is appended verbatim (more VIPs, ...).
@@ -107,7 +109,11 @@ func (b *Bed) Config(o ConfigOptions) string {
 			s.WriteString(o.DSREncap)
 		}
 		s.WriteString(o.VIPKeys[name])
-		s.WriteString(health)
+		if h, ok := o.HealthOf[name]; ok {
+			s.WriteString(h)
+		} else {
+			s.WriteString(health)
+		}
 		for i, be := range backends {
 			a := be.Addr
 			if addr.Is6() {
