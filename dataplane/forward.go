@@ -131,7 +131,11 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 		ref := e.Backend()
 		if b := s.backendFor(ref, vi); b != nil {
 			if v.prev != nil && e.Flags()&flagPrevious != 0 {
-				w.previous(v, b, p.hp)
+				if flags&(packet.TCPFlagSYN|packet.TCPFlagACK) == packet.TCPFlagSYN {
+					e.SetFlags(0) // the tuple reused by a new connection: its own, here
+				} else {
+					w.previous(v, b, p.hp)
+				}
 			}
 			switch st := e.State(); {
 			case st == conntrack.StateSynSent && flags&(packet.TCPFlagSYN|packet.TCPFlagFIN|packet.TCPFlagRST) == 0:

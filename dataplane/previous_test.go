@@ -162,6 +162,20 @@ func TestPreviousOwnerHints(t *testing.T) {
 			if c := h.w.Counters(); c.HintedFlows != uint64(hinted) || c.HintedPackets != 2*uint64(hinted) {
 				t.Errorf("counters: %d flows, %d packets hinted; want %d, %d", c.HintedFlows, c.HintedPackets, hinted, 2*hinted)
 			}
+			// A hinted flow's tuple reused by a new connection (a SYN on
+			// the entry): the new connection starts here, without a hint,
+			// and keeps none.
+			for fl := uint16(0); fl < 200; fl++ {
+				for i, f := range []string{"S", "A"} {
+					if tc.udp {
+						break
+					}
+					d := h.run(build(t, pk{src: client4, dst: vipDSR4, sport: 30000 + fl, dport: 80, proto: proto, flags: f}))[0]
+					if _, g := guePayload(t, d.frame()); func() bool { _, _, ok := hintOf(t, g, false); return ok }() {
+						t.Fatalf("flow %d reused, packet %d (%s): a hint", fl, i, f)
+					}
+				}
+			}
 			// Previous expired: the entries stay, the hints go.
 			spec2, _ := previousSpec(tc.udp)
 			for i := range spec2.VIPs {
