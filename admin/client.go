@@ -117,6 +117,9 @@ func WriteStatus(w io.Writer, st *State) error {
 		if v.Announce != "" {
 			flags += ",bgp " + v.Announce
 		}
+		if !v.PreviousUntil.IsZero() {
+			flags += ",previous-owner until " + v.PreviousUntil.Format(time.RFC3339)
+		}
 		sched := v.Scheduler
 		if sched == "" {
 			sched = "maglev"

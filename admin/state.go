@@ -43,8 +43,11 @@ type VIPState struct {
 	NewFlows  uint64 `json:"new_flows"`
 	// Announce says what BGP does with the VIP: "" without [bgp], "off"
 	// (announce = false), "announced", or "withdrawn: WHY".
-	Announce string         `json:"announce,omitempty"`
-	Backends []BackendState `json:"backends"`
+	Announce string `json:"announce,omitempty"`
+	// PreviousUntil is when the VIP's previous backend set (previous_owner)
+	// expires; zero while it has none.
+	PreviousUntil time.Time      `json:"previous_until,omitzero"`
+	Backends      []BackendState `json:"backends"`
 }
 
 // BackendState is one backend in State.

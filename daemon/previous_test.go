@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+	"github.com/vipd/vipd/admin"
 )
 
 // previousConfig is a GUE DSR VIP with previous_owner over the backends
@@ -96,6 +98,17 @@ func TestPreviousOwnerDaemon(t *testing.T) {
 	}
 	if m := td.d.Metrics(); m.PreviousUntil["dsr"].IsZero() {
 		t.Errorf("no vipd_vip_previous_owner_expiry_seconds for the VIP: %v", m.PreviousUntil)
+	}
+	st, err := td.d.State(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := admin.WriteStatus(&out, st); err != nil {
+		t.Fatal(err)
+	}
+	if st.VIPs[0].PreviousUntil.IsZero() || !strings.Contains(out.String(), "previous-owner until") {
+		t.Errorf("vipd status does not show the previous set:\n%s", out.String())
 	}
 	snap := td.d.snaps.Load()
 	// /v1/where names the previous owner where it differs.

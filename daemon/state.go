@@ -58,6 +58,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 			AllDown: d.allDown[v.Name], OnAllDown: string(v.HealthCheck.OnAllDown),
 			Announce: d.announceNameLocked(v),
 		}
+		_, vs.PreviousUntil = d.prev.For(v, time.Now())
 		var spec *dataplane.VIPSpec
 		if d.spec != nil && i < len(d.spec.VIPs) {
 			spec = &d.spec.VIPs[i]
