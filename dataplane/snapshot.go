@@ -254,8 +254,26 @@ type member struct {
 	weight uint32
 }
 
+// tableFor returns the Maglev table of VIP id with size m over members:
+// one prev holds (findTable), else a new one.
+func (prev *Snapshot) tableFor(id uint16, m uint32, members []member) (*maglevTable, error) {
+	if t := prev.findTable(id, m, members); t != nil {
+		return t, nil
+	}
+	hm := make([]hashing.Backend, len(members))
+	for k, mb := range members {
+		hm[k] = hashing.Backend{ID: netip.AddrPortFrom(mb.addr, mb.port).String(), Weight: mb.weight}
+	}
+	t, err := hashing.NewMaglev(hm, m)
+	if err != nil {
+		return nil, err
+	}
+	return &maglevTable{vip: id, size: m, members: members, table: t}, nil
+}
+
 // findTable returns a table of prev (nil: none) built for VIP id with size
-// m over exactly members, or nil.
+// m over exactly members — its current table, its previous one
+// (VIPSpec.Previous), or a spare — or nil.
 func (prev *Snapshot) findTable(id uint16, m uint32, members []member) *maglevTable {
 	if prev == nil {
 		return nil
@@ -265,6 +283,9 @@ func (prev *Snapshot) findTable(id uint16, m uint32, members []member) *maglevTa
 	}
 	if t := prev.tableOf(id); match(t) {
 		return t
+	}
+	if i, ok := prev.byID[id]; ok && match(prev.build[i].prev) {
+		return prev.build[i].prev
 	}
 	for _, t := range prev.spares {
 		if match(t) {
@@ -863,17 +884,9 @@ func (s *Snapshot) addBackends(i int, vs *VIPSpec, v *vip, classify bool, prev *
 		}
 	}
 	v.setSched(vs, members)
-	mt := prev.findTable(vs.ID, vs.TableSize, members)
-	if mt == nil {
-		hm := make([]hashing.Backend, len(members))
-		for k, m := range members {
-			hm[k] = hashing.Backend{ID: netip.AddrPortFrom(m.addr, m.port).String(), Weight: m.weight}
-		}
-		t, err := hashing.NewMaglev(hm, vs.TableSize)
-		if err != nil {
-			return fmt.Errorf("%w: VIP %q: %v", ErrSpec, vs.Name, err)
-		}
-		mt = &maglevTable{vip: vs.ID, size: vs.TableSize, members: members, table: t}
+	mt, err := prev.tableFor(vs.ID, vs.TableSize, members)
+	if err != nil {
+		return fmt.Errorf("%w: VIP %q: %v", ErrSpec, vs.Name, err)
 	}
 	bld.table = mt
 	v.table = mt.table
@@ -901,24 +914,9 @@ func (s *Snapshot) addPrevious(i int, vs *VIPSpec, v *vip, prev *Snapshot) error
 		}
 		members[k] = member{addr: pb.Addr, port: pb.Port, weight: pb.Weight}
 	}
-	mt := prev.findTable(vs.ID, vs.TableSize, members)
-	if mt == nil && prev != nil {
-		if j, ok := prev.byID[vs.ID]; ok {
-			if t := prev.build[j].prev; t != nil && t.size == vs.TableSize && slices.Equal(t.members, members) {
-				mt = t
-			}
-		}
-	}
-	if mt == nil {
-		hm := make([]hashing.Backend, len(members))
-		for k, m := range members {
-			hm[k] = hashing.Backend{ID: netip.AddrPortFrom(m.addr, m.port).String(), Weight: m.weight}
-		}
-		t, err := hashing.NewMaglev(hm, vs.TableSize)
-		if err != nil {
-			return fmt.Errorf("%w: VIP %q: previous table: %v", ErrSpec, vs.Name, err)
-		}
-		mt = &maglevTable{vip: vs.ID, size: vs.TableSize, members: members, table: t}
+	mt, err := prev.tableFor(vs.ID, vs.TableSize, members)
+	if err != nil {
+		return fmt.Errorf("%w: VIP %q: previous table: %v", ErrSpec, vs.Name, err)
 	}
 	bld.prev = mt
 	v.prev, v.prevUDP = mt.table, vs.PreviousUDP
