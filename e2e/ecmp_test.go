@@ -84,18 +84,33 @@ func (e *ecmpEnv) newFlowsWhen(t *testing.T, vip string, d time.Duration, ok fun
 // and a backend added before a box fails breaks the flows that move and
 // whose Maglev entry changed — counted, not hidden.
 func TestECMP(t *testing.T) {
+	e := newECMPEnv(t, testbed.Options{Backends: 4}, testbed.ConfigOptions{Health: testbed.FastHealth, Echo: true, Backends: 3,
+		VIPKeys: map[string]string{"udp-nat": "min_healthy = 3\n"}})
+	for _, vip := range []netip.Addr{testbed.VIPNAT, testbed.VIPUDP} {
+		waitHops(t, e.bed.Bed, vip, e.allBoxes(), 20*time.Second, "three boxes announce")
+	}
+	t.Run("spread", e.spread)
+	t.Run("churn DSR", e.churnDSR)
+	t.Run("NAT all boxes up", e.natAllUp)
+	t.Run("min_healthy", e.minHealthy)
+	t.Run("combined churn", e.combined)
+}
+
+// newECMPEnv builds an ECMP bed of three boxes with o's backends behind
+// BIRD, starts vipd on every box with co, and waits until the router has
+// the DSR VIP over all three. On failure it logs BIRD's and the boxes'
+// state.
+func newECMPEnv(t *testing.T, o testbed.Options, co testbed.ConfigOptions) *ecmpEnv {
 	requireE2E(t)
 	testbed.RequireBird(t)
 	const nboxes = 3
-	bed := testbed.NewECMP(t, nboxes, 4)
+	bed := testbed.NewECMPWith(t, nboxes, o)
 	var peers []testbed.BirdPeer
 	for i := 0; i < nboxes; i++ {
 		peers = append(peers, testbed.BirdPeer{Name: fmt.Sprintf("box%d", i+1), Addr: testbed.BoxAddr(i), ASN: boxASN})
 	}
-	e := &ecmpEnv{bed: bed, boxes: make([]*testbed.VIPD, nboxes),
+	e := &ecmpEnv{bed: bed, boxes: make([]*testbed.VIPD, nboxes), co: co,
 		router: bed.StartBird(bed.Router, testbed.BirdOptions{ASN: routerASN, RouterID: testbed.RouterBox, HoldTime: 3, Peers: peers}),
-		co: testbed.ConfigOptions{Health: testbed.FastHealth, Echo: true, Backends: 3,
-			VIPKeys: map[string]string{"udp-nat": "min_healthy = 3\n"}},
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -112,14 +127,33 @@ func TestECMP(t *testing.T) {
 	for i := range e.boxes {
 		e.start(i)
 	}
-	for _, vip := range []netip.Addr{testbed.VIPNAT, testbed.VIPDSR, testbed.VIPUDP} {
-		waitHops(t, bed.Bed, vip, e.allBoxes(), 20*time.Second, "three boxes announce")
+	waitHops(t, bed.Bed, testbed.VIPDSR, e.allBoxes(), 20*time.Second, "three boxes announce")
+	return e
+}
+
+// reloadAll reloads every running box with e.co.
+func (e *ecmpEnv) reloadAll(t *testing.T) {
+	t.Helper()
+	for i, v := range e.boxes {
+		if err := v.Reload(e.bed.BoxConfig(i, e.co, bgpKeys(ecmpBGP)), "ok"); err != nil {
+			t.Fatal(err)
+		}
 	}
-	t.Run("spread", e.spread)
-	t.Run("churn DSR", e.churnDSR)
-	t.Run("NAT all boxes up", e.natAllUp)
-	t.Run("min_healthy", e.minHealthy)
-	t.Run("combined churn", e.combined)
+}
+
+// addThenKill adds the fourth backend on every box while ef streams (which
+// must break nothing), then makes box 2 silent, and returns the
+// connections broken once the router has dropped it.
+func (e *ecmpEnv) addThenKill(t *testing.T, ef *testbed.EchoFlows) []string {
+	t.Helper()
+	e.co.Backends = 4
+	e.reloadAll(t)
+	if broken := ef.Settle(10 * time.Second); len(broken) > 0 {
+		t.Fatalf("the reload alone broke %d connections:\n  %s", len(broken), testbed.FirstN(broken, 5))
+	}
+	e.silence(t, 1)
+	waitHops(t, e.bed.Bed, testbed.VIPDSR, e.boxesBut(1), 15*time.Second, "box 2 silent")
+	return ef.Settle(15 * time.Second)
 }
 
 // backendName maps a backend address to the name its server answers with.
@@ -319,18 +353,7 @@ func (e *ecmpEnv) minHealthy(t *testing.T) {
 // must stay within the flows that moved.
 func (e *ecmpEnv) combined(t *testing.T) {
 	ef := e.startEcho(t, testbed.VIPDSR, 300)
-	e.co.Backends = 4
-	for i, v := range e.boxes {
-		if err := v.Reload(e.bed.BoxConfig(i, e.co, bgpKeys(ecmpBGP)), "ok"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if broken := ef.Settle(10 * time.Second); len(broken) > 0 {
-		t.Fatalf("the reload alone broke %d connections:\n  %s", len(broken), testbed.FirstN(broken, 5))
-	}
-	e.silence(t, 1)
-	waitHops(t, e.bed.Bed, testbed.VIPDSR, e.boxesBut(1), 15*time.Second, "box 2 silent")
-	broken := ef.Settle(15 * time.Second)
+	broken := e.addThenKill(t, ef)
 	t.Logf("COMBINED CHURN: backend added, then a box killed: %d of %d connections broken", len(broken), ef.Len())
 	// Only flows that crossed box 2 move; about a third of them.
 	if len(broken) > ef.Len()/2 {

@@ -140,46 +140,12 @@ func TestPreviousOwnerRestart(t *testing.T) {
 // churn" is the same without it). Then the fourth backend is removed and
 // stopped: the connections it served break, as they must, and no other.
 func TestPreviousOwnerECMP(t *testing.T) {
-	requireE2E(t)
-	testbed.RequireBird(t)
-	const nboxes = 3
-	bed := testbed.NewECMPWith(t, nboxes, testbed.Options{Backends: 4, DecapArgs: chainDecapArgs})
-	var peers []testbed.BirdPeer
-	for i := 0; i < nboxes; i++ {
-		peers = append(peers, testbed.BirdPeer{Name: fmt.Sprintf("box%d", i+1), Addr: testbed.BoxAddr(i), ASN: boxASN})
-	}
 	encap, keys := previousKeys(true)
-	e := &ecmpEnv{bed: bed, boxes: make([]*testbed.VIPD, nboxes),
-		router: bed.StartBird(bed.Router, testbed.BirdOptions{ASN: routerASN, RouterID: testbed.RouterBox, HoldTime: 3, Peers: peers}),
-		co:     testbed.ConfigOptions{Health: testbed.FastHealth, Echo: true, Backends: 3, DSREncap: encap, VIPKeys: keys},
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for i, v := range e.boxes {
-				if v != nil {
-					t.Logf("box %d vipd log:\n%s", i, tail(v.Log(), 25))
-				}
-			}
-		}
-	})
-	for i := range e.boxes {
-		e.start(i)
-	}
-	waitHops(t, bed.Bed, testbed.VIPDSR, e.allBoxes(), 20*time.Second, "three boxes announce")
-
+	e := newECMPEnv(t, testbed.Options{Backends: 4, DecapArgs: chainDecapArgs},
+		testbed.ConfigOptions{Health: testbed.FastHealth, Echo: true, Backends: 3, DSREncap: encap, VIPKeys: keys})
+	bed := e.bed
 	ef := e.startEcho(t, testbed.VIPDSR, 300)
-	e.co.Backends = 4
-	for i, v := range e.boxes {
-		if err := v.Reload(e.bed.BoxConfig(i, e.co, bgpKeys(ecmpBGP)), "ok"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if broken := ef.Settle(10 * time.Second); len(broken) > 0 {
-		t.Fatalf("the reload alone broke %d connections:\n  %s", len(broken), testbed.FirstN(broken, 5))
-	}
-	e.silence(t, 1)
-	waitHops(t, bed.Bed, testbed.VIPDSR, e.boxesBut(1), 15*time.Second, "box 2 silent")
-	broken := ef.Settle(15 * time.Second)
+	broken := e.addThenKill(t, ef)
 	t.Logf("COMBINED CHURN WITH PREVIOUS OWNER: backend added, then a box killed: %d of %d connections broken", len(broken), ef.Len())
 	if len(broken) > 0 {
 		t.Errorf("%d connections broken (goal 0):\n  %s", len(broken), testbed.FirstN(broken, 5))
@@ -199,11 +165,7 @@ func TestPreviousOwnerECMP(t *testing.T) {
 		t.Fatal("no connection reached the fourth backend")
 	}
 	e.co.Backends = 3
-	for i, v := range e.boxes {
-		if err := v.Reload(e.bed.BoxConfig(i, e.co, bgpKeys(ecmpBGP)), "ok"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.reloadAll(t)
 	bed.Backends[3].Kill()
 	broken = ef2.Settle(15 * time.Second)
 	t.Logf("backend4 removed: %d of %d connections broken, %d were on it", len(broken), ef2.Len(), on4)
