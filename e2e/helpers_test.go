@@ -165,7 +165,13 @@ func (e *env) metric(name string, labels ...string) float64 {
 // counters every 100 ms) or 3 s pass, and returns the last value.
 func (e *env) eventually(cond func(float64) bool, name string, labels ...string) float64 {
 	e.t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
+	return e.eventuallyFor(3*time.Second, cond, name, labels...)
+}
+
+// eventuallyFor is eventually for at most d.
+func (e *env) eventuallyFor(d time.Duration, cond func(float64) bool, name string, labels ...string) float64 {
+	e.t.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		v := e.metric(name, labels...)
 		if cond(v) || time.Now().After(deadline) {

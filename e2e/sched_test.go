@@ -98,7 +98,7 @@ func TestLoadReport(t *testing.T) {
 	t.Logf("utilization 0: %v", counts)
 
 	be.SetLoad("lots")
-	if v := e.eventuallyLong(func(v float64) bool { return v >= 2 }, "vipd_backend_load_reports_malformed_total", "vip", "web-nat", "backend", label); v < 2 {
+	if v := e.eventuallyFor(10*time.Second, func(v float64) bool { return v >= 2 }, "vipd_backend_load_reports_malformed_total", "vip", "web-nat", "backend", label); v < 2 {
 		t.Errorf("vipd_backend_load_reports_malformed_total = %v", v)
 	}
 	if got := e.backendState("web-nat", 0).EffectiveWeight; got != 1 {
@@ -106,19 +106,6 @@ func TestLoadReport(t *testing.T) {
 	}
 	if c := strings.Count(e.v.Log(), "load report malformed"); c > 3 { // one per VIP checking backend1, at most
 		t.Errorf("%d malformed-report log lines, want one per check a minute", c)
-	}
-}
-
-// eventuallyLong is eventually over 10 s.
-func (e *env) eventuallyLong(cond func(float64) bool, name string, labels ...string) float64 {
-	e.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		v := e.metric(name, labels...)
-		if cond(v) || time.Now().After(deadline) {
-			return v
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 
