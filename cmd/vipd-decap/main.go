@@ -49,16 +49,7 @@ flags:
 // comma-separated list.
 type vipList []netip.Addr
 
-func (l vipList) String() string {
-	var b strings.Builder
-	for i, a := range l {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(a.String())
-	}
-	return b.String()
-}
+func (l vipList) String() string { return commaList(l) }
 
 func (l *vipList) Set(s string) error {
 	for f := range strings.SplitSeq(s, ",") {
@@ -325,7 +316,7 @@ func serve(cfg *config) int {
 		}
 	}
 	log.Info("running", "version", version, "tun", d.TUN(), "ipv6", cfg.opts.IPv6, "gue_port", cfg.opts.GUEPort, "gue_sockets", cfg.opts.GUESockets,
-		"allow", cfg.allow, "chain", cfg.opts.Chain, "chain_peers", prefixList(cfg.opts.ChainPeers), "check_local", cfg.opts.CheckLocal, "vips", vipList(cfg.opts.VIPs).String(), "metrics", cfg.metrics)
+		"allow", cfg.allow, "chain", cfg.opts.Chain, "chain_peers", commaList(cfg.opts.ChainPeers), "check_local", cfg.opts.CheckLocal, "vips", vipList(cfg.opts.VIPs).String(), "metrics", cfg.metrics)
 
 	sig, stopSig := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stopSig()
@@ -368,14 +359,15 @@ func serve(cfg *config) int {
 	return 0
 }
 
-// prefixList formats prefixes comma-separated, for the log.
-func prefixList(ps []netip.Prefix) string {
+// commaList formats addresses or prefixes comma-separated, as the flags
+// take them.
+func commaList[T fmt.Stringer](xs []T) string {
 	var b strings.Builder
-	for i, p := range ps {
+	for i, x := range xs {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(p.String())
+		b.WriteString(x.String())
 	}
 	return b.String()
 }
