@@ -22,7 +22,6 @@ func (s *Snapshot) egress() uint8 {
 // the counters), then forward4 or forward6.
 func (w *Worker) forward(d *Desc, frame []byte, p *pkt, vi int) {
 	v := &w.snap.vips[vi]
-	w.hint = -1
 	var ttl uint8
 	if v.v6 {
 		ttl = packet.IPv6(p.l3).HopLimit()
@@ -60,7 +59,6 @@ func (w *Worker) forwardClean(d *Desc, p *pkt) {
 	s := w.snap
 	vi := int(p.vi)
 	v := &s.vips[vi]
-	w.hint = -1
 	ip := (*[packet.IPv4MinSize]byte)(p.l3)
 	if ip[8] <= 1 { // the TTL
 		w.forward(d, d.Buf[d.Off:d.Off+d.Len], p, vi) // and its TTL rules

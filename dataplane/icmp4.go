@@ -124,7 +124,6 @@ func (w *Worker) steer4(d *Desc, frame []byte, f *packet.Frame) {
 			w.drop(d, DropTooBig)
 			return
 		}
-		w.hint = -1 // errors go without a hint
 		w.encap4(d, frame, f, &e, v, b, out, hp)
 		return
 	}

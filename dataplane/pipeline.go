@@ -103,6 +103,7 @@ func (w *Worker) flow4(p *pkt, v *vip, src, dst uint32, sp, dp uint16) {
 
 // act is the second stage: the verdict, from what classify found.
 func (w *Worker) act(d *Desc, p *pkt) {
+	w.hint = -1 // track sets it for a client packet that carries one
 	if p.is&isClean != 0 {
 		w.forwardClean(d, p) // all ip would do
 		return

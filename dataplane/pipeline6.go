@@ -257,7 +257,6 @@ func (w *Worker) steer6(d *Desc, frame []byte, f *packet.Frame) {
 			w.drop(d, DropTooBig)
 			return
 		}
-		w.hint = -1 // errors go without a hint
 		w.encap6(d, frame, f, &e, v, b, out, 0, hp)
 		return
 	}

@@ -86,8 +86,8 @@ type Worker struct {
 	l4Tick uint32 // NAT'ed packets seen, for sampleL4
 	// hint is the previous owner (an index into the VIP's prevAddr4 or
 	// prevAddr6) of the packet being forwarded, -1 for none: set by track
-	// for every client packet forward and forwardClean take, reset by
-	// them and by ICMP steering, read by the DSR encapsulation.
+	// for a client packet it finds a previous owner for, reset by act for
+	// every packet, read by the DSR encapsulation.
 	hint int32
 
 	// What classify found for each frame of the batch (ProcessBatch), and
