@@ -138,6 +138,27 @@ func (p *Previous) Observe(cfg *config.Config, now time.Time) (changes []Change,
 // For returns v's previous set for the dataplane, nil when it has none or
 // it expired (previous_owner_ttl after the change), and when it expires.
 func (p *Previous) For(v *config.VIP, now time.Time) ([]dataplane.PreviousBackend, time.Time) {
+	e, until := p.live(v, now)
+	if e == nil {
+		return nil, time.Time{}
+	}
+	out := make([]dataplane.PreviousBackend, len(e.Previous))
+	for i, m := range e.Previous {
+		out[i] = dataplane.PreviousBackend{Addr: m.Addr, Port: m.Port, Weight: m.Weight}
+	}
+	return out, until
+}
+
+// Until returns when v's previous set expires, zero if it has none (For
+// without the set).
+func (p *Previous) Until(v *config.VIP, now time.Time) time.Time {
+	_, until := p.live(v, now)
+	return until
+}
+
+// live returns v's entry and when its previous set expires, if it has one
+// in effect at now.
+func (p *Previous) live(v *config.VIP, now time.Time) (*previousVIP, time.Time) {
 	if !v.HintsPreviousOwner() {
 		return nil, time.Time{}
 	}
@@ -149,11 +170,7 @@ func (p *Previous) For(v *config.VIP, now time.Time) ([]dataplane.PreviousBacken
 	if !now.Before(until) {
 		return nil, time.Time{}
 	}
-	out := make([]dataplane.PreviousBackend, len(e.Previous))
-	for i, m := range e.Previous {
-		out[i] = dataplane.PreviousBackend{Addr: m.Addr, Port: m.Port, Weight: m.Weight}
-	}
-	return out, until
+	return e, until
 }
 
 // Keys lists the VIP keys p holds, sorted (for tests and logs).

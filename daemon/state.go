@@ -58,7 +58,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 			AllDown: d.allDown[v.Name], OnAllDown: string(v.HealthCheck.OnAllDown),
 			Announce: d.announceNameLocked(v),
 		}
-		_, vs.PreviousUntil = d.prev.For(v, time.Now())
+		vs.PreviousUntil = d.prev.Until(v, time.Now())
 		var spec *dataplane.VIPSpec
 		if d.spec != nil && i < len(d.spec.VIPs) {
 			spec = &d.spec.VIPs[i]
@@ -193,7 +193,7 @@ func (d *Daemon) Metrics() *admin.Metrics {
 	now := time.Now()
 	for i := range d.cfg.VIPs {
 		v := &d.cfg.VIPs[i]
-		if _, until := d.prev.For(v, now); !until.IsZero() {
+		if until := d.prev.Until(v, now); !until.IsZero() {
 			m.PreviousUntil[v.Name] = until
 		}
 	}
