@@ -99,8 +99,11 @@ func (s *Shard) insertNew(k *Key, p, a uint32, t uint16, backend uint32, tcpFlag
 		return s.place(ba, a, p, free(ua), t, k, backend, st), Inserted
 	}
 
-	// Both buckets full.
-	if b, bi, i, ok := s.findExpired(bp, p, ba, a); ok {
+	// Both buckets full: one pass over their 16 slots finds both a
+	// timed-out slot and the eviction victim.
+	expired, victim := s.scanPair(bp, ba)
+	if expired != 0 {
+		b, bi, i := s.pairSlot(bp, p, ba, a, bits.TrailingZeros32(expired))
 		s.remove(b, bi, i)
 		s.c.evictedExpired++
 		return s.place(b, bi, p, i, t, k, backend, st), ReplacedExpired
@@ -111,7 +114,8 @@ func (s *Shard) insertNew(k *Key, p, a uint32, t uint16, backend uint32, tcpFlag
 			return s.place(b, bi, p, i, t, k, backend, st), Inserted
 		}
 	}
-	if b, bi, i, ok := s.findVictim(bp, p, ba, a); ok {
+	if victim != noVictim {
+		b, bi, i := s.pairSlot(bp, p, ba, a, int(victim&pairSlotMask))
 		s.remove(b, bi, i)
 		s.c.evictedUnestablished++
 		return s.place(b, bi, p, i, t, k, backend, st), ReplacedUnestablished
@@ -154,50 +158,64 @@ func (s *Shard) place(b *bucket, bi, p uint32, i int, t uint16, k *Key, backend 
 	return Entry{b, bi, uint32(i)}
 }
 
-// findExpired returns a timed-out slot of the full pair, if any.
-func (s *Shard) findExpired(b0 *bucket, i0 uint32, b1 *bucket, i1 uint32) (*bucket, uint32, int, bool) {
-	for i := range slotsPerBucket {
-		if s.expired(b0, i) {
-			return b0, i0, i, true
-		}
-	}
-	for i := range slotsPerBucket {
-		if s.expired(b1, i) {
-			return b1, i1, i, true
-		}
-	}
-	return nil, 0, 0, false
+// A full pair's slots are numbered 0-15 in scanPair's results: the
+// primary's eight, then the alternate's.
+const pairSlotMask = 0xf
+
+// noVictim is scanPair's victim when every slot of the pair is proven.
+const noVictim = ^uint64(0)
+
+// scanPair reads the metadata of a full pair once and returns the mask of
+// its timed-out slots (bit j = pair slot j) and its eviction victim: of
+// the evictable (unproven) flows, the one with the lowest proof level, and
+// among those the one seen longest ago, the first in pair slot order on
+// ties. A flow that has sent in more distinct ticks has shown more of what
+// a spoofer must pay for, and one that has gone quiet longest is the least
+// likely to be a live transfer.
+//
+// The victim is a rank, level<<36 | seen<<4 | pair slot, so that one
+// unsigned minimum orders by level, then age, then slot (Tick is 32 bits:
+// seen fills bits 4-35); its low four bits are the slot; noVictim if none.
+// Branch-free per slot: this runs for every new flow once the table is
+// full, which is what a flood of new flows makes it.
+func (s *Shard) scanPair(b0, b1 *bucket) (expired uint32, victim uint64) {
+	e0, v0 := s.scanBucket(b0, 0)
+	e1, v1 := s.scanBucket(b1, slotsPerBucket)
+	return e0 | e1<<slotsPerBucket, min(v0, v1)
 }
 
-// findVictim returns the slot of the full pair to evict for a new flow: of
-// the evictable (unproven) flows, the one with the lowest proof level, and
-// among those the one seen longest ago (the first in bucket then slot
-// order on ties). A flow that has sent in more distinct ticks has shown
-// more of what a spoofer must pay for, and one that has gone quiet longest
-// is the least likely to be a live transfer.
-func (s *Shard) findVictim(b0 *bucket, i0 uint32, b1 *bucket, i1 uint32) (*bucket, uint32, int, bool) {
-	var (
-		best   *bucket
-		bestBi uint32
-		bestI  int
-		rank   uint64
-	)
-	for _, c := range [2]struct {
-		b  *bucket
-		bi uint32
-	}{{b0, i0}, {b1, i1}} {
+// scanBucket is scanPair for one bucket whose slots are pair slots base
+// to base+7. Timeouts are checked slot by slot only when the bucket's
+// oldest flow is older than the shortest timeout, which a flood of new
+// flows, cycling through the table far faster, rarely lets happen.
+func (s *Shard) scanBucket(b *bucket, base uint64) (expired uint32, victim uint64) {
+	victim = noVictim
+	oldest := ^Tick(0)
+	for i := range slotsPerBucket {
+		st, seen := b.state[i], b.seen[i]
+		oldest = min(oldest, seen)
+		r := uint64(st&levelMask)<<(36-levelShift) | uint64(seen)<<4 | (base + uint64(i))
+		if !evictable(st) {
+			r = noVictim
+		}
+		victim = min(victim, r)
+	}
+	if s.now-oldest > s.minTimeout {
 		for i := range slotsPerBucket {
-			st := c.b.state[i]
-			if !evictable(st) {
-				continue
-			}
-			r := uint64(st&levelMask)<<32 | uint64(c.b.seen[i])
-			if best == nil || r < rank {
-				best, bestBi, bestI, rank = c.b, c.bi, i, r
+			if s.expired(b, i) {
+				expired |= 1 << i
 			}
 		}
 	}
-	return best, bestBi, bestI, best != nil
+	return expired, victim
+}
+
+// pairSlot maps a pair slot of scanPair to its bucket, index and slot.
+func (s *Shard) pairSlot(b0 *bucket, i0 uint32, b1 *bucket, i1 uint32, j int) (*bucket, uint32, int) {
+	if j < slotsPerBucket {
+		return b0, i0, j
+	}
+	return b1, i1, j - slotsPerBucket
 }
 
 // relocate frees a slot in the full pair by moving one resident flow to its

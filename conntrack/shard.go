@@ -21,8 +21,11 @@ type Shard struct {
 	key     [2]uint64 // the table's secret (Config.BucketKey)
 	now     Tick
 	timeout [stateMask + 1]Tick // idle ticks per State
-	cursor  uint32              // next bucket the expiry scan examines
-	scan    int                 // buckets examined per Advance
+	// minTimeout is the shortest timeout of a live State: a slot seen
+	// within it has not timed out, whatever its State.
+	minTimeout Tick
+	cursor     uint32 // next bucket the expiry scan examines
+	scan       int    // buckets examined per Advance
 	// relocMax is the live count at or above which Insert no longer tries
 	// to make room by moving entries: near full, a move rarely succeeds,
 	// and a flood of new flows would pay up to 16 bucket reads each.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -98,11 +99,12 @@ func New(cfg Config) (*Table, error) {
 	t := &Table{shards: make([]*Shard, cfg.Shards), start: time.Now()}
 	for i := range t.shards {
 		s := &Shard{
-			buckets: make([]bucket, nb),
-			nb:      uint64(nb),
-			key:     key,
-			timeout: timeout,
-			scan:    scan,
+			buckets:    make([]bucket, nb),
+			nb:         uint64(nb),
+			key:        key,
+			timeout:    timeout,
+			minTimeout: slices.Min(timeout[StateSynSent : StateUDP+1]),
+			scan:       scan,
 		}
 		adviseHugePages(s.buckets)
 		capacity := s.nb * slotsPerBucket
