@@ -162,25 +162,39 @@ func New(t nstest.T, o Options) *Bed {
 	for i := 0; i < o.Backends; i++ {
 		b.addBackend(i)
 	}
-	// Every interface that sends toward the box sends whole frames with
-	// complete checksums, as a physical wire does (see nstest.NoTxOffload).
-	b.Client.NoTxOffload(t, "eth0")
-	for _, dev := range []string{"r0", "r1", "r2"} {
-		if dev != "r2" || o.Layout == TwoArmed {
-			b.Router.NoTxOffload(t, dev)
-		}
+	routerDevs := []string{"r0", "r1"}
+	if o.Layout == TwoArmed {
+		routerDevs = append(routerDevs, "r2")
+	}
+	b.noTxOffload(routerDevs...)
+	return b
+}
+
+// noTxOffload makes every interface that sends toward the boxes — the
+// client's, the router's routerDevs, the backends' — send whole frames
+// with complete checksums, as a physical wire does (see
+// nstest.NoTxOffload).
+func (b *Bed) noTxOffload(routerDevs ...string) {
+	b.Client.NoTxOffload(b.t, "eth0")
+	for _, dev := range routerDevs {
+		b.Router.NoTxOffload(b.t, dev)
 	}
 	for _, be := range b.Backends {
-		be.NS.NoTxOffload(t, "eth0")
+		be.NS.NoTxOffload(b.t, "eth0")
 	}
-	return b
 }
 
 // port connects a namespace to the switch with a veth named name (inside
 // ns) and swname (on the bridge).
 func (b *Bed) port(ns *nstest.NS, name, swname string) {
-	nstest.VethNamed(b.t, ns, name, b.Switch, swname)
-	b.Switch.Must(b.t, "ip", "link", "set", swname, "master", "br0")
+	bridgePort(b.t, b.Switch, ns, name, swname)
+}
+
+// bridgePort connects ns to the bridge br0 of namespace sw with a veth
+// named name (inside ns) and swname (on the bridge).
+func bridgePort(t nstest.T, sw, ns *nstest.NS, name, swname string) {
+	nstest.VethNamed(t, ns, name, sw, swname)
+	sw.Must(t, "ip", "link", "set", swname, "master", "br0")
 }
 
 func (b *Bed) addBackend(i int) {

@@ -109,20 +109,13 @@ func NewECMPWith(t nstest.T, boxes int, o Options) *ECMPBed {
 		}
 		b.Backends[i].NS.Must(t, args...)
 	}
-	b.Client.NoTxOffload(t, "eth0")
-	for _, dev := range []string{"r0", "r1", "r2"} {
-		b.Router.NoTxOffload(t, dev)
-	}
-	for _, be := range b.Backends {
-		be.NS.NoTxOffload(t, "eth0")
-	}
+	b.noTxOffload("r0", "r1", "r2")
 	return e
 }
 
 // ingressPort connects ns to the router's segment.
 func (e *ECMPBed) ingressPort(ns *nstest.NS, name, swname string) {
-	nstest.VethNamed(e.t, ns, name, e.Ingress, swname)
-	e.Ingress.Must(e.t, "ip", "link", "set", swname, "master", "br0")
+	bridgePort(e.t, e.Ingress, ns, name, swname)
 }
 
 // BoxSocket is box i's admin socket.
