@@ -146,7 +146,7 @@ type Daemon struct {
 
 	// snaps is stored under mu and loaded by the workers without it.
 	snaps dataplane.Snapshots
-	// loads is where runLoads publishes the active flows per backend for
+	// loads is where loadRound publishes the active flows per backend for
 	// the load-aware schedulers (sched.go); the workers read it.
 	loads dataplane.LoadBoard
 	// kick wakes the publisher (capacity 1: one wake-up covers every
@@ -378,16 +378,8 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 			}
 		}()
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		d.runOutliers(ctx)
-	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		d.runLoads(ctx)
-	}()
+	wg.Go(func() { every(ctx, outlierTick, d.outlierRound) })
+	wg.Go(func() { every(ctx, loadEvery, func(time.Time) { d.loadRound(ctx) }) })
 	d.mu.Lock()
 	d.beats = beats
 	d.setPhaseLocked(phaseRunning)
@@ -970,4 +962,19 @@ func (d *Daemon) healthTargets(cfg *config.Config) []health.Target {
 		}
 	}
 	return ts
+}
+
+// every calls f with the tick's time every period until ctx ends: the
+// daemon's outlier and load rounds.
+func every(ctx context.Context, period time.Duration, f func(time.Time)) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			f(now)
+		}
+	}
 }

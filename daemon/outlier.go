@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"time"
 
 	"github.com/vipd/vipd/config"
@@ -19,20 +18,6 @@ type outlierState struct {
 	det     *outlier.Detector
 	ejected map[uint32]bool // by ref: counted down in statusLocked
 	total   map[uint32]uint64
-}
-
-// runOutliers feeds the detector every outlierTick until ctx ends.
-func (d *Daemon) runOutliers(ctx context.Context) {
-	t := time.NewTicker(outlierTick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			d.outlierRound(now)
-		}
-	}
 }
 
 // outlierRound hands the detector every watched backend's counters (the

@@ -16,21 +16,6 @@ import (
 // its own new flows since count at once (dataplane.LoadBoard).
 const loadEvery = time.Second
 
-// runLoads publishes the summed active flows on d.loads every loadEvery
-// until ctx ends.
-func (d *Daemon) runLoads(ctx context.Context) {
-	t := time.NewTicker(loadEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			d.loadRound(ctx)
-		}
-	}
-}
-
 // loadRound makes one sum, if a VIP needs it.
 func (d *Daemon) loadRound(ctx context.Context) {
 	d.mu.Lock()
