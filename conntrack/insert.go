@@ -103,7 +103,7 @@ func (s *Shard) insertNew(k *Key, p, a uint32, t uint16, backend uint32, tcpFlag
 	// timed-out slot and the eviction victim.
 	expired, victim := s.scanPair(bp, ba)
 	if expired != 0 {
-		b, bi, i := s.pairSlot(bp, p, ba, a, bits.TrailingZeros32(expired))
+		b, bi, i := pairSlot(bp, p, ba, a, bits.TrailingZeros32(expired))
 		s.remove(b, bi, i)
 		s.c.evictedExpired++
 		return s.place(b, bi, p, i, t, k, backend, st), ReplacedExpired
@@ -115,7 +115,7 @@ func (s *Shard) insertNew(k *Key, p, a uint32, t uint16, backend uint32, tcpFlag
 		}
 	}
 	if victim != noVictim {
-		b, bi, i := s.pairSlot(bp, p, ba, a, int(victim&pairSlotMask))
+		b, bi, i := pairSlot(bp, p, ba, a, int(victim&pairSlotMask))
 		s.remove(b, bi, i)
 		s.c.evictedUnestablished++
 		return s.place(b, bi, p, i, t, k, backend, st), ReplacedUnestablished
@@ -211,7 +211,7 @@ func (s *Shard) scanBucket(b *bucket, base uint64) (expired uint32, victim uint6
 }
 
 // pairSlot maps a pair slot of scanPair to its bucket, index and slot.
-func (s *Shard) pairSlot(b0 *bucket, i0 uint32, b1 *bucket, i1 uint32, j int) (*bucket, uint32, int) {
+func pairSlot(b0 *bucket, i0 uint32, b1 *bucket, i1 uint32, j int) (*bucket, uint32, int) {
 	if j < slotsPerBucket {
 		return b0, i0, j
 	}
