@@ -303,14 +303,22 @@ func BenchmarkWorkers(b *testing.B) {
 
 // BenchmarkHit is one flow's conntrack hit for each family and mode, a
 // batch of 64 copies of one 64-byte frame: what the IPv4 and IPv6 paths
-// cost side by side (BenchmarkPipeline is IPv4 only).
+// cost side by side (BenchmarkPipeline is IPv4 only). nat4-onlink is nat4
+// from a client on a connected subnet, whose MAC every packet confirms
+// (Spec.ClientOnLink): the rig's clients, and any that share the box's
+// segment.
 func BenchmarkHit(b *testing.B) {
 	for _, tc := range []struct {
 		name     string
 		src, dst netip.Addr
-	}{{"nat4", client4, vipNAT4}, {"nat6", client6, vipNAT6}, {"dsr4", client4, vipDSR4}, {"dsr6", client6, vipDSR6}} {
+		onLink   bool
+	}{{"nat4", client4, vipNAT4, false}, {"nat4-onlink", client4, vipNAT4, true}, {"nat6", client6, vipNAT6, false}, {"dsr4", client4, vipDSR4, false}, {"dsr6", client6, vipDSR6, false}} {
 		b.Run(tc.name, func(b *testing.B) {
-			h := newHarness(b, testSpec())
+			spec := testSpec()
+			if tc.onLink {
+				spec.ClientOnLink = []netip.Prefix{netip.PrefixFrom(tc.src, 24).Masked()}
+			}
+			h := newHarness(b, spec)
 			frame := build(b, pk{src: tc.src, dst: tc.dst, sport: 1000, dport: 80, flags: "A"})
 			const batchSize = 64
 			descs := make([]Desc, batchSize)

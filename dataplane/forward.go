@@ -81,7 +81,10 @@ func (w *Worker) forwardClean(d *Desc, p *pkt) {
 	out := s.egress()
 	n, mtu := p.f.L3Len, s.mtu[out]
 	switch {
-	case v.mode == ModeNAT && len(s.onLink4) == 0 && n <= mtu:
+	case v.mode == ModeNAT && n <= mtu:
+		if len(s.onLink4) > 0 { // checked here too: no call for the usual routed clients
+			w.learnClient4(d, binary.BigEndian.Uint32(ip[12:]), [6]byte(p.eth[6:12]))
+		}
 		if w.l4Tick++; w.l4Tick&(l4SampleEvery-1) == 0 { // sampleL4
 			w.verifyL4(d.Buf[d.Off:d.Off+d.Len], &p.f)
 		}

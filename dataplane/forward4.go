@@ -16,11 +16,8 @@ func (w *Worker) forward4(d *Desc, frame []byte, p *pkt, v *vip, b *backend) {
 	s := w.snap
 	f := &p.f
 	ip := packet.IPv4(p.l3)
-	if v.mode == ModeNAT && len(s.onLink4) > 0 && d.RxPort == PortIngress {
-		// A client on a connected subnet: its replies will need its MAC.
-		if src := ip.SourceUint32(); s.onLinkClient4(src) {
-			w.neigh.learn(0, 0xffff<<32|uint64(src), [6]byte(frame[6:12]))
-		}
+	if v.mode == ModeNAT {
+		w.learnClient4(d, ip.SourceUint32(), [6]byte(frame[6:12]))
 	}
 	out := s.egress()
 	if v.mode == ModeDSR {
@@ -52,6 +49,14 @@ func (w *Worker) forward4(d *Desc, frame []byte, p *pkt, v *vip, b *backend) {
 		return
 	}
 	w.tx(d, out)
+}
+
+// learnClient4 records the MAC of a NAT client on a connected subnet, which
+// its replies will need, from a packet received on the ingress port.
+func (w *Worker) learnClient4(d *Desc, src uint32, mac [6]byte) {
+	if s := w.snap; len(s.onLink4) > 0 && d.RxPort == PortIngress && s.onLinkClient4(src) {
+		w.neigh.learn(0, 0xffff<<32|uint64(src), mac)
+	}
 }
 
 // encap4 wraps the packet in VIP v's encapsulation toward backend b (h
