@@ -9,8 +9,11 @@ import (
 // frame for the second (act). A worker keeps one per frame of its largest
 // batch, so nothing is allocated per packet.
 type pkt struct {
-	f   packet.Frame
-	err error // Parse's; nothing below is set when it is not nil
+	f packet.Frame
+	// err is Parse's error when is has isMalformed, and then nothing
+	// below is set; otherwise it is stale (not cleared per frame: an
+	// interface store costs a write barrier check).
+	err error
 	// l3 is the IP packet (f.L3 of the frame) when f.EtherType is IPv4 or
 	// IPv6: sliced once here rather than in every stage.
 	l3 []byte
@@ -22,7 +25,8 @@ type pkt struct {
 	// several VIPs of its protocol share).
 	vi int32
 	// is holds what classify found besides: isTracked, isSrcVIP (known
-	// when vi >= 0), isDstVIP (known when vi is empty), isMapped.
+	// when vi >= 0), isDstVIP (known when vi is empty), isMapped,
+	// isMalformed.
 	is uint8
 	// isTracked: the packet belongs to a flow conntrack tracks (TCP or UDP,
 	// not a fragment, for VIP vi), whose key and hashes follow. h is the
@@ -51,6 +55,7 @@ const (
 	// address that is no VIP's; set by classifyCommon, whose frames ip
 	// would forward straight away.
 	isClean
+	isMalformed // Parse failed: err says why, nothing else is set
 )
 
 // ProcessBatch runs the pipeline on every frame of a batch, in passes: it

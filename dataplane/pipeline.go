@@ -36,9 +36,9 @@ func (w *Worker) classify(d *Desc, p *pkt) {
 	p.vi, p.is = empty, 0
 	frame := d.Buf[d.Off : d.Off+d.Len]
 	if !w.noCommon && packet.ParseCommon(frame, &p.f) {
-		p.err = nil
 		w.classifyCommon(frame, p)
-	} else if p.err = packet.Parse(frame, &p.f); p.err != nil {
+	} else if err := packet.Parse(frame, &p.f); err != nil {
+		p.err, p.is = err, isMalformed
 		return
 	} else {
 		switch p.f.EtherType {
@@ -109,7 +109,7 @@ func (w *Worker) act(d *Desc, p *pkt) {
 		return
 	}
 	frame := d.Buf[d.Off : d.Off+d.Len]
-	if p.err != nil {
+	if p.is&isMalformed != 0 {
 		// Malformed: dropped if the steering rule makes it vipd's (the
 		// XDP program would have redirected it), else the kernel's, as
 		// the XDP program would have passed it.
