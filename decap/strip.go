@@ -156,9 +156,10 @@ func isTCPOrUDP(proto uint8) bool { return proto == packet.ProtoTCP || proto == 
 //
 // TCP: finishing the checksum is all it takes — a merged segment is a
 // valid, larger segment. A sender's valid checksum can equal the
-// pseudo-header sum by chance (one in 65536); finishing it then rewrites
-// the same value, since a correct checksum is the only value that makes
-// the sum come out right.
+// pseudo-header sum by chance (one in 65536 segments: over a few
+// thousand, likely); the finished value is then the field itself, since a
+// correct checksum is the only value that makes the sum come out right,
+// and such a segment is not counted in Completed.
 //
 // UDP: merged datagrams (the backend's socket asked for UDP_GRO, as QUIC
 // servers do) cannot be split again without the segment size the kernel
@@ -172,8 +173,10 @@ func (f *filter) completeChecksum(inner, l4 []byte, proto uint8, pseudo uint16) 
 		}
 		// With the field holding the pseudo-header sum, the sum over the
 		// segment is the full sum; its complement is the checksum.
-		packet.TCP(l4).SetChecksum(^packet.Sum(l4, 0))
-		f.stats.completed.Add(1)
+		if c := ^packet.Sum(l4, 0); c != pseudo {
+			packet.TCP(l4).SetChecksum(c)
+			f.stats.completed.Add(1)
+		}
 		return inner
 	}
 	if len(l4) < packet.UDPSize || packet.UDP(l4).Checksum() != pseudo {
