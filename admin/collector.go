@@ -63,6 +63,7 @@ var (
 	dHints       = desc("previous_owner_hints_total", "Previous-owner hints: flows that missed the connection table mid-stream and were given one (flows), and packets sent with one (packets).", "what")
 	dPrevUntil   = desc("vip_previous_owner_expiry_seconds", "When the VIP's previous backend set (previous_owner) expires, in Unix seconds; absent while it has none.", "vip")
 	dStateErrors = desc("state_file_errors_total", "Reads and writes of [dataplane] state_file that failed.")
+	dTunProbe    = desc("tunnel_prober_packets_total", "Packets of the tunnel health prober (DSR probe = \"tunnel\"): read from its TUN device and sent encapsulated to a backend (sent), kernel traffic that is no probe (not_probe), segments of no live probe connection (unknown), failed sends (send_error) and reads (read_error).", "event")
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
@@ -167,5 +168,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dAllDown, v, vip)
 	}
 	gauge(dGeneration, float64(m.Generation))
+	for event, v := range m.TunnelProber {
+		counter(dTunProbe, v, event)
+	}
 	collectBGP(m.BGP, counter, gauge)
 }

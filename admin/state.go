@@ -111,6 +111,10 @@ type Metrics struct {
 	// and writes of the state file.
 	PreviousUntil map[string]time.Time
 	StateErrors   uint64
+	// TunnelProber holds the tunnel health prober's counters by event
+	// (sent, not_probe, unknown, send_error, read_error), summed since
+	// start; nil while no DSR VIP has ever had probe = "tunnel".
+	TunnelProber map[string]uint64
 }
 
 // BackendLabel identifies a backend in metric labels.

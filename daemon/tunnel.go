@@ -52,6 +52,38 @@ type tunnels struct {
 	p TunnelProber
 	// +checklocks:mu
 	src4, src6 netip.Addr
+	// closed sums the counters of the probers closed so far (a reload
+	// that adds a family reopens it), so that /metrics never goes back.
+	// +checklocks:mu
+	closed tunprobe.Stats
+	// +checklocks:mu
+	opened bool
+}
+
+// statser is a prober that counts what it did (*tunprobe.Prober).
+type statser interface{ Stats() tunprobe.Stats }
+
+// retire closes the prober and keeps its counters.
+// +checklocks:t.mu
+func (t *tunnels) retire() error {
+	if s, ok := t.p.(statser); ok {
+		t.closed = t.closed.Add(s.Stats())
+	}
+	err := t.p.Close()
+	t.p = nil
+	return err
+}
+
+// stats returns the prober's counters since the daemon started, summed
+// over reopenings; false if no prober was ever opened.
+func (t *tunnels) stats() (tunprobe.Stats, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.closed
+	if s, ok := t.p.(statser); ok {
+		st = st.Add(s.Stats())
+	}
+	return st, t.opened
 }
 
 // tunnelFamilies reports which families cfg probes through tunnels.
@@ -105,14 +137,14 @@ func (t *tunnels) ensure(cfg *config.Config, host control.Host) error {
 	if t.p != nil {
 		// Reopened with every family: the TUN and rules are vipd's own,
 		// and a probe in flight fails once.
-		t.p.Close()
-		t.p, t.src4, t.src6 = nil, netip.Addr{}, netip.Addr{}
+		t.retire()
+		t.src4, t.src6 = netip.Addr{}, netip.Addr{}
 	}
 	p, err := t.open(o)
 	if err != nil {
 		return fmt.Errorf("tunnel health probes: %w", err)
 	}
-	t.p, t.src4, t.src6 = p, o.Source4, o.Source6
+	t.p, t.src4, t.src6, t.opened = p, o.Source4, o.Source6, true
 	t.log.Info("tunnel health probes set up", "source4", o.Source4, "source6", o.Source6, "egress", egress)
 	return nil
 }
@@ -135,9 +167,7 @@ func (t *tunnels) close() error {
 	if t.p == nil {
 		return nil
 	}
-	err := t.p.Close()
-	t.p = nil
-	return err
+	return t.retire()
 }
 
 // tunnelTarget fills in t's probe for a backend b of DSR VIP v whose check

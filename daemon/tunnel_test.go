@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/tunprobe"
 )
 
@@ -274,5 +276,96 @@ func TestTunnelProberOnReload(t *testing.T) {
 	defer f.mu.Unlock()
 	if len(f.opts) != 2 {
 		t.Errorf("prober opened %d times, want 2 (refused, then applied)", len(f.opts))
+	}
+}
+
+// countingProber is a TunnelProber whose Stats count its dials.
+type countingProber struct {
+	mu    sync.Mutex
+	dials uint64
+}
+
+func (c *countingProber) Dial(context.Context, netip.AddrPort, tunprobe.Path) (net.Conn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dials++
+	return nil, errors.New("not connected")
+}
+
+func (c *countingProber) Close() error { return nil }
+
+func (c *countingProber) Stats() tunprobe.Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return tunprobe.Stats{Sent: c.dials, ReadErrors: 1}
+}
+
+// TestTunnelProberStats: the prober's counters reach Metrics, absent
+// before any prober opened, and summed over a reopening (a reload that
+// adds IPv6 tunnel probes opens a new prober) so that the counters
+// /metrics exports never go back.
+func TestTunnelProberStats(t *testing.T) {
+	var probers []*countingProber
+	tun := &tunnels{log: slog.New(slog.NewTextHandler(io.Discard, nil)), open: func(tunprobe.Options) (TunnelProber, error) {
+		p := &countingProber{}
+		probers = append(probers, p)
+		return p, nil
+	}}
+	host := control.Host{
+		Addr4: [2]netip.Addr{netip.MustParseAddr("198.18.0.254"), netip.MustParseAddr("198.18.1.1")},
+		Addr6: [2]netip.Addr{netip.MustParseAddr("2001:db8::fe"), netip.MustParseAddr("2001:db8:1::1")},
+	}
+	if _, ok := tun.stats(); ok {
+		t.Fatalf("stats reported before any prober opened")
+	}
+	load := func(src string) *config.Config {
+		t.Helper()
+		path := t.TempDir() + "/vipd.toml"
+		if err := os.WriteFile(path, []byte(strings.Replace(src, "@SOCKET@", t.TempDir()+"/s", 1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, _, err := config.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	dial := func(n int) {
+		for range n {
+			tun.Dial(context.Background(), netip.MustParseAddrPort("198.18.0.101:80"), tunprobe.Path{})
+		}
+	}
+	if err := tun.ensure(load(tunnelConfig), host); err != nil {
+		t.Fatal(err)
+	}
+	dial(3)
+	if st, ok := tun.stats(); !ok || st.Sent != 3 || st.ReadErrors != 1 {
+		t.Fatalf("one prober, 3 dials: %+v (%v)", st, ok)
+	}
+	v6 := tunnelConfig + `
+[[vip]]
+name = "dsr6"
+address = "2001:db8::101"
+port = 80
+mode = "dsr"
+[vip.healthcheck]
+interval = "20ms"
+timeout = "10ms"
+[[vip.backend]]
+address = "2001:db8:1::11"
+`
+	if err := tun.ensure(load(v6), host); err != nil {
+		t.Fatal(err)
+	}
+	if len(probers) != 2 {
+		t.Fatalf("%d probers opened, want 2 (IPv6 added)", len(probers))
+	}
+	dial(2)
+	if st, ok := tun.stats(); !ok || st.Sent != 5 || st.ReadErrors != 2 {
+		t.Errorf("after reopening, 3 + 2 dials: %+v (%v), want Sent 5, ReadErrors 2", st, ok)
+	}
+	tun.close()
+	if st, ok := tun.stats(); !ok || st.Sent != 5 {
+		t.Errorf("after close: %+v (%v), want Sent 5 kept", st, ok)
 	}
 }

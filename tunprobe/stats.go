@@ -16,6 +16,12 @@ type Stats struct {
 	ReadErrors uint64
 }
 
+// Add returns the sum of s and o, field by field.
+func (s Stats) Add(o Stats) Stats {
+	return Stats{Sent: s.Sent + o.Sent, NotProbe: s.NotProbe + o.NotProbe, Unknown: s.Unknown + o.Unknown,
+		SendErrors: s.SendErrors + o.SendErrors, ReadErrors: s.ReadErrors + o.ReadErrors}
+}
+
 type counters struct {
 	sent, notProbe, unknown, sendErrors, readErrors atomic.Uint64
 }

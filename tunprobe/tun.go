@@ -129,7 +129,9 @@ func (p *Prober) forward(buf []byte, at, n int) {
 		}
 	}
 	if err != nil {
+		// vipd's logger holds back repeats of one warning (ratelog).
 		p.stats.sendErrors.Add(1)
+		p.opts.Logger.Warn("tunprobe: send to backend", "backend", path.Backend, "err", err)
 		return
 	}
 	p.stats.sent.Add(1)
