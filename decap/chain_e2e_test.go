@@ -91,6 +91,8 @@ func newChainRig(t *testing.T, runA bool) *chainRig {
 	c.db = c.lbB.newDecap(t, Options{GUEPort: DefaultGUEPort, IPv6: true, Chain: true, CheckLocal: true,
 		AllowedSources: []netip.Prefix{netip.PrefixFrom(lbAddrB, 32), netip.PrefixFrom(lbAddrB6, 128)},
 		ChainPeers:     []netip.Prefix{netip.PrefixFrom(aAddr4, 32), netip.PrefixFrom(aAddr6, 128)}})
+	// TestChainEndToEnd counts cache hits of flows 40100 and 40200 exactly.
+	apart(t, c.da.chain.cache, toVIP(client4, vip4, 40100), toVIP(client4, vip4, 40200))
 	if runA {
 		run(t, c.da)
 	}
