@@ -152,6 +152,8 @@ type Daemon struct {
 	// kick wakes the publisher (capacity 1: one wake-up covers every
 	// change made before it runs).
 	kick chan struct{}
+	// gap is publishGap, but in tests.
+	gap time.Duration
 
 	// box is the BGP speaker and the box-wide lame duck (see boxState).
 	box boxState
@@ -199,7 +201,7 @@ func New(cfg *config.Config, opts Options) *Daemon {
 	}
 	return &Daemon{
 		opts: opts, log: opts.Log, reg: reg, tunnels: tun,
-		startDone: make(chan struct{}), running: make(chan struct{}), kick: make(chan struct{}, 1),
+		startDone: make(chan struct{}), running: make(chan struct{}), kick: make(chan struct{}, 1), gap: publishGap,
 		cfg: cfg, loadedAt: time.Now(),
 		health: map[uint32]control.Status{}, checked: map[uint32]bool{}, drains: map[uint32]bool{}, allDown: map[string]bool{},
 		dirtyVIPs: map[int]bool{}, targets: map[uint32]bool{}, reports: map[uint32]report{},
@@ -496,7 +498,7 @@ func (d *Daemon) runPublisher(ctx context.Context) {
 		case <-d.kick:
 		}
 		d.flushPending()
-		gap.Reset(publishGap)
+		gap.Reset(d.gap)
 		select {
 		case <-ctx.Done():
 			return
