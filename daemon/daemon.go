@@ -149,6 +149,15 @@ type Daemon struct {
 	// loads is where loadRound publishes the active flows per backend for
 	// the load-aware schedulers (sched.go); the workers read it.
 	loads dataplane.LoadBoard
+	// loadFrom is what the last Load in loads was summed from: the walk
+	// (of which flow cache) and the snapshot.
+	loadMu sync.Mutex
+	// +checklocks:loadMu
+	loadFrom struct {
+		fc   *flowCache
+		seq  int
+		snap *dataplane.Snapshot
+	}
 	// kick wakes the publisher (capacity 1: one wake-up covers every
 	// change made before it runs).
 	kick chan struct{}

@@ -36,6 +36,7 @@ type flowCache struct {
 // flowWalk is one walk. counts and err are written before done is closed
 // and only read after.
 type flowWalk struct {
+	seq    int // 1 for the cache's first walk, and so on
 	done   chan struct{}
 	counts map[uint32]int
 	err    error
@@ -52,20 +53,27 @@ func newFlowCache(base context.Context, walk func(context.Context) (map[uint32]i
 // get returns the flows per backend, at most ttl old. The map is shared:
 // callers must not change it.
 func (c *flowCache) get(ctx context.Context) (map[uint32]int, error) {
+	counts, _, err := c.getWalk(ctx)
+	return counts, err
+}
+
+// getWalk is get, and also which walk answered (see flowWalk.seq): a
+// caller can tell a reused result from a new one.
+func (c *flowCache) getWalk(ctx context.Context) (map[uint32]int, int, error) {
 	c.mu.Lock()
 	w := c.last
 	if w == nil || w.finished && (w.err != nil || c.now().Sub(w.at) >= c.ttl) {
-		w = &flowWalk{done: make(chan struct{})}
-		c.last = w
 		c.walks++
+		w = &flowWalk{seq: c.walks, done: make(chan struct{})}
+		c.last = w
 		go c.run(w)
 	}
 	c.mu.Unlock()
 	select {
 	case <-w.done:
-		return w.counts, w.err
+		return w.counts, w.seq, w.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, 0, ctx.Err()
 	}
 }
 

@@ -28,16 +28,25 @@ func (d *Daemon) loadRound(ctx context.Context) {
 	if !need || fc == nil {
 		return
 	}
-	flows, err := fc.get(ctx)
+	flows, seq, err := fc.getWalk(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.log.Warn("summing active flows for the schedulers failed: they use the last sum", "err", err)
 		}
 		return
 	}
-	if snap := d.snaps.Load(); snap != nil {
-		d.loads.Store(snap.SumLoad(flows))
+	d.loadMu.Lock()
+	defer d.loadMu.Unlock()
+	snap := d.snaps.Load()
+	if snap == nil || fc == d.loadFrom.fc && seq == d.loadFrom.seq && snap == d.loadFrom.snap {
+		// The walk is one already published for this snapshot (a
+		// /v1/state request made it, or this round came within flowsTTL
+		// of the last): a new Load would only make every worker forget
+		// the flows it pinned since, which the walk does not count.
+		return
 	}
+	d.loads.Store(snap.SumLoad(flows))
+	d.loadFrom.fc, d.loadFrom.seq, d.loadFrom.snap = fc, seq, snap
 }
 
 // schedulerUsesLoad reports whether scheduler name reads active flows.

@@ -50,6 +50,13 @@ func TestLoadsPublished(t *testing.T) {
 	if total != 10 {
 		t.Errorf("published %d active flows, want 10: %v", total, l.Active)
 	}
+	// A round within flowsTTL reuses the walk: it publishes nothing, so
+	// that the workers keep counting the flows they pinned since.
+	walks := td.d.flows.walked()
+	td.d.loadRound(context.Background())
+	if td.d.flows.walked() == walks && td.d.loads.Load() != l {
+		t.Errorf("a round that reused the walk published a new load")
+	}
 
 	plain := start(t, testConfig)
 	plain.d.loadRound(context.Background())

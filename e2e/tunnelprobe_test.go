@@ -61,8 +61,11 @@ func TestTunnelProbe(t *testing.T) {
 			victim := e.bed.Backends[0]
 			victim.NS.Must(t, "ip", "addr", "del", vip+bits, "dev", "lo")
 			removed := time.Now()
-			// Jitter stretches an interval by up to 10%.
-			bound := time.Duration(float64((fall+1)*interval)*1.1) + timeout + 100*time.Millisecond
+			// At worst the last good probe ended just before the removal,
+			// and each of fall failures waits an interval (stretched by up
+			// to 10% of jitter) and its timeout; 300 ms more for the
+			// report, the publish, the state request and a loaded machine.
+			bound := fall*(interval*11/10+timeout) + 300*time.Millisecond
 			if tt.down {
 				waitFor(t, 5*time.Second, "the backend without the VIP down", func() bool { return state(0) == "down" })
 				took := time.Since(removed)
