@@ -130,12 +130,19 @@ func TestHealthAllDown(t *testing.T) {
 			waitUntil(t, "all down", func() bool { return td.backend(0)["health"] == "down" && td.backend(1)["health"] == "down" })
 			q := td.plat.queues[0]
 			q.Inject(syn(t, "198.18.0.100", 999, "S"), 0)
+			// A forwarded frame comes within milliseconds; 3 s lets a loaded
+			// machine under -race deliver it. A dropped one is waited for
+			// 300 ms: waiting less can only hide a forwarded frame.
+			wait := 3 * time.Second
+			if mode == "drop" {
+				wait = 300 * time.Millisecond
+			}
 			select {
 			case <-q.Output():
 				if mode == "drop" {
 					t.Errorf("forwarded a new flow while every backend is down")
 				}
-			case <-time.After(300 * time.Millisecond):
+			case <-time.After(wait):
 				if mode == "ignore_health" {
 					t.Errorf("ignore_health dropped the flow")
 				}

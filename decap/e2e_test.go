@@ -158,9 +158,11 @@ func TestLocalRefresh(t *testing.T) {
 
 	r.be.Must(t, "ip", "addr", "add", vip2.String()+"/32", "dev", "lo")
 	r.echo(t, netip.AddrPortFrom(vip2, 80))
-	// Two refresh periods are enough; send until then, bounded.
-	for i := range 20 {
-		s.send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip2, uint16(40100+i), 80, true, false, 1000, nil)))
+	// Two refresh periods are enough on an idle machine; send until a SYN
+	// is let through, for as long as a reply is waited for (a refresh
+	// can be late: netlink under RTNL contention, a loaded machine).
+	for i, end := 0, time.Now().Add(replyTimeout); time.Now().Before(end); i++ {
+		s.send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip2, uint16(40100+i%1000), 80, true, false, 1000, nil)))
 		time.Sleep(25 * time.Millisecond)
 		if d.Stats().Decapsulated > 0 {
 			break

@@ -187,30 +187,39 @@ func TestGUESpread(t *testing.T) {
 			s.send(t, gue4(t, lbAddr4, beAddr4, sport, DefaultGUEPort, tcp4(t, client4, vip4, uint16(40000+i), 81, true, false, 1, nil)))
 		}
 	}
-	// Without Run, the datagrams wait in the sockets: read each dry.
+	// Without Run, the datagrams wait in the sockets: read each dry, and
+	// go round again until all are read or replyTimeout passes (delivery
+	// can lag the sends on a loaded machine).
 	bySocket := map[int]int{}      // IPv4 socket index -> datagrams
 	flowSocket := map[uint16]int{} // inner client port -> socket index
-	for i, rx := range gue[:sockets] {
-		for {
-			rx.f.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-			n, err := rx.rd.read(rx.rc)
-			if err != nil {
-				break
+	total := 0
+	for end := time.Now().Add(replyTimeout); total < flows*perFlow && time.Now().Before(end); {
+		for i, rx := range gue[:sockets] {
+			for {
+				rx.f.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+				n, err := rx.rd.read(rx.rc)
+				if err != nil {
+					break
+				}
+				pkt := rx.rd.buf[:n]
+				port := uint16(pkt[20])<<8 | uint16(pkt[21])
+				if j, ok := flowSocket[port]; ok && j != i {
+					t.Errorf("flow from port %d on sockets %d and %d", port, j, i)
+				}
+				flowSocket[port] = i
+				bySocket[i]++
+				total++
 			}
-			pkt := rx.rd.buf[:n]
-			port := uint16(pkt[20])<<8 | uint16(pkt[21])
-			if j, ok := flowSocket[port]; ok && j != i {
-				t.Errorf("flow from port %d on sockets %d and %d", port, j, i)
-			}
-			flowSocket[port] = i
-			bySocket[i]++
+		}
+	}
+	// None more: one more read of each socket finds nothing.
+	for _, rx := range gue[:sockets] {
+		rx.f.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, err := rx.rd.read(rx.rc); err == nil {
+			total++
 		}
 	}
 	t.Logf("datagrams per socket: %v", bySocket)
-	total := 0
-	for _, n := range bySocket {
-		total += n
-	}
 	if total != flows*perFlow {
 		t.Errorf("%d datagrams read, want %d", total, flows*perFlow)
 	}

@@ -23,6 +23,10 @@ type reports struct {
 	mu   sync.Mutex
 	last map[uint32]control.Status
 	n    map[uint32]int
+	// ramped: a report since the last down one was up with a partial
+	// ramp (slow start), seen here rather than by polling last, which a
+	// stalled test could miss.
+	ramped map[uint32]bool
 }
 
 func (r *reports) report(ref uint32, st control.Status, up, known bool) {
@@ -30,6 +34,21 @@ func (r *reports) report(ref uint32, st control.Status, up, known bool) {
 	defer r.mu.Unlock()
 	r.last[ref] = st
 	r.n[ref]++
+	if r.ramped == nil {
+		r.ramped = map[uint32]bool{}
+	}
+	switch {
+	case st.Down:
+		r.ramped[ref] = false
+	case st.Ramp > 0:
+		r.ramped[ref] = true
+	}
+}
+
+func (r *reports) sawRamp(ref uint32) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ramped[ref]
 }
 
 func (r *reports) get(ref uint32) (control.Status, int) {
@@ -182,8 +201,10 @@ func TestManagerRampEnds(t *testing.T) {
 		m.Start(ctx)
 		waitFor(t, "down", func() bool { st, _ := r.get(7); return st.Down })
 		up.Store(true)
-		waitFor(t, "ramp started", func() bool { st, _ := r.get(7); return !st.Down && st.Ramp > 0 })
 		waitFor(t, "full weight reported", func() bool { st, _ := r.get(7); return !st.Down && st.Ramp == 0 })
+		if !r.sawRamp(7) {
+			t.Errorf("round %d: up at full weight without a slow-start ramp", round)
+		}
 		cancel()
 		m.Stop()
 	}

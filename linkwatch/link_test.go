@@ -128,7 +128,9 @@ func (k *fakeLister) dropLink(name string) {
 
 func TestWatch(t *testing.T) {
 	old := coalesce
-	coalesce = 20 * time.Millisecond
+	// Long enough that the test's three sends of a burst, which a loaded
+	// machine may delay by tens of milliseconds, fall in one window.
+	coalesce = 200 * time.Millisecond
 	t.Cleanup(func() { coalesce = old })
 
 	k := testLister()

@@ -40,7 +40,7 @@ func TestProbeThroughTunnel(t *testing.T) {
 			// list within its refresh: poll.
 			waitProbe(t, p, tt.vip, tt.path, true)
 			before := p.Stats().Sent
-			if err := probe(p, tt.vip, tt.path); err != nil {
+			if err := probeUp(p, tt.vip, tt.path); err != nil {
 				t.Fatalf("second probe: %v", err)
 			}
 			// The handshake's last ACK reaches the TUN reader after
@@ -159,6 +159,10 @@ func TestRPFilterAndAnswers(t *testing.T) {
 			if !tt.route {
 				r.box.Must(t, "ip", "route", "del", "default")
 				t.Cleanup(func() { r.box.Must(t, "ip", "route", "add", "default", "via", "198.18.2.254") })
+			}
+			probe := probe
+			if tt.up {
+				probe = probeUp
 			}
 			err := probe(p, vip4, path)
 			if (err == nil) != tt.up {

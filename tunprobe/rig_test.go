@@ -179,7 +179,17 @@ func (r *rig) decapGUE(t *testing.T, port uint16) *decap.Decap {
 // probe dials vip through path from p and reports whether the handshake
 // completed within probeTimeout.
 func probe(p *Prober, vip netip.Addr, path Path) error {
-	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	return probeWithin(p, vip, path, probeTimeout)
+}
+
+// probeUp is a probe expected to succeed: it may take a retransmitted SYN
+// (a lost or late first one is sent again after 1 s).
+func probeUp(p *Prober, vip netip.Addr, path Path) error {
+	return probeWithin(p, vip, path, 3*time.Second)
+}
+
+func probeWithin(p *Prober, vip netip.Addr, path Path, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	c, err := p.Dial(ctx, netip.AddrPortFrom(vip, vipPort), path)
 	if err != nil {

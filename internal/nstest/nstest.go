@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -140,6 +141,30 @@ func Veth(tb T, a *NS, an string, b *NS, bn string) {
 	tb.Cleanup(func() { exec.Command("ip", "-n", a.Name, "link", "del", an).Run() })
 	a.Must(tb, "ip", "link", "set", an, "up")
 	b.Must(tb, "ip", "link", "set", bn, "up")
+	a.WaitRunning(tb, an)
+	b.WaitRunning(tb, bn)
+}
+
+// WaitRunning waits, at most 10 s, until interface ifname is
+// operationally up. When a veth's second end comes up the kernel turns
+// the carrier on at both ends, but the end that was up first starts
+// transmitting only when the kernel's link-watch work gets to it, under
+// the RTNL lock, which can take a second on a busy host; until then its
+// frames are dropped without an error to the sender. Link-watch sets the
+// operational state in the same step.
+func (n *NS) WaitRunning(tb T, ifname string) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, err := exec.Command("ip", "-n", n.Name, "-o", "link", "show", "dev", ifname).CombinedOutput()
+		if err == nil && strings.Contains(string(out), " state UP ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s in %s not running after 10 s: %s (%v)", ifname, n.Name, out, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Do runs f on a locked OS thread switched into the namespace and switches
@@ -183,6 +208,8 @@ func VethNamed(tb T, a *NS, an string, b *NS, bn string) {
 	b.Must(tb, "ip", "link", "set", tbn, "name", bn)
 	a.Must(tb, "ip", "link", "set", an, "up")
 	b.Must(tb, "ip", "link", "set", bn, "up")
+	a.WaitRunning(tb, an)
+	b.WaitRunning(tb, bn)
 }
 
 // Sysctl sets a net.* sysctl inside the namespace (they are per
