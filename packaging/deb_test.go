@@ -2,10 +2,12 @@ package packaging
 
 import (
 	"compress/gzip"
+	"debug/elf"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -79,6 +81,21 @@ func TestDeb(t *testing.T) {
 	}
 	if out := run(t, "", nil, filepath.Join(root, "usr/sbin/vipd"), "-version"); out != "vipd 1.2.3\n" {
 		t.Errorf("vipd -version = %q, want the package's version", out)
+	}
+	// Built without DWARF, with the symbol table that perf reads.
+	for _, cmd := range []string{"vipd", "vipd-decap"} {
+		f, err := elf.Open(filepath.Join(root, "usr/sbin", cmd))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Section(".debug_info") != nil {
+			t.Errorf("%s has DWARF (.debug_info): mkdeb's -w is gone", cmd)
+		}
+		syms, err := f.Symbols()
+		if err != nil || !slices.ContainsFunc(syms, func(s elf.Symbol) bool { return s.Name == "main.main" }) {
+			t.Errorf("%s has no symbol main.main (%v): perf could not name its functions", cmd, err)
+		}
+		f.Close()
 	}
 	// The generated page documents the keys (config's test checks all).
 	page := gunzip(t, filepath.Join(root, "usr/share/man/man5/vipd.toml.5.gz"))
