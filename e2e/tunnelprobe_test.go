@@ -14,7 +14,7 @@ import (
 // fall × interval (plus one interval's wait and the probe timeout), while
 // with probe = "direct" it stays up. With the VIP back, it comes back.
 func TestTunnelProbe(t *testing.T) {
-	const interval, timeout, fall = 200 * time.Millisecond, 100 * time.Millisecond, 2
+	const interval, timeout, fall = 200 * time.Millisecond, 200 * time.Millisecond, 2 // testbed.FastHealth
 	tests := []struct {
 		name  string
 		probe string

@@ -47,14 +47,17 @@ type ConfigOptions struct {
 
 // FastHealth is a health check for tests: HTTP /healthz on 8080 every
 // 200 ms, down after 2 failures, up after 2 successes, lame duck on 503
-// with X-Drain. A dead backend leaves the pool within
-// fall × interval + interval = 600 ms (+10% jitter).
+// with X-Drain. A dead backend (connection refused) leaves the pool within
+// fall × interval + interval = 600 ms (+10% jitter); one that stops
+// answering, within fall × (interval + timeout) more. The timeout is the
+// whole interval, the most the configuration allows: a healthy backend
+// on a loaded test machine must not be marked down by two slow answers.
 const FastHealth = `[vip.healthcheck]
 type = "http"
 port = 8080
 path = "/healthz"
 interval = "200ms"
-timeout = "100ms"
+timeout = "200ms"
 rise = 2
 fall = 2
 drain_status = 503
