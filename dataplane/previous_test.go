@@ -105,17 +105,6 @@ func TestPreviousOwnerHints(t *testing.T) {
 			if tc.udp {
 				proto, flags = layers.IPProtocolUDP, ""
 			}
-			addrOfRef := func(s *Spec, ref uint32) netip.Addr {
-				for _, v := range s.VIPs {
-					for _, b := range v.Backends {
-						if b.Ref == ref {
-							return b.Addr
-						}
-					}
-				}
-				t.Fatalf("no ref %d", ref)
-				return netip.Addr{}
-			}
 			hinted, plain := 0, 0
 			for _, fam := range []struct{ client, vip netip.Addr }{{client4, vipDSR4}, {client6, vipDSR6}} {
 				for fl := uint16(0); fl < 200; fl++ {
@@ -125,7 +114,7 @@ func TestPreviousOwnerHints(t *testing.T) {
 					if !ok1 || !ok2 {
 						t.Fatal("Where found no backend")
 					}
-					curAddr, wasAddr := addrOfRef(spec, cur), addrOfRef(before, was)
+					curAddr, wasAddr := backendAddr(t, spec, cur), backendAddr(t, before, was)
 					for pass := 0; pass < 2; pass++ { // a miss, then a hit
 						in := build(t, p)
 						inner := append([]byte(nil), in[14:14+ipLen(in[14:])]...)

@@ -132,16 +132,26 @@ func (e *env) upload(url string, n int64) (backend string, err error) {
 // while a backend missing or taking twice its share fails it for n=300.
 func checkShares(t *testing.T, counts map[string]int, weights map[string]int, n int) {
 	t.Helper()
-	total := 0
+	fw := make(map[string]float64, len(weights))
+	for name, w := range weights {
+		fw[name] = float64(w)
+	}
+	checkFloatShares(t, counts, fw, n)
+}
+
+// checkFloatShares is checkShares for weights that are not integers
+// (effective weights scaled by load reports).
+func checkFloatShares(t *testing.T, counts map[string]int, weights map[string]float64, n int) {
+	t.Helper()
+	total := 0.0
 	for _, w := range weights {
 		total += w
 	}
 	for name, w := range weights {
-		p := float64(w) / float64(total)
-		mean := p * float64(n)
-		sd := math.Sqrt(float64(n) * p * (1 - p))
+		p := w / total
+		mean, sd := p*float64(n), math.Sqrt(float64(n)*p*(1-p))
 		if got := float64(counts[name]); math.Abs(got-mean) > 4.5*sd {
-			t.Errorf("%s took %v of %d requests, want %.0f ± %.0f (weight %d/%d): %v", name, got, n, mean, 4.5*sd, w, total, counts)
+			t.Errorf("%s took %v of %d, want %.0f ± %.0f (weight %.4g of %.4g): %v", name, got, n, mean, 4.5*sd, w, total, counts)
 		}
 	}
 	for name := range counts {

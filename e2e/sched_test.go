@@ -54,24 +54,6 @@ func (e *env) waitWeight(i int, what string, cond func(float64) bool) float64 {
 	}
 }
 
-// checkFloatShares is checkShares for weights that are not integers: each
-// backend's count must be within 4.5 standard deviations of its binomial
-// mean.
-func checkFloatShares(t *testing.T, counts map[string]int, weights map[string]float64, n int) {
-	t.Helper()
-	total := 0.0
-	for _, w := range weights {
-		total += w
-	}
-	for name, w := range weights {
-		p := w / total
-		mean, sd := p*float64(n), math.Sqrt(float64(n)*p*(1-p))
-		if got := float64(counts[name]); math.Abs(got-mean) > 4.5*sd {
-			t.Errorf("%s took %v of %d connections, want %.0f ± %.0f (weight %.2f of %.2f): %v", name, got, n, mean, 4.5*sd, w, total, counts)
-		}
-	}
-}
-
 // TestLoadReport: a backend that reports a utilization of 0.8 in its
 // health check's X-Load gets its weight scaled to 0.2 and about 0.2/2.2 of
 // 1,200 new connections (within a binomial bound); reporting 0 again, it
