@@ -288,14 +288,25 @@ func (w *Worker) schedule(vi int, v *vip, h uint64) (*backend, uint32) {
 	if v.sched == SchedMaglev {
 		return w.maglev(v, h)
 	}
-	k := w.sch.choose(w.snap, vi, v, h)
-	if k < 0 {
+	ref, ok := w.sch.pick(w.snap, vi, v, h)
+	if !ok {
 		return nil, 0
 	}
-	ref := v.refs[k]
-	w.sch.pinned[ref]++
-	w.sch.pinnedVIP[v.id]++
 	return &w.snap.backends[ref], ref
+}
+
+// pick is choose for a new flow that the caller pins: it returns the
+// backend reference, false if the VIP has no member, and counts the flow
+// as pinned here until the next Load.
+func (st *schedState) pick(s *Snapshot, vi int, v *vip, h uint64) (uint32, bool) {
+	k := st.choose(s, vi, v, h)
+	if k < 0 {
+		return 0, false
+	}
+	ref := v.refs[k]
+	st.pinned[ref]++
+	st.pinnedVIP[v.id]++
+	return ref, true
 }
 
 // setSched gives v its scheduler from vs and its members' weights from
@@ -353,15 +364,7 @@ func (c *Chooser) Choose(id uint16, h uint64) (ref uint32, ok bool) {
 	if !found {
 		return 0, false
 	}
-	v := &c.snap.vips[vi]
-	k := c.st.choose(c.snap, int(vi), v, h)
-	if k < 0 {
-		return 0, false
-	}
-	ref = v.refs[k]
-	c.st.pinned[ref]++
-	c.st.pinnedVIP[v.id]++
-	return ref, true
+	return c.st.pick(c.snap, int(vi), &c.snap.vips[vi], h)
 }
 
 // Clone returns an independent copy of c: what c would choose next, asked
