@@ -16,10 +16,11 @@ import (
 	"github.com/vipd/vipd/tunprobe"
 )
 
-// TunnelProber dials health probes through backends' tunnels
-// (*tunprobe.Prober).
+// TunnelProber dials health probes through backends' tunnels and counts
+// what it sends (*tunprobe.Prober).
 type TunnelProber interface {
 	health.TunnelDialer
+	Stats() tunprobe.Stats
 	Close() error
 }
 
@@ -60,15 +61,10 @@ type tunnels struct {
 	opened bool
 }
 
-// statser is a prober that counts what it did (*tunprobe.Prober).
-type statser interface{ Stats() tunprobe.Stats }
-
 // retire closes the prober and keeps its counters.
 // +checklocks:t.mu
 func (t *tunnels) retire() error {
-	if s, ok := t.p.(statser); ok {
-		t.closed = t.closed.Add(s.Stats())
-	}
+	t.closed = t.closed.Add(t.p.Stats())
 	err := t.p.Close()
 	t.p = nil
 	return err
@@ -80,8 +76,8 @@ func (t *tunnels) stats() (tunprobe.Stats, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := t.closed
-	if s, ok := t.p.(statser); ok {
-		st = st.Add(s.Stats())
+	if t.p != nil {
+		st = st.Add(t.p.Stats())
 	}
 	return st, t.opened
 }

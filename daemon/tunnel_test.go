@@ -89,6 +89,8 @@ func (f *fakeTunnels) Dial(_ context.Context, vip netip.AddrPort, path tunprobe.
 	return a, nil
 }
 
+func (f *fakeTunnels) Stats() tunprobe.Stats { return tunprobe.Stats{} }
+
 func (f *fakeTunnels) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
