@@ -17,6 +17,10 @@ type BoxResult struct {
 	Mode  string // vipd: "nat" or "dsr"; kernel: "nft"
 	IO    string // "afxdp" or "afpacket"
 	Flows int
+	// Procs is the GOMAXPROCS the row set for the box's program; 0: the
+	// program's default (one P besides the workers). A vipd row is
+	// compared with the forwarder's row of the same Procs.
+	Procs int `json:",omitempty"`
 
 	Forwarded Summary // packets counted at the sink
 	Offered   Summary // packets the generator handed to its veth
@@ -93,11 +97,12 @@ func NsPerPacket(ticks, packets float64) float64 {
 // ClockTicks is USER_HZ, the unit of /proc/stat and /proc/PID/stat times.
 const ClockTicks = 100
 
-// FindBox returns the box-limited row of kind with flows flows, or nil.
-func (r *Report) FindBox(kind string, flows int) *BoxResult {
+// findBox returns the box-limited row of kind with flows flows and
+// GOMAXPROCS procs (BoxResult.Procs), or nil.
+func (r *Report) findBox(kind string, flows, procs int) *BoxResult {
 	for i := range r.Box {
 		x := &r.Box[i]
-		if x.Kind == kind && x.Flows == flows && x.Err == "" {
+		if x.Kind == kind && x.Flows == flows && x.Procs == procs && x.Err == "" {
 			return x
 		}
 	}
@@ -105,9 +110,10 @@ func (r *Report) FindBox(kind string, flows int) *BoxResult {
 }
 
 // BoxRatios returns a row's forwarded rate and process user ns per packet
-// over the bare forwarder's with the same flow count (NaN where missing).
+// over the bare forwarder's with the same flow count and GOMAXPROCS (NaN
+// where missing).
 func (r *Report) BoxRatios(x *BoxResult) (pps, userNs float64) {
-	f := r.FindBox(KindForwarder, x.Flows)
+	f := r.findBox(KindForwarder, x.Flows, x.Procs)
 	if f == nil {
 		return math.NaN(), math.NaN()
 	}
@@ -199,7 +205,7 @@ func (r *Report) BoxGoalLines() []string {
 		if !x.BoxLimited() {
 			notes = append(notes, "vipd did not drop")
 		}
-		if f := r.FindBox(KindForwarder, x.Flows); f != nil && !f.BoxLimited() {
+		if f := r.findBox(KindForwarder, x.Flows, x.Procs); f != nil && !f.BoxLimited() {
 			notes = append(notes, "the forwarder did not drop")
 		}
 		if len(notes) > 0 {

@@ -77,6 +77,20 @@ func TestBoxTableAndRatios(t *testing.T) {
 	if p, n := r.BoxRatios(&BoxResult{Flows: 7}); !math.IsNaN(p) || !math.IsNaN(n) {
 		t.Errorf("no forwarder with that flow count: %v %v", p, n)
 	}
+	// A row with GOMAXPROCS set is compared with the forwarder run alike,
+	// never with the default one.
+	one := BoxResult{Kind: KindVIPD, Flows: 1, Procs: 1, Forwarded: s(100e3), UserNs: 300}
+	if p, n := r.BoxRatios(&one); !math.IsNaN(p) || !math.IsNaN(n) {
+		t.Errorf("GOMAXPROCS=1 row against a default forwarder: %v %v", p, n)
+	}
+	withProcs := &Report{Box: append(append([]BoxResult(nil), r.Box...),
+		BoxResult{Name: "bare AF_XDP forwarder, GOMAXPROCS=1", Kind: KindForwarder, Flows: 1, Procs: 1, Forwarded: s(200e3), UserNs: 150})}
+	if p, n := withProcs.BoxRatios(&one); math.Abs(p-0.5) > 1e-9 || math.Abs(n-2) > 1e-9 {
+		t.Errorf("GOMAXPROCS=1 ratios %v %v, want 0.5 2", p, n)
+	}
+	if p, _ := withProcs.BoxRatios(&r.Box[4]); math.Abs(p-1) > 1e-9 {
+		t.Errorf("a default row compared with the GOMAXPROCS=1 forwarder: %v", p)
+	}
 	var b bytes.Buffer
 	r.WriteBoxTable(&b)
 	out := b.String()

@@ -62,6 +62,9 @@ type proc struct {
 type Placement struct {
 	CPUs string
 	Nice int
+	// Env is added to the program's environment (KEY=VALUE), for a row
+	// that sets GOMAXPROCS.
+	Env []string
 }
 
 func startProc(t nstest.T, ns *nstest.NS, pl Placement, logPath string, stdout io.Writer, bin string, args ...string) *proc {
@@ -76,6 +79,9 @@ func startProc(t nstest.T, ns *nstest.NS, pl Placement, logPath string, stdout i
 	}
 	full = append(append(full, "taskset", "-c", pl.CPUs, bin), args...)
 	cmd := exec.Command("ip", full...)
+	if len(pl.Env) > 0 {
+		cmd.Env = append(os.Environ(), pl.Env...)
+	}
 	cmd.Stderr = f
 	cmd.Stdout = f
 	if stdout != nil {

@@ -28,6 +28,10 @@ type BoxScenario struct {
 	// polling.
 	BusyPoll  int
 	NAPIDefer bool
+	// Procs, when positive, sets GOMAXPROCS for the box's program (vipd or
+	// the forwarder), overriding the spare P both take by default
+	// (internal/procs).
+	Procs int
 }
 
 // Label is the row's name with its flow count, what -only matches.
@@ -49,6 +53,23 @@ func BusyPollRows(rows []BoxScenario, usecs int, napiDefer bool) []BoxScenario {
 			sc.Name += " + NAPI defer"
 		}
 		sc.BusyPoll, sc.NAPIDefer, sc.Profile = usecs, napiDefer, false
+		out = append(out, sc)
+	}
+	return out
+}
+
+// ProcsRows returns, for the bare forwarder's rows and every vipd AF_XDP
+// row of rows, the same row with GOMAXPROCS = procs for the box's program:
+// the rows -procs-rows adds to compare with (the default leaves one P
+// besides the workers).
+func ProcsRows(rows []BoxScenario, procs int) []BoxScenario {
+	var out []BoxScenario
+	for _, sc := range rows {
+		if sc.Kind != bench.KindForwarder && (sc.Kind != bench.KindVIPD || sc.IO != "afxdp") {
+			continue
+		}
+		sc.Name += fmt.Sprintf(", GOMAXPROCS=%d", procs)
+		sc.Procs, sc.Profile = procs, false
 		out = append(out, sc)
 	}
 	return out
@@ -104,7 +125,7 @@ type boxSample struct {
 // returned in the result's Err.
 func RunBox(parent *Scope, sc BoxScenario, o Options) (bench.BoxResult, *bench.Section) {
 	o.Defaults()
-	res := bench.BoxResult{Name: sc.Name, Kind: sc.Kind, Mode: sc.Mode, IO: sc.IO, Flows: sc.Flows,
+	res := bench.BoxResult{Name: sc.Name, Kind: sc.Kind, Mode: sc.Mode, IO: sc.IO, Flows: sc.Flows, Procs: sc.Procs,
 		UserNs: math.NaN(), SysNs: math.NaN(), NAPINs: math.NaN(), BusyNs: math.NaN(), FramesPerBatch: math.NaN()}
 	s := parent.Child()
 	defer s.Close()
@@ -119,6 +140,9 @@ func RunBox(parent *Scope, sc BoxScenario, o Options) (bench.BoxResult, *bench.S
 		r := New(s, 1, false)
 		tr := Traffic{DstMAC: r.BoxInMAC, Dst: VIPNAT, DstPort: VIPPort, OneFlow: sc.Flows == 1}
 		pl := Placement{CPUs: strconv.Itoa(BoxCPU), Nice: o.BoxNice}
+		if sc.Procs > 0 {
+			pl.Env = []string{"GOMAXPROCS=" + strconv.Itoa(sc.Procs)}
+		}
 		var box Box
 		switch sc.Kind {
 		case bench.KindKernel:

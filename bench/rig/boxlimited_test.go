@@ -134,3 +134,30 @@ func TestBusyPollRows(t *testing.T) {
 		t.Errorf("%q does not match its base row's filter", rows[0].Label())
 	}
 }
+
+func TestProcsRows(t *testing.T) {
+	base := BoxScenarios()
+	rows := ProcsRows(base, 1)
+	// the forwarder's two rows, then vipd NAT and DSR over AF_XDP, 1 and 64k flows
+	if len(rows) != 6 || rows[0].Kind != bench.KindForwarder || rows[1].Kind != bench.KindForwarder {
+		t.Fatalf("%d GOMAXPROCS rows, want the forwarder's 2 first and 4 of vipd: %+v", len(rows), rows)
+	}
+	seen := map[string]bool{}
+	for _, sc := range base {
+		seen[sc.Label()] = true
+	}
+	for _, sc := range rows {
+		if sc.Procs != 1 || sc.Profile || sc.Kind == bench.KindVIPD && sc.IO != "afxdp" || sc.Kind == bench.KindKernel {
+			t.Errorf("row %+v", sc)
+		}
+		if seen[sc.Label()] || !strings.Contains(sc.Label(), ", GOMAXPROCS=1") {
+			t.Errorf("row label %q", sc.Label())
+		}
+		seen[sc.Label()] = true
+	}
+	for _, sc := range base {
+		if sc.Procs != 0 {
+			t.Errorf("a base row sets GOMAXPROCS: %+v", sc)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/daemon"
+	"github.com/vipd/vipd/internal/procs"
 	"github.com/vipd/vipd/internal/ratelog"
 	"github.com/vipd/vipd/internal/sdnotify"
 )
@@ -141,6 +142,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 func serve(cfg *config.Config, path string, log *slog.Logger) int {
 	if os.Geteuid() != 0 {
 		log.Warn("vipd usually needs root (or CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF) for AF_XDP, AF_PACKET and XDP")
+	}
+	// One P per worker, which holds it, and one for everything else
+	// (internal/procs).
+	switch pr := procs.Spare(cfg.Dataplane.Queues); {
+	case pr.Raised():
+		log.Info("GOMAXPROCS raised to leave one P besides the workers", "from", pr.Before, "to", pr.After, "workers", cfg.Dataplane.Queues)
+	case pr.FromEnv && pr.Short(cfg.Dataplane.Queues):
+		log.Warn("GOMAXPROCS from the environment leaves no P besides the workers: their system calls will hand theirs over to the rest of vipd", "GOMAXPROCS", pr.After, "workers", cfg.Dataplane.Queues)
 	}
 	d := daemon.New(cfg, daemon.Options{
 		ConfigPath: path, Platform: daemon.NewLinuxPlatform(cfg, log), Log: log, Version: version,

@@ -48,6 +48,7 @@ func main() {
 	baseline := flag.String("baseline", "91273fb", "git revision whose in-memory pipeline benchmark the report compares against (empty: none)")
 	boxNice := flag.Int("box-nice", -10, "nice value of the box-limited rows' box program and NAPI kthreads (0: unchanged), so that other tasks on a shared machine take less of the box's CPU")
 	busyPoll := flag.Int("busy-poll", 0, "also run every vipd AF_XDP box-limited row with busy_poll_usecs set to this (0: no such rows); the rows are named \"..., busy poll Nµs\"")
+	procsRows := flag.Int("procs-rows", 0, "also run the bare forwarder's and every vipd AF_XDP box-limited row with GOMAXPROCS set to this for the box's program (0: no such rows), to compare with the default of one P besides the workers; the rows are named \"..., GOMAXPROCS=N\"")
 	busyDefer := flag.Bool("busy-poll-napi-defer", false, "in the -busy-poll rows, also set the box veth's napi_defer_hard_irqs=2 and gro_flush_timeout=200000")
 	flag.Parse()
 	var filter *regexp.Regexp
@@ -97,9 +98,13 @@ func main() {
 				fatal(fmt.Errorf("-tables: unknown table %q (box, sender)", t))
 			}
 		}
-		rows := rig.BoxScenarios()
+		base := rig.BoxScenarios()
+		rows := base
+		if *procsRows > 0 {
+			rows = append(rows, rig.ProcsRows(base, *procsRows)...)
+		}
 		if *busyPoll > 0 {
-			rows = append(rows, rig.BusyPollRows(rows, *busyPoll, *busyDefer)...)
+			rows = append(rows, rig.BusyPollRows(base, *busyPoll, *busyDefer)...)
 		}
 		runRig(rep, root, rig.Options{
 			Window: *window, Reps: *reps, Threaded: *threaded, GenProcs: *genProcs,

@@ -2,7 +2,8 @@
 // own I/O path without vipd's logic. It opens the same afxdp sockets with
 // the same options as vipd's defaults, attaches the same XDP steering
 // program to both interfaces (steering the -vip addresses), and per queue
-// runs one goroutine on a locked OS thread that receives a batch, sets each
+// runs one goroutine on a locked OS thread (GOMAXPROCS at least one more
+// than the queues, as in vipd: internal/procs) that receives a batch, sets each
 // frame's destination MAC to -dst-mac and its source MAC to the egress
 // interface's, marks it for the egress port and transmits the batch. What
 // vipd does beyond that (parse, conntrack, Maglev, NAT or IPIP) is what
@@ -35,6 +36,7 @@ import (
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/dataplane/afxdp"
 	"github.com/vipd/vipd/dataplane/xdpprog"
+	"github.com/vipd/vipd/internal/procs"
 )
 
 // Stats is what SIGUSR1 prints: the driver's counters summed over queues,
@@ -82,6 +84,8 @@ func run(inName, outName string, queues int, dstMAC, vipList string, batch int) 
 	if err != nil {
 		return err
 	}
+	// As vipd does (internal/procs): a P for the rest besides the workers'.
+	procs.Spare(queues)
 	// vipd's defaults (config.Default, daemon.openAFXDP).
 	opts := afxdp.Options{
 		FrameSize: config.DefaultFrameSize, FrameCount: config.DefaultFrameCount,
