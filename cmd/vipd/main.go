@@ -138,19 +138,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return serve(cfg, *cfgPath, log)
 }
 
+// spareProcs gives the scheduler one P per worker, which holds it, and one
+// for everything else (internal/procs), and logs what it did.
+func spareProcs(workers int, log *slog.Logger) procs.Result {
+	pr := procs.Spare(workers)
+	switch {
+	case pr.Raised():
+		log.Info("GOMAXPROCS raised to leave one P besides the workers", "from", pr.Before, "to", pr.After, "workers", workers)
+	case pr.FromEnv && pr.Short(workers):
+		log.Warn("GOMAXPROCS from the environment leaves no P besides the workers: their system calls will hand theirs over to the rest of vipd", "GOMAXPROCS", pr.After, "workers", workers)
+	}
+	return pr
+}
+
 // serve runs the daemon until SIGTERM or SIGINT, reloading on SIGHUP.
 func serve(cfg *config.Config, path string, log *slog.Logger) int {
 	if os.Geteuid() != 0 {
 		log.Warn("vipd usually needs root (or CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF) for AF_XDP, AF_PACKET and XDP")
 	}
-	// One P per worker, which holds it, and one for everything else
-	// (internal/procs).
-	switch pr := procs.Spare(cfg.Dataplane.Queues); {
-	case pr.Raised():
-		log.Info("GOMAXPROCS raised to leave one P besides the workers", "from", pr.Before, "to", pr.After, "workers", cfg.Dataplane.Queues)
-	case pr.FromEnv && pr.Short(cfg.Dataplane.Queues):
-		log.Warn("GOMAXPROCS from the environment leaves no P besides the workers: their system calls will hand theirs over to the rest of vipd", "GOMAXPROCS", pr.After, "workers", cfg.Dataplane.Queues)
-	}
+	spareProcs(cfg.Dataplane.Queues, log)
 	d := daemon.New(cfg, daemon.Options{
 		ConfigPath: path, Platform: daemon.NewLinuxPlatform(cfg, log), Log: log, Version: version,
 	})

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -135,5 +137,43 @@ func TestDrain(t *testing.T) {
 	}
 	if got, err := drainSocket("", "", "../../config.toml.example"); got != config.DefaultAdminSocket || err != nil {
 		t.Errorf("with the example the socket is %q (%v), want the default %q", got, err, config.DefaultAdminSocket)
+	}
+}
+
+// TestSpareProcs: vipd raises GOMAXPROCS to leave a P besides its workers
+// and says so; one set in the environment stays, with a warning when it
+// leaves none.
+func TestSpareProcs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		env     string // "" = unset
+		start   int
+		workers int
+		after   int
+		log     string // "" = nothing logged
+	}{
+		{"raised", "", 1, 1, 2, `level=INFO msg="GOMAXPROCS raised to leave one P besides the workers" from=1 to=2 workers=1`},
+		{"enough already", "", 4, 2, 4, ""},
+		{"environment, short", "2", 2, 2, 2, `level=WARN msg="GOMAXPROCS from the environment leaves no P besides the workers`},
+		{"environment, enough", "3", 3, 2, 3, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("GOMAXPROCS", tc.env)
+			} else if v, ok := os.LookupEnv("GOMAXPROCS"); ok {
+				t.Setenv("GOMAXPROCS", v) // restored afterwards
+				os.Unsetenv("GOMAXPROCS")
+			}
+			old := runtime.GOMAXPROCS(tc.start)
+			t.Cleanup(func() { runtime.GOMAXPROCS(old) })
+			var buf bytes.Buffer
+			spareProcs(tc.workers, slog.New(slog.NewTextHandler(&buf, nil)))
+			if got := runtime.GOMAXPROCS(0); got != tc.after {
+				t.Errorf("GOMAXPROCS %d, want %d", got, tc.after)
+			}
+			if tc.log == "" && buf.Len() > 0 || !strings.Contains(buf.String(), tc.log) {
+				t.Errorf("log %q, want %q", buf.String(), tc.log)
+			}
+		})
 	}
 }
