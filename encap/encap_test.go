@@ -2,11 +2,15 @@ package encap
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/rand/v2"
 	"net"
 	"testing"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+
+	"github.com/vipd/vipd/packet"
 )
 
 // inner builds a client's TCP packet of the family of src and dst, with
@@ -161,5 +165,44 @@ func TestGUEAllocs(t *testing.T) {
 		GUE6(buf, 64, 1000, &s, &d, 1, 50000, 6080)
 	}); n != 0 {
 		t.Errorf("%v allocations", n)
+	}
+}
+
+// TestOuter4Checksum: outer4 sums the header from the values it writes;
+// the result must be the header's checksum as packet.IPv4 computes it
+// from the bytes, over TOS, lengths, protocols and addresses that make
+// every 16-bit word of the header vary, carries included.
+func TestOuter4Checksum(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	buf := make([]byte, 64)
+	for n := 0; n < 100_000; n++ {
+		tos := uint8(rng.Uint32())
+		total := int(rng.Uint32N(65536))
+		proto := uint8(rng.Uint32())
+		var src, dst [4]byte
+		binary.BigEndian.PutUint32(src[:], rng.Uint32())
+		binary.BigEndian.PutUint32(dst[:], rng.Uint32())
+		if n < 4 { // the extremes
+			src, dst = [4]byte{0xff, 0xff, 0xff, 0xff}, [4]byte{0xff, 0xff, 0xff, 0xff}
+			total, tos, proto = 0xffff, 0xff, 0xff
+			if n%2 == 1 {
+				src, dst, total, tos, proto = [4]byte{}, [4]byte{}, 0, 0, 0
+			}
+		}
+		for i := range buf {
+			buf[i] = 0xa5 // what the headroom held before
+		}
+		buf[30+1] = tos
+		outer4(buf, 10, 30, total, proto, src, dst)
+		h := packet.IPv4(buf[10:30])
+		got := h.Checksum()
+		h.SetChecksum(0)
+		if want := h.ComputeChecksum(); got != want {
+			t.Fatalf("tos %#x total %d proto %d %v → %v: checksum %#04x, want %#04x", tos, total, proto, src, dst, got, want)
+		}
+		h.SetChecksum(got)
+		if h.TTL() != OuterTTL || h.Protocol() != proto || h.SourceAddress() != src || h.DestinationAddress() != dst || int(h.TotalLength()) != total || buf[11] != tos || buf[10] != 0x45 {
+			t.Fatalf("header %x", buf[10:30])
+		}
 	}
 }
