@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/google/gopacket/layers"
 
+	"github.com/vipd/vipd/encap"
 	"github.com/vipd/vipd/internal/framegen"
 )
 
@@ -108,6 +110,63 @@ func testBatchAgrees(t *testing.T, spec *Spec) {
 			if one.w.Counters().FlowHits == 0 {
 				t.Error("no conntrack hit: the flows did not exercise lookups")
 			}
+		})
+	}
+}
+
+// TestHeadroomPrefetch: ProcessBatch's headroom pass runs only for a
+// snapshot with an encapsulating VIP (the flag survives a steady rebuild),
+// never reads outside a frame's buffer when the headroom is short, and
+// changes no verdict.
+func TestHeadroomPrefetch(t *testing.T) {
+	spec := testSpec()
+	snap, err := NewSnapshot(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !snap.encaps {
+		t.Error("a snapshot with DSR VIPs does not say it encapsulates")
+	}
+	next, err := NewSnapshotFrom(snap, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !next.steady || !next.encaps {
+		t.Errorf("steady rebuild: steady %v, encaps %v; want both", next.steady, next.encaps)
+	}
+	nat := testSpec()
+	nat.VIPs = slices.DeleteFunc(nat.VIPs, func(v VIPSpec) bool { return v.Mode != ModeNAT })
+	if s, err := NewSnapshot(nat); err != nil || s.encaps || len(nat.VIPs) == 0 {
+		t.Errorf("NAT only: %d VIPs, encaps %v, err %v; want no encapsulation", len(nat.VIPs), s != nil && s.encaps, err)
+	}
+	frames := [][]byte{
+		build(t, pk{src: client4, dst: vipDSR4, sport: 3000, dport: 80, flags: "S"}),
+		build(t, pk{src: client4, dst: vipNAT4, sport: 3001, dport: 80, flags: "S"}),
+		build(t, pk{src: client6, dst: vipDSR6, sport: 3002, dport: 80, flags: "S"}),
+	}
+	for _, off := range []int{0, encap.Overhead4 - 1, Headroom} {
+		t.Run(fmt.Sprintf("headroom=%d", off), func(t *testing.T) {
+			one, many := newHarnessOf(t, snap, 1<<10), newHarnessOf(t, snap, 1<<10)
+			descs := make([]Desc, len(frames))
+			one.w.Begin(snap, one.now, one.emit)
+			many.w.Begin(snap, many.now, many.emit)
+			for i, f := range frames {
+				buf := make([]byte, off+len(f)+16)
+				copy(buf[off:], f)
+				descs[i] = Desc{Buf: buf, Off: off, Len: len(f), RxPort: PortIngress}
+				d := descs[i]
+				d.Buf = slices.Clone(buf)
+				one.w.Process(&d)
+				if d.Verdict != VerdictTX && off >= encap.Overhead6 {
+					t.Errorf("frame %d: %v %v with room for any encapsulation", i, d.Verdict, d.Reason)
+				}
+				defer func(i int, want Desc) {
+					if got := descs[i]; got.Verdict != want.Verdict || got.Reason != want.Reason || !bytes.Equal(got.Buf[got.Off:got.Off+got.Len], want.Buf[want.Off:want.Off+want.Len]) {
+						t.Errorf("frame %d: batch gave %v %v, one at a time %v %v", i, got.Verdict, got.Reason, want.Verdict, want.Reason)
+					}
+				}(i, d)
+			}
+			many.w.ProcessBatch(descs)
 		})
 	}
 }

@@ -2,11 +2,9 @@ package dataplane
 
 import (
 	"encoding/binary"
-	"unsafe"
 
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/hashing"
-	"github.com/vipd/vipd/internal/prefetch"
 	"github.com/vipd/vipd/packet"
 )
 
@@ -38,12 +36,7 @@ func (w *Worker) classify(d *Desc, p *pkt) {
 	p.vi, p.is = empty, 0
 	frame := d.Buf[d.Off : d.Off+d.Len]
 	if !w.noCommon && packet.ParseCommon(frame, &p.f) {
-		if over := w.classifyCommon(frame, p); over > 0 && d.Off >= over {
-			// DSR writes the outer headers into the headroom in front of
-			// the frame: a line a driver's frame seldom has cached, which
-			// is loaded now so that act does not wait for it.
-			prefetch.Line(unsafe.Pointer(&d.Buf[d.Off-over]))
-		}
+		w.classifyCommon(frame, p)
 	} else if err := packet.Parse(frame, &p.f); err != nil {
 		p.err, p.is = err, isMalformed
 		return
@@ -66,9 +59,8 @@ func (w *Worker) classify(d *Desc, p *pkt) {
 // without options, TCP or UDP, not a fragment), which is nearly every
 // frame: it finds the same VIP and flags, and besides marks isClean a
 // packet for a VIP whose header checksum is valid and whose source is no
-// VIP, which act forwards without ip's checks. It returns the bytes the
-// VIP's encapsulation adds in front of the packet (0 for NAT or no VIP).
-func (w *Worker) classifyCommon(frame []byte, p *pkt) (over int) {
+// VIP, which act forwards without ip's checks.
+func (w *Worker) classifyCommon(frame []byte, p *pkt) {
 	s := w.snap
 	f := &p.f
 	// ParseCommon checked that the frame holds these 38 bytes (Ethernet,
@@ -84,7 +76,7 @@ func (w *Worker) classifyCommon(frame []byte, p *pkt) (over int) {
 			if s.cls4.addr4.get(key4(dst, 0, 0)) >= 0 {
 				p.is = isDstVIP
 			}
-			return 0
+			return
 		}
 	}
 	switch {
@@ -93,9 +85,7 @@ func (w *Worker) classifyCommon(frame []byte, p *pkt) (over int) {
 	case packet.ChecksumValid20(ip):
 		p.is = isClean
 	}
-	v := &s.vips[p.vi]
-	w.flow4(p, v, src, dst, sp, dp)
-	return v.over
+	w.flow4(p, &s.vips[p.vi], src, dst, sp, dp)
 }
 
 // flow4 sets the key, hashes and isTracked of an IPv4 flow for VIP v.

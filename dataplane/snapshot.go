@@ -183,12 +183,15 @@ type BackendSpec struct {
 type Snapshot struct {
 	seed     uint64
 	twoArmed bool
-	mac      [2][6]byte
-	mtu      [2]int
-	addr4    [2][4]byte
-	has4     [2]bool
-	addr6    [2][16]byte
-	has6     [2]bool
+	// encaps: some VIP encapsulates (DSR), so ProcessBatch prefetches the
+	// headroom its frames' outer headers go into.
+	encaps bool
+	mac    [2][6]byte
+	mtu    [2]int
+	addr4  [2][4]byte
+	has4   [2]bool
+	addr6  [2][16]byte
+	has6   [2]bool
 
 	vips     []vip
 	backends []backend // indexed by Ref; live == false for holes
@@ -622,6 +625,9 @@ func (s *Snapshot) index() {
 	s.byID = make(map[uint16]int32, len(s.vips))
 	for i := range s.vips {
 		s.byID[s.vips[i].id] = int32(i)
+		if s.vips[i].over > 0 {
+			s.encaps = true
+		}
 	}
 }
 
