@@ -183,15 +183,16 @@ type BackendSpec struct {
 type Snapshot struct {
 	seed     uint64
 	twoArmed bool
+	mac      [2][6]byte
+	mtu      [2]int
+	addr4    [2][4]byte
+	has4     [2]bool
+	addr6    [2][16]byte
+	has6     [2]bool
+
 	// encaps: some VIP encapsulates (DSR), so ProcessBatch prefetches the
 	// headroom its frames' outer headers go into.
 	encaps bool
-	mac    [2][6]byte
-	mtu    [2]int
-	addr4  [2][4]byte
-	has4   [2]bool
-	addr6  [2][16]byte
-	has6   [2]bool
 
 	vips     []vip
 	backends []backend // indexed by Ref; live == false for holes
@@ -620,7 +621,7 @@ func NewSnapshotFrom(prev *Snapshot, spec *Spec) (*Snapshot, error) {
 	return s, nil
 }
 
-// index fills byID.
+// index fills byID and encaps, from vips.
 func (s *Snapshot) index() {
 	s.byID = make(map[uint16]int32, len(s.vips))
 	for i := range s.vips {

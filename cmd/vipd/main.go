@@ -138,17 +138,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return serve(cfg, *cfgPath, log)
 }
 
-// spareProcs gives the scheduler one P per worker, which holds it, and one
-// for everything else (internal/procs), and logs what it did.
-func spareProcs(workers int, log *slog.Logger) procs.Result {
-	pr := procs.Spare(workers)
+// logProcs says what procs.Spare did for workers workers: the raise, or
+// a GOMAXPROCS from the environment that leaves no P besides them.
+func logProcs(pr procs.Result, workers int, log *slog.Logger) {
 	switch {
 	case pr.Raised():
 		log.Info("GOMAXPROCS raised to leave one P besides the workers", "from", pr.Before, "to", pr.After, "workers", workers)
 	case pr.FromEnv && pr.Short(workers):
 		log.Warn("GOMAXPROCS from the environment leaves no P besides the workers: their system calls will hand theirs over to the rest of vipd", "GOMAXPROCS", pr.After, "workers", workers)
 	}
-	return pr
 }
 
 // serve runs the daemon until SIGTERM or SIGINT, reloading on SIGHUP.
@@ -156,7 +154,8 @@ func serve(cfg *config.Config, path string, log *slog.Logger) int {
 	if os.Geteuid() != 0 {
 		log.Warn("vipd usually needs root (or CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF) for AF_XDP, AF_PACKET and XDP")
 	}
-	spareProcs(cfg.Dataplane.Queues, log)
+	// One P per worker, which holds it, and one for everything else.
+	logProcs(procs.Spare(cfg.Dataplane.Queues), cfg.Dataplane.Queues, log)
 	d := daemon.New(cfg, daemon.Options{
 		ConfigPath: path, Platform: daemon.NewLinuxPlatform(cfg, log), Log: log, Version: version,
 	})

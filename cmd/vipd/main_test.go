@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/internal/procs"
 )
 
 func TestRun(t *testing.T) {
@@ -140,37 +140,24 @@ func TestDrain(t *testing.T) {
 	}
 }
 
-// TestSpareProcs: vipd raises GOMAXPROCS to leave a P besides its workers
-// and says so; one set in the environment stays, with a warning when it
-// leaves none.
-func TestSpareProcs(t *testing.T) {
+// TestLogProcs: vipd says when it raised GOMAXPROCS, and warns when one
+// from the environment leaves no P besides the workers; otherwise it is
+// silent. (internal/procs tests what Spare does.)
+func TestLogProcs(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		env     string // "" = unset
-		start   int
+		pr      procs.Result
 		workers int
-		after   int
 		log     string // "" = nothing logged
 	}{
-		{"raised", "", 1, 1, 2, `level=INFO msg="GOMAXPROCS raised to leave one P besides the workers" from=1 to=2 workers=1`},
-		{"enough already", "", 4, 2, 4, ""},
-		{"environment, short", "2", 2, 2, 2, `level=WARN msg="GOMAXPROCS from the environment leaves no P besides the workers`},
-		{"environment, enough", "3", 3, 2, 3, ""},
+		{"raised", procs.Result{Before: 1, After: 2}, 1, `level=INFO msg="GOMAXPROCS raised to leave one P besides the workers" from=1 to=2 workers=1`},
+		{"enough already", procs.Result{Before: 4, After: 4}, 2, ""},
+		{"environment, short", procs.Result{Before: 2, After: 2, FromEnv: true}, 2, `level=WARN msg="GOMAXPROCS from the environment leaves no P besides the workers`},
+		{"environment, enough", procs.Result{Before: 3, After: 3, FromEnv: true}, 2, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.env != "" {
-				t.Setenv("GOMAXPROCS", tc.env)
-			} else if v, ok := os.LookupEnv("GOMAXPROCS"); ok {
-				t.Setenv("GOMAXPROCS", v) // restored afterwards
-				os.Unsetenv("GOMAXPROCS")
-			}
-			old := runtime.GOMAXPROCS(tc.start)
-			t.Cleanup(func() { runtime.GOMAXPROCS(old) })
 			var buf bytes.Buffer
-			spareProcs(tc.workers, slog.New(slog.NewTextHandler(&buf, nil)))
-			if got := runtime.GOMAXPROCS(0); got != tc.after {
-				t.Errorf("GOMAXPROCS %d, want %d", got, tc.after)
-			}
+			logProcs(tc.pr, tc.workers, slog.New(slog.NewTextHandler(&buf, nil)))
 			if tc.log == "" && buf.Len() > 0 || !strings.Contains(buf.String(), tc.log) {
 				t.Errorf("log %q, want %q", buf.String(), tc.log)
 			}

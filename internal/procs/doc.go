@@ -15,5 +15,5 @@
 // calls are left alone.
 //
 // Measured on the bench's box-limited rig (one CPU for the box, one
-// worker, so GOMAXPROCS defaults to 1): README, "One spare P".
+// worker, so GOMAXPROCS defaults to 1): README, "One spare P, measured".
 package procs
