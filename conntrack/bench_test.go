@@ -1,6 +1,7 @@
 package conntrack
 
 import (
+	"fmt"
 	"math/bits"
 	"math/rand/v2"
 	"testing"
@@ -225,9 +226,34 @@ func BenchmarkAdvance(b *testing.B) {
 	}
 }
 
-// BenchmarkFlood is the cost of refusing a spoofed SYN when its bucket pair
-// is full of established flows: the price of a flood packet.
+// BenchmarkFlood is the cost of a spoofed SYN once the table is full, the
+// price of a flood packet: refused when its bucket pair is full of
+// established flows (established), or stored over the oldest SYN of a
+// pair full of them (unproven), as a flood that filled the table makes
+// every later SYN. Both rows with the portable pair scan and with the
+// SIMD one (simd=true), where the CPU has it.
 func BenchmarkFlood(b *testing.B) {
+	for _, fill := range []string{"established", "unproven"} {
+		for _, simd := range benchSIMDModes() {
+			b.Run(fmt.Sprintf("%s/simd=%v", fill, simd), func(b *testing.B) {
+				have := haveSIMD
+				defer func() { haveSIMD = have }()
+				haveSIMD = simd
+				benchFlood(b, fill == "established")
+			})
+		}
+	}
+}
+
+// benchSIMDModes is simdModes for benchmarks.
+func benchSIMDModes() []bool {
+	if haveSIMD {
+		return []bool{false, true}
+	}
+	return []bool{false}
+}
+
+func benchFlood(b *testing.B, established bool) {
 	const slots = 1 << 20
 	tab, err := New(Config{Capacity: slots, Shards: 1, BucketKey: testBucketKey})
 	if err != nil {
@@ -235,7 +261,12 @@ func BenchmarkFlood(b *testing.B) {
 	}
 	s := tab.Shard(0)
 	for n := 0; n < 2*slots && s.live < slots; n++ {
-		establish(b, s, testKey(n), 1)
+		if established {
+			establish(b, s, testKey(n), 1)
+		} else {
+			k := testKey(n)
+			s.Insert(&k, hashKey(&k), 1, tcpSYN)
+		}
 	}
 	rng := rand.New(rand.NewPCG(1, 1))
 	keys, hashes := make([]Key, sampleSize), make([]uint64, sampleSize)
@@ -243,6 +274,7 @@ func BenchmarkFlood(b *testing.B) {
 		keys[j] = testKey(2*slots + rng.IntN(1<<23))
 		hashes[j] = hashKey(&keys[j])
 	}
+	before := s.Stats()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		j := i & (sampleSize - 1)
@@ -250,7 +282,9 @@ func BenchmarkFlood(b *testing.B) {
 			s.Insert(&keys[j], hashes[j], 1, tcpSYN)
 		}
 	}
-	b.ReportMetric(100*float64(s.Stats().Entries)/slots, "%full")
+	after := s.Stats()
+	b.ReportMetric(100*float64(after.Entries)/slots, "%full")
+	b.ReportMetric(float64(after.EvictedUnestablished-before.EvictedUnestablished)/float64(b.N), "evicted/op")
 }
 
 // BenchmarkCountByBackend is one bounded step of the control plane's

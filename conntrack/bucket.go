@@ -81,6 +81,14 @@ func (b *bucket) match(t uint16) uint32 {
 	return laneBits(zeroLanes(b.tags[0]^p)) | laneBits(zeroLanes(b.tags[1]^p))<<4
 }
 
+// room returns the number of free slots of b, from the zero lanes of its
+// tags without packing them into a mask (bucket 1's flags shifted into the
+// bits below bucket 0's): Insert asks it of both buckets of a pair for
+// every new flow, and needs a slot mask only from a bucket with room.
+func (b *bucket) room() int {
+	return bits.OnesCount64(zeroLanes(b.tags[0]) | zeroLanes(b.tags[1])>>1)
+}
+
 // used returns the mask of occupied slots.
 func (b *bucket) used() uint32 { return ^b.match(0) & fullMask }
 
