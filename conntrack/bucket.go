@@ -89,6 +89,12 @@ func (b *bucket) room() int {
 	return bits.OnesCount64(zeroLanes(b.tags[0]) | zeroLanes(b.tags[1])>>1)
 }
 
+// oldest returns the least tick of b's eight slots, free ones included.
+func (b *bucket) oldest() Tick {
+	t := &b.seen
+	return min(min(t[0], t[1]), min(t[2], t[3]), min(t[4], t[5]), min(t[6], t[7]))
+}
+
 // used returns the mask of occupied slots.
 func (b *bucket) used() uint32 { return ^b.match(0) & fullMask }
 

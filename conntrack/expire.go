@@ -25,6 +25,16 @@ func (s *Shard) expire(n int) {
 	c := s.cursor
 	for range n {
 		b := &s.buckets[c]
+		// A bucket whose every tick is within the shortest timeout holds
+		// no timed-out flow: one minimum over its eight ticks instead of
+		// a timeout lookup per flow. (Free slots keep their removal's
+		// tick, remove, so they do not make a bucket look idle.)
+		if s.now-b.oldest() <= s.minTimeout {
+			if c++; uint64(c) == s.nb {
+				c = 0
+			}
+			continue
+		}
 		for u := b.used(); u != 0; u &= u - 1 {
 			i := bits.TrailingZeros32(u)
 			if s.expired(b, i) {

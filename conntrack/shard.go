@@ -192,12 +192,15 @@ func (s *Shard) Delete(e Entry) {
 }
 
 // remove frees slot i of bucket b (index bi), keeping the overflow count of
-// the entry's primary bucket exact.
+// the entry's primary bucket exact. The free slot's tick becomes now, so
+// that the expiry scan's idle test (expire) does not see a departed flow's
+// age.
 func (s *Shard) remove(b *bucket, bi uint32, i int) {
 	if b.state[i&7]&altBit != 0 {
 		s.buckets[s.primary(bi, b.tag(i))].ovf--
 	}
 	b.setTag(i, 0)
 	b.state[i&7] = 0
+	b.seen[i&7] = s.now
 	s.live--
 }
