@@ -199,6 +199,7 @@ type forwarder struct {
 func (f *forwarder) run(ctx context.Context, batch int) error {
 	runtime.LockOSThread()
 	descs := make([]dataplane.Desc, batch)
+	var y procs.Yielder
 	for ctx.Err() == nil {
 		n, err := f.q.Receive(descs, 100*time.Millisecond)
 		if err != nil {
@@ -222,6 +223,7 @@ func (f *forwarder) run(ctx context.Context, batch int) error {
 		if err := f.q.Transmit(descs[:n]); err != nil {
 			return err
 		}
+		y.Busy(dataplane.Nanotime()) // as vipd's workers do
 	}
 	return nil
 }
