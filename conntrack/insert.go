@@ -85,7 +85,7 @@ func (s *Shard) InsertAt(k *Key, l Loc, backend uint32, tcpFlags uint8) (Entry, 
 // absent (LookupAt reclaimed an expired entry for it), so the search for
 // a duplicate is skipped. The pipeline's miss path calls it.
 func (s *Shard) InsertMissed(k *Key, l Loc, backend uint32, tcpFlags uint8) (Entry, InsertResult) {
-	return s.insertNew(k, l.p, s.alternate(l.p, l.t), l.t, backend, tcpFlags)
+	return s.insertNew(k, l.p, s.missAlt, l.t, backend, tcpFlags)
 }
 
 // insertNew places k, known to be absent, in its pair of buckets p and a.
@@ -106,9 +106,8 @@ func (s *Shard) insertNew(k *Key, p, a uint32, t uint16, backend uint32, tcpFlag
 	expired, victim := s.scanPair(bp, ba)
 	if expired != 0 {
 		b, bi, i := pairSlot(bp, p, ba, a, bits.TrailingZeros32(expired))
-		s.remove(b, bi, i)
 		s.c.evictedExpired++
-		return s.place(b, bi, p, i, t, k, backend, st), ReplacedExpired
+		return s.replace(b, bi, p, i, t, k, backend, st), ReplacedExpired
 	}
 	if s.live < s.relocMax {
 		if b, bi, i, ok := s.relocate(bp, p, ba, a); ok {
@@ -118,9 +117,8 @@ func (s *Shard) insertNew(k *Key, p, a uint32, t uint16, backend uint32, tcpFlag
 	}
 	if victim != noVictim {
 		b, bi, i := pairSlot(bp, p, ba, a, int(victim&pairSlotMask))
-		s.remove(b, bi, i)
 		s.c.evictedUnestablished++
-		return s.place(b, bi, p, i, t, k, backend, st), ReplacedUnestablished
+		return s.replace(b, bi, p, i, t, k, backend, st), ReplacedUnestablished
 	}
 	s.c.untracked++
 	return Entry{}, Untracked
@@ -166,6 +164,26 @@ const pairSlotMask = 0xf
 
 // noVictim is scanPair's victim when every slot of the pair is proven.
 const noVictim = ^uint64(0)
+
+// replace writes a new flow over the flow in slot i of bucket b (index
+// bi): remove and then place, without freeing the slot in between (the
+// live count stays). p is the new flow's primary bucket.
+func (s *Shard) replace(b *bucket, bi, p uint32, i int, t uint16, k *Key, backend uint32, ph uint8) Entry {
+	i &= 7
+	if b.state[i]&altBit != 0 { // the old flow's primary loses an overflow
+		s.buckets[s.primary(bi, b.tag(i))].ovf--
+	}
+	b.recs[i] = record{key: *k, backend: backend}
+	b.seen[i] = s.now
+	b.state[i] = ph
+	if bi != p {
+		b.state[i] |= altBit
+		s.buckets[p].ovf++
+	}
+	b.setTag(i, t)
+	s.c.inserts++
+	return Entry{b, bi, uint32(i)}
+}
 
 // scanPair reads the metadata of a full pair once and returns the mask of
 // its timed-out slots (bit j = pair slot j) and its eviction victim: of

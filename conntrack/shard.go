@@ -25,7 +25,10 @@ type Shard struct {
 	// within it has not timed out, whatever its State.
 	minTimeout Tick
 	cursor     uint32 // next bucket the expiry scan examines
-	scan       int    // buckets examined per Advance
+	// missAlt is the alternate bucket of the key LookupAt last missed,
+	// which InsertMissed, called right after it, inserts.
+	missAlt uint32
+	scan    int // buckets examined per Advance
 	// relocMax is the live count at or above which Insert no longer tries
 	// to make room by moving entries: near full, a move rarely succeeds,
 	// and a flood of new flows would pay up to 16 bucket reads each.
@@ -146,11 +149,14 @@ func (s *Shard) LookupAt(k *Key, l Loc) (Entry, bool) {
 	b := &s.buckets[bi]
 	i := b.find(t, k)
 	if i < 0 {
+		// A miss: the alternate, read here only if some of the primary's
+		// flows live there, is kept for InsertMissed in any case.
+		a := s.alternate(bi, t)
+		s.missAlt = a
 		if b.ovf == 0 {
 			return Entry{}, false
 		}
-		bi = s.alternate(bi, t)
-		b = &s.buckets[bi]
+		bi, b = a, &s.buckets[a]
 		if i = b.find(t, k); i < 0 {
 			return Entry{}, false
 		}
@@ -158,6 +164,7 @@ func (s *Shard) LookupAt(k *Key, l Loc) (Entry, bool) {
 	if s.expired(b, i) {
 		s.remove(b, bi, i)
 		s.c.expirations++
+		s.missAlt = s.alternate(l.p, t) // a miss too
 		return Entry{}, false
 	}
 	return Entry{b, bi, uint32(i)}, true

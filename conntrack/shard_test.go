@@ -381,37 +381,127 @@ func TestBucketKey(t *testing.T) {
 
 // TestInsertMissed drives two shards with the same operations, one
 // inserting missed flows with InsertAt and the other with InsertMissed, over
-// enough flows to fill the table, evict and time out: every result, every
-// later lookup and the statistics must agree.
+// enough flows to fill the table, evict and time out, revisiting flows so
+// that some lookups find theirs timed out: every result, every later
+// lookup and the statistics must agree.
 func TestInsertMissed(t *testing.T) {
 	a, b := newShard(t, 1024), newShard(t, 1024)
+	key := func(j int) Key {
+		k := Key{SrcPort: uint16(j % 5000), DstPort: 80, VIP: 1, Proto: 6}
+		k.Src[0], k.Src[1] = 198, 18
+		k.Src[3] = byte(j / 5000)
+		return k
+	}
+	const flows = 7000
+	inserted := map[int]bool{}
+	timedOut := 0 // lookups of an inserted flow that missed
 	for i := 0; i < 20000; i++ {
-		if i%3000 == 0 {
+		if i%1500 == 0 {
 			a.Advance(a.Now() + 7)
 			b.Advance(b.Now() + 7)
 		}
-		k := Key{SrcPort: uint16(i % 5000), DstPort: 80, VIP: 1, Proto: 6}
-		k.Src[0], k.Src[1] = 198, 18
-		k.Src[3] = byte(i / 5000)
+		j := i % flows
+		if i%2 == 1 {
+			j = (i * 7919) % flows // revisits out of order
+		}
+		k := key(j)
 		h := hashKey(&k)
 		la, lb := a.Locate(h), b.Locate(h)
 		ea, oka := a.LookupAt(&k, la)
 		eb, okb := b.LookupAt(&k, lb)
 		if oka != okb {
-			t.Fatalf("flow %d: lookups disagree: %v, %v", i, oka, okb)
+			t.Fatalf("flow %d: lookups disagree: %v, %v", j, oka, okb)
 		}
 		if oka {
 			a.Touch(ea, tcpACK)
 			b.Touch(eb, tcpACK)
 			continue
 		}
-		_, ra := a.InsertAt(&k, la, uint32(i), tcpSYN)
-		_, rb := b.InsertMissed(&k, lb, uint32(i), tcpSYN)
-		if ra != rb {
-			t.Fatalf("flow %d: InsertAt %v, InsertMissed %v", i, ra, rb)
+		if inserted[j] {
+			timedOut++
 		}
+		_, ra := a.InsertAt(&k, la, uint32(j), tcpSYN)
+		_, rb := b.InsertMissed(&k, lb, uint32(j), tcpSYN)
+		if ra != rb {
+			t.Fatalf("flow %d: InsertAt %v, InsertMissed %v", j, ra, rb)
+		}
+		inserted[j] = ra.Tracked()
 	}
 	if sa, sb := a.Stats(), b.Stats(); sa != sb {
 		t.Errorf("stats differ:\nInsertAt     %+v\nInsertMissed %+v", sa, sb)
+	}
+	for j := range flows { // where each flow went: found alike, pinned alike
+		k := key(j)
+		ea, oka := a.Lookup(&k, hashKey(&k))
+		eb, okb := b.Lookup(&k, hashKey(&k))
+		if oka != okb || oka && ea.Backend() != eb.Backend() {
+			t.Fatalf("flow %d: afterwards found %v/%v", j, oka, okb)
+		}
+	}
+	if timedOut < 100 {
+		t.Fatalf("only %d lookups missed an inserted flow: the test misses the case", timedOut)
+	}
+}
+
+// TestInsertMissedAfterTimeout: a lookup that finds its flow timed out in
+// the flow's primary bucket is a miss, and InsertMissed right after it
+// must put the flow back in its own pair, not in the pair of the key that
+// missed before it. The primary's other flows stay fresh, so that after
+// the timed-out flow is removed the emptier alternate is where it goes.
+func TestInsertMissedAfterTimeout(t *testing.T) {
+	s := newShard(t, 1024)
+	f := testKey(0)
+	lf := s.Locate(hashKey(&f))
+	if _, r := s.InsertAt(&f, lf, 2, tcpSYN); r != Inserted {
+		t.Fatalf("f: %v", r)
+	}
+	var fill []Entry // f's primary's other flows
+	for n := 1; len(fill) < slotsPerBucket-1 && n < 1<<20; n++ {
+		k := testKey(n)
+		l := s.Locate(hashKey(&k))
+		if l.p != lf.p {
+			continue
+		}
+		e, r := s.InsertAt(&k, l, 1, tcpSYN)
+		if r != Inserted || e.bi != lf.p {
+			continue // it went to its alternate: keep looking
+		}
+		fill = append(fill, e)
+	}
+	if len(fill) < slotsPerBucket-1 {
+		t.Fatalf("found %d flows for one bucket", len(fill))
+	}
+	if e, ok := s.Lookup(&f, hashKey(&f)); !ok || e.bi != lf.p {
+		t.Fatal("f is not in its primary")
+	}
+	// f times out; its primary's other flows stay fresh.
+	s.now += s.timeout[StateSynSent] + 1
+	for _, e := range fill {
+		s.Touch(e, tcpSYN)
+	}
+	// Another key misses first, leaving its own alternate behind.
+	for n := 1 << 20; ; n++ {
+		g := testKey(n)
+		lg := s.Locate(hashKey(&g))
+		if lg.p == lf.p || s.alternate(lg.p, lg.t) == s.alternate(lf.p, lf.t) {
+			continue
+		}
+		if _, ok := s.LookupAt(&g, lg); ok {
+			t.Fatal("g found")
+		}
+		break
+	}
+	if _, ok := s.LookupAt(&f, lf); ok {
+		t.Fatal("f found after its timeout")
+	}
+	e, r := s.InsertMissed(&f, lf, 3, tcpSYN)
+	if r != Inserted {
+		t.Fatalf("InsertMissed: %v", r)
+	}
+	if want := s.alternate(lf.p, lf.t); e.bi != want {
+		t.Errorf("f went to bucket %d, want its alternate %d (the emptier of its pair)", e.bi, want)
+	}
+	if e, ok := s.Lookup(&f, hashKey(&f)); !ok || e.Backend() != 3 {
+		t.Fatalf("f after InsertMissed: found %v (backend %d)", ok, e.Backend())
 	}
 }
