@@ -12,6 +12,10 @@ import (
 	"github.com/vipd/vipd/bench"
 )
 
+// pgoProfile is the profile vipd's main package is built with (make pgo
+// refreshes it); go build picks it up by itself (-pgo=auto).
+const pgoProfile = "cmd/vipd/default.pgo"
+
 // baselinePipeline are the in-memory pipeline benchmarks compared against
 // an older revision: the sub-benchmarks BenchmarkPipeline has had under the
 // same names since before the batch pipeline.
@@ -19,14 +23,16 @@ const baselinePipeline = "^BenchmarkPipeline$/^(nat|dsr)$/^(hit|miss)$/^flows=(1
 
 // baselineSection builds the dataplane test binary of revision rev (from
 // `git archive`, so the working tree is not touched) and of the working
-// tree, runs their BenchmarkPipeline alternately rounds times, and
-// tabulates the medians: ns per packet then and now, the ratio, and the
-// allocations. Alternating the two binaries spreads the machine's drift
-// over both columns.
+// tree, the latter without and with vipd's PGO profile, runs their
+// BenchmarkPipeline in turn rounds times, and tabulates the medians: ns
+// per packet then and now, the ratios, and the allocations. Alternating
+// the binaries spreads the machine's drift over every column.
 func baselineSection(root, rev string, rounds int, benchtime string) bench.Section {
 	sec := bench.Section{Title: "In memory: this tree against " + rev,
-		Intro: fmt.Sprintf("`go test -c ./dataplane` of %s (git archive) and of the working tree, each run %d times in turn with "+
-			"`-test.bench '%s' -test.benchtime %s`; medians of ns/pkt. Ratio = now ÷ then (lower is faster).", rev, rounds, baselinePipeline, benchtime)}
+		Intro: fmt.Sprintf("`go test -c ./dataplane` of %s (git archive) and of the working tree, the latter twice: without PGO (now) "+
+			"and with the profile vipd is built with, %s (now PGO, as `go build ./cmd/vipd` compiles the pipeline); "+
+			"each run %d times in turn with `-test.bench '%s' -test.benchtime %s`; medians of ns/pkt. Ratios = now ÷ then (lower is faster).",
+			rev, pgoProfile, rounds, baselinePipeline, benchtime)}
 	dir, err := os.MkdirTemp("", "vipd-bench-baseline")
 	if err != nil {
 		sec.Text = err.Error()
@@ -43,16 +49,16 @@ func baselineSection(root, rev string, rounds int, benchtime string) bench.Secti
 		sec.Text = fmt.Sprintf("git archive %s: %v\n%s", rev, err, out)
 		return sec
 	}
-	bins := [2]string{filepath.Join(dir, "then.test"), filepath.Join(dir, "now.test")}
-	for i, src := range []string{old, root} {
-		cmd := exec.Command("go", "test", "-c", "-o", bins[i], "./dataplane")
-		cmd.Dir = src
+	bins := [3]string{filepath.Join(dir, "then.test"), filepath.Join(dir, "now.test"), filepath.Join(dir, "now-pgo.test")}
+	for i, b := range []struct{ src, pgo string }{{old, "off"}, {root, "off"}, {root, filepath.Join(root, pgoProfile)}} {
+		cmd := exec.Command("go", "test", "-c", "-pgo="+b.pgo, "-o", bins[i], "./dataplane")
+		cmd.Dir = b.src
 		if out, err := cmd.CombinedOutput(); err != nil {
-			sec.Text = fmt.Sprintf("go test -c in %s: %v\n%s", src, err, out)
+			sec.Text = fmt.Sprintf("go test -c -pgo=%s in %s: %v\n%s", b.pgo, b.src, err, out)
 			return sec
 		}
 	}
-	runs := [2]map[string][]bench.GoBench{{}, {}}
+	runs := [3]map[string][]bench.GoBench{{}, {}, {}}
 	for r := 0; r < rounds; r++ {
 		for i, bin := range bins {
 			cmd := exec.Command(bin, "-test.run", "^$", "-test.bench", baselinePipeline, "-test.benchtime", benchtime, "-test.benchmem")
@@ -73,7 +79,7 @@ func baselineSection(root, rev string, rounds int, benchtime string) bench.Secti
 			}
 		}
 	}
-	sec.Text = baselineTable(rev, runs[0], runs[1])
+	sec.Text = baselineTable(rev, runs)
 	if _, err := exec.LookPath("valgrind"); err != nil {
 		sec.Text += "\n(valgrind is not installed: no instruction counts)\n"
 		return sec
@@ -98,16 +104,17 @@ var instructionBenchmarks = []struct {
 	{"^BenchmarkPipeline$/^dsr$/^miss$/^flows=1$/^64B$", 200000},
 }
 
-// instructionTable counts the instructions per packet of both binaries
-// (then, now) under callgrind: (I(2N) − I(N)) / N, which cancels the
-// setup. Unlike time it does not depend on what else the machine does,
-// so it tells a small change from noise; it does not see memory stalls.
-func instructionTable(rev string, bins [2]string, dir string) string {
+// instructionTable counts the instructions per packet of the binaries
+// (then, now, now with PGO) under callgrind: (I(2N) − I(N)) / N, which
+// cancels the setup. Unlike time it does not depend on what else the
+// machine does, so it tells a small change from noise; it does not see
+// memory stalls.
+func instructionTable(rev string, bins [3]string, dir string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Instructions per packet (valgrind --tool=callgrind, (I(2N) − I(N)) / N; deterministic, blind to cache misses):\n\n")
-	fmt.Fprintf(&b, "%-50s %7s %12s %12s %7s\n", "benchmark", "N", rev+" instr", "now instr", "ratio")
+	fmt.Fprintf(&b, "%-50s %7s %12s %10s %10s %7s %7s\n", "benchmark", "N", rev+" instr", "now", "now PGO", "ratio", "PGO")
 	for _, row := range instructionBenchmarks {
-		var v [2]float64
+		var v [3]float64
 		for i, bin := range bins {
 			n, err := instructionsPerPacket(bin, row.re, dir, row.n)
 			if err != nil {
@@ -116,7 +123,7 @@ func instructionTable(rev string, bins [2]string, dir string) string {
 			}
 			v[i] = n
 		}
-		fmt.Fprintf(&b, "%-50s %7d %12.0f %12.0f %6.2f×\n", row.re, row.n, v[0], v[1], v[1]/v[0])
+		fmt.Fprintf(&b, "%-50s %7d %12.0f %10.0f %10.0f %6.2f× %6.2f×\n", row.re, row.n, v[0], v[1], v[2], v[1]/v[0], v[2]/v[0])
 	}
 	return b.String()
 }
@@ -162,15 +169,15 @@ func callgrindRefs(out string) (float64, bool) {
 	return 0, false
 }
 
-// baselineTable formats the comparison of two sets of runs by benchmark
-// name; a name missing from either side is listed with a dash.
-func baselineTable(rev string, then, now map[string][]bench.GoBench) string {
+// baselineTable formats the comparison of the sets of runs (then, now,
+// now with PGO) by benchmark name; a name missing from a set is listed
+// with a dash.
+func baselineTable(rev string, runs [3]map[string][]bench.GoBench) string {
 	names := map[string]bool{}
-	for n := range then {
-		names[n] = true
-	}
-	for n := range now {
-		names[n] = true
+	for _, r := range runs {
+		for n := range r {
+			names[n] = true
+		}
 	}
 	sorted := make([]string, 0, len(names))
 	for n := range names {
@@ -178,22 +185,31 @@ func baselineTable(rev string, then, now map[string][]bench.GoBench) string {
 	}
 	sort.Strings(sorted)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-40s %12s %12s %7s %11s\n", "benchmark", rev+" ns/pkt", "now ns/pkt", "ratio", "allocs/pkt")
+	fmt.Fprintf(&b, "%-40s %12s %8s %8s %7s %7s %11s\n", "benchmark", rev+" ns/pkt", "now", "now PGO", "ratio", "PGO", "allocs/pkt")
 	for _, n := range sorted {
-		t, okT := medianMetric(then[n], "ns/pkt")
-		w, okW := medianMetric(now[n], "ns/pkt")
-		allocs, _ := medianMetric(now[n], "allocs/op")
-		col := func(v float64, ok bool) string {
-			if !ok {
+		var v [3]float64
+		var ok [3]bool
+		for i, r := range runs {
+			v[i], ok[i] = medianMetric(r[n], "ns/pkt")
+		}
+		allocs := 0.0
+		for _, r := range runs[1:] {
+			a, _ := medianMetric(r[n], "allocs/op")
+			allocs = max(allocs, a)
+		}
+		col := func(i int) string {
+			if !ok[i] {
 				return "–"
 			}
-			return fmt.Sprintf("%.1f", v)
+			return fmt.Sprintf("%.1f", v[i])
 		}
-		ratio := "–"
-		if okT && okW && t > 0 {
-			ratio = fmt.Sprintf("%.2f×", w/t)
+		ratio := func(i int) string {
+			if !ok[0] || !ok[i] || v[0] <= 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%.2f×", v[i]/v[0])
 		}
-		fmt.Fprintf(&b, "%-40s %12s %12s %7s %11.0f\n", n, col(t, okT), col(w, okW), ratio, allocs)
+		fmt.Fprintf(&b, "%-40s %12s %8s %8s %7s %7s %11.0f\n", n, col(0), col(1), col(2), ratio(1), ratio(2), allocs)
 	}
 	return b.String()
 }

@@ -35,8 +35,9 @@ func TestBaselineTable(t *testing.T) {
 	}
 	then := map[string][]bench.GoBench{"Pipeline/nat/hit/flows=1/64B": b(200), "Pipeline/gone": b(10)}
 	now := map[string][]bench.GoBench{"Pipeline/nat/hit/flows=1/64B": b(100), "Pipeline/new": b(7)}
-	out := baselineTable("abc", then, now)
-	for _, want := range []string{"0.50×", "200.0", "100.0"} {
+	pgo := map[string][]bench.GoBench{"Pipeline/nat/hit/flows=1/64B": b(90), "Pipeline/new": b(6)}
+	out := baselineTable("abc", [3]map[string][]bench.GoBench{then, now, pgo})
+	for _, want := range []string{"0.50×", "0.45×", "200.0", "100.0", "90.0"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
