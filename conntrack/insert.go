@@ -1,9 +1,6 @@
 package conntrack
 
-import (
-	"encoding/binary"
-	"math/bits"
-)
+import "math/bits"
 
 // InsertResult tells the caller what Insert did.
 type InsertResult uint8
@@ -198,25 +195,19 @@ func (s *Shard) replace(b *bucket, bi, p uint32, i int, t uint16, k *Key, backen
 // seen fills bits 4-35); its low four bits are the slot; noVictim if none.
 //
 // This runs for every new flow once the table is full, which is what a
-// flood of new flows makes it, so it is written for instructions: the
-// lowest level and its slots come from the sixteen state bytes eight at a
-// time (lowestLevel), and one branch-free pass over the ticks, in SSE4.1
-// where the CPU has it, finds both the oldest flow, for the timeout
-// check, and the victim among those slots.
+// flood of new flows makes it, so on amd64 it is SSE4.1 (scanPairSIMD,
+// ~90 instructions); elsewhere one branch-free pass in Go (scanPairGo,
+// ~400) finds both the oldest flow, for the timeout check, and the victim.
 func (s *Shard) scanPair(b0, b1 *bucket) (expired uint32, victim uint64) {
-	var lv uint64
-	var c uint32
 	var oldest Tick
-	var best uint64
 	if haveSIMD {
-		lv, c, oldest, best = scanPairSIMD(b0, b1)
+		lv, c, o, best := scanPairSIMD(b0, b1)
+		oldest, victim = o, noVictim
+		if c != 0 {
+			victim = lv<<36 | best
+		}
 	} else {
-		lv, c = lowestLevel(b0, b1)
-		oldest, best = scanSeenGo(&b0.seen, &b1.seen, c)
-	}
-	victim = noVictim
-	if c != 0 {
-		victim = lv<<36 | best
+		oldest, victim = scanPairGo(b0, b1)
 	}
 	// Timeouts are checked slot by slot only when the pair's oldest flow
 	// is older than the shortest timeout, which a flood of new flows,
@@ -231,25 +222,28 @@ func (s *Shard) scanPair(b0, b1 *bucket) (expired uint32, victim uint64) {
 	return expired, victim
 }
 
-// scanSeenGo returns the oldest tick of a pair's sixteen slots (s0 holds
-// the ticks of pair slots 0-7, s1 of 8-15) and, of the slots in mask c
-// (bit j = pair slot j), the least seen<<4 | pair slot: the oldest, the
-// first on ties. best is noVictim if c is empty. Branch-free per slot.
-func scanSeenGo(s0, s1 *[slotsPerBucket]Tick, c uint32) (oldest Tick, best uint64) {
-	oldest, best = ^Tick(0), noVictim
-	for j := range 2 * slotsPerBucket {
-		t := s0[j&7]
-		if j >= slotsPerBucket {
-			t = s1[j&7]
-		}
-		oldest = min(oldest, t)
-		r := uint64(t)<<4 | uint64(j)
-		if c>>j&1 == 0 {
+// scanPairGo is scanPairSIMD's answer in Go: the oldest tick of the pair's
+// sixteen slots and the victim rank.
+func scanPairGo(b0, b1 *bucket) (oldest Tick, victim uint64) {
+	o0, v0 := scanBucketGo(b0, 0)
+	o1, v1 := scanBucketGo(b1, slotsPerBucket)
+	return min(o0, o1), min(v0, v1)
+}
+
+// scanBucketGo is scanPairGo for one bucket, whose slots are pair slots
+// base to base+7. Branch-free per slot, ~23 instructions each.
+func scanBucketGo(b *bucket, base uint64) (oldest Tick, victim uint64) {
+	oldest, victim = ^Tick(0), noVictim
+	for i := range slotsPerBucket {
+		st, seen := b.state[i], b.seen[i]
+		oldest = min(oldest, seen)
+		r := uint64(st&levelMask)<<(36-levelShift) | uint64(seen)<<4 | (base + uint64(i))
+		if !evictable(st) {
 			r = noVictim
 		}
-		best = min(best, r)
+		victim = min(victim, r)
 	}
-	return oldest, best
+	return oldest, victim
 }
 
 // pairBucket is the bucket of pair slot j (expired and the bucket's other
@@ -259,49 +253,6 @@ func pairBucket(b0, b1 *bucket, j int) *bucket {
 		return b0
 	}
 	return b1
-}
-
-// byteLow has bit 0 of every byte of a uint64 set.
-const byteLow = 0x0101_0101_0101_0101
-
-// lowestLevel returns the lowest proof level below ProofTicks at which any
-// slot of the full pair b0, b1 is, and the mask of the pair slots at it
-// (bit j = pair slot j); 0 and an empty mask if every slot is proven.
-//
-// The level bits of the pair's sixteen state bytes are read as two bit
-// planes, p0 (the level's low bit) and p1 (its high bit), with the bit of
-// slot i of bucket k in bit k of byte i of each; the slots at a level are
-// then a bitwise formula of the planes.
-func lowestLevel(b0, b1 *bucket) (uint64, uint32) {
-	s0 := binary.LittleEndian.Uint64(b0.state[:])
-	s1 := binary.LittleEndian.Uint64(b1.state[:])
-	const both = byteLow * 3 // bits 0 and 1 of every byte
-	p0 := s0>>levelShift&byteLow | s1>>levelShift&byteLow<<1
-	p1 := s0>>(levelShift+1)&byteLow | s1>>(levelShift+1)&byteLow<<1
-	if m := ^(p0 | p1) & both; m != 0 {
-		return 0, pairBits(m)
-	}
-	if m := p0 &^ p1; m != 0 {
-		return 1, pairBits(m)
-	}
-	if m := p1 &^ p0; m != 0 {
-		return 2, pairBits(m)
-	}
-	return 0, 0 // level 3 everywhere: proven
-}
-
-// The level planes assume two level bits and ProofTicks = 3.
-const _ = uint(levelMask>>levelShift - 3)
-const _ = uint(3 - levelMask>>levelShift)
-const _ = uint(ProofTicks - 3)
-
-// pairBits packs a mask with bit k of byte i set for pair slot 8k+i into
-// a pair-slot mask. The multiply moves bit 8i to bit 56+i; every other
-// partial product lands below bit 56, each on a bit of its own (8i-7j is
-// distinct for distinct i, j in 0-7), so nothing carries into the result.
-func pairBits(m uint64) uint32 {
-	const spread = 0x0102_0408_1020_4080
-	return uint32((m&byteLow)*spread>>56) | uint32((m>>1&byteLow)*spread>>56)<<slotsPerBucket
 }
 
 // pairSlot maps a pair slot of scanPair to its bucket, index and slot.
