@@ -1,6 +1,20 @@
 #include "go_asm.h"
 #include "textflag.h"
 
+// MIN16 folds the least of the sixteen lanes of X0-X3 into every lane of
+// X4 (X5 scratch).
+#define MIN16 \
+	MOVO X0, X4; PMINUD X1, X4; \
+	MOVO X2, X5; PMINUD X3, X5; PMINUD X5, X4; \
+	PSHUFD $0x4e, X4, X5; PMINUD X5, X4; \
+	PSHUFD $0xb1, X4, X5; PMINUD X5, X4
+
+// NONCANDIDATE sets to 0xffffffff the lanes of register r whose bit of
+// the broadcast candidate mask X6, selected by X7, is clear (X8 zero, X9
+// scratch).
+#define NONCANDIDATE(r) \
+	MOVO X6, X9; PAND X7, X9; PCMPEQL X8, X9; POR X9, r
+
 // Lane i of slotBits0 is 1<<i: ANDed with a broadcast candidate mask and
 // compared with zero, it marks the lanes of slots 0-3 that are not
 // candidates; shifted left by 4 per register, those of slots 4-15.
@@ -66,15 +80,7 @@ level:
 	MOVOU bucket_seen+16(BX), X3
 
 	// oldest: the least of all 16, folded into every lane of X4.
-	MOVO X0, X4
-	PMINUD X1, X4
-	MOVO X2, X5
-	PMINUD X3, X5
-	PMINUD X5, X4
-	PSHUFD $0x4e, X4, X5
-	PMINUD X5, X4
-	PSHUFD $0xb1, X4, X5
-	PMINUD X5, X4
+	MIN16
 	MOVL X4, DX
 	MOVL DX, oldest+28(FP)
 
@@ -85,36 +91,16 @@ level:
 	PSHUFD $0, X6, X6
 	MOVOU slotBits0<>(SB), X7
 	PXOR X8, X8
-	MOVO X6, X9
-	PAND X7, X9
-	PCMPEQL X8, X9
-	POR X9, X0
+	NONCANDIDATE(X0)
 	PSLLL $4, X7
-	MOVO X6, X9
-	PAND X7, X9
-	PCMPEQL X8, X9
-	POR X9, X1
+	NONCANDIDATE(X1)
 	PSLLL $4, X7
-	MOVO X6, X9
-	PAND X7, X9
-	PCMPEQL X8, X9
-	POR X9, X2
+	NONCANDIDATE(X2)
 	PSLLL $4, X7
-	MOVO X6, X9
-	PAND X7, X9
-	PCMPEQL X8, X9
-	POR X9, X3
+	NONCANDIDATE(X3)
 
 	// The least candidate tick, in every lane of X4.
-	MOVO X0, X4
-	PMINUD X1, X4
-	MOVO X2, X5
-	PMINUD X3, X5
-	PMINUD X5, X4
-	PSHUFD $0x4e, X4, X5
-	PMINUD X5, X4
-	PSHUFD $0xb1, X4, X5
-	PMINUD X5, X4
+	MIN16
 
 	// The first candidate slot holding it (none if c is empty: best is
 	// then undefined, and the caller ignores it).
