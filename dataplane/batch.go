@@ -1,10 +1,7 @@
 package dataplane
 
 import (
-	"unsafe"
-
 	"github.com/vipd/vipd/conntrack"
-	"github.com/vipd/vipd/internal/prefetch"
 	"github.com/vipd/vipd/packet"
 )
 
@@ -89,9 +86,6 @@ func (w *Worker) ProcessBatch(descs []Desc) {
 		w.c.RxBytes += uint64(d.Len)
 		w.classify(d, &pk[i])
 	}
-	if w.snap.encaps {
-		w.prefetchHeadroom(descs, pk)
-	}
 	// The prefetch passes are tight loops of their own, not part of
 	// classify: what keeps a load from stalling the CPU is room in its
 	// reorder window for the loads after it, and a pass of a few
@@ -125,23 +119,5 @@ func (w *Worker) ProcessBatch(descs []Desc) {
 	}
 	for i := range descs {
 		w.act(&descs[i], &pk[i])
-	}
-}
-
-// prefetchHeadroom starts loading, for every frame to a VIP that
-// encapsulates, the line in front of the frame that the outer headers go
-// into: nothing has touched it since the frame's last use, so a driver's
-// frame seldom has it cached, and act's writes there, and the transmit's
-// reads, would wait for it. (Measured in the bench's box-limited rig: with
-// DSR, the read-back of an outer header written there was 40% of vipd's
-// user time.) The VIP's overhead bounds the bytes written in front.
-func (w *Worker) prefetchHeadroom(descs []Desc, pk []pkt) {
-	vips := w.snap.vips
-	for i := range pk {
-		if vi := pk[i].vi; vi >= 0 {
-			if d, o := &descs[i], vips[vi].over; o > 0 && d.Off >= o {
-				prefetch.Line(unsafe.Pointer(&d.Buf[d.Off-o]))
-			}
-		}
 	}
 }

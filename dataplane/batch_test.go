@@ -114,30 +114,12 @@ func testBatchAgrees(t *testing.T, spec *Spec) {
 	}
 }
 
-// TestHeadroomPrefetch: ProcessBatch's headroom pass runs only for a
-// snapshot with an encapsulating VIP (the flag survives a steady rebuild),
-// never reads outside a frame's buffer when the headroom is short, and
-// changes no verdict.
+// TestHeadroomPrefetch: classify's headroom prefetch never reads outside a
+// frame's buffer when the headroom is short, and changes no verdict.
 func TestHeadroomPrefetch(t *testing.T) {
-	spec := testSpec()
-	snap, err := NewSnapshot(spec)
+	snap, err := NewSnapshot(testSpec())
 	if err != nil {
 		t.Fatal(err)
-	}
-	if !snap.encaps {
-		t.Error("a snapshot with DSR VIPs does not say it encapsulates")
-	}
-	next, err := NewSnapshotFrom(snap, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !next.steady || !next.encaps {
-		t.Errorf("steady rebuild: steady %v, encaps %v; want both", next.steady, next.encaps)
-	}
-	nat := testSpec()
-	nat.VIPs = slices.DeleteFunc(nat.VIPs, func(v VIPSpec) bool { return v.Mode != ModeNAT })
-	if s, err := NewSnapshot(nat); err != nil || s.encaps || len(nat.VIPs) == 0 {
-		t.Errorf("NAT only: %d VIPs, encaps %v, err %v; want no encapsulation", len(nat.VIPs), s != nil && s.encaps, err)
 	}
 	frames := [][]byte{
 		build(t, pk{src: client4, dst: vipDSR4, sport: 3000, dport: 80, flags: "S"}),

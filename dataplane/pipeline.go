@@ -2,9 +2,11 @@ package dataplane
 
 import (
 	"encoding/binary"
+	"unsafe"
 
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/hashing"
+	"github.com/vipd/vipd/internal/prefetch"
 	"github.com/vipd/vipd/packet"
 )
 
@@ -36,7 +38,7 @@ func (w *Worker) classify(d *Desc, p *pkt) {
 	p.vi, p.is = empty, 0
 	frame := d.Buf[d.Off : d.Off+d.Len]
 	if !w.noCommon && packet.ParseCommon(frame, &p.f) {
-		w.classifyCommon(frame, p)
+		w.classifyCommon(d, frame, p)
 	} else if err := packet.Parse(frame, &p.f); err != nil {
 		p.err, p.is = err, isMalformed
 		return
@@ -49,6 +51,9 @@ func (w *Worker) classify(d *Desc, p *pkt) {
 			p.l3 = p.f.L3(frame)
 			w.classify6(frame, p)
 		}
+		if p.vi >= 0 {
+			w.headroom(d, w.snap.vips[p.vi].over)
+		}
 	}
 	if p.is&isTracked != 0 {
 		p.loc = w.ct.Locate(p.h)
@@ -60,7 +65,7 @@ func (w *Worker) classify(d *Desc, p *pkt) {
 // frame: it finds the same VIP and flags, and besides marks isClean a
 // packet for a VIP whose header checksum is valid and whose source is no
 // VIP, which act forwards without ip's checks.
-func (w *Worker) classifyCommon(frame []byte, p *pkt) {
+func (w *Worker) classifyCommon(d *Desc, frame []byte, p *pkt) {
 	s := w.snap
 	f := &p.f
 	// ParseCommon checked that the frame holds these 38 bytes (Ethernet,
@@ -85,7 +90,25 @@ func (w *Worker) classifyCommon(frame []byte, p *pkt) {
 	case packet.ChecksumValid20(ip):
 		p.is = isClean
 	}
-	w.flow4(p, &s.vips[p.vi], src, dst, sp, dp)
+	v := &s.vips[p.vi]
+	w.flow4(p, v, src, dst, sp, dp)
+	if v.over > 0 {
+		w.headroom(d, v.over)
+	}
+}
+
+// headroom starts loading the line in front of frame d that an
+// encapsulation adding o bytes writes its outer headers into (o is 0 for a
+// VIP that does not encapsulate). Nothing has touched that line since the
+// frame's last use, so a driver's frame seldom has it cached, and act's
+// writes there, and the transmit's reads, would wait for it. (Measured in
+// the bench's box-limited rig: with DSR, the read-back of an outer header
+// written there was 40% of vipd's user time.) It runs in classify, a batch
+// ahead of act; a frame without o bytes of headroom gets none.
+func (w *Worker) headroom(d *Desc, o int) {
+	if o > 0 && d.Off >= o {
+		prefetch.Line(unsafe.Pointer(&d.Buf[d.Off-o]))
+	}
 }
 
 // flow4 sets the key, hashes and isTracked of an IPv4 flow for VIP v.

@@ -190,10 +190,6 @@ type Snapshot struct {
 	addr6    [2][16]byte
 	has6     [2]bool
 
-	// encaps: some VIP encapsulates (DSR), so ProcessBatch prefetches the
-	// headroom its frames' outer headers go into.
-	encaps bool
-
 	vips     []vip
 	backends []backend // indexed by Ref; live == false for holes
 	maxVIPID int
@@ -621,14 +617,11 @@ func NewSnapshotFrom(prev *Snapshot, spec *Spec) (*Snapshot, error) {
 	return s, nil
 }
 
-// index fills byID and encaps, from vips.
+// index fills byID from vips.
 func (s *Snapshot) index() {
 	s.byID = make(map[uint16]int32, len(s.vips))
 	for i := range s.vips {
 		s.byID[s.vips[i].id] = int32(i)
-		if s.vips[i].over > 0 {
-			s.encaps = true
-		}
 	}
 }
 
