@@ -45,6 +45,14 @@ type record struct {
 	_       [3]byte
 }
 
+// set makes r the record of a new flow with key k on backend b, field by
+// field: b.recs[i] = record{...} is built on the stack and copied in
+// 16-byte moves whose loads wait for the narrower stores of the literal
+// (a failed store-to-load forward on every insert).
+func (r *record) set(k *Key, b uint32) {
+	r.key, r.backend, r.flags = *k, b, 0
+}
+
 const (
 	slotsPerBucket = 8
 	bucketBytes    = 320 // size of bucket; layout_test.go pins it

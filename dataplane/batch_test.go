@@ -152,3 +152,16 @@ func TestHeadroomPrefetch(t *testing.T) {
 		})
 	}
 }
+
+// TestDescSet: Set gives exactly what the literal a driver used to write
+// gives, whatever the Desc held before (a verdict from the last batch).
+func TestDescSet(t *testing.T) {
+	buf := make([]byte, 64)
+	d := Desc{Buf: make([]byte, 8), Off: 3, Len: 5, RxPort: PortEgress, Verdict: VerdictTX, Port: PortEgress, Reason: DropNoBackend}
+	d.Set(buf, 10, 20, PortIngress)
+	want := Desc{Buf: buf, Off: 10, Len: 20, RxPort: PortIngress}
+	if d.Off != want.Off || d.Len != want.Len || d.RxPort != want.RxPort || &d.Buf[0] != &buf[0] || len(d.Buf) != len(buf) ||
+		d.Verdict != want.Verdict || d.Port != want.Port || d.Reason != want.Reason {
+		t.Errorf("Set gave %+v, want %+v", d, want)
+	}
+}

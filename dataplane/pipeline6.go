@@ -50,7 +50,10 @@ func (w *Worker) classify6(frame []byte, p *pkt) {
 		p.is |= isTracked
 		p.h = hashing.Flow6(src, dst, sp, dp, f.Proto, s.seed)
 		p.hp = p.h
-		p.key = conntrack.Key{Src: *src, SrcPort: sp, DstPort: dp, VIP: v.id, Proto: f.Proto, IPv6: true}
+		// Field by field: a literal would be built on the stack and
+		// copied (see Desc.Set).
+		k := &p.key
+		k.Src, k.SrcPort, k.DstPort, k.VIP, k.Proto, k.IPv6 = *src, sp, dp, v.id, f.Proto, true
 	}
 	if v.srcHash {
 		p.hp = hashing.Src6(src, s.seed)

@@ -154,8 +154,14 @@ func ParseCommon(frame []byte, f *Frame) bool {
 	default:
 		return false
 	}
-	*f = Frame{L3Off: EthernetSize, L4Off: EthernetSize + IPv4MinSize, L3Len: tl,
-		EtherType: EtherTypeIPv4, Proto: ip[ipv4Protocol], HasL4: true}
+	// Field by field, not *f = Frame{...}: the compiler builds a literal
+	// with variable fields on the stack and copies it in 16-byte moves,
+	// whose loads then wait for the narrower stores of those fields to
+	// reach the cache (a failed store-to-load forward, ~60% of this
+	// function's time in perf).
+	f.L3Off, f.L4Off, f.L3Len = EthernetSize, EthernetSize+IPv4MinSize, tl
+	f.EtherType, f.VLAN, f.Proto = EtherTypeIPv4, false, ip[ipv4Protocol]
+	f.Frag, f.FirstFrag, f.FragHdrOff, f.HasL4 = false, false, 0, true
 	return true
 }
 

@@ -138,7 +138,7 @@ func (q *Queue) take(descs []dataplane.Desc) int {
 				binary.BigEndian.PutUint16(f[off+12:], tpid)
 				binary.BigEndian.PutUint16(f[off+14:], h.Vlan_tci)
 			}
-			descs[n] = dataplane.Desc{Buf: f, Off: off, Len: l, RxPort: port}
+			descs[n].Set(f, off, l, port)
 			q.meta[n] = rxMeta{p, i}
 			n++
 		}

@@ -174,7 +174,7 @@ func (q *Queue) take(descs []dataplane.Desc) int {
 			d := s.rx.desc(s.rx.cachedCons)
 			s.rx.cachedCons++
 			base := s.base(d.Addr)
-			descs[n] = dataplane.Desc{Buf: s.frame(base), Off: int(d.Addr - base), Len: int(d.Len), RxPort: port}
+			descs[n].Set(s.frame(base), int(d.Addr-base), int(d.Len), port)
 			q.meta[n] = rxMeta{s, base}
 			n++
 		}

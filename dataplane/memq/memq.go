@@ -80,7 +80,7 @@ func (q *Queue) Receive(descs []dataplane.Desc, timeout time.Duration) (int, err
 		}
 		buf := q.pool.Get().([]byte)
 		copy(buf[dataplane.Headroom:], f.Data)
-		descs[n] = dataplane.Desc{Buf: buf, Off: dataplane.Headroom, Len: len(f.Data), RxPort: f.Port}
+		descs[n].Set(buf, dataplane.Headroom, len(f.Data), f.Port)
 		n++
 	}
 	return n, nil
