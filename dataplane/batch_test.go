@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"runtime"
 	"slices"
 	"testing"
+	"weak"
 
 	"github.com/google/gopacket/layers"
 
+	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/encap"
 	"github.com/vipd/vipd/internal/framegen"
 )
@@ -164,4 +167,49 @@ func TestDescSet(t *testing.T) {
 		d.Verdict != want.Verdict || d.Port != want.Port || d.Reason != want.Reason {
 		t.Errorf("Set gave %+v, want %+v", d, want)
 	}
+}
+
+// TestOldSnapshotReleased: what classify keeps per frame (the VIP of a
+// clean frame) does not keep a replaced snapshot alive, even in slots of
+// w.pkts that no later batch reaches.
+func TestOldSnapshotReleased(t *testing.T) {
+	ct, err := conntrack.New(conntrack.Config{Capacity: 1 << 10, Shards: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewWorker(ct.Shard(0), WorkerOptions{})
+	batch := func(snap *Snapshot, n int) {
+		descs := make([]Desc, n)
+		for i := range descs {
+			f := build(t, pk{src: client4, dst: vipNAT4, sport: uint16(4000 + i), dport: 80, flags: "S"})
+			buf := make([]byte, Headroom+len(f))
+			copy(buf[Headroom:], f)
+			descs[i].Set(buf, Headroom, len(f), PortIngress)
+		}
+		w.Begin(snap, 1e9, &sliceEmitter{})
+		w.ProcessBatch(descs)
+		w.End(n)
+		if descs[n-1].Verdict != VerdictTX {
+			t.Fatalf("%v %v, want a NAT translation", descs[n-1].Verdict, descs[n-1].Reason)
+		}
+	}
+	old, err := NewSnapshot(testSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch(old, 4)
+	gone := weak.Make(&old.vips[0]) // what a frame's pkt points into
+	old = nil
+	next, err := NewSnapshot(testSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch(next, 1) // slots 1-3 are not written again
+	runtime.GC()
+	runtime.GC()
+	if gone.Value() != nil {
+		t.Error("the replaced snapshot's VIPs are still reachable from the worker")
+	}
+	runtime.KeepAlive(w) // the worker is what must not pin it
+	runtime.KeepAlive(next)
 }

@@ -57,8 +57,7 @@ func (w *Worker) forward(d *Desc, frame []byte, p *pkt, vi int) {
 // MTU; every other case goes on with forward's steps where it departs.
 func (w *Worker) forwardClean(d *Desc, p *pkt) {
 	s := w.snap
-	vi := int(p.vi)
-	v := &s.vips[vi]
+	vi, v := int(p.vi), p.v
 	ip := (*[packet.IPv4MinSize]byte)(p.l3)
 	if ip[8] <= 1 { // the TTL
 		w.forward(d, d.Buf[d.Off:d.Off+d.Len], p, vi) // and its TTL rules

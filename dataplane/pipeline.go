@@ -91,6 +91,7 @@ func (w *Worker) classifyCommon(d *Desc, frame []byte, p *pkt) {
 		p.is = isClean
 	}
 	v := &s.vips[p.vi]
+	p.v = v
 	w.flow4(p, v, src, dst, sp, dp)
 	if v.over > 0 {
 		w.headroom(d, v.over)

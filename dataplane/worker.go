@@ -236,6 +236,9 @@ func (w *Worker) adopt(snap *Snapshot) {
 	w.resize(snap)
 	w.sch.adopt(snap, true)
 	w.snap = snap
+	for i := range w.pkts {
+		w.pkts[i].v = nil // let the old snapshot go: a slot past the batches to come would pin it
+	}
 }
 
 // resize grows the per-VIP and per-backend counters to cover snap. It runs
