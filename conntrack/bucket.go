@@ -118,9 +118,18 @@ func (b *bucket) setTag(i int, t uint16) {
 
 // find returns the slot holding k, or -1. Tag matches whose key differs are
 // skipped; the key is the identity, the tag only a filter.
+//
+// It does not pack the tag matches into a slot mask as match does: the two
+// words' lane flags go into one word as in room (bit 16j+15 is slot j, bit
+// 16j+14 slot 4+j), and the slot of a flag is computed only for the flags
+// there are, nearly always one: two multiplies fewer on every lookup. The
+// order it tries matching slots in differs from match's, which only
+// matters for a key held twice, which Insert never does.
 func (b *bucket) find(t uint16, k *Key) int {
-	for m := b.match(t); m != 0; m &= m - 1 {
-		i := bits.TrailingZeros32(m)
+	p := uint64(t) * laneLow
+	for m := zeroLanes(b.tags[0]^p) | zeroLanes(b.tags[1]^p)>>1; m != 0; m &= m - 1 {
+		n := bits.TrailingZeros64(m)
+		i := n>>4 | (^n&1)<<2
 		if b.recs[i&7].key.equal(k) {
 			return i
 		}

@@ -51,6 +51,40 @@ func TestTagLanes(t *testing.T) {
 	}
 }
 
+// TestFindSlots: find returns the slot holding a key whatever the other
+// slots' tags (every subset of the eight slots sharing the key's tag, the
+// rest free or tagged otherwise), and -1 for a key with the tag that no
+// slot holds.
+func TestFindSlots(t *testing.T) {
+	const tag = 0x8001
+	key := func(i int) Key { return Key{SrcPort: uint16(1000 + i), DstPort: 80, Proto: protoTCP} }
+	for set := range 1 << slotsPerBucket {
+		var b bucket
+		for i := range slotsPerBucket {
+			b.recs[i].key = key(i)
+			switch {
+			case set>>i&1 != 0:
+				b.setTag(i, tag)
+			case i%2 == 0:
+				b.setTag(i, tag^0x0100) // used, another tag
+			}
+		}
+		for i := range slotsPerBucket {
+			k := key(i)
+			want := -1
+			if set>>i&1 != 0 {
+				want = i
+			}
+			if got := b.find(tag, &k); got != want {
+				t.Fatalf("slots %08b with the tag: find(key of slot %d) = %d, want %d", set, i, got, want)
+			}
+		}
+		if k := key(slotsPerBucket); b.find(tag, &k) != -1 {
+			t.Fatalf("slots %08b with the tag: found a key no slot holds", set)
+		}
+	}
+}
+
 // laneBits must be exact for every combination of lane flags.
 func TestLaneBits(t *testing.T) {
 	for m := range uint32(16) {
