@@ -20,9 +20,10 @@ type pkt struct {
 	// eth is the frame's Ethernet header, set with isClean only (whose
 	// frames are untagged).
 	eth *[packet.EthernetSize]byte
-	// v is the VIP vi names (&Snapshot.vips[vi]), set with isClean only:
-	// classify had it in hand, and indexing again costs a bounds check
-	// and a multiply.
+	// v is the VIP vi names (&Snapshot.vips[vi]), set by classifyCommon
+	// and read with isClean only: classify had it in hand, and indexing
+	// again costs a bounds check and a multiply. Worker.adopt clears it
+	// when the snapshot changes.
 	v *vip
 	// vi is the VIP the packet is for (an index into Snapshot.vips),
 	// empty if none, or ambiguous (a non-first fragment for an address
