@@ -89,7 +89,7 @@ func (w *Worker) forwardClean(d *Desc, p *pkt) {
 		}
 		// The destination is the VIP's address: classify found v by it.
 		nat.DNAT4Sum(p.l3, nat.L4{Proto: p.f.Proto, Hdr: p.l3[packet.IPv4MinSize:]}, b.addr4, b.dnat4, b.port)
-		setEthMACs(p.eth, b.mac, s.mac[out])
+		setBackendMACs(p.eth[:], b)
 		d.Len = packet.EthernetSize + n // drop Ethernet padding
 	case v.mode == ModeDSR && n+v.over <= mtu && d.Off >= v.over && w.hint < 0:
 		var o int
@@ -101,7 +101,7 @@ func (w *Worker) forwardClean(d *Desc, p *pkt) {
 		d.Off = o - packet.EthernetSize
 		d.Len = packet.EthernetSize + v.over + n
 		eth := d.Buf[d.Off : d.Off+packet.EthernetSize]
-		setMACs(eth, b.mac, s.mac[out])
+		setBackendMACs(eth, b)
 		binary.BigEndian.PutUint16(eth[12:], packet.EtherTypeIPv4)
 	default:
 		w.forward4(d, d.Buf[d.Off:d.Off+d.Len], p, v, b) // client learning, MTU, headroom

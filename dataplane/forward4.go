@@ -42,7 +42,7 @@ func (w *Worker) forward4(d *Desc, frame []byte, p *pkt, v *vip, b *backend) {
 	w.sampleL4(frame, f)
 	// The destination is the VIP's address: classify found v by it.
 	nat.DNAT4Sum(ip, l4, b.addr4, b.dnat4, b.port) // and the TTL, checked in forward
-	setMACs(frame, b.mac, s.mac[out])
+	setBackendMACs(frame, b)
 	d.Len = f.L3Off + f.L3Len // drop Ethernet padding
 	if f.L3Len > mtu {
 		w.fragment4(d, f, &e, b, out, mtu, nil, 0)

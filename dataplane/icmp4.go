@@ -136,7 +136,7 @@ func (w *Worker) steer4(d *Desc, frame []byte, f *packet.Frame) {
 		return
 	}
 	nat.ICMPErrorDNAT4(ip, ic, q.l4Off, q.end, q.proto, b.addr4, b.port)
-	setMACs(frame, b.mac, s.mac[out])
+	setBackendMACs(frame, b)
 	d.Len = f.L3Off + f.L3Len
 	w.tx(d, out)
 }

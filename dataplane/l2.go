@@ -40,11 +40,10 @@ func (e *l2) write(b []byte, dst, src [6]byte, etherType uint16) {
 // setMACs rewrites the addresses of the frame's own Ethernet header. The
 // array conversion is its one bounds check.
 func setMACs(frame []byte, dst, src [6]byte) {
-	setEthMACs((*[packet.EthernetSize]byte)(frame), dst, src)
-}
-
-// setEthMACs is setMACs on a header in hand.
-func setEthMACs(h *[packet.EthernetSize]byte, dst, src [6]byte) {
+	h := (*[12]byte)(frame)
 	*(*[6]byte)(h[0:6]) = dst
 	*(*[6]byte)(h[6:12]) = src
 }
+
+// setBackendMACs is setMACs for a frame to backend b from the egress port.
+func setBackendMACs(frame []byte, b *backend) { *(*[12]byte)(frame) = b.macs }

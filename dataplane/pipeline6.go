@@ -84,7 +84,7 @@ func (w *Worker) forward6(d *Desc, frame []byte, p *pkt, v *vip, b *backend, ref
 	w.sampleL4(frame, f)
 	nat.DNAT6(ip, l4Of(frame, f), &b.addr6, b.port)
 	ip.DecHopLimit()
-	setMACs(frame, b.mac, s.mac[out])
+	setBackendMACs(frame, b)
 	d.Len = f.L3Off + f.L3Len
 	w.tx(d, out)
 }
@@ -272,7 +272,7 @@ func (w *Worker) steer6(d *Desc, frame []byte, f *packet.Frame) {
 		return
 	}
 	nat.ICMPErrorDNAT6(ip, ic, q.l4Off, q.end, q.proto, &b.addr6, b.port)
-	setMACs(frame, b.mac, s.mac[out])
+	setBackendMACs(frame, b)
 	d.Len = f.L3Off + f.L3Len
 	w.tx(d, out)
 }

@@ -487,6 +487,11 @@ type backend struct {
 	port   uint16
 	mac    [6]byte
 	hasMAC bool
+	// macs is mac followed by the egress port's MAC (Snapshot.egress):
+	// the destination and source of every frame sent to the backend,
+	// written with one 8-byte and one 4-byte move (setBackendMACs)
+	// rather than two 6-byte arrays, which go through the stack.
+	macs [12]byte
 	// dnat4 is nat.AddrSum4(VIP address, addr4): what the translation of
 	// a packet for the VIP to this backend adds to its checksums.
 	dnat4 uint32
@@ -515,8 +520,9 @@ func NewSnapshot(spec *Spec) (*Snapshot, error) { return NewSnapshotFrom(nil, sp
 //     the same VIP ID in prev, or of a table prev kept from its recent
 //     changes (a backend that flaps back), keeps that table;
 //   - when no VIP address, port, protocol, mode, encapsulation source or
-//     backend address or port changed, nor the box's own addresses (a
-//     health, weight, drain or next-hop change), the classifier tables are
+//     backend address or port changed, nor the box's own addresses, its
+//     ports' MACs or whether it is two-armed (a health, weight, drain or
+//     next-hop change), the classifier tables are
 //     prev's and only the VIPs whose VIPSpec changed are rebuilt: the cost
 //     is then a copy of the backend array plus the changed VIPs.
 //
@@ -568,7 +574,9 @@ func NewSnapshotFrom(prev *Snapshot, spec *Spec) (*Snapshot, error) {
 	steady := false
 	if prev != nil {
 		same = make([]bool, n)
-		steady = prev.sameAddressing(spec, s.local, same)
+		// The backends' macs hold the egress port's MAC: a change of
+		// either is no steady one.
+		steady = prev.sameAddressing(spec, s.local, same) && prev.mac == spec.MAC && prev.twoArmed == spec.TwoArmed
 	}
 	s.spares = prev.sparesFor(spec)
 	maxRef := uint32(0)
@@ -856,6 +864,8 @@ func (s *Snapshot) addBackends(i int, vs *VIPSpec, v *vip, classify bool, prev *
 			return fmt.Errorf("%w: backend ref %d used twice", ErrSpec, bs.Ref)
 		}
 		*b = backend{live: true, vip: int32(i), state: bs.State, port: bs.Port, mac: bs.MAC, hasMAC: bs.MAC != [6]byte{}}
+		copy(b.macs[:6], bs.MAC[:])
+		copy(b.macs[6:], s.mac[s.egress()][:])
 		if s.epochs[bs.Ref] != bs.Epoch {
 			s.epochs[bs.Ref] = bs.Epoch // never with shared epochs (update)
 		}

@@ -93,10 +93,10 @@ func change(r *rand.Rand, spec *Spec, deep bool) (*Spec, string) {
 	bs := slices.Clone(v.Backends)
 	v.Backends = bs
 	kinds := []string{"nothing", "state", "weight", "mac", "epoch", "backend port", "remove backend", "add backend", "reuse ref",
-		"move ref", "table size", "port", "srchash", "name", "local", "gateway", "remove vip", "add vip", "swap vips"}
+		"move ref", "table size", "port", "srchash", "name", "local", "gateway", "remove vip", "add vip", "swap vips", "box mac", "arms"}
 	kind := kinds[r.IntN(len(kinds))]
 	if len(bs) == 0 && kind != "add backend" && kind != "nothing" && kind != "table size" && kind != "port" &&
-		kind != "local" && kind != "gateway" && kind != "add vip" && kind != "swap vips" && kind != "remove vip" && kind != "name" && kind != "srchash" {
+		kind != "local" && kind != "gateway" && kind != "box mac" && kind != "arms" && kind != "add vip" && kind != "swap vips" && kind != "remove vip" && kind != "name" && kind != "srchash" {
 		kind = "add backend"
 	}
 	j := 0
@@ -170,6 +170,10 @@ func change(r *rand.Rand, spec *Spec, deep bool) (*Spec, string) {
 	case "swap vips":
 		k := r.IntN(len(n.VIPs))
 		n.VIPs[vi], n.VIPs[k] = n.VIPs[k], n.VIPs[vi]
+	case "box mac": // a port's MAC, which frames to backends carry
+		n.MAC[r.IntN(2)][5]++
+	case "arms": // the egress port, whose MAC frames to backends carry
+		n.TwoArmed = !n.TwoArmed
 	}
 	return &n, kind
 }
