@@ -376,7 +376,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	d.startChecks(ctx)
 	beats := newBeats(len(queues))
 	for i, q := range queues {
-		w, q := workers[i], beatQueue{q, &beats[i]}
+		w, q := workers[i], &beatQueue{Queue: q, at: &beats[i], idle: true}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -8,18 +8,32 @@ import (
 	"github.com/vipd/vipd/dataplane"
 )
 
-// beatQueue stamps the time of every Receive on its queue: a worker calls
+// beatQueue stamps the time on its queue's Receive: a worker calls
 // Receive once per loop iteration, busy or idle (an idle one returns after
 // the poll timeout), so a stamp older than a few poll timeouts means the
-// worker is stuck.
+// worker is stuck. A busy worker stamps every beatEvery-th Receive only:
+// a stamp costs a clock read and a locked store, once per batch otherwise,
+// and beatEvery batches take milliseconds at most, far below the poll
+// timeouts that Stalled's ages are made of. The Receive after an idle one
+// (no frame) stamps, so an idle worker stamps every time.
 type beatQueue struct {
 	dataplane.Queue
-	at *atomic.Int64 // dataplane.Nanotime of the last Receive
+	at    *atomic.Int64 // dataplane.Nanotime of the last stamp
+	since int           // Receives since the last stamp
+	idle  bool          // the last Receive returned no frame
 }
 
-func (q beatQueue) Receive(descs []dataplane.Desc, timeout time.Duration) (int, error) {
-	q.at.Store(dataplane.Nanotime())
-	return q.Queue.Receive(descs, timeout)
+// beatEvery is how many Receives of a busy worker one stamp covers.
+const beatEvery = 64
+
+func (q *beatQueue) Receive(descs []dataplane.Desc, timeout time.Duration) (int, error) {
+	if q.since++; q.idle || q.since >= beatEvery {
+		q.at.Store(dataplane.Nanotime())
+		q.since = 0
+	}
+	n, err := q.Queue.Receive(descs, timeout)
+	q.idle = n == 0
+	return n, err
 }
 
 // newBeats returns one stamp per worker, each set to now.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -184,5 +185,46 @@ func TestWatchdogStopsWhenWorkerStalls(t *testing.T) {
 	stalled.Store(false)
 	if n := count(time.Second); n < 5 {
 		t.Errorf("worker 1 moves again: %d WATCHDOG=1 in 1 s, want about 10", n)
+	}
+}
+
+// scriptQueue is a dataplane.Queue whose Receives return the frame counts
+// of its script in turn.
+type scriptQueue struct {
+	dataplane.Queue
+	script []int
+}
+
+func (q *scriptQueue) Receive([]dataplane.Desc, time.Duration) (int, error) {
+	n := q.script[0]
+	q.script = q.script[1:]
+	return n, nil
+}
+
+// TestBeatQueueStamps checks when a worker's Receive stamps its beat: on
+// the first call, after every idle Receive, and every beatEvery-th busy one,
+// never older than that.
+func TestBeatQueueStamps(t *testing.T) {
+	busy := 2*beatEvery + 10
+	var script []int
+	for range busy {
+		script = append(script, 64)
+	}
+	script = append(script, 0, 0, 64, 64) // idle twice, then busy again
+	var at atomic.Int64
+	q := &beatQueue{Queue: &scriptQueue{script: slices.Clone(script)}, at: &at, idle: true}
+	var stamped []int
+	for i := range script {
+		at.Store(0)
+		q.Receive(nil, 0)
+		if at.Load() != 0 {
+			stamped = append(stamped, i)
+		}
+	}
+	// The first; every beatEvery-th while busy (not the first idle one,
+	// 10 after the last stamp); the one after each idle Receive.
+	want := []int{0, beatEvery, 2 * beatEvery, busy + 1, busy + 2}
+	if !slices.Equal(stamped, want) {
+		t.Errorf("stamped at Receives %v, want %v", stamped, want)
 	}
 }
