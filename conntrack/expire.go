@@ -1,6 +1,11 @@
 package conntrack
 
-import "math/bits"
+import (
+	"math/bits"
+	"unsafe"
+
+	"github.com/vipd/vipd/internal/prefetch"
+)
 
 // Advance moves the shard's clock to now (a clock never goes back: an
 // earlier now is ignored), reclaims timed-out flows in the next few buckets
@@ -47,4 +52,15 @@ func (s *Shard) expire(n int) {
 		}
 	}
 	s.cursor = c
+	// Start loading the metadata lines the next call examines: it comes a
+	// batch later, long enough for them to arrive, whereas each would
+	// otherwise be a miss in a table larger than the caches (eight
+	// buckets a batch are too few, and too far apart in time, for the
+	// hardware's stream prefetcher).
+	for range n {
+		prefetch.Line(unsafe.Pointer(&s.buckets[c]))
+		if c++; uint64(c) == s.nb {
+			c = 0
+		}
+	}
 }
