@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -25,11 +26,19 @@ type rig struct {
 	macA net.HardwareAddr
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { return newRigWith(t, testOpts, 0) }
+
+// newRigWith is newRig with the port opened with o and, with mtu not 0,
+// both veths' MTU set to it.
+func newRigWith(t *testing.T, o Options, mtu int) *rig {
 	nstest.RequireRoot(t)
 	r := &rig{a: nstest.New(t, "pa"), b: nstest.New(t, "pb")}
 	an, bn := nstest.Name("pa"), nstest.Name("pb")
 	nstest.Veth(t, r.a, an, r.b, bn)
+	if mtu != 0 {
+		r.a.Must(t, "ip", "link", "set", an, "mtu", strconv.Itoa(mtu))
+		r.b.Must(t, "ip", "link", "set", bn, "mtu", strconv.Itoa(mtu))
+	}
 	var port *Port
 	err := r.a.Do(func() error {
 		ifi, err := net.InterfaceByName(an)
@@ -37,7 +46,7 @@ func newRig(t *testing.T) *rig {
 			return err
 		}
 		r.macA = ifi.HardwareAddr
-		port, err = OpenPort(ifi.Index, testOpts)
+		port, err = OpenPort(ifi.Index, o)
 		return err
 	})
 	if err != nil {
@@ -147,5 +156,61 @@ func TestCheckHost(t *testing.T) {
 	}
 	if err := CheckHost(dir, []netip.Addr{netip.MustParseAddr("127.0.0.1")}); err == nil || !bytes.Contains([]byte(err.Error()), []byte("local interface")) {
 		t.Errorf("a local address as VIP: %v", err)
+	}
+}
+
+// TestMaxFrame sends frames one byte longer than MaxFrame allows, then of
+// exactly MaxFrame bytes, untagged and VLAN-tagged (the kernel strips the
+// tag, which MaxFrame does not count), over a veth whose MTU admits them
+// all: the long ones are cut by the kernel, and dropped and counted by the
+// driver; the others arrive whole.
+func TestMaxFrame(t *testing.T) {
+	o := testOpts
+	r := newRigWith(t, o, 4000)
+	long := MaxFrame(o.FrameSize)
+	const hdrs = 14 + 20 + 8 // drivertest.Frame: Ethernet, IPv4, UDP
+	want := map[uint32][]byte{}
+	for i, vlan := range []uint16{0, 100} {
+		tag := 0
+		if vlan != 0 {
+			tag = 4
+		}
+		over := drivertest.Frame(t, r.peer.MAC, r.macA, 10+i, long+1-hdrs, vlan)
+		fits := drivertest.Frame(t, r.peer.MAC, r.macA, i, long-hdrs, vlan)
+		if len(fits) != long+tag {
+			t.Fatalf("test frame of %d bytes, want %d", len(fits), long+tag)
+		}
+		r.send(t, over)
+		r.send(t, fits)
+		want[uint32(i)] = fits
+	}
+	got := r.exchange(t, len(want), func(d *dataplane.Desc, f []byte, seq uint32) {
+		if !bytes.Equal(f, want[seq]) {
+			t.Errorf("received frame %d of %d bytes, want one of the two that fit", seq, len(f))
+		}
+	})
+	if got != len(want) {
+		t.Fatalf("received %d test frames, want %d", got, len(want))
+	}
+	if st := r.q.Stats(); st.Truncated != 2 {
+		t.Errorf("truncated %d, want 2 (the frames of %d bytes)", st.Truncated, long+1)
+	}
+}
+
+func TestFrameSizeFor(t *testing.T) {
+	tests := []struct {
+		mtus []int
+		want int
+	}{
+		{nil, 2048},
+		{[]int{1500}, 2048},
+		{[]int{1500, 1832}, 2048}, // 1832 + 18 = 1850 = MaxFrame(2048)
+		{[]int{1833}, 4096},
+		{[]int{9000, 1500}, 4096},
+	}
+	for _, tt := range tests {
+		if got := FrameSizeFor(tt.mtus...); got != tt.want {
+			t.Errorf("FrameSizeFor(%v) = %d, want %d", tt.mtus, got, tt.want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/vipd/vipd/dataplane"
+	"github.com/vipd/vipd/packet"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,6 +21,32 @@ type Options struct {
 // reserve is PACKET_RESERVE: headroom in front of each received frame, for
 // the pipeline plus a VLAN tag put back.
 const reserve = dataplane.Headroom + 4
+
+// macOffset is where TPACKET_V2 puts a received Ethernet frame in its ring
+// frame (tpacket_rcv, net/packet/af_packet.c): the header, TPACKET2_HDRLEN
+// (the 32-byte tpacket2_hdr and a 20-byte sockaddr_ll), plus 16 bytes for
+// the link header, aligned to 16 (TPACKET_ALIGN), plus the reserve, less
+// the 14-byte Ethernet header that precedes the network header there.
+const macOffset = (32+20+16+15)&^15 + reserve - packet.EthernetSize
+
+// MaxFrame returns the longest Ethernet frame (headers included; the
+// kernel strips a VLAN tag, which the driver puts back in the reserve)
+// that a ring of frameSize-byte frames receives whole: the kernel cuts a
+// longer one, which the driver drops and counts (Stats.Truncated,
+// vipd_driver_events_total{event="rx_truncated"}).
+func MaxFrame(frameSize int) int { return frameSize - macOffset }
+
+// FrameSizeFor returns the ring frame size for interfaces of these MTUs:
+// 2048 when a frame of each, with its Ethernet header and a VLAN tag, fits
+// MaxFrame(2048) (MTU 1832 and below), else 4096.
+func FrameSizeFor(mtus ...int) int {
+	for _, m := range mtus {
+		if m+packet.EthernetSize+packet.VLANTagSize > MaxFrame(2048) {
+			return 4096
+		}
+	}
+	return 2048
+}
 
 // Port is one interface as one worker sees it: a receive socket with its
 // ring, and a transmit socket with its ring.

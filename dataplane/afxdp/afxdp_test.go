@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os/exec"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,14 +31,19 @@ type rig struct {
 	macA   net.HardwareAddr
 }
 
-func newRig(t *testing.T) *rig { return newRigWith(t, testOpts, false) }
+func newRig(t *testing.T) *rig { return newRigWith(t, testOpts, false, 0) }
 
-// newRigWith is newRig with the socket opened with o and, with gro, GRO
-// turned on on a's veth before the XDP program is attached.
-func newRigWith(t *testing.T, o Options, gro bool) *rig {
+// newRigWith is newRig with the socket opened with o, with gro, GRO turned
+// on on a's veth, and with mtu not 0, both veths' MTU set to it, before the
+// XDP program is attached.
+func newRigWith(t *testing.T, o Options, gro bool, mtu int) *rig {
 	nstest.RequireRoot(t)
 	r := &rig{a: nstest.New(t, "xa"), b: nstest.New(t, "xb"), an: nstest.Name("xa"), bn: nstest.Name("xb")}
 	nstest.Veth(t, r.a, r.an, r.b, r.bn)
+	if mtu != 0 {
+		r.a.Must(t, "ip", "link", "set", r.an, "mtu", strconv.Itoa(mtu))
+		r.b.Must(t, "ip", "link", "set", r.bn, "mtu", strconv.Itoa(mtu))
+	}
 	if gro {
 		if _, err := exec.LookPath("ethtool"); err != nil {
 			t.Skip("ethtool not installed")
@@ -270,7 +276,7 @@ func TestBusyPoll(t *testing.T) {
 func testBusyPoll(t *testing.T, gro bool) {
 	o := testOpts
 	o.BusyPollUsecs, o.BusyPollBudget = 50, 32
-	r := newRigWith(t, o, gro)
+	r := newRigWith(t, o, gro, 0)
 	if on, err := r.sock.BusyPoll(); !on {
 		t.Fatalf("busy polling refused: %v", err)
 	}
@@ -315,7 +321,7 @@ func testBusyPoll(t *testing.T, gro bool) {
 func TestBusyPollRefused(t *testing.T) {
 	o := testOpts
 	o.BusyPollUsecs, o.BusyPollBudget = 50, 1<<20
-	r := newRigWith(t, o, false)
+	r := newRigWith(t, o, false, 0)
 	on, err := r.sock.BusyPoll()
 	if on || !errors.Is(err, unix.EINVAL) {
 		t.Fatalf("BusyPoll() = %v, %v; want false and EINVAL", on, err)
@@ -326,5 +332,58 @@ func TestBusyPollRefused(t *testing.T) {
 	r.bounce(t, 20)
 	if st := r.q.Stats(); st.BusyPoll {
 		t.Errorf("queue says it busy polls: %+v", st)
+	}
+}
+
+// TestMaxFrame sends a frame one byte longer than MaxFrame allows, then one
+// of exactly MaxFrame bytes, over a veth whose MTU admits both: the first
+// is dropped by the kernel and counted, the second arrives whole.
+func TestMaxFrame(t *testing.T) {
+	for _, size := range []int{2048, 4096} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			o := testOpts
+			o.FrameSize = size
+			r := newRigWith(t, o, false, 3400) // veth's XDP limit is ~3,500
+			long := min(MaxFrame(size), 3400+14)
+			const hdrs = 14 + 20 + 8 // drivertest.Frame: Ethernet, IPv4, UDP
+			if long == MaxFrame(size) {
+				over := r.frame(t, 2, long+1-hdrs)
+				r.send(t, over)
+			}
+			fits := r.frame(t, 1, long-hdrs)
+			if len(fits) != long {
+				t.Fatalf("test frame of %d bytes, want %d", len(fits), long)
+			}
+			r.send(t, fits)
+			got := r.exchange(t, 1, func(d *dataplane.Desc, f []byte, seq uint32) {
+				if seq != 1 || !bytes.Equal(f, fits) {
+					t.Errorf("received frame %d of %d bytes, want frame 1 of %d", seq, len(f), long)
+				}
+			})
+			if got != 1 {
+				t.Fatalf("received %d test frames, want 1", got)
+			}
+			if st := r.q.Stats(); long == MaxFrame(size) && st.RxDropped != 1 {
+				t.Errorf("kernel rx_dropped %d, want 1 (the frame of %d bytes)", st.RxDropped, long+1)
+			}
+		})
+	}
+}
+
+func TestFrameSizeFor(t *testing.T) {
+	tests := []struct {
+		mtus []int
+		want int
+	}{
+		{nil, 2048},
+		{[]int{1500}, 2048},
+		{[]int{1500, 1774}, 2048}, // 1774 + 18 = 1792 = MaxFrame(2048)
+		{[]int{1775}, 4096},
+		{[]int{1500, 9000}, 4096},
+	}
+	for _, tt := range tests {
+		if got := FrameSizeFor(tt.mtus...); got != tt.want {
+			t.Errorf("FrameSizeFor(%v) = %d, want %d", tt.mtus, got, tt.want)
+		}
 	}
 }

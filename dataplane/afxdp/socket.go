@@ -9,11 +9,12 @@ import (
 	"unsafe"
 
 	"github.com/asavie/xdp"
+	"github.com/vipd/vipd/packet"
 	"golang.org/x/sys/unix"
 )
 
 // Options size one socket. Ring sizes and the frame count must be powers of
-// two (config validates them); the frame size 2048 or 4096.
+// two (config validates them); the frame size 2048 or 4096 (FrameSizeFor).
 type Options struct {
 	FrameSize      int
 	FrameCount     int
@@ -40,6 +41,30 @@ type Options struct {
 	// BusyPollBudget is the most frames one busy poll may process
 	// (SO_BUSY_POLL_BUDGET, at most 65535); 0 means 64.
 	BusyPollBudget int
+}
+
+// xdpPacketHeadroom is XDP_PACKET_HEADROOM: how far into its UMEM frame
+// the kernel puts a received frame (the socket's own UMEM headroom is 0).
+const xdpPacketHeadroom = 256
+
+// MaxFrame returns the longest Ethernet frame (headers included, no FCS)
+// that a socket with UMEM frames of frameSize bytes receives: the kernel
+// drops a longer one and counts it in the socket's rx_dropped
+// (vipd_driver_events_total{event="xsk_rx_dropped"}).
+func MaxFrame(frameSize int) int { return frameSize - xdpPacketHeadroom }
+
+// FrameSizeFor returns the frame size for interfaces of these MTUs: 2048
+// when a frame of each, with its Ethernet header and a VLAN tag, fits
+// MaxFrame(2048) (MTU 1774 and below), else 4096, the largest (a frame may
+// not span pages). Smaller frames spread the rings' frames over half as
+// many pages: README, "Frame size, measured".
+func FrameSizeFor(mtus ...int) int {
+	for _, m := range mtus {
+		if m+packet.EthernetSize+packet.VLANTagSize > MaxFrame(2048) {
+			return 4096
+		}
+	}
+	return 2048
 }
 
 // xdpMaxTxSkbBudget is the socket option XDP_MAX_TX_SKB_BUDGET (Linux 6.17,
