@@ -21,6 +21,11 @@ type BoxResult struct {
 	// program's default (one P besides the workers). A vipd row is
 	// compared with the forwarder's row of the same Procs.
 	Procs int `json:",omitempty"`
+	// FrameSize is the frame size the row set for the box's program
+	// (vipd's frame_size, the forwarder's -frame-size); 0: the default,
+	// by the interfaces' MTUs. A vipd row is compared with the
+	// forwarder's row of the same Procs and FrameSize.
+	FrameSize int `json:",omitempty"`
 
 	Forwarded Summary // packets counted at the sink
 	Offered   Summary // packets the generator handed to its veth
@@ -99,10 +104,10 @@ const ClockTicks = 100
 
 // findBox returns the box-limited row of kind with flows flows and
 // GOMAXPROCS procs (BoxResult.Procs), or nil.
-func (r *Report) findBox(kind string, flows, procs int) *BoxResult {
+func (r *Report) findBox(kind string, like *BoxResult) *BoxResult {
 	for i := range r.Box {
 		x := &r.Box[i]
-		if x.Kind == kind && x.Flows == flows && x.Procs == procs && x.Err == "" {
+		if x.Kind == kind && x.Flows == like.Flows && x.Procs == like.Procs && x.FrameSize == like.FrameSize && x.Err == "" {
 			return x
 		}
 	}
@@ -110,10 +115,10 @@ func (r *Report) findBox(kind string, flows, procs int) *BoxResult {
 }
 
 // BoxRatios returns a row's forwarded rate and process user ns per packet
-// over the bare forwarder's with the same flow count and GOMAXPROCS (NaN
-// where missing).
+// over the bare forwarder's with the same flow count, GOMAXPROCS and frame
+// size (NaN where missing).
 func (r *Report) BoxRatios(x *BoxResult) (pps, userNs float64) {
-	f := r.findBox(KindForwarder, x.Flows, x.Procs)
+	f := r.findBox(KindForwarder, x)
 	if f == nil {
 		return math.NaN(), math.NaN()
 	}
@@ -205,7 +210,7 @@ func (r *Report) BoxGoalLines() []string {
 		if !x.BoxLimited() {
 			notes = append(notes, "vipd did not drop")
 		}
-		if f := r.findBox(KindForwarder, x.Flows, x.Procs); f != nil && !f.BoxLimited() {
+		if f := r.findBox(KindForwarder, x); f != nil && !f.BoxLimited() {
 			notes = append(notes, "the forwarder did not drop")
 		}
 		if len(notes) > 0 {

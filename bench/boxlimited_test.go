@@ -91,6 +91,19 @@ func TestBoxTableAndRatios(t *testing.T) {
 	if p, _ := withProcs.BoxRatios(&r.Box[4]); math.Abs(p-1) > 1e-9 {
 		t.Errorf("a default row compared with the GOMAXPROCS=1 forwarder: %v", p)
 	}
+	// Likewise a row with its frame size set.
+	big := BoxResult{Kind: KindVIPD, Flows: 1, FrameSize: 4096, Forwarded: s(100e3), UserNs: 300}
+	if p, n := r.BoxRatios(&big); !math.IsNaN(p) || !math.IsNaN(n) {
+		t.Errorf("4096-byte frame row against a default forwarder: %v %v", p, n)
+	}
+	withSize := &Report{Box: append(append([]BoxResult(nil), r.Box...),
+		BoxResult{Name: "bare AF_XDP forwarder, frame 4096 B", Kind: KindForwarder, Flows: 1, FrameSize: 4096, Forwarded: s(400e3), UserNs: 100})}
+	if p, n := withSize.BoxRatios(&big); math.Abs(p-0.25) > 1e-9 || math.Abs(n-3) > 1e-9 {
+		t.Errorf("4096-byte frame ratios %v %v, want 0.25 3", p, n)
+	}
+	if p, _ := withSize.BoxRatios(&r.Box[4]); math.Abs(p-1) > 1e-9 {
+		t.Errorf("a default row compared with the 4096-byte frame forwarder: %v", p)
+	}
 	var b bytes.Buffer
 	r.WriteBoxTable(&b)
 	out := b.String()

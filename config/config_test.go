@@ -262,7 +262,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("unexpected warnings: %v", warns)
 	}
 	d := cfg.Dataplane
-	if d.IO != IOAFXDP || d.Queues != 1 || d.FrameSize != 4096 || d.BatchSize != 64 || d.XDPMode != XDPAuto || d.FlowHashSeed != DefaultFlowHashSeed {
+	if d.IO != IOAFXDP || d.Queues != 1 || d.FrameSize != 0 || d.BatchSize != 64 || d.XDPMode != XDPAuto || d.FlowHashSeed != DefaultFlowHashSeed {
 		t.Errorf("dataplane defaults wrong: %+v", d)
 	}
 	if d.TwoArmed() || d.EgressInterface() != "eth0" {

@@ -11,7 +11,7 @@ import (
 const (
 	DefaultIO                = IOAFXDP
 	DefaultQueues            = 1
-	DefaultFrameSize         = 4096
+	DefaultFrameSize         = 0 // by the interfaces' MTUs: Dataplane.FrameSize
 	DefaultFrameCount        = 4096
 	DefaultRingSize          = 2048
 	DefaultBatchSize         = 64

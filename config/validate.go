@@ -63,8 +63,8 @@ func (c *collector) validateDataplane(d *Dataplane, cfg *Config) {
 	if d.Queues < 1 || d.Queues > MaxQueues {
 		c.errorf(p+".queues", "must be from 1 to %d, not %d", MaxQueues, d.Queues)
 	}
-	if d.FrameSize != 2048 && d.FrameSize != 4096 {
-		c.errorf(p+".frame_size", "must be 2048 or 4096 (AF_XDP frames are a power of two no larger than a page), not %d", d.FrameSize)
+	if d.FrameSize != 0 && d.FrameSize != 2048 && d.FrameSize != 4096 {
+		c.errorf(p+".frame_size", "must be 2048 or 4096 (AF_XDP frames are a power of two no larger than a page), or 0 to pick by the MTUs, not %d", d.FrameSize)
 	}
 	rings := []struct {
 		key string

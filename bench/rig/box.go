@@ -154,12 +154,12 @@ type Forwarder struct {
 
 // StartForwarder runs the bare AF_XDP forwarder in the box where pl says,
 // forwarding what arrives for VIPNAT to the sink.
-func StartForwarder(t nstest.T, r *Rig, bin string, pl Placement, dir string) *Forwarder {
+func StartForwarder(t nstest.T, r *Rig, bin string, pl Placement, dir string, args ...string) *Forwarder {
 	t.Helper()
 	pr, pw := io.Pipe()
 	f := &Forwarder{lines: make(chan string, 16)}
 	f.p = startProc(t, r.Box, pl, filepath.Join(dir, "xdpfwd.log"), pw, bin,
-		"-in", BoxIn, "-out", BoxOut, "-queues", strconv.Itoa(r.Queues), "-dst-mac", DropMAC, "-vip", VIPNAT.String())
+		append([]string{"-in", BoxIn, "-out", BoxOut, "-queues", strconv.Itoa(r.Queues), "-dst-mac", DropMAC, "-vip", VIPNAT.String()}, args...)...)
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {

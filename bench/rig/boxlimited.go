@@ -32,6 +32,10 @@ type BoxScenario struct {
 	// the forwarder), overriding the spare P both take by default
 	// (internal/procs).
 	Procs int
+	// FrameSize, when positive, sets the frame size of the box's program
+	// (vipd's frame_size, the forwarder's -frame-size), overriding the
+	// default that picks by the interfaces' MTUs.
+	FrameSize int
 }
 
 // Label is the row's name with its flow count, what -only matches.
@@ -70,6 +74,22 @@ func ProcsRows(rows []BoxScenario, procs int) []BoxScenario {
 		}
 		sc.Name += fmt.Sprintf(", GOMAXPROCS=%d", procs)
 		sc.Procs, sc.Profile = procs, false
+		out = append(out, sc)
+	}
+	return out
+}
+
+// FrameSizeRows returns, for the bare forwarder's rows and every vipd row
+// of rows, the same row with the box program's frame size set to size:
+// the rows -frame-size adds, to compare with the default in one run.
+func FrameSizeRows(rows []BoxScenario, size int) []BoxScenario {
+	var out []BoxScenario
+	for _, sc := range rows {
+		if sc.Kind != bench.KindForwarder && sc.Kind != bench.KindVIPD {
+			continue
+		}
+		sc.Name += fmt.Sprintf(", frame %d B", size)
+		sc.FrameSize, sc.Profile = size, false
 		out = append(out, sc)
 	}
 	return out
@@ -125,7 +145,7 @@ type boxSample struct {
 // returned in the result's Err.
 func RunBox(parent *Scope, sc BoxScenario, o Options) (bench.BoxResult, *bench.Section) {
 	o.Defaults()
-	res := bench.BoxResult{Name: sc.Name, Kind: sc.Kind, Mode: sc.Mode, IO: sc.IO, Flows: sc.Flows, Procs: sc.Procs,
+	res := bench.BoxResult{Name: sc.Name, Kind: sc.Kind, Mode: sc.Mode, IO: sc.IO, Flows: sc.Flows, Procs: sc.Procs, FrameSize: sc.FrameSize,
 		UserNs: math.NaN(), SysNs: math.NaN(), NAPINs: math.NaN(), BusyNs: math.NaN(), FramesPerBatch: math.NaN()}
 	s := parent.Child()
 	defer s.Close()
@@ -150,10 +170,17 @@ func RunBox(parent *Scope, sc BoxScenario, o Options) (bench.BoxResult, *bench.S
 			EnableGRO(s, r.Box, BoxIn)
 		case bench.KindForwarder:
 			r.Box.Sysctl(s, "net.ipv4.ip_forward", "0")
-			box = StartForwarder(s, r, o.XDPFwd, pl, dir)
+			var args []string
+			if sc.FrameSize > 0 {
+				args = append(args, "-frame-size", strconv.Itoa(sc.FrameSize))
+			}
+			box = StartForwarder(s, r, o.XDPFwd, pl, dir, args...)
 		case bench.KindVIPD:
 			r.Box.Sysctl(s, "net.ipv4.ip_forward", "0")
 			var extra []string
+			if sc.FrameSize > 0 {
+				extra = append(extra, fmt.Sprintf("frame_size = %d", sc.FrameSize))
+			}
 			if sc.BusyPoll > 0 {
 				extra = append(extra, fmt.Sprintf("busy_poll_usecs = %d", sc.BusyPoll))
 			}

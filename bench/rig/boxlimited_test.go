@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/bench"
+	"github.com/vipd/vipd/config"
 )
 
 func TestDeltaBox(t *testing.T) {
@@ -159,5 +160,41 @@ func TestProcsRows(t *testing.T) {
 		if sc.Procs != 0 {
 			t.Errorf("a base row sets GOMAXPROCS: %+v", sc)
 		}
+	}
+}
+
+func TestFrameSizeRows(t *testing.T) {
+	base := BoxScenarios()
+	rows := FrameSizeRows(base, 4096)
+	// the forwarder at 1 and 64k flows; vipd NAT and DSR over AF_XDP and
+	// AF_PACKET at 1 and 64k flows; not nftables
+	if len(rows) != 2+8 {
+		t.Fatalf("%d frame-size rows, want 10: %+v", len(rows), rows)
+	}
+	seen := map[string]bool{}
+	for _, sc := range base {
+		seen[sc.Label()] = true
+	}
+	for _, sc := range rows {
+		if sc.Kind == bench.KindKernel || sc.FrameSize != 4096 || sc.Profile {
+			t.Errorf("row %+v", sc)
+		}
+		if seen[sc.Label()] || !strings.Contains(sc.Label(), "frame 4096 B") {
+			t.Errorf("row label %q", sc.Label())
+		}
+		seen[sc.Label()] = true
+	}
+	if !regexp.MustCompile("bare AF_XDP forwarder").MatchString(rows[0].Label()) {
+		t.Errorf("%q does not match its base row's filter", rows[0].Label())
+	}
+}
+
+func TestVIPDConfigFrameSize(t *testing.T) {
+	cfg, _, err := config.Parse("rig.toml", []byte(VIPDConfig("afxdp", 1, "frame_size = 4096")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Dataplane.FrameSize != 4096 {
+		t.Errorf("frame_size %d, want 4096", cfg.Dataplane.FrameSize)
 	}
 }

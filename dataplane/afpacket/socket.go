@@ -37,11 +37,11 @@ const macOffset = (32+20+16+15)&^15 + reserve - packet.EthernetSize
 func MaxFrame(frameSize int) int { return frameSize - macOffset }
 
 // FrameSizeFor returns the ring frame size for interfaces of these MTUs:
-// 2048 when a frame of each, with its Ethernet header and a VLAN tag, fits
-// MaxFrame(2048) (MTU 1832 and below), else 4096.
+// 2048 when a frame of each with its Ethernet header (the kernel strips a
+// VLAN tag) fits MaxFrame(2048) (MTU 1836 and below), else 4096.
 func FrameSizeFor(mtus ...int) int {
 	for _, m := range mtus {
-		if m+packet.EthernetSize+packet.VLANTagSize > MaxFrame(2048) {
+		if m+packet.EthernetSize > MaxFrame(2048) {
 			return 4096
 		}
 	}

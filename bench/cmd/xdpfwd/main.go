@@ -54,14 +54,15 @@ func main() {
 	dst := flag.String("dst-mac", "", "destination MAC written into every frame (the next hop's)")
 	vips := flag.String("vip", "", "comma-separated addresses the XDP program steers to the sockets")
 	batch := flag.Int("batch", config.DefaultBatchSize, "frames per receive call")
+	frameSize := flag.Int("frame-size", config.DefaultFrameSize, "UMEM frame size, 2048 or 4096; 0 picks by the interfaces' MTUs, as vipd does")
 	flag.Parse()
-	if err := run(*in, *out, *queues, *dst, *vips, *batch); err != nil {
+	if err := run(*in, *out, *queues, *dst, *vips, *batch, *frameSize); err != nil {
 		fmt.Fprintln(os.Stderr, "xdpfwd:", err)
 		os.Exit(1)
 	}
 }
 
-func run(inName, outName string, queues int, dstMAC, vipList string, batch int) error {
+func run(inName, outName string, queues int, dstMAC, vipList string, batch, frameSize int) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGTERM, syscall.SIGINT)
 	dst, err := net.ParseMAC(dstMAC)
@@ -86,9 +87,12 @@ func run(inName, outName string, queues int, dstMAC, vipList string, batch int) 
 	}
 	// As vipd does (internal/procs): a P for the rest besides the workers'.
 	procs.Spare(queues)
+	if frameSize == 0 {
+		frameSize = afxdp.FrameSizeFor(inIf.MTU, outIf.MTU)
+	}
 	// vipd's defaults (config.Default, daemon.openAFXDP).
 	opts := afxdp.Options{
-		FrameSize: config.DefaultFrameSize, FrameCount: config.DefaultFrameCount,
+		FrameSize: frameSize, FrameCount: config.DefaultFrameCount,
 		RxRing: config.DefaultRingSize, TxRing: config.DefaultRingSize,
 		FillRing: config.DefaultRingSize, CompletionRing: config.DefaultRingSize,
 		TxBudget: max(batch, 64),

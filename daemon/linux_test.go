@@ -1,0 +1,83 @@
+package daemon
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/dataplane/afpacket"
+	"github.com/vipd/vipd/dataplane/afxdp"
+	"github.com/vipd/vipd/linkwatch"
+	"github.com/vipd/vipd/packet"
+)
+
+// TestFrameSize checks the frame size the platform opens its driver with
+// (configured, or by the MTUs) and that every interface whose frames do
+// not fit is warned of, once, at start and when its MTU changes.
+func TestFrameSize(t *testing.T) {
+	xdp := func(p *LinuxPlatform, size int) int {
+		return p.frameSize(&config.Dataplane{FrameSize: size}, afxdp.FrameSizeFor, afxdp.MaxFrame, packet.EthernetSize+packet.VLANTagSize)
+	}
+	pkt := func(p *LinuxPlatform, size int) int {
+		return p.frameSize(&config.Dataplane{FrameSize: size}, afpacket.FrameSizeFor, afpacket.MaxFrame, packet.EthernetSize)
+	}
+	tests := []struct {
+		name     string
+		open     func(*LinuxPlatform, int) int
+		size     int    // configured
+		in, eg   int    // MTUs; eg 0: one-armed
+		want     int    // frame size opened with
+		warnedOf string // interfaces warned of, by name, space-separated
+	}{
+		{"afxdp auto 1500", xdp, 0, 1500, 0, 2048, ""},
+		{"afxdp auto at the limit", xdp, 0, 1774, 1500, 2048, ""},
+		{"afxdp auto over", xdp, 0, 1500, 1775, 4096, ""},
+		{"afxdp auto jumbo", xdp, 0, 9000, 0, 4096, "in"},
+		{"afxdp 2048 configured, over", xdp, 2048, 1500, 1800, 2048, "eg"},
+		{"afxdp 4096 configured", xdp, 4096, 1500, 0, 4096, ""},
+		{"afpacket auto at the limit", pkt, 0, 1836, 0, 2048, ""},
+		{"afpacket auto over", pkt, 0, 1837, 0, 4096, ""},
+		{"afpacket 2048 configured, over", pkt, 2048, 1837, 1837, 2048, "in eg"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			p := &LinuxPlatform{log: slog.New(slog.NewTextHandler(&logs, nil))}
+			p.links[0] = linkwatch.Link{Name: "in", Index: 1, MTU: tt.in}
+			p.links[1] = p.links[0]
+			if tt.eg != 0 {
+				p.links[1] = linkwatch.Link{Name: "eg", Index: 2, MTU: tt.eg}
+			}
+			if got := tt.open(p, tt.size); got != tt.want {
+				t.Errorf("frame size %d, want %d", got, tt.want)
+			}
+			if got := warned(logs.String()); got != tt.warnedOf {
+				t.Errorf("warned of %q, want %q\n%s", got, tt.warnedOf, logs.String())
+			}
+			// An MTU change: over the frame, then back.
+			logs.Reset()
+			p.checkMTU(linkwatch.Link{Name: "in", Index: 1, MTU: p.maxFrame - p.tagged + 1})
+			p.checkMTU(linkwatch.Link{Name: "in", Index: 1, MTU: p.maxFrame - p.tagged})
+			if got := warned(logs.String()); got != "in" {
+				t.Errorf("after MTU changes to one over the limit and back: warned of %q, want \"in\"", got)
+			}
+		})
+	}
+}
+
+// warned returns the interfaces the log warns of, space-separated.
+func warned(log string) string {
+	var names []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "level=WARN") && strings.Contains(l, "MTU over") {
+			for _, f := range strings.Fields(l) {
+				if n, ok := strings.CutPrefix(f, "interface="); ok {
+					names = append(names, n)
+				}
+			}
+		}
+	}
+	return strings.Join(names, " ")
+}
