@@ -298,14 +298,18 @@ func (p *LinuxPlatform) Run(ctx context.Context, changed func()) error {
 	go func() {
 		errc <- linkwatch.Watch(ctx, p.names(), func(l linkwatch.Link) {
 			p.mu.Lock()
+			from := -1 // the MTU before, if it changed (once: a one-armed box has its link twice)
 			for port := range p.links {
 				if p.links[port].Index == l.Index {
 					if p.links[port].MTU != l.MTU {
-						p.log.Info("interface MTU changed", "interface", l.Name, "from", p.links[port].MTU, "to", l.MTU)
-						p.checkMTU(l)
+						from = p.links[port].MTU
 					}
 					p.links[port] = l
 				}
+			}
+			if from >= 0 {
+				p.log.Info("interface MTU changed", "interface", l.Name, "from", from, "to", l.MTU)
+				p.checkMTU(l)
 			}
 			p.mu.Unlock()
 			changed()
