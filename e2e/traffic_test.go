@@ -111,15 +111,34 @@ func TestIPv6(t *testing.T) {
 		t.Run(io, func(t *testing.T) {
 			e := setup(t, testbed.Options{IPv6: true}, testbed.ConfigOptions{IO: io, IPv6: true})
 			const n = 150
-			for _, url := range []string{"http://[" + testbed.VIPNAT6.String() + "]", "http://[" + testbed.VIPDSR6.String() + "]"} {
-				checkShares(t, e.names(url, n), map[string]int{"backend1": 1, "backend2": 1, "backend3": 1}, n)
-				if _, err := e.download(url, 16<<20); err != nil {
-					t.Errorf("download from %s: %v", url, err)
+			tuples := map[string]int{} // by VIP: distinct client ports (as in TestBalance, the kernel may reuse one)
+			for _, vip := range []struct{ name, url string }{
+				{"web6-nat", "http://[" + testbed.VIPNAT6.String() + "]"},
+				{"web6-dsr", "http://[" + testbed.VIPDSR6.String() + "]"},
+			} {
+				dials := &dialLog{}
+				e.c = &http.Client{
+					Transport: &http.Transport{DialContext: dials.wrap(testbed.Dialer(e.bed.Client)), DisableKeepAlives: true},
+					Timeout:   60 * time.Second,
 				}
+				checkShares(t, e.names(vip.url, n), map[string]int{"backend1": 1, "backend2": 1, "backend3": 1}, n)
+				if _, err := e.download(vip.url, 16<<20); err != nil {
+					t.Errorf("download from %s: %v", vip.url, err)
+				}
+				conns, distinct := dials.count()
+				if conns < n+1 {
+					t.Fatalf("%s: %d connections for %d requests and a download", vip.name, conns, n)
+				}
+				if distinct < conns {
+					t.Logf("%s: the kernel reused client ports: %d connections from %d distinct ones", vip.name, conns, distinct)
+				}
+				tuples[vip.name] = distinct
 			}
-			for _, vip := range []string{"web6-nat", "web6-dsr"} {
-				if v := e.eventually(func(v float64) bool { return v >= n }, "vipd_vip_new_flows_total", "vip", vip); v < n {
-					t.Errorf("vipd counted %v new flows for %s, want at least %d", v, vip, n)
+			for vip, want := range tuples {
+				if v := e.eventually(func(v float64) bool { return v >= float64(want) }, "vipd_vip_new_flows_total", "vip", vip); v < float64(want) {
+					t.Errorf("vipd counted %v new flows for %s, want at least %d (the distinct client ports; lookups: %v hits, %v misses; repicked %v, untracked %v; no backend %v)",
+						v, vip, want, e.metric("vipd_flow_lookups_total", "result", "hit"), e.metric("vipd_flow_lookups_total", "result", "miss"),
+						e.metric("vipd_flows_repicked_total"), e.metric("vipd_flows_untracked_total"), e.metric("vipd_drops_total", "reason", "no_backend"))
 				}
 			}
 		})
