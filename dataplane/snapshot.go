@@ -490,7 +490,11 @@ type backend struct {
 	// macs is mac followed by the egress port's MAC (Snapshot.egress):
 	// the destination and source of every frame sent to the backend,
 	// written with one 8-byte and one 4-byte move (setBackendMACs)
-	// rather than two 6-byte arrays, which go through the stack.
+	// rather than two 6-byte arrays, which go through the stack. mac
+	// stays a field of its own although it is macs[:6]: without it the
+	// struct is 52 bytes instead of 56, and indexing the backend array
+	// cost 16–25 more instructions per hit (callgrind, Pipeline one-flow
+	// NAT and DSR hits).
 	macs [12]byte
 	// dnat4 is nat.AddrSum4(VIP address, addr4): what the translation of
 	// a packet for the VIP to this backend adds to its checksums.
