@@ -49,7 +49,7 @@ type Dataplane struct {
 	Queues int `toml:"queues"`
 	// FrameSize is the UMEM (AF_XDP) or ring (AF_PACKET) frame size in
 	// bytes: 2048 or 4096, or 0 (the default) for the driver to pick by
-	// the interfaces' MTUs (afxdp.FrameSizeFor, afpacket.FrameSizeFor):
+	// the interfaces' MTUs (dataplane.FrameSizeFor):
 	// 2048 when their frames fit, else 4096.
 	FrameSize int `toml:"frame_size"`
 	// FrameCount is the number of UMEM frames per queue (a power of two).

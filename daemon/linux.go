@@ -19,7 +19,6 @@ import (
 	"github.com/vipd/vipd/dataplane/xdpprog"
 	"github.com/vipd/vipd/internal/offload"
 	"github.com/vipd/vipd/linkwatch"
-	"github.com/vipd/vipd/packet"
 )
 
 // LinuxPlatform is the real Platform: AF_XDP (with vipd's XDP steering
@@ -41,11 +40,10 @@ type LinuxPlatform struct {
 	res     *arp.Resolver
 	changed func()
 	// frameBytes is the driver's frame size, maxFrame the longest frame
-	// it receives, and tagged what a frame adds to its MTU there (the
-	// Ethernet header, and a VLAN tag unless the kernel strips it):
-	// checkMTU checks each interface's MTU against them, at start and on
-	// a change.
-	frameBytes, maxFrame, tagged int
+	// it receives, and overhead what a frame adds to its MTU there (the
+	// driver's FrameOverhead): checkMTU checks each interface's MTU
+	// against them, at start and on a change.
+	frameBytes, maxFrame, overhead int
 }
 
 // NewLinuxPlatform returns the platform for cfg.
@@ -94,14 +92,15 @@ func (p *LinuxPlatform) OpenQueues(dp *config.Dataplane) ([]dataplane.Queue, err
 }
 
 // frameSize returns the frame size the driver opens with: the configured
-// one, or pick's choice for the MTUs of the interfaces. It sets maxFrame
-// and tagged, and warns of every interface whose MTU is over.
-func (p *LinuxPlatform) frameSize(dp *config.Dataplane, pick func(...int) int, maxFrame func(int) int, tagged int) int {
+// one, or dataplane.FrameSizeFor's for the MTUs of the interfaces, given
+// the driver's MaxFrame and FrameOverhead. It sets frameBytes, maxFrame
+// and overhead, and warns of every interface whose MTU is over.
+func (p *LinuxPlatform) frameSize(dp *config.Dataplane, maxFrame func(int) int, overhead int) int {
 	size, how := dp.FrameSize, "configured"
 	if size == 0 {
-		size, how = pick(p.links[0].MTU, p.links[1].MTU), "by the interfaces' MTUs"
+		size, how = dataplane.FrameSizeFor(maxFrame, overhead, p.links[0].MTU, p.links[1].MTU), "by the interfaces' MTUs"
 	}
-	p.frameBytes, p.maxFrame, p.tagged = size, maxFrame(size), tagged
+	p.frameBytes, p.maxFrame, p.overhead = size, maxFrame(size), overhead
 	p.log.Info("frame size", "bytes", size, "chosen", how, "longest_frame", p.maxFrame)
 	p.checkMTU(p.links[0])
 	if p.links[1].Index != p.links[0].Index {
@@ -113,7 +112,7 @@ func (p *LinuxPlatform) frameSize(dp *config.Dataplane, pick func(...int) int, m
 // checkMTU warns when frames of l's MTU do not fit the driver's frames:
 // the kernel drops (AF_XDP) or cuts (AF_PACKET, then vipd drops) them.
 func (p *LinuxPlatform) checkMTU(l linkwatch.Link) {
-	if p.maxFrame > 0 && l.MTU+p.tagged > p.maxFrame {
+	if p.maxFrame > 0 && l.MTU+p.overhead > p.maxFrame {
 		p.log.Warn("interface MTU over what a frame holds: longer frames are dropped and counted (driver events xsk_rx_dropped or rx_truncated); set [dataplane] frame_size = 4096 or lower the MTU",
 			"interface", l.Name, "mtu", l.MTU, "frame_size", p.frameBytes, "longest_frame", p.maxFrame)
 	}
@@ -122,7 +121,7 @@ func (p *LinuxPlatform) checkMTU(l linkwatch.Link) {
 func (p *LinuxPlatform) openAFXDP(dp *config.Dataplane) ([]dataplane.Queue, error) {
 	mode := map[config.XDPMode]xdpprog.Mode{config.XDPAuto: xdpprog.Auto, config.XDPNative: xdpprog.Native, config.XDPGeneric: xdpprog.Generic}[dp.XDPMode]
 	opts := afxdp.Options{
-		FrameSize: p.frameSize(dp, afxdp.FrameSizeFor, afxdp.MaxFrame, packet.EthernetSize+packet.VLANTagSize), FrameCount: dp.FrameCount,
+		FrameSize: p.frameSize(dp, afxdp.MaxFrame, afxdp.FrameOverhead), FrameCount: dp.FrameCount,
 		RxRing: dp.RxRingSize, TxRing: dp.TxRingSize, FillRing: dp.FillRingSize, CompletionRing: dp.CompletionRingSize,
 		TxBudget:      max(dp.BatchSize, 64),
 		BusyPollUsecs: dp.BusyPollUsecs, BusyPollBudget: dp.BusyPollBatch(),
@@ -181,7 +180,7 @@ func (p *LinuxPlatform) openAFPacket(dp *config.Dataplane) ([]dataplane.Queue, e
 	if err := afpacket.CheckHost(p.proc, vips); err != nil {
 		return nil, err
 	}
-	o := afpacket.Options{FrameSize: p.frameSize(dp, afpacket.FrameSizeFor, afpacket.MaxFrame, packet.EthernetSize), RxFrames: dp.RxRingSize, TxFrames: dp.TxRingSize}
+	o := afpacket.Options{FrameSize: p.frameSize(dp, afpacket.MaxFrame, afpacket.FrameOverhead), RxFrames: dp.RxRingSize, TxFrames: dp.TxRingSize}
 	if dp.Queues > 1 {
 		// One fanout group per interface and process.
 		o.Fanout = uint16(os.Getpid())

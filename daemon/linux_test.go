@@ -10,7 +10,6 @@ import (
 	"github.com/vipd/vipd/dataplane/afpacket"
 	"github.com/vipd/vipd/dataplane/afxdp"
 	"github.com/vipd/vipd/linkwatch"
-	"github.com/vipd/vipd/packet"
 )
 
 // TestFrameSize checks the frame size the platform opens its driver with
@@ -18,10 +17,10 @@ import (
 // not fit is warned of, once, at start and when its MTU changes.
 func TestFrameSize(t *testing.T) {
 	xdp := func(p *LinuxPlatform, size int) int {
-		return p.frameSize(&config.Dataplane{FrameSize: size}, afxdp.FrameSizeFor, afxdp.MaxFrame, packet.EthernetSize+packet.VLANTagSize)
+		return p.frameSize(&config.Dataplane{FrameSize: size}, afxdp.MaxFrame, afxdp.FrameOverhead)
 	}
 	pkt := func(p *LinuxPlatform, size int) int {
-		return p.frameSize(&config.Dataplane{FrameSize: size}, afpacket.FrameSizeFor, afpacket.MaxFrame, packet.EthernetSize)
+		return p.frameSize(&config.Dataplane{FrameSize: size}, afpacket.MaxFrame, afpacket.FrameOverhead)
 	}
 	tests := []struct {
 		name     string
@@ -58,8 +57,8 @@ func TestFrameSize(t *testing.T) {
 			}
 			// An MTU change: over the frame, then back.
 			logs.Reset()
-			p.checkMTU(linkwatch.Link{Name: "in", Index: 1, MTU: p.maxFrame - p.tagged + 1})
-			p.checkMTU(linkwatch.Link{Name: "in", Index: 1, MTU: p.maxFrame - p.tagged})
+			p.checkMTU(linkwatch.Link{Name: "in", Index: 1, MTU: p.maxFrame - p.overhead + 1})
+			p.checkMTU(linkwatch.Link{Name: "in", Index: 1, MTU: p.maxFrame - p.overhead})
 			if got := warned(logs.String()); got != "in" {
 				t.Errorf("after MTU changes to one over the limit and back: warned of %q, want \"in\"", got)
 			}

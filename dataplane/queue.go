@@ -34,6 +34,21 @@ type Queue interface {
 	Close() error
 }
 
+// FrameSizeFor returns the frame size a driver opens with for interfaces
+// of these MTUs, given its MaxFrame and FrameOverhead (what a frame adds
+// to its packet there): 2048 when a frame of each fits (MTU 1774 and
+// below with AF_XDP, 1836 with AF_PACKET), else 4096, the largest (an
+// AF_XDP frame may not span pages). Smaller frames spread a ring's frames
+// over half as many pages: README, "Frame size, measured".
+func FrameSizeFor(maxFrame func(frameSize int) int, overhead int, mtus ...int) int {
+	for _, m := range mtus {
+		if m+overhead > maxFrame(2048) {
+			return 4096
+		}
+	}
+	return 2048
+}
+
 // Snapshots is where workers find the current snapshot.
 type Snapshots = atomic.Pointer[Snapshot]
 

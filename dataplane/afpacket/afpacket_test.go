@@ -196,21 +196,3 @@ func TestMaxFrame(t *testing.T) {
 		t.Errorf("truncated %d, want 2 (the frames of %d bytes)", st.Truncated, long+1)
 	}
 }
-
-func TestFrameSizeFor(t *testing.T) {
-	tests := []struct {
-		mtus []int
-		want int
-	}{
-		{nil, 2048},
-		{[]int{1500}, 2048},
-		{[]int{1500, 1836}, 2048}, // 1836 + 14 = 1850 = MaxFrame(2048)
-		{[]int{1837}, 4096},
-		{[]int{9000, 1500}, 4096},
-	}
-	for _, tt := range tests {
-		if got := FrameSizeFor(tt.mtus...); got != tt.want {
-			t.Errorf("FrameSizeFor(%v) = %d, want %d", tt.mtus, got, tt.want)
-		}
-	}
-}

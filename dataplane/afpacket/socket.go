@@ -36,17 +36,9 @@ const macOffset = (32+20+16+15)&^15 + reserve - packet.EthernetSize
 // vipd_driver_events_total{event="rx_truncated"}).
 func MaxFrame(frameSize int) int { return frameSize - macOffset }
 
-// FrameSizeFor returns the ring frame size for interfaces of these MTUs:
-// 2048 when a frame of each with its Ethernet header (the kernel strips a
-// VLAN tag) fits MaxFrame(2048) (MTU 1836 and below), else 4096.
-func FrameSizeFor(mtus ...int) int {
-	for _, m := range mtus {
-		if m+packet.EthernetSize > MaxFrame(2048) {
-			return 4096
-		}
-	}
-	return 2048
-}
+// FrameOverhead is what a received frame adds to its MTU-sized packet
+// here: the Ethernet header (the kernel strips a VLAN tag).
+const FrameOverhead = packet.EthernetSize
 
 // Port is one interface as one worker sees it: a receive socket with its
 // ring, and a transmit socket with its ring.

@@ -369,21 +369,3 @@ func TestMaxFrame(t *testing.T) {
 		})
 	}
 }
-
-func TestFrameSizeFor(t *testing.T) {
-	tests := []struct {
-		mtus []int
-		want int
-	}{
-		{nil, 2048},
-		{[]int{1500}, 2048},
-		{[]int{1500, 1774}, 2048}, // 1774 + 18 = 1792 = MaxFrame(2048)
-		{[]int{1775}, 4096},
-		{[]int{1500, 9000}, 4096},
-	}
-	for _, tt := range tests {
-		if got := FrameSizeFor(tt.mtus...); got != tt.want {
-			t.Errorf("FrameSizeFor(%v) = %d, want %d", tt.mtus, got, tt.want)
-		}
-	}
-}

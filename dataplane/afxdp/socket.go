@@ -14,7 +14,8 @@ import (
 )
 
 // Options size one socket. Ring sizes and the frame count must be powers of
-// two (config validates them); the frame size 2048 or 4096 (FrameSizeFor).
+// two (config validates them); the frame size 2048 or 4096
+// (dataplane.FrameSizeFor).
 type Options struct {
 	FrameSize      int
 	FrameCount     int
@@ -53,19 +54,9 @@ const xdpPacketHeadroom = 256
 // (vipd_driver_events_total{event="xsk_rx_dropped"}).
 func MaxFrame(frameSize int) int { return frameSize - xdpPacketHeadroom }
 
-// FrameSizeFor returns the frame size for interfaces of these MTUs: 2048
-// when a frame of each, with its Ethernet header and a VLAN tag, fits
-// MaxFrame(2048) (MTU 1774 and below), else 4096, the largest (a frame may
-// not span pages). Smaller frames spread the rings' frames over half as
-// many pages: README, "Frame size, measured".
-func FrameSizeFor(mtus ...int) int {
-	for _, m := range mtus {
-		if m+packet.EthernetSize+packet.VLANTagSize > MaxFrame(2048) {
-			return 4096
-		}
-	}
-	return 2048
-}
+// FrameOverhead is what a received frame adds to its MTU-sized packet
+// here: the Ethernet header and a VLAN tag, which XDP sees in the frame.
+const FrameOverhead = packet.EthernetSize + packet.VLANTagSize
 
 // xdpMaxTxSkbBudget is the socket option XDP_MAX_TX_SKB_BUDGET (Linux 6.17,
 // include/uapi/linux/if_xdp.h), not yet in golang.org/x/sys.

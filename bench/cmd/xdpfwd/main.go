@@ -88,7 +88,7 @@ func run(inName, outName string, queues int, dstMAC, vipList string, batch, fram
 	// As vipd does (internal/procs): a P for the rest besides the workers'.
 	procs.Spare(queues)
 	if frameSize == 0 {
-		frameSize = afxdp.FrameSizeFor(inIf.MTU, outIf.MTU)
+		frameSize = dataplane.FrameSizeFor(afxdp.MaxFrame, afxdp.FrameOverhead, inIf.MTU, outIf.MTU)
 	}
 	// vipd's defaults (config.Default, daemon.openAFXDP).
 	opts := afxdp.Options{
