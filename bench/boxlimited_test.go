@@ -77,32 +77,33 @@ func TestBoxTableAndRatios(t *testing.T) {
 	if p, n := r.BoxRatios(&BoxResult{Flows: 7}); !math.IsNaN(p) || !math.IsNaN(n) {
 		t.Errorf("no forwarder with that flow count: %v %v", p, n)
 	}
-	// A row with GOMAXPROCS set is compared with the forwarder run alike,
-	// never with the default one.
-	one := BoxResult{Kind: KindVIPD, Flows: 1, Procs: 1, Forwarded: s(100e3), UserNs: 300}
-	if p, n := r.BoxRatios(&one); !math.IsNaN(p) || !math.IsNaN(n) {
-		t.Errorf("GOMAXPROCS=1 row against a default forwarder: %v %v", p, n)
-	}
-	withProcs := &Report{Box: append(append([]BoxResult(nil), r.Box...),
-		BoxResult{Name: "bare AF_XDP forwarder, GOMAXPROCS=1", Kind: KindForwarder, Flows: 1, Procs: 1, Forwarded: s(200e3), UserNs: 150})}
-	if p, n := withProcs.BoxRatios(&one); math.Abs(p-0.5) > 1e-9 || math.Abs(n-2) > 1e-9 {
-		t.Errorf("GOMAXPROCS=1 ratios %v %v, want 0.5 2", p, n)
-	}
-	if p, _ := withProcs.BoxRatios(&r.Box[4]); math.Abs(p-1) > 1e-9 {
-		t.Errorf("a default row compared with the GOMAXPROCS=1 forwarder: %v", p)
-	}
-	// Likewise a row with its frame size set.
-	big := BoxResult{Kind: KindVIPD, Flows: 1, FrameSize: 4096, Forwarded: s(100e3), UserNs: 300}
-	if p, n := r.BoxRatios(&big); !math.IsNaN(p) || !math.IsNaN(n) {
-		t.Errorf("4096-byte frame row against a default forwarder: %v %v", p, n)
-	}
-	withSize := &Report{Box: append(append([]BoxResult(nil), r.Box...),
-		BoxResult{Name: "bare AF_XDP forwarder, frame 4096 B", Kind: KindForwarder, Flows: 1, FrameSize: 4096, Forwarded: s(400e3), UserNs: 100})}
-	if p, n := withSize.BoxRatios(&big); math.Abs(p-0.25) > 1e-9 || math.Abs(n-3) > 1e-9 {
-		t.Errorf("4096-byte frame ratios %v %v, want 0.25 3", p, n)
-	}
-	if p, _ := withSize.BoxRatios(&r.Box[4]); math.Abs(p-1) > 1e-9 {
-		t.Errorf("a default row compared with the 4096-byte frame forwarder: %v", p)
+	// A row run with GOMAXPROCS or the frame size set is compared with the
+	// forwarder run alike, never with the default one, and a default row
+	// never with that forwarder.
+	for _, v := range []struct {
+		name     string
+		set      func(*BoxResult)
+		fwd, row Summary // forwarded rates
+		fwdNs    float64
+	}{
+		{"GOMAXPROCS=1", func(x *BoxResult) { x.Procs = 1 }, s(200e3), s(100e3), 150},
+		{"frame 4096 B", func(x *BoxResult) { x.FrameSize = 4096 }, s(400e3), s(100e3), 100},
+	} {
+		row := BoxResult{Kind: KindVIPD, Flows: 1, Forwarded: v.row, UserNs: 300}
+		v.set(&row)
+		if p, n := r.BoxRatios(&row); !math.IsNaN(p) || !math.IsNaN(n) {
+			t.Errorf("%s row against a default forwarder: %v %v", v.name, p, n)
+		}
+		fwd := BoxResult{Name: "bare AF_XDP forwarder, " + v.name, Kind: KindForwarder, Flows: 1, Forwarded: v.fwd, UserNs: v.fwdNs}
+		v.set(&fwd)
+		with := &Report{Box: append(append([]BoxResult(nil), r.Box...), fwd)}
+		wantP, wantN := v.row.Median/v.fwd.Median, 300/v.fwdNs
+		if p, n := with.BoxRatios(&row); math.Abs(p-wantP) > 1e-9 || math.Abs(n-wantN) > 1e-9 {
+			t.Errorf("%s ratios %v %v, want %v %v", v.name, p, n, wantP, wantN)
+		}
+		if p, _ := with.BoxRatios(&r.Box[4]); math.Abs(p-1) > 1e-9 {
+			t.Errorf("a default row compared with the %s forwarder: %v", v.name, p)
+		}
 	}
 	var b bytes.Buffer
 	r.WriteBoxTable(&b)
