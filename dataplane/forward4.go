@@ -88,9 +88,7 @@ func (w *Worker) encap4(d *Desc, frame []byte, f *packet.Frame, e *l2, v *vip, b
 // tooBig4 answers a packet that does not fit the MTU and may not be
 // fragmented with an ICMP fragmentation-needed from src, rate-limited.
 func (w *Worker) tooBig4(d *Desc, f *packet.Frame, e *l2, mtu int, src [4]byte) {
-	if !w.icmp.allow(w.now) {
-		w.c.ICMPRateLimited++
-		w.drop(d, DropTooBig)
+	if !w.icmpAllowed(d, DropTooBig) {
 		return
 	}
 	at := d.Off + f.L3Off
@@ -99,13 +97,7 @@ func (w *Worker) tooBig4(d *Desc, f *packet.Frame, e *l2, mtu int, src [4]byte) 
 		return
 	}
 	o, n := icmperr.FragNeeded4(d.Buf, at, f.L3Len, uint16(mtu), src)
-	d.Off = o - e.hlen
-	d.Len = e.hlen + n
-	e.write(d.Buf[d.Off:], e.src, w.snap.mac[d.RxPort], packet.EtherTypeIPv4)
-	// The packet itself is not forwarded: counted as a too_big drop, while
-	// the frame's verdict is the reply.
-	w.c.Drops[DropTooBig]++
-	w.reply(d, d.RxPort)
+	w.tooBigReply(d, e, o, n, packet.EtherTypeIPv4)
 }
 
 // fragment4 splits the IPv4 packet of d (DF clear) into fragments of at

@@ -6,7 +6,6 @@ import (
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/hashing"
 	"github.com/vipd/vipd/icmperr"
-	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
 )
 
@@ -38,9 +37,7 @@ func (w *Worker) icmpToVIP4(d *Desc, frame []byte, f *packet.Frame) {
 // the addresses leaves the IP checksum as it is (the sum is commutative);
 // the TTL and the ICMP type change incrementally.
 func (w *Worker) echo4(d *Desc, frame []byte, f *packet.Frame) {
-	if !w.icmp.allow(w.now) {
-		w.c.ICMPRateLimited++
-		w.drop(d, DropICMPRateLimited)
+	if !w.icmpAllowed(d, DropICMPRateLimited) {
 		return
 	}
 	ip := f.IPv4(frame)
@@ -53,11 +50,7 @@ func (w *Worker) echo4(d *Desc, frame []byte, f *packet.Frame) {
 	ic := f.ICMPv4(frame)
 	ic.SetType(icmpEchoReply)
 	ic.SetChecksum(packet.ChecksumUpdate16(ic.Checksum(), icmpEchoRequest<<8, icmpEchoReply<<8))
-	var peer [6]byte
-	copy(peer[:], frame[6:12])
-	setMACs(frame, peer, w.snap.mac[d.RxPort])
-	d.Len = f.L3Off + f.L3Len
-	w.reply(d, d.RxPort)
+	w.echoBack(d, frame, f)
 }
 
 // steer4 delivers an ICMP error about a packet a VIP sent (the quote's
@@ -102,60 +95,5 @@ func (w *Worker) steer4(d *Desc, frame []byte, f *packet.Frame) {
 	var k conntrack.Key
 	binary.BigEndian.PutUint32(k.Src[:], ca)
 	k.SrcPort, k.DstPort, k.VIP, k.Proto = q.dport, q.sport, v.id, q.proto
-	b, handed := w.owner(d, &k, h, hp, int(vi), v)
-	if handed {
-		return
-	}
-	if b == nil {
-		w.drop(d, DropNoBackend)
-		return
-	}
-	if !b.hasMAC {
-		w.drop(d, DropNoNeighbor)
-		return
-	}
-	e := readL2(frame, f)
-	out := s.egress()
-	w.c.ICMPSteered++
-	if v.mode == ModeDSR {
-		// Never answer an ICMP error with another: one that does not fit
-		// is dropped.
-		if f.L3Len+v.over > s.mtu[out] {
-			w.drop(d, DropTooBig)
-			return
-		}
-		w.encap4(d, frame, f, &e, v, b, out, hp)
-		return
-	}
-	if f.L3Len > s.mtu[out] {
-		w.drop(d, DropTooBig)
-		return
-	}
-	if !ip.DecTTL() {
-		w.drop(d, DropTTLExceeded)
-		return
-	}
-	nat.ICMPErrorDNAT4(ip, ic, q.l4Off, q.end, q.proto, b.addr4, b.port)
-	setBackendMACs(frame, b)
-	d.Len = f.L3Off + f.L3Len
-	w.tx(d, out)
-}
-
-// owner returns the backend that owns a flow without creating state: the
-// pinned one if this worker's shard knows the flow; else, when another
-// worker may hold it, it hands the error in d on to the next worker
-// (handed is true and d's verdict is set, see relay.go); else Maglev's
-// choice.
-func (w *Worker) owner(d *Desc, k *conntrack.Key, h, hp uint64, vi int, v *vip) (b *backend, handed bool) {
-	if e, ok := w.ct.Lookup(k, h); ok {
-		if b := w.snap.backendFor(e.Backend(), vi); b != nil {
-			return b, false
-		}
-		// Pinned to a backend that is gone or down: its next packet will
-		// repick by Maglev, so does the error.
-	} else if w.handOn(d) {
-		return nil, true
-	}
-	b, _ = w.maglev(v, hp)
-	return b, false
+	w.steerTo(d, frame, f, &q, &k, h, hp, vi)
 }

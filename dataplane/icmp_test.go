@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+
+	"github.com/vipd/vipd/packet"
 )
 
 var router4 = netip.MustParseAddr("198.18.0.250")
@@ -247,4 +249,122 @@ func TestEcho(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestICMPErrorDrops covers every counted drop of an ICMP error about a
+// VIP's flow, both ways and in both families: one steered to the flow's
+// backend (NAT and DSR) and one translated back to a NAT client.
+func TestICMPErrorDrops(t *testing.T) {
+	backend6 := netip.MustParseAddr("2001:2:1::11") // nat6's first backend
+	const fits = 40                                 // a quoted payload whose error fits every MTU
+	tests := []struct {
+		name   string
+		toVIP  bool // steered to a backend (else translated to a client)
+		vip    netip.Addr
+		vi     int // the VIP's index in testSpec
+		client netip.Addr
+		// payload is the quoted packet's payload size, which sets the
+		// error's size; ttl is the error's TTL or hop limit.
+		payload int
+		ttl     uint8
+		edit    func(*Spec) // the condition under test
+		want    DropReason
+	}{
+		{"nat4 no backend", true, vipNAT4, 0, client4, fits, 60, allDown(0), DropNoBackend},
+		{"dsr4 no backend", true, vipDSR4, 1, client4, fits, 60, allDown(1), DropNoBackend},
+		{"nat6 no backend", true, vipNAT6, 4, client6, fits, 60, allDown(4), DropNoBackend},
+		{"dsr6 no backend", true, vipDSR6, 5, client6, fits, 60, allDown(5), DropNoBackend},
+		{"nat4 no neighbor", true, vipNAT4, 0, client4, fits, 60, noMACs(0), DropNoNeighbor},
+		{"dsr6 no neighbor", true, vipDSR6, 5, client6, fits, 60, noMACs(5), DropNoNeighbor},
+		// 20 + 8 + 20 + 20 + 1450 = 1518 bytes: over the egress MTU.
+		{"nat4 too big", true, vipNAT4, 0, client4, 1450, 60, nil, DropTooBig},
+		// 1490 bytes fit the MTU, not with the tunnel's 20 on top.
+		{"dsr4 too big for the tunnel", true, vipDSR4, 1, client4, 1422, 60, nil, DropTooBig},
+		// 40 + 8 + 40 + 20 + 1382 = 1490 bytes; 1530 in the tunnel.
+		{"dsr6 too big for the tunnel", true, vipDSR6, 5, client6, 1382, 60, nil, DropTooBig},
+		{"nat6 too big", true, vipNAT6, 4, client6, 1450, 60, nil, DropTooBig},
+		{"nat4 ttl", true, vipNAT4, 0, client4, fits, 1, nil, DropTTLExceeded},
+		{"nat6 hop limit", true, vipNAT6, 4, client6, fits, 1, nil, DropTTLExceeded},
+		{"reply4 no neighbor", false, vipUDP4, 2, client4, fits, 60, noGateway, DropNoNeighbor},
+		{"reply6 no neighbor", false, vipNAT6, 4, client6, fits, 60, noGateway, DropNoNeighbor},
+		{"reply4 too big", false, vipUDP4, 2, client4, 1450, 60, nil, DropTooBig},
+		{"reply6 too big", false, vipNAT6, 4, client6, 1450, 60, nil, DropTooBig},
+		{"reply4 ttl", false, vipUDP4, 2, client4, fits, 1, nil, DropTTLExceeded},
+		{"reply6 hop limit", false, vipNAT6, 4, client6, fits, 1, nil, DropTTLExceeded},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := testSpec()
+			if tt.edit != nil {
+				tt.edit(spec)
+			}
+			h := newHarness(t, spec)
+			var in []byte
+			rx := PortIngress
+			if tt.toVIP {
+				f := build(t, pk{src: tt.vip, dst: tt.client, sport: 80, dport: 40001, flags: "PA", payload: payloadOf(tt.payload)})
+				in = icmpError(t, routerOf(tt.client), tt.vip, f[14:14+ipLen(f[14:])])
+			} else {
+				// The client's packet as the first backend received it,
+				// after NAT: TCP to nat6's port 8080, UDP to udp4's 7001.
+				p := pk{src: tt.client, dst: backend6, sport: 5000, dport: 8080, flags: "PA", payload: payloadOf(tt.payload)}
+				if tt.vip.Is4() {
+					p = pk{src: tt.client, dst: netip.MustParseAddr("198.18.1.31"), sport: 5000, dport: 7001, proto: layers.IPProtocolUDP, payload: payloadOf(tt.payload)}
+				}
+				f := build(t, p)
+				in = icmpError(t, p.dst, tt.client, f[14:14+ipLen(f[14:])])
+				rx = PortEgress
+			}
+			setTTL(in, tt.ttl)
+			d := h.runOn(rx, in)
+			if d.Verdict != VerdictDrop || d.Reason != tt.want {
+				t.Fatalf("verdict %v reason %v, want a %v drop", d.Verdict, d.Reason, tt.want)
+			}
+			if c := h.w.Counters(); c.Drops[tt.want] != 1 || c.ICMPSteered != 0 {
+				t.Errorf("%v drops %d, ICMP steered %d", tt.want, c.Drops[tt.want], c.ICMPSteered)
+			}
+		})
+	}
+}
+
+// allDown returns a Spec edit that takes every backend of VIP vi down.
+func allDown(vi int) func(*Spec) {
+	return func(s *Spec) {
+		for i := range s.VIPs[vi].Backends {
+			s.VIPs[vi].Backends[i].State = BackendDown
+		}
+	}
+}
+
+// noMACs returns a Spec edit that forgets the MACs of VIP vi's backends.
+func noMACs(vi int) func(*Spec) {
+	return func(s *Spec) {
+		for i := range s.VIPs[vi].Backends {
+			s.VIPs[vi].Backends[i].MAC = [6]byte{}
+		}
+	}
+}
+
+// noGateway forgets the clients' gateway MACs: no client can be reached.
+func noGateway(s *Spec) { s.ClientGateway4, s.ClientGateway6 = [6]byte{}, [6]byte{} }
+
+// routerOf returns the test router of client's family.
+func routerOf(client netip.Addr) netip.Addr {
+	if client.Is4() {
+		return router4
+	}
+	return router6
+}
+
+// setTTL sets the TTL (and header checksum) or the hop limit of frame's
+// untagged IP packet.
+func setTTL(frame []byte, ttl uint8) {
+	if frame[14]>>4 == 6 {
+		frame[14+7] = ttl
+		return
+	}
+	ip := packet.IPv4(frame[14:34])
+	ip.SetTTL(ttl)
+	ip.SetChecksum(0)
+	ip.SetChecksum(ip.ComputeChecksum())
 }

@@ -139,9 +139,7 @@ func (w *Worker) encap6(d *Desc, frame []byte, f *packet.Frame, e *l2, v *vip, b
 
 // tooBig6 answers with an ICMPv6 Packet Too Big from src, rate-limited.
 func (w *Worker) tooBig6(d *Desc, f *packet.Frame, e *l2, mtu int, src *[16]byte) {
-	if !w.icmp.allow(w.now) {
-		w.c.ICMPRateLimited++
-		w.drop(d, DropTooBig)
+	if !w.icmpAllowed(d, DropTooBig) {
 		return
 	}
 	at := d.Off + f.L3Off
@@ -150,11 +148,7 @@ func (w *Worker) tooBig6(d *Desc, f *packet.Frame, e *l2, mtu int, src *[16]byte
 		return
 	}
 	o, n := icmperr.PacketTooBig6(d.Buf, at, f.L3Len, uint32(mtu), src)
-	d.Off = o - e.hlen
-	d.Len = e.hlen + n
-	e.write(d.Buf[d.Off:], e.src, w.snap.mac[d.RxPort], packet.EtherTypeIPv6)
-	w.c.Drops[DropTooBig]++
-	w.reply(d, d.RxPort)
+	w.tooBigReply(d, e, o, n, packet.EtherTypeIPv6)
 }
 
 // icmp6ChecksumOK reports whether an ICMPv6 message's checksum, which
@@ -192,9 +186,7 @@ func (w *Worker) icmpToVIP6(d *Desc, frame []byte, f *packet.Frame) {
 // echo6 answers an echo request to a VIP in place. Swapping the addresses
 // leaves the pseudo-header sum, and so the checksum, unchanged.
 func (w *Worker) echo6(d *Desc, frame []byte, f *packet.Frame) {
-	if !w.icmp.allow(w.now) {
-		w.c.ICMPRateLimited++
-		w.drop(d, DropICMPRateLimited)
+	if !w.icmpAllowed(d, DropICMPRateLimited) {
 		return
 	}
 	ip := f.IPv6(frame)
@@ -205,11 +197,7 @@ func (w *Worker) echo6(d *Desc, frame []byte, f *packet.Frame) {
 	ic := f.ICMPv6(frame)
 	ic.SetType(icmp6EchoReply)
 	ic.SetChecksum(packet.ChecksumUpdate16(ic.Checksum(), icmp6EchoRequest<<8, icmp6EchoReply<<8))
-	var peer [6]byte
-	copy(peer[:], frame[6:12])
-	setMACs(frame, peer, w.snap.mac[d.RxPort])
-	d.Len = f.L3Off + f.L3Len
-	w.reply(d, d.RxPort)
+	w.echoBack(d, frame, f)
 }
 
 func (w *Worker) steer6(d *Desc, frame []byte, f *packet.Frame) {
@@ -240,41 +228,7 @@ func (w *Worker) steer6(d *Desc, frame []byte, f *packet.Frame) {
 		return
 	}
 	k := conntrack.Key{Src: q.dst, SrcPort: q.dport, DstPort: q.sport, VIP: v.id, Proto: q.proto, IPv6: true}
-	b, handed := w.owner(d, &k, h, hp, int(vi), v)
-	if handed {
-		return
-	}
-	if b == nil {
-		w.drop(d, DropNoBackend)
-		return
-	}
-	if !b.hasMAC {
-		w.drop(d, DropNoNeighbor)
-		return
-	}
-	e := readL2(frame, f)
-	out := s.egress()
-	w.c.ICMPSteered++
-	if v.mode == ModeDSR {
-		if f.L3Len+v.over > s.mtu[out] {
-			w.drop(d, DropTooBig)
-			return
-		}
-		w.encap6(d, frame, f, &e, v, b, out, 0, hp)
-		return
-	}
-	if f.L3Len > s.mtu[out] {
-		w.drop(d, DropTooBig)
-		return
-	}
-	if !ip.DecHopLimit() {
-		w.drop(d, DropTTLExceeded)
-		return
-	}
-	nat.ICMPErrorDNAT6(ip, ic, q.l4Off, q.end, q.proto, &b.addr6, b.port)
-	setBackendMACs(frame, b)
-	d.Len = f.L3Off + f.L3Len
-	w.tx(d, out)
+	w.steerTo(d, frame, f, &q, &k, h, hp, vi)
 }
 
 // natReply6 is natReply4 for IPv6. The steering rule reads no extension
@@ -375,25 +329,7 @@ func (w *Worker) natReplyICMP6(d *Desc, frame []byte, f *packet.Frame) bool {
 		w.drop(d, DropBadICMPChecksum)
 		return true
 	}
-	v := &s.vips[vi]
-	mac, ok := s.clientMAC6(ip.DestinationAddress(), w.neigh)
-	if !ok {
-		w.drop(d, DropNoNeighbor)
-		return true
-	}
-	if f.L3Len > s.mtu[PortIngress] {
-		w.drop(d, DropTooBig)
-		return true
-	}
-	if !ip.DecHopLimit() {
-		w.drop(d, DropTTLExceeded)
-		return true
-	}
-	nat.ICMPErrorSNAT6(ip, ic, q.l4Off, q.end, q.proto, &v.addr6, v.port, *ip.SourceAddress() == q.dst)
-	setMACs(frame, mac, s.mac[PortIngress])
-	d.Len = f.L3Off + f.L3Len
-	w.c.ICMPSteered++
-	w.tx(d, PortIngress)
+	w.replyErrorTo(d, frame, f, &q, vi, true)
 	return true
 }
 

@@ -133,25 +133,7 @@ func (w *Worker) natReplyICMP4(d *Desc, frame []byte, f *packet.Frame) bool {
 		w.drop(d, DropBadICMPChecksum)
 		return true
 	}
-	v := &s.vips[vi]
-	mac, ok := s.clientMAC4(ip.DestinationAddress(), w.neigh)
-	if !ok {
-		w.drop(d, DropNoNeighbor)
-		return true
-	}
-	if f.L3Len > s.mtu[PortIngress] {
-		w.drop(d, DropTooBig)
-		return true
-	}
-	if !ip.DecTTL() {
-		w.drop(d, DropTTLExceeded)
-		return true
-	}
-	nat.ICMPErrorSNAT4(ip, ic, q.l4Off, q.end, q.proto, v.addr4, v.port, ip.SourceUint32() == backend)
-	setMACs(frame, mac, s.mac[PortIngress])
-	d.Len = f.L3Off + f.L3Len
-	w.c.ICMPSteered++
-	w.tx(d, PortIngress)
+	w.replyErrorTo(d, frame, f, &q, vi, false)
 	return true
 }
 
