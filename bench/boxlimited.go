@@ -56,7 +56,19 @@ type BoxResult struct {
 	FramesPerBatch float64
 	NAPIThreads    int // receive NAPI kthreads found and pinned
 	Restarts       int // trafgen restarts
-	Err            string
+	// Rounds holds, when the table ran in rounds (every row once per
+	// round, in turn), each round's medians, NaN for a round that failed;
+	// the row's other figures pool the windows of all rounds. BoxRatios
+	// pairs a vipd row's rounds with the forwarder's.
+	Rounds []BoxRound `json:",omitempty"`
+	Err    string
+}
+
+// BoxRound is one round of a box-limited row: its medians over that
+// round's windows.
+type BoxRound struct {
+	Forwarded float64 // packets per second at the sink
+	UserNs    float64 // box process user CPU per forwarded packet
 }
 
 // CPUSplit is where one CPU's time went, as shares of its total.
@@ -116,11 +128,20 @@ func (r *Report) findBox(kind string, like *BoxResult) *BoxResult {
 
 // BoxRatios returns a row's forwarded rate and process user ns per packet
 // over the bare forwarder's with the same flow count, GOMAXPROCS and frame
-// size (NaN where missing).
+// size (NaN where missing): the medians of the per-round ratios when both
+// rows ran in the same rounds (BoxRoundRatios), else the ratios of the
+// rows' medians.
 func (r *Report) BoxRatios(x *BoxResult) (pps, userNs float64) {
 	f := r.findBox(KindForwarder, x)
 	if f == nil {
 		return math.NaN(), math.NaN()
+	}
+	if p, n := BoxRoundRatios(x, f); p.N > 0 {
+		userNs = math.NaN()
+		if n.N > 0 {
+			userNs = n.Median
+		}
+		return p.Median, userNs
 	}
 	pps = Ratio(x.Forwarded.Median, f.Forwarded.Median)
 	userNs = math.NaN()
@@ -128,6 +149,28 @@ func (r *Report) BoxRatios(x *BoxResult) (pps, userNs float64) {
 		userNs = Ratio(x.UserNs, f.UserNs)
 	}
 	return pps, userNs
+}
+
+// BoxRoundRatios summarizes, over the rounds both rows ran in (the same
+// count, more than one), x's forwarded rate and user ns per packet over
+// base's in the same round: a ratio of two rows measured seconds apart
+// rather than minutes, which the drift of a shared machine moves less.
+// Rounds where either figure is NaN are left out; N is 0 without rounds.
+func BoxRoundRatios(x, base *BoxResult) (pps, userNs Summary) {
+	if len(x.Rounds) < 2 || len(x.Rounds) != len(base.Rounds) {
+		return Summary{}, Summary{}
+	}
+	var ps, ns []float64
+	for i, a := range x.Rounds {
+		b := base.Rounds[i]
+		if r := Ratio(a.Forwarded, b.Forwarded); !math.IsNaN(r) {
+			ps = append(ps, r)
+		}
+		if r := Ratio(a.UserNs, b.UserNs); !math.IsNaN(r) {
+			ns = append(ns, r)
+		}
+	}
+	return Summarize(ps), Summarize(ns)
 }
 
 func pct1(x float64) string {
@@ -170,8 +213,7 @@ func (r *Report) WriteBoxTable(w io.Writer) {
 		}
 		vsPPS, vsNs := "", ""
 		if x.Kind == KindVIPD {
-			p, n := r.BoxRatios(x)
-			vsPPS, vsNs = ratio(p), ratio(n)
+			vsPPS, vsNs = r.boxRatioCells(x)
 		}
 		fpb := "–"
 		if !math.IsNaN(x.FramesPerBatch) {
@@ -184,6 +226,27 @@ func (r *Report) WriteBoxTable(w io.Writer) {
 			x.Limit(), pct(c.User), pct(c.Sys), pct(c.SoftIRQ), pct(c.Idle), pctOrDash(x.Others),
 			nsOrDash(x.UserNs), nsOrDash(x.SysNs), nsOrDash(x.NAPINs), nsOrDash(x.BusyNs), fpb, vsPPS, vsNs)
 	}
+}
+
+// boxRatioCells formats a vipd row's ratios to the bare forwarder: with
+// rounds, the median of the per-round ratios and their range.
+func (r *Report) boxRatioCells(x *BoxResult) (pps, userNs string) {
+	p, n := r.BoxRatios(x)
+	pps, userNs = ratio(p), ratio(n)
+	if f := r.findBox(KindForwarder, x); f != nil {
+		if ps, ns := BoxRoundRatios(x, f); ps.N > 0 {
+			pps, userNs = ratioRange(ps), ratioRange(ns)
+		}
+	}
+	return pps, userNs
+}
+
+// ratioRange is a summary of ratios: the median, then min–max.
+func ratioRange(s Summary) string {
+	if s.N == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%s (%.2f–%.2f)", ratio(s.Median), s.Min, s.Max)
 }
 
 func kpps1(pps float64) string {
@@ -204,8 +267,9 @@ func (r *Report) BoxGoalLines() []string {
 			continue
 		}
 		p, n := r.BoxRatios(x)
+		ps, ns := r.boxRatioCells(x)
 		l := fmt.Sprintf("%s, %s: %s the bare forwarder's rate (goal ≥ %.2f×: %s), %s its user ns/packet (goal ≤ %.1f×: %s)",
-			x.Name, flowsPhrase(x.Flows), ratio(p), GoalBoxVsForwarder, met(p >= GoalBoxVsForwarder), ratio(n), GoalBoxUserNs, met(n <= GoalBoxUserNs))
+			x.Name, flowsPhrase(x.Flows), ps, GoalBoxVsForwarder, met(p >= GoalBoxVsForwarder), ns, GoalBoxUserNs, met(n <= GoalBoxUserNs))
 		var notes []string
 		if !x.BoxLimited() {
 			notes = append(notes, "vipd did not drop")
@@ -240,7 +304,9 @@ const BoxTableIntro = "What limits this table: **the box's CPU**. One queue; the
 	"process nor the NAPI kthreads — other tasks on this shared machine. Process and NAPI ns/pkt: " +
 	"/proc/PID/stat CPU time (10 ms ticks) per packet forwarded; the box's transmit into the sink's veth, and the sink's " +
 	"receive, run on the box CPU too. Frames per batch: vipd's vipd_worker_batch_size histogram (sum/count), the " +
-	"forwarder's own batch counter. Ratios are to the bare forwarder with the same flows, in the same run."
+	"forwarder's own batch counter. Ratios are to the bare forwarder with the same flows, in the same run; when the table ran " +
+	"in rounds (every row once per round, in turn), each round's ratio pairs the two rows' windows of that round, and a cell " +
+	"gives the median over the rounds and, in parentheses, the lowest and highest."
 
 // RigTableIntro says what the sender-limited table measures.
 const RigTableIntro = "What limits this table: **the generator's CPU**. The box's receive work (its XDP program and AF_XDP " +

@@ -137,3 +137,43 @@ func TestBoxTableAndRatios(t *testing.T) {
 		t.Errorf("goals are for AF_XDP rows only:\n%s", goals)
 	}
 }
+
+// TestBoxRoundRatios: with rounds, a ratio pairs the rows round by round
+// and takes the median, which the ratio of the pooled medians is not;
+// rows with different round counts, or none, fall back to the medians.
+func TestBoxRoundRatios(t *testing.T) {
+	nan := math.NaN()
+	med := func(v float64) Summary { return Summary{Median: v, Min: v, Max: v, N: 3} }
+	// The machine drifts: the forwarder's rate falls from round to round,
+	// and vipd's with it. Per round vipd is at 0.9×, 0.95× and 1.0×; the
+	// pooled medians (400k and 300k) would say 0.75×.
+	fwd := BoxResult{Kind: KindForwarder, Flows: 1, Forwarded: med(400e3), UserNs: 100,
+		Rounds: []BoxRound{{500e3, 100}, {400e3, 80}, {200e3, nan}}}
+	vipd := BoxResult{Name: "vipd NAT, AF_XDP", Kind: KindVIPD, IO: "afxdp", Flows: 1, Forwarded: med(300e3), UserNs: 250, Offered: med(900e3), Lost: med(500e3),
+		Rounds: []BoxRound{{450e3, 250}, {380e3, 240}, {200e3, 260}}}
+	r := &Report{Box: []BoxResult{fwd, vipd}}
+	pps, ns := r.BoxRatios(&r.Box[1])
+	if math.Abs(pps-0.95) > 1e-9 {
+		t.Errorf("rate ratio %v, want the per-round median 0.95", pps)
+	}
+	if math.Abs(ns-2.75) > 1e-9 { // 2.5 and 3.0; the third round has no forwarder figure
+		t.Errorf("user ns ratio %v, want 2.75", ns)
+	}
+	var b bytes.Buffer
+	r.WriteBoxTable(&b)
+	if want := "| 0.95× (0.90–1.00) | 2.75× (2.50–3.00) |"; !strings.Contains(b.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, b.String())
+	}
+	if goals := strings.Join(r.BoxGoalLines(), "\n"); !strings.Contains(goals, "0.95× (0.90–1.00) the bare forwarder's rate (goal ≥ 0.97×: **not met**)") {
+		t.Errorf("goal lines: %s", goals)
+	}
+	for name, x := range map[string]BoxResult{
+		"no rounds":    {Kind: KindVIPD, Flows: 1, Forwarded: med(300e3), UserNs: 250},
+		"one round":    {Kind: KindVIPD, Flows: 1, Forwarded: med(300e3), UserNs: 250, Rounds: vipd.Rounds[:1]},
+		"other rounds": {Kind: KindVIPD, Flows: 1, Forwarded: med(300e3), UserNs: 250, Rounds: vipd.Rounds[:2]},
+	} {
+		if p, n := r.BoxRatios(&x); math.Abs(p-0.75) > 1e-9 || math.Abs(n-2.5) > 1e-9 {
+			t.Errorf("%s: ratios %v %v, want the medians' 0.75 2.5", name, p, n)
+		}
+	}
+}

@@ -144,16 +144,94 @@ type boxSample struct {
 // trafgen runs through the warm-up and every window. A failure is
 // returned in the result's Err.
 func RunBox(parent *Scope, sc BoxScenario, o Options) (bench.BoxResult, *bench.Section) {
+	res, ws, prof := runBox(parent, sc, o)
+	if res.Err == "" {
+		summarizeBox(&res, ws)
+	}
+	return res, prof
+}
+
+// RunBoxRounds runs rows in rounds: every row once per round (o.Reps
+// windows, rig built anew), in the order given, then the next round. A
+// vipd row's ratio to the bare forwarder then pairs, round by round,
+// windows a few rows apart rather than the whole table apart, so that the
+// drift of a shared machine over the minutes a table takes weighs less.
+//
+// Each result pools the windows of its rounds (its medians, minimum and
+// maximum are over all of them) and, with more than one round, keeps each
+// round's medians in Rounds (NaN for a round that failed). A row whose
+// every round failed carries the last error. Profiles are taken in the
+// last round only. progress, if not nil, is called before each row of
+// each round with a nil result, and after it with that round's result.
+func RunBoxRounds(parent *Scope, rows []BoxScenario, o Options, rounds int, progress func(round int, sc BoxScenario, res *bench.BoxResult)) ([]bench.BoxResult, []bench.Section) {
+	return runRounds(rows, rounds, func(sc BoxScenario) (bench.BoxResult, []boxWindow, *bench.Section) {
+		return runBox(parent, sc, o)
+	}, progress)
+}
+
+// runRounds is RunBoxRounds with the row runner run.
+func runRounds(rows []BoxScenario, rounds int, run func(BoxScenario) (bench.BoxResult, []boxWindow, *bench.Section), progress func(round int, sc BoxScenario, res *bench.BoxResult)) ([]bench.BoxResult, []bench.Section) {
+	rounds = max(rounds, 1)
+	out := make([]bench.BoxResult, len(rows))
+	pooled := make([][]boxWindow, len(rows))
+	per := make([][]bench.BoxRound, len(rows))
+	var profs []bench.Section
+	for r := 0; r < rounds; r++ {
+		for i, sc := range rows {
+			if r < rounds-1 {
+				sc.Profile = false
+			}
+			if progress != nil {
+				progress(r, sc, nil)
+			}
+			res, ws, prof := run(sc)
+			if prof != nil {
+				profs = append(profs, *prof)
+			}
+			round := bench.BoxRound{Forwarded: math.NaN(), UserNs: math.NaN()}
+			if res.Err == "" {
+				summarizeBox(&res, ws)
+				pooled[i] = append(pooled[i], ws...)
+				round = bench.BoxRound{Forwarded: res.Forwarded.Median, UserNs: res.UserNs}
+			}
+			per[i] = append(per[i], round)
+			if progress != nil {
+				progress(r, sc, &res)
+			}
+			restarts := out[i].Restarts + res.Restarts
+			if res.Err == "" || len(pooled[i]) == 0 {
+				out[i] = res // the row's identity, NAPI threads, or its last error while no round succeeded
+			}
+			out[i].Restarts = restarts
+		}
+	}
+	for i := range out {
+		if len(pooled[i]) == 0 {
+			continue // every round failed: out[i] has the last error
+		}
+		out[i].Err = ""
+		summarizeBox(&out[i], pooled[i])
+		if rounds > 1 {
+			out[i].Rounds = per[i]
+		}
+	}
+	return out, profs
+}
+
+// runBox is RunBox without the summary: the windows it measured, none
+// when it failed.
+func runBox(parent *Scope, sc BoxScenario, o Options) (bench.BoxResult, []boxWindow, *bench.Section) {
 	o.Defaults()
 	res := bench.BoxResult{Name: sc.Name, Kind: sc.Kind, Mode: sc.Mode, IO: sc.IO, Flows: sc.Flows, Procs: sc.Procs, FrameSize: sc.FrameSize,
 		UserNs: math.NaN(), SysNs: math.NaN(), NAPINs: math.NaN(), BusyNs: math.NaN(), FramesPerBatch: math.NaN()}
 	s := parent.Child()
 	defer s.Close()
 	var prof *bench.Section
+	var ws []boxWindow
 	dir, err := os.MkdirTemp(o.Dir, "box")
 	if err != nil {
 		res.Err = err.Error()
-		return res, nil
+		return res, nil, nil
 	}
 	s.Cleanup(func() { os.RemoveAll(dir) })
 	err = Try(func() {
@@ -212,7 +290,6 @@ func RunBox(parent *Scope, sc BoxScenario, o Options) (bench.BoxResult, *bench.S
 		limit := o.Warmup + time.Duration(o.Reps+1)*o.Window + 15*time.Second
 		g := StartGenerator(s, r, tr, gopts, limit, dir)
 		time.Sleep(o.Warmup)
-		var ws []boxWindow
 		a, err := takeBox(r, box, g, napi)
 		for len(ws) < o.Reps {
 			if err == nil {
@@ -237,7 +314,6 @@ func RunBox(parent *Scope, sc BoxScenario, o Options) (bench.BoxResult, *bench.S
 			time.Sleep(o.Warmup)
 			a, err = takeBox(r, box, g, napi)
 		}
-		summarizeBox(&res, ws)
 		if sc.Profile && o.Perf != "" {
 			prof = ProfileCPU(o.Perf, "box CPU, box-limited "+sc.Name+", "+flowsText(sc.Flows), dir, o.Window, boxComm(Scenario{Kind: sc.Kind}), BoxCPU)
 			if !g.Running() {
@@ -248,8 +324,9 @@ func RunBox(parent *Scope, sc BoxScenario, o Options) (bench.BoxResult, *bench.S
 	})
 	if err != nil {
 		res.Err = err.Error()
+		return res, nil, prof
 	}
-	return res, prof
+	return res, ws, prof
 }
 
 func flowsText(n int) string {

@@ -1,6 +1,7 @@
 package rig
 
 import (
+	"fmt"
 	"math"
 	"regexp"
 	"strings"
@@ -196,5 +197,77 @@ func TestVIPDConfigFrameSize(t *testing.T) {
 	}
 	if cfg.Dataplane.FrameSize != 4096 {
 		t.Errorf("frame_size %d, want 4096", cfg.Dataplane.FrameSize)
+	}
+}
+
+// TestRunRounds: every row runs once per round, in order; a row pools its
+// rounds' windows and keeps each round's medians, NaN for a failed round;
+// a row that failed every round keeps the error; only the last round
+// profiles.
+func TestRunRounds(t *testing.T) {
+	rows := []BoxScenario{
+		{Name: "fwd", Kind: bench.KindForwarder, Flows: 1},
+		{Name: "vipd", Kind: bench.KindVIPD, Flows: 1, Profile: true},
+		{Name: "broken", Kind: bench.KindVIPD, Flows: Flows},
+	}
+	win := func(fwd, userNs float64) boxWindow {
+		return boxWindow{fwd: fwd, off: 2 * fwd, lost: fwd, userNs: userNs, sysNs: math.NaN(), napiNs: 1, busyNs: 1, framesPerBatch: math.NaN()}
+	}
+	var order []string
+	calls := map[string]int{}
+	run := func(sc BoxScenario) (bench.BoxResult, []boxWindow, *bench.Section) {
+		order = append(order, sc.Name)
+		calls[sc.Name]++
+		n := calls[sc.Name]
+		res := bench.BoxResult{Name: sc.Name, Kind: sc.Kind, Flows: sc.Flows, Restarts: 1}
+		var prof *bench.Section
+		if sc.Profile {
+			prof = &bench.Section{Title: fmt.Sprintf("profile of %s, round %d", sc.Name, n)}
+		}
+		switch {
+		case sc.Name == "broken" || sc.Name == "vipd" && n == 2:
+			res.Err = fmt.Sprintf("failed in round %d", n)
+			return res, nil, prof
+		case sc.Name == "fwd":
+			return res, []boxWindow{win(100*float64(n), 10), win(110*float64(n), 20)}, prof
+		}
+		return res, []boxWindow{win(90*float64(n), 30)}, prof
+	}
+	var done []string
+	res, profs := runRounds(rows, 3, run, func(round int, sc BoxScenario, r *bench.BoxResult) {
+		if r == nil {
+			done = append(done, fmt.Sprintf("%d %s starts", round, sc.Name))
+			return
+		}
+		done = append(done, fmt.Sprintf("%d %s %s", round, r.Name, r.Err))
+	})
+	if want := "fwd vipd broken fwd vipd broken fwd vipd broken"; strings.Join(order, " ") != want {
+		t.Errorf("run order %q, want %q", strings.Join(order, " "), want)
+	}
+	if len(done) != 18 || done[8] != "1 vipd starts" || done[9] != "1 vipd failed in round 2" {
+		t.Errorf("progress calls: %q", done)
+	}
+	if len(profs) != 1 || profs[0].Title != "profile of vipd, round 3" {
+		t.Errorf("profiles %+v, want the last round's only", profs)
+	}
+	fwd, vipd, broken := res[0], res[1], res[2]
+	// The forwarder's six windows: 100, 110, 200, 220, 300, 330.
+	if fwd.Err != "" || fwd.Forwarded.Min != 100 || fwd.Forwarded.Max != 330 || fwd.Forwarded.Median != 210 || fwd.Restarts != 3 {
+		t.Errorf("forwarder pooled %+v, restarts %d, err %q", fwd.Forwarded, fwd.Restarts, fwd.Err)
+	}
+	if len(fwd.Rounds) != 3 || fwd.Rounds[1] != (bench.BoxRound{Forwarded: 210, UserNs: 15}) {
+		t.Errorf("forwarder rounds %+v", fwd.Rounds)
+	}
+	if vipd.Err != "" || vipd.Forwarded.N != 2 || vipd.Forwarded.Median != 180 || len(vipd.Rounds) != 3 ||
+		vipd.Rounds[0].Forwarded != 90 || !math.IsNaN(vipd.Rounds[1].Forwarded) || !math.IsNaN(vipd.Rounds[1].UserNs) || vipd.Rounds[2].Forwarded != 270 {
+		t.Errorf("vipd: err %q, pooled %+v, rounds %+v", vipd.Err, vipd.Forwarded, vipd.Rounds)
+	}
+	if broken.Err != "failed in round 3" || broken.Rounds != nil || broken.Forwarded.N != 0 {
+		t.Errorf("broken: err %q, rounds %+v, pooled %+v", broken.Err, broken.Rounds, broken.Forwarded)
+	}
+	// One round: no Rounds, so the ratios are of the medians.
+	calls = map[string]int{}
+	if one, _ := runRounds(rows[:1], 1, run, nil); one[0].Rounds != nil || one[0].Forwarded.N != 2 {
+		t.Errorf("one round: %+v", one[0])
 	}
 }

@@ -36,7 +36,9 @@ var scope = &rig.Scope{}
 func main() {
 	out := flag.String("out", "bench/results", "directory for latest.md and latest.svg")
 	window := flag.Duration("window", 5*time.Second, "measured window per repetition")
-	reps := flag.Int("reps", 3, "repetitions per scenario")
+	reps := flag.Int("reps", 3, "windows per scenario of the sender-limited table")
+	rounds := flag.Int("rounds", 3, "box-limited table: rounds, each running every row once, in turn (a vipd row's ratio to the forwarder is the median of the per-round ratios)")
+	boxWindows := flag.Int("box-windows", 1, "box-limited table: windows per row in each round")
 	only := flag.String("only", "", "run only the rig scenarios whose name matches this regexp (box-limited rows are matched as \"box-limited NAME, 1 flow\" or \"..., 64512 flows\")")
 	tables := flag.String("tables", "box,sender", "rig tables to run: box (box-limited, the headline), sender (sender-limited), or both")
 	skipInMem := flag.Bool("skip-inmem", false, "skip the Go benchmarks")
@@ -113,7 +115,7 @@ func main() {
 		runRig(rep, root, rig.Options{
 			Window: *window, Reps: *reps, Threaded: *threaded, GenProcs: *genProcs,
 			GenCPUs: cpuList(*genProcs), BoxNice: *boxNice,
-		}, rows, filter, want)
+		}, boxPlan{rows: rows, rounds: max(*rounds, 1), windows: max(*boxWindows, 1)}, filter, want)
 	}
 	rep.Env.LoadAfter = loadavg()
 	rep.Env.Notes = append(rep.Env.Notes, fmt.Sprintf("run took %s", time.Since(start).Round(time.Second)))
@@ -123,7 +125,14 @@ func main() {
 	fmt.Printf("\nwrote %s and %s (%s)\n", filepath.Join(*out, "latest.md"), filepath.Join(*out, "latest.svg"), time.Since(start).Round(time.Second))
 }
 
-func runRig(rep *bench.Report, root string, o rig.Options, boxRows []rig.BoxScenario, filter *regexp.Regexp, tables map[string]bool) {
+// boxPlan is how the box-limited table runs: its rows, in rounds of
+// windows windows per row.
+type boxPlan struct {
+	rows            []rig.BoxScenario
+	rounds, windows int
+}
+
+func runRig(rep *bench.Report, root string, o rig.Options, box boxPlan, filter *regexp.Regexp, tables map[string]bool) {
 	for _, tool := range []string{"trafgen", "nft", "taskset", "ip"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			fatal(fmt.Errorf("the rig needs %s (make bench installs netsniff-ng and nftables)", tool))
@@ -161,17 +170,21 @@ func runRig(rep *bench.Report, root string, o rig.Options, boxRows []rig.BoxScen
 		}
 	}
 	o.Defaults()
-	rep.Env.Notes = append(rep.Env.Notes, layoutNotes(o)...)
+	rep.Env.Notes = append(rep.Env.Notes, layoutNotes(o, box)...)
 	if tables["box"] {
 		start := time.Now()
-		for _, sc := range boxRows {
-			if filter != nil && !filter.MatchString(sc.Label()) {
-				continue
+		var rows []rig.BoxScenario
+		for _, sc := range box.rows {
+			if filter == nil || filter.MatchString(sc.Label()) {
+				rows = append(rows, sc)
 			}
-			fmt.Printf("== %s\n", sc.Label())
-			res, prof := rig.RunBox(scope, sc, o)
-			if prof != nil {
-				rep.Sections = append(rep.Sections, *prof)
+		}
+		bo := o
+		bo.Reps = box.windows
+		res, profs := rig.RunBoxRounds(scope, rows, bo, box.rounds, func(round int, sc rig.BoxScenario, res *bench.BoxResult) {
+			if res == nil {
+				fmt.Printf("== round %d/%d: %s\n", round+1, box.rounds, sc.Label())
+				return
 			}
 			if res.Err != "" {
 				fmt.Printf("    failed: %s\n", res.Err)
@@ -179,8 +192,9 @@ func runRig(rep *bench.Report, root string, o rig.Options, boxRows []rig.BoxScen
 				fmt.Printf("    median %.0f kpps (%.0f–%.0f), offered %.0f kpps: %s\n", res.Forwarded.Median/1e3,
 					res.Forwarded.Min/1e3, res.Forwarded.Max/1e3, res.Offered.Median/1e3, res.Limit())
 			}
-			rep.Box = append(rep.Box, res)
-		}
+		})
+		rep.Box = append(rep.Box, res...)
+		rep.Sections = append(rep.Sections, profs...)
 		if len(rep.Box) > 0 {
 			rep.Env.Notes = append(rep.Env.Notes, fmt.Sprintf("box-limited rows took %s", time.Since(start).Round(time.Second)))
 		}
@@ -215,10 +229,10 @@ func cpuList(n int) string {
 	return fmt.Sprintf("0-%d", n-1)
 }
 
-func layoutNotes(o rig.Options) []string {
+func layoutNotes(o rig.Options, box boxPlan) []string {
 	n := []string{
 		fmt.Sprintf("traffic: %d-byte UDP frames (64 with FCS), %d flows (%d client addresses × %d source ports, both stepping per frame) or 1 flow, trafgen through the kernel's qdisc path (-q) so that its transmit hash spreads flows over the veth queues", rig.FrameLen, rig.Flows, rig.Clients, rig.SourcePorts),
-		fmt.Sprintf("box-limited table: %d windows of %v per row after a %v warm-up, one trafgen per row; one queue; the box's receive veth in threaded NAPI, its kthread and the box's program pinned to CPU %d, trafgen alone on CPU %d; trafgen's socket gets a %d KiB send buffer (the root namespace's net.core.wmem_default raised only while trafgen opens it, then restored) so that it keeps offering while the box drops", o.Reps, o.Window, o.Warmup, rig.BoxCPU, rig.GenCPU, rig.GenSendBuffer>>10) + boxNiceNote(o.BoxNice),
+		fmt.Sprintf("box-limited table: %d rounds, each running every row in turn (rig, box program and trafgen started anew), %d window(s) of %v per row and round after a %v warm-up; a row's figures are over its windows of all rounds, its ratios to the bare forwarder the median of the per-round ratios; one queue; the box's receive veth in threaded NAPI, its kthread and the box's program pinned to CPU %d, trafgen alone on CPU %d; trafgen's socket gets a %d KiB send buffer (the root namespace's net.core.wmem_default raised only while trafgen opens it, then restored) so that it keeps offering while the box drops", box.rounds, box.windows, o.Window, o.Warmup, rig.BoxCPU, rig.GenCPU, rig.GenSendBuffer>>10) + boxNiceNote(o.BoxNice),
 		fmt.Sprintf("sender-limited table: %d windows of %v per scenario after a %v warm-up each, trafgen restarted per window; forwarded = packets counted at the sink's veth, offered = the generator's veth tx packets + tx drops", o.Reps, o.Window, o.Warmup),
 		fmt.Sprintf("sender-limited CPUs: trafgen on CPU %s (%d process); the box's program (vipd or the forwarder) pinned to CPU 1 with one queue, free on CPUs 0-1 with two", o.GenCPUs, max(o.GenProcs, 1)),
 		"sender-limited: veth receive work (the box's XDP program and AF_XDP copy, or the kernel's whole forwarding path) runs in the softirq of the CPU that sends into the veth: the generator's CPU for the box's receive side, the box program's CPU for the sink's",
