@@ -2,6 +2,7 @@ package conntrack
 
 import (
 	"errors"
+	"math"
 	"math/bits"
 	"math/rand/v2"
 	"net/netip"
@@ -26,6 +27,10 @@ func TestNewConfig(t *testing.T) {
 		{"no capacity", Config{Shards: 1}, 0, true},
 		{"negative scan", Config{Capacity: 10, Shards: 1, ExpiryBucketsPerAdvance: -1}, 0, true},
 		{"negative timeout", Config{Capacity: 10, Shards: 1, Timeouts: Timeouts{UDP: -1}}, 0, true},
+		// Rounded up naively, these overflowed into a table of 16 and 64
+		// slots.
+		{"capacity near MaxInt", Config{Capacity: math.MaxInt, Shards: 1}, 0, true},
+		{"capacity near MaxInt, sharded", Config{Capacity: math.MaxInt - 2, Shards: 4}, 0, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tab, err := New(c.cfg)

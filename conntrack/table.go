@@ -77,8 +77,17 @@ func New(cfg Config) (*Table, error) {
 			return nil, fmt.Errorf("%w: Timeouts.%s = %v, want >= 0", ErrConfig, f.name, f.d)
 		}
 	}
-	perShard := (cfg.Capacity + cfg.Shards - 1) / cfg.Shards
-	nb := max(2, (perShard+slotsPerBucket-1)/slotsPerBucket)
+	// Ceiling divisions written so that a Capacity near MaxInt cannot
+	// overflow into a tiny table.
+	perShard := cfg.Capacity / cfg.Shards
+	if cfg.Capacity%cfg.Shards != 0 {
+		perShard++
+	}
+	nb := perShard / slotsPerBucket
+	if perShard%slotsPerBucket != 0 {
+		nb++
+	}
+	nb = max(2, nb)
 	if nb > maxBucketsPerShard {
 		return nil, fmt.Errorf("%w: %d slots per shard, want <= %d", ErrConfig, perShard, maxBucketsPerShard*slotsPerBucket)
 	}
