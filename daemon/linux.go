@@ -331,6 +331,7 @@ func (p *LinuxPlatform) DriverStats() map[string]uint64 {
 		s := q.Stats()
 		m["tx_ring_full"] += s.TxRingFull
 		m["no_free_frame"] += s.NoFrame
+		m["tx_too_long"] += s.TooLong
 		m["kernel_verdict_dropped"] += s.KernelDropped
 		m["fill_ring_starved"] += s.FillStarved
 		m["tx_kicks"] += s.Kicks
@@ -348,6 +349,7 @@ func (p *LinuxPlatform) DriverStats() map[string]uint64 {
 		m["tx_errors"] += s.TxErrors
 		m["rx_truncated"] += s.Truncated
 		m["rx_ring_dropped"] += s.RxDropped
+		m["rx_socket_errors"] += s.SocketErrors
 	}
 	if p.resp != nil {
 		st := p.resp.Stats()

@@ -21,6 +21,7 @@ var testOpts = Options{FrameSize: 2048, RxFrames: 128, TxFrames: 128}
 
 type rig struct {
 	a, b *nstest.NS
+	an   string // a's end of the veth
 	q    *Queue
 	peer *drivertest.Peer // b's end
 	macA net.HardwareAddr
@@ -34,6 +35,7 @@ func newRigWith(t *testing.T, o Options, mtu int) *rig {
 	nstest.RequireRoot(t)
 	r := &rig{a: nstest.New(t, "pa"), b: nstest.New(t, "pb")}
 	an, bn := nstest.Name("pa"), nstest.Name("pb")
+	r.an = an
 	nstest.Veth(t, r.a, an, r.b, bn)
 	if mtu != 0 {
 		r.a.Must(t, "ip", "link", "set", an, "mtu", strconv.Itoa(mtu))
@@ -194,5 +196,16 @@ func TestMaxFrame(t *testing.T) {
 	}
 	if st := r.q.Stats(); st.Truncated != 2 {
 		t.Errorf("truncated %d, want 2 (the frames of %d bytes)", st.Truncated, long+1)
+	}
+}
+
+// TestLinkFlap: a link that goes down and comes back costs what was sent
+// meanwhile at most, never the worker (drivertest.LinkFlap); the error
+// the kernel then holds for the receive socket is read and counted.
+func TestLinkFlap(t *testing.T) {
+	r := newRig(t)
+	drivertest.LinkFlap(t, r.q, r.a, r.an, r.macA, r.peer, 8)
+	if st := r.q.Stats(); st.SocketErrors == 0 || st.TxErrors == 0 {
+		t.Errorf("the link went down uncounted: %+v", st)
 	}
 }

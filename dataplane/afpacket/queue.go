@@ -45,7 +45,7 @@ type pending struct {
 }
 
 type queueStats struct {
-	rx, tx, txRingFull, txErrors, truncated atomic.Uint64
+	rx, tx, txRingFull, txErrors, truncated, sockErrors atomic.Uint64
 }
 
 // Stats are a queue's counters.
@@ -53,9 +53,13 @@ type Stats struct {
 	RxFrames   uint64
 	TxFrames   uint64
 	TxRingFull uint64 // frames dropped: no free transmit-ring slot
-	TxErrors   uint64 // frames the kernel refused (TP_STATUS_WRONG_FORMAT)
+	TxErrors   uint64 // frames the kernel refused (TP_STATUS_WRONG_FORMAT), failed sendto calls (a link down)
 	Truncated  uint64 // frames larger than a ring frame, dropped
 	RxDropped  uint64 // frames the kernel dropped: receive ring full
+	// SocketErrors: errors the kernel reported on a receive socket, read
+	// and so cleared: ENETDOWN when its link went down (the socket stays
+	// bound and receives again once the link is up).
+	SocketErrors uint64
 }
 
 // NewQueue builds a worker's queue over its ports; egress may be nil
@@ -96,10 +100,26 @@ func (q *Queue) Receive(descs []dataplane.Desc, timeout time.Duration) (int, err
 			}
 			break
 		}
+		q.clearErrors()
 		n = q.take(descs)
 	}
 	q.st.rx.Add(uint64(n))
 	return n, nil
+}
+
+// clearErrors reads the pending error of every receive socket that poll
+// reported one for. A packet socket whose link goes down gets ENETDOWN
+// (packet_notifier), which stays pending, and keeps poll returning at
+// once, until something reads it; the ring never does.
+func (q *Queue) clearErrors() {
+	for i := range q.pfds {
+		if q.pfds[i].Revents&unix.POLLERR == 0 {
+			continue
+		}
+		if _, err := unix.GetsockoptInt(int(q.pfds[i].Fd), unix.SOL_SOCKET, unix.SO_ERROR); err == nil {
+			q.st.sockErrors.Add(1)
+		}
+	}
 }
 
 func (q *Queue) take(descs []dataplane.Desc) int {
@@ -173,7 +193,11 @@ func (q *Queue) Transmit(descs []dataplane.Desc) error {
 	for _, p := range q.distinct {
 		if _, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(p.txfd), 0, 0, unix.MSG_DONTWAIT, 0, 0); errno != 0 &&
 			errno != unix.EAGAIN && errno != unix.ENOBUFS && errno != unix.EINTR {
-			if errno == unix.ENETDOWN || errno == unix.ENXIO {
+			// Only a device that is gone is fatal. While a link is down
+			// (ENETDOWN) the frames wait in the ring, new ones are
+			// dropped as "ring full" once it fills, and the first
+			// sendto after the link is back sends them.
+			if errno == unix.ENXIO {
 				return fmt.Errorf("afpacket: sendto: %w", errno)
 			}
 			q.st.txErrors.Add(1)
@@ -234,6 +258,8 @@ func (q *Queue) Stats() Stats {
 		TxErrors:   q.st.txErrors.Load(),
 		Truncated:  q.st.truncated.Load(),
 		RxDropped:  drops,
+		// After the others: gofmt would realign them all.
+		SocketErrors: q.st.sockErrors.Load(),
 	}
 }
 

@@ -369,3 +369,105 @@ func TestMaxFrame(t *testing.T) {
 		})
 	}
 }
+
+// TestLinkFlap: a link that goes down and comes back costs what was sent
+// meanwhile at most, never the worker (drivertest.LinkFlap); the failed
+// sendto calls are counted.
+func TestLinkFlap(t *testing.T) {
+	r := newRig(t)
+	drivertest.LinkFlap(t, r.q, r.a, r.an, r.macA, r.peer, 8)
+	if st := r.q.Stats(); st.KickErrors == 0 {
+		t.Errorf("the link went down uncounted: %+v", st)
+	}
+}
+
+// TestTwoArmedTooLong: a frame for the other port that would not fit a
+// frame of that port's UMEM (received at MaxFrame, then grown by an
+// encapsulation header) is dropped and counted, not pushed as a
+// descriptor past its frame's end for the kernel to refuse; the frames
+// that fit go out, and no frame of either UMEM goes missing.
+func TestTwoArmedTooLong(t *testing.T) {
+	o := testOpts
+	o.FrameSize = 2048
+	r := newRigWith(t, o, false, 1800)
+	c := nstest.New(t, "xc")
+	en, cn := nstest.Name("xe"), nstest.Name("xc")
+	nstest.Veth(t, r.a, en, c, cn)
+	r.a.Must(t, "ip", "link", "set", en, "mtu", "1900")
+	c.Must(t, "ip", "link", "set", cn, "mtu", "1900")
+	var eg *Socket
+	err := r.a.Do(func() error {
+		ifi, err := net.InterfaceByName(en)
+		if err != nil {
+			return err
+		}
+		eg, err = Open(ifi.Index, 0, o)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("egress socket: %v", err)
+	}
+	// Two-armed over the rig's socket; the rig's cleanup closes r.q, now
+	// this queue, and with it both sockets.
+	r.q = NewQueue(r.sock, eg, 64)
+	out := drivertest.OpenPeer(t, c, cn)
+
+	const n = 10
+	size := MaxFrame(o.FrameSize)
+	for i := 0; i < n; i++ {
+		r.send(t, r.frame(t, i, size-14-20-8))
+	}
+	got := r.exchange(t, n, func(d *dataplane.Desc, f []byte, seq uint32) {
+		if d.Len != size {
+			t.Fatalf("frame %d of %d bytes, want %d", seq, d.Len, size)
+		}
+		if seq%2 == 0 { // grown by 20 bytes in front, as IPIP does
+			d.Off -= 20
+			d.Len += 20
+		}
+		copy(d.Buf[d.Off:], out.MAC)
+		d.Verdict, d.Port = dataplane.VerdictTX, dataplane.PortEgress
+	})
+	if got != n {
+		t.Fatalf("received %d of %d frames", got, n)
+	}
+	unix.SetsockoptTimeval(out.FD, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 50000})
+	arrived := map[uint32]int{}
+	buf := make([]byte, 4096)
+	for deadline := time.Now().Add(3 * time.Second); len(arrived) < n/2 && time.Now().Before(deadline); {
+		r.exchange(t, 0, nil) // reap completions
+		for {
+			k, _, err := unix.Recvfrom(out.FD, buf, 0)
+			if err != nil {
+				break
+			}
+			if seq, ok := testSeq(buf[:k]); ok {
+				arrived[seq] = k
+			}
+		}
+	}
+	for seq, k := range arrived {
+		if seq%2 == 0 || k != size {
+			t.Errorf("frame %d (%d bytes) arrived; only the odd ones, of %d bytes, should", seq, k, size)
+		}
+	}
+	if len(arrived) != n/2 {
+		t.Errorf("%d of the %d frames that fit arrived", len(arrived), n/2)
+	}
+	st := r.q.Stats()
+	if st.TooLong != n/2 || st.TxFrames != n/2 || st.TxInvalid != 0 {
+		t.Errorf("too long %d, sent %d, invalid %d; want %d, %d, 0", st.TooLong, st.TxFrames, st.TxInvalid, n/2, n/2)
+	}
+	for name, s := range map[string]*Socket{"ingress": r.sock, "egress": eg} {
+		var acc accounting
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
+			r.exchange(t, 0, nil)
+			if acc = (&rig{sock: s}).frames(); acc.total() == o.FrameCount {
+				break
+			}
+		}
+		if acc.total() != o.FrameCount {
+			t.Errorf("%s UMEM: %+v, want %d frames", name, acc, o.FrameCount)
+		}
+	}
+}

@@ -44,7 +44,7 @@ type pending struct {
 }
 
 type queueStats struct {
-	rx, tx, txRingFull, noFrame, kernel atomic.Uint64
+	rx, tx, txRingFull, noFrame, kernel, tooLong atomic.Uint64
 }
 
 // Stats are a queue's counters. Frames are counted once, where they end.
@@ -53,9 +53,15 @@ type Stats struct {
 	TxFrames uint64 // handed to the tx ring
 	// TxRingFull: frames dropped because the tx ring was full.
 	TxRingFull uint64
-	// NoFrame: frames dropped for want of a free UMEM frame (copy to the
-	// other port, or a fragment).
+	// NoFrame: frames for the other port dropped for want of a free frame
+	// of its UMEM to copy into. An Alloc that finds none is not counted
+	// here: its caller counts the frame it could not emit (the pipeline's
+	// no_tx_frame drop).
 	NoFrame uint64
+	// TooLong: frames for the other port dropped because they are longer
+	// than a frame of its UMEM holds after the kernel's headroom (MaxFrame):
+	// a frame received near MaxFrame and grown by encapsulation.
+	TooLong uint64
 	// KernelDropped: frames the pipeline gave to the kernel, which AF_XDP
 	// cannot do; the XDP program is meant to keep them from reaching
 	// vipd, so this stays at zero when its sets match the snapshot's.
@@ -242,6 +248,12 @@ func (q *Queue) send(src *Socket, base uint64, d *dataplane.Desc) {
 	}
 	// Another interface, another UMEM: copy.
 	src.free = append(src.free, base)
+	if uint64(d.Len) > dst.frameSize-unix.XDP_PACKET_HEADROOM {
+		// A descriptor past its frame's end is one the kernel refuses
+		// (xsk_invalid_descs) after taking it off the ring.
+		q.st.tooLong.Add(1)
+		return
+	}
 	if len(dst.free) == 0 {
 		dst.reap()
 		if len(dst.free) == 0 {
@@ -266,7 +278,6 @@ func (q *Queue) Alloc(port uint8) ([]byte, int, bool) {
 	if len(s.free) == 0 {
 		s.reap()
 		if len(s.free) == 0 {
-			q.st.noFrame.Add(1)
 			return nil, 0, false
 		}
 	}
@@ -289,6 +300,7 @@ func (q *Queue) Stats() Stats {
 		TxFrames:      q.st.tx.Load(),
 		TxRingFull:    q.st.txRingFull.Load(),
 		NoFrame:       q.st.noFrame.Load(),
+		TooLong:       q.st.tooLong.Load(),
 		KernelDropped: q.st.kernel.Load(),
 		TxBudget:      true,
 		BusyPoll:      q.busyPoll > 0,

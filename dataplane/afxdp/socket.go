@@ -85,7 +85,7 @@ type Socket struct {
 type sockStats struct {
 	fillStarved atomic.Uint64 // refills that found no free frame while the fill ring had room
 	kicks       atomic.Uint64 // sendto calls
-	kickErrors  atomic.Uint64 // sendto failures other than "try again"
+	kickErrors  atomic.Uint64 // sendto failures other than "try again", a link that is down included
 	wakeups     atomic.Uint64 // recvfrom calls: fill-ring wakeups and busy polls
 }
 
@@ -273,6 +273,12 @@ func (s *Socket) push(a uint64, n int) bool {
 // kick publishes queued transmissions and, when the kernel asks for it,
 // wakes it up. In copy mode each sendto transmits up to the socket's
 // budget, so kick retries while the ring still holds descriptors.
+//
+// Only a device that is gone (ENXIO: unregistered, the socket unbound) is
+// an error. A link that is down (ENETDOWN) is counted and waited out: the
+// socket stays bound across down and up, the descriptors stay on the ring
+// (new ones are dropped as "ring full" once it fills) and the first kick
+// after the link is back sends them.
 func (s *Socket) kick() error {
 	s.tx.submit()
 	for try := 0; try < 4; try++ {
@@ -290,9 +296,12 @@ func (s *Socket) kick() error {
 		_, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 		switch errno {
 		case 0, unix.EAGAIN, unix.EBUSY, unix.ENOBUFS, unix.EINTR:
-		case unix.ENETDOWN, unix.ENXIO:
+		case unix.ENXIO:
 			s.st.kickErrors.Add(1)
 			return fmt.Errorf("afxdp: sendto: %w", errno)
+		case unix.ENETDOWN:
+			s.st.kickErrors.Add(1)
+			return nil // nothing leaves until the link is up: no retry
 		default:
 			s.st.kickErrors.Add(1)
 		}

@@ -158,3 +158,82 @@ func Exchange(t *testing.T, q dataplane.Queue, batch int, other dataplane.Verdic
 	}
 	return got
 }
+
+// LinkFlap checks what a driver does when its link goes down under it
+// and comes back. n test frames from the peer are received on q (whose
+// interface is ifname in ns, with MAC mac) and sent back to the peer, but
+// the link goes down between the receive and the transmit. Then:
+//   - Transmit returns no error: a link that is down is no reason for a
+//     worker, and with it the daemon, to stop;
+//   - while the link is down an idle Receive waits out its timeout (after
+//     one call that may return early): an error the kernel holds for the
+//     socket must not turn the worker's poll into a busy loop;
+//   - once the link is up again, the frames reach the peer.
+func LinkFlap(t *testing.T, q dataplane.Queue, ns *nstest.NS, ifname string, mac net.HardwareAddr, peer *Peer, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		peer.Send(t, Frame(t, peer.MAC, mac, i, 60, 0))
+	}
+	descs := make([]dataplane.Desc, 64)
+	got, down := 0, false
+	for deadline := time.Now().Add(3 * time.Second); got < n && time.Now().Before(deadline); {
+		k, err := q.Receive(descs, 50*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range descs[:k] {
+			d := &descs[i]
+			f := d.Buf[d.Off : d.Off+d.Len]
+			d.Verdict = dataplane.VerdictDrop
+			if _, ok := Seq(f); ok {
+				copy(f[0:6], peer.MAC)
+				copy(f[6:12], mac)
+				d.Verdict, d.Port = dataplane.VerdictTX, dataplane.PortIngress
+				got++
+			}
+		}
+		if got > 0 && !down {
+			ns.Must(t, "ip", "link", "set", ifname, "down")
+			down = true
+		}
+		if err := q.Transmit(descs[:k]); err != nil {
+			t.Fatalf("Transmit with the link down: %v", err)
+		}
+	}
+	if got != n {
+		t.Fatalf("received %d of %d frames", got, n)
+	}
+	const idle = 200 * time.Millisecond
+	for i := 0; i < 2; i++ {
+		start := time.Now()
+		k, err := q.Receive(descs, idle)
+		if err != nil {
+			t.Fatalf("Receive with the link down: %v", err)
+		}
+		if err := q.Transmit(descs[:k]); err != nil {
+			t.Fatalf("Transmit with the link down: %v", err)
+		}
+		if el := time.Since(start); i == 1 && el < idle/2 {
+			t.Errorf("an idle Receive with the link down returned after %v of its %v: the worker would spin", el, idle)
+		}
+	}
+	ns.Must(t, "ip", "link", "set", ifname, "up")
+	unix.SetsockoptTimeval(peer.FD, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 50000})
+	back := map[uint32]bool{}
+	buf := make([]byte, 2048)
+	for deadline := time.Now().Add(3 * time.Second); len(back) < n && time.Now().Before(deadline); {
+		Exchange(t, q, 64, dataplane.VerdictDrop, 0, nil) // the first transmit after the link is up sends what waited
+		for {
+			k, _, err := unix.Recvfrom(peer.FD, buf, 0)
+			if err != nil {
+				break
+			}
+			if seq, ok := Seq(buf[:k]); ok && bytes.Equal(buf[0:6], peer.MAC) && bytes.Equal(buf[6:12], mac) {
+				back[seq] = true
+			}
+		}
+	}
+	if len(back) != n {
+		t.Errorf("%d of the %d frames that waited for the link reached the peer", len(back), n)
+	}
+}
