@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -135,6 +136,48 @@ func TestOwnTraffic(t *testing.T) {
 			}
 			// And vipd still serves the VIP.
 			e.names(natURL, 5)
+		})
+	}
+}
+
+// TestLinkFlap: a port of the box that goes down and comes back does not
+// stop vipd. The egress goes down while clients keep connecting, so that
+// vipd transmits into a link that is down; once it is back, vipd (the
+// same process) serves new flows again.
+func TestLinkFlap(t *testing.T) {
+	for _, io := range drivers {
+		t.Run(io, func(t *testing.T) {
+			e := setup(t, testbed.Options{}, testbed.ConfigOptions{IO: io})
+			e.names(natURL, 5)
+			pid := e.v.PID()
+			e.bed.Box.Must(t, "ip", "link", "set", "eth1", "down")
+			short := e.bed.HTTPClient(300 * time.Millisecond)
+			for i := 0; i < 5; i++ {
+				if _, err := testbed.Get(context.Background(), short, natURL); err == nil {
+					t.Errorf("a request through a box whose egress is down was answered")
+				}
+			}
+			e.bed.Box.Must(t, "ip", "link", "set", "eth1", "up")
+			// Health checks failed while the link was down: wait for them
+			// to pass again, then every request must be answered.
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				if _, err := testbed.Get(context.Background(), short, natURL); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no request answered 30 s after the egress came back")
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			e.names(natURL, 10)
+			if err := syscall.Kill(pid, 0); err != nil || e.v.PID() != pid {
+				t.Errorf("vipd (pid %d) did not survive the flap: %v", pid, err)
+			}
+			kick := e.metric("vipd_driver_events_total", "event", "tx_kick_errors") + e.metric("vipd_driver_events_total", "event", "tx_errors")
+			if kick == 0 {
+				t.Errorf("no failed transmit counted while the egress was down")
+			}
 		})
 	}
 }
