@@ -3,6 +3,7 @@ package dataplane
 import (
 	"math"
 	"math/bits"
+	"slices"
 	"sync/atomic"
 )
 
@@ -135,8 +136,18 @@ type schedState struct {
 	pinned    []uint32
 	pinnedVIP []uint32
 	// wrr[vi] is VIP vi's current weights, one per member (nil unless the
-	// VIP's scheduler is wrr).
-	wrr [][]int64
+	// VIP's scheduler is wrr); wrrOf[vi] the VIP's ID and the members
+	// (its refs) they are for.
+	wrr   [][]int64
+	wrrOf []wrrKey
+}
+
+// wrrKey names what a VIP's round-robin weights are for: the VIP's ID
+// and its members in order (Snapshot.vips[i].refs, never written once the
+// snapshot is built).
+type wrrKey struct {
+	id   uint16
+	refs []uint32
 }
 
 // adopt takes up snap (when it changed) and the board's latest Load: it
@@ -149,21 +160,7 @@ func (st *schedState) adopt(snap *Snapshot, changed bool) {
 		for len(st.pinnedVIP) <= snap.maxVIPID {
 			st.pinnedVIP = append(st.pinnedVIP, 0)
 		}
-		if cap(st.wrr) < len(snap.vips) {
-			st.wrr = make([][]int64, len(snap.vips))
-		}
-		st.wrr = st.wrr[:len(snap.vips)]
-		for i := range snap.vips {
-			v := &snap.vips[i]
-			switch {
-			case v.sched != SchedWRR:
-				st.wrr[i] = nil
-			case len(st.wrr[i]) != len(v.refs):
-				st.wrr[i] = make([]int64, len(v.refs))
-			default:
-				clear(st.wrr[i]) // a new member set: start the round anew
-			}
-		}
+		st.adoptWRR(snap)
 	}
 	if st.board == nil {
 		return
@@ -173,6 +170,47 @@ func (st *schedState) adopt(snap *Snapshot, changed bool) {
 		clear(st.pinned)
 		clear(st.pinnedVIP)
 	}
+}
+
+// adoptWRR carries each round-robin VIP's round over to snap: a VIP whose
+// members are the same (its ID, the same refs in the same order) goes on
+// with its current weights, so that a publish for anything else (a health
+// event or a slow-start step elsewhere, a weight change) does not restart
+// its round, whose first pick is always the heaviest member; a VIP with
+// new members starts anew.
+func (st *schedState) adoptWRR(snap *Snapshot) {
+	hasWRR := false
+	for i := range snap.vips {
+		hasWRR = hasWRR || snap.vips[i].sched == SchedWRR
+	}
+	if !hasWRR {
+		st.wrr, st.wrrOf = nil, nil // nothing to carry, nothing to allocate
+		return
+	}
+	var prev map[uint16]int // VIP ID -> index into st.wrr
+	for j, k := range st.wrrOf {
+		if st.wrr[j] != nil {
+			if prev == nil {
+				prev = make(map[uint16]int)
+			}
+			prev[k.id] = j
+		}
+	}
+	wrr := make([][]int64, len(snap.vips))
+	of := make([]wrrKey, len(snap.vips))
+	for i := range snap.vips {
+		v := &snap.vips[i]
+		if v.sched != SchedWRR {
+			continue
+		}
+		of[i] = wrrKey{v.id, v.refs}
+		if j, ok := prev[v.id]; ok && slices.Equal(st.wrrOf[j].refs, v.refs) {
+			wrr[i] = st.wrr[j]
+		} else {
+			wrr[i] = make([]int64, len(v.refs))
+		}
+	}
+	st.wrr, st.wrrOf = wrr, of
 }
 
 // active returns the active flows of backend ref as the worker knows them.
@@ -342,7 +380,8 @@ func NewChooser(s *Snapshot) *Chooser {
 }
 
 // SetSnapshot moves c to s, as a worker adopts a new snapshot (the smooth
-// round robin starts over for the VIPs whose members changed).
+// round robin starts over for the VIPs whose members changed, and only
+// for them).
 func (c *Chooser) SetSnapshot(s *Snapshot) {
 	c.snap = s
 	c.st.adopt(s, true)
@@ -377,6 +416,7 @@ func (c *Chooser) Clone() *Chooser {
 		pinned:    append([]uint32(nil), c.st.pinned...),
 		pinnedVIP: append([]uint32(nil), c.st.pinnedVIP...),
 		wrr:       make([][]int64, len(c.st.wrr)),
+		wrrOf:     append([]wrrKey(nil), c.st.wrrOf...),
 	}
 	for i, w := range c.st.wrr {
 		if w != nil {

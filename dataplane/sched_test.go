@@ -258,3 +258,62 @@ func BenchmarkSchedulers(b *testing.B) {
 		}
 	}
 }
+
+// TestWRRAcrossSnapshots: a publish that leaves a round-robin VIP's
+// members as they were (here another VIP's backend weight changes before
+// every new flow, as health events and slow-start steps elsewhere do)
+// does not restart its round; each restart made the heaviest member,
+// ties to the first, the next pick, so every flow went to one backend.
+// A VIP whose members change starts a round anew, over the new members.
+func TestWRRAcrossSnapshots(t *testing.T) {
+	spec := schedSpec(SchedWRR, 3)
+	for i := range spec.VIPs[0].Backends {
+		spec.VIPs[0].Backends[i].Weight = 1
+	}
+	s := mustSnapshot(t, spec)
+	c := NewChooser(s)
+	// next publishes spec with edit applied, as the daemon publishes.
+	next := func(edit func(*Spec)) {
+		n := *spec
+		n.VIPs = append([]VIPSpec(nil), spec.VIPs...)
+		for i := range n.VIPs {
+			n.VIPs[i].Backends = append([]BackendSpec(nil), spec.VIPs[i].Backends...)
+		}
+		edit(&n)
+		var err error
+		if s, err = NewSnapshotFrom(s, &n); err != nil {
+			t.Fatal(err)
+		}
+		spec = &n
+		c.SetSnapshot(s)
+	}
+	got := map[uint32]int{}
+	for k := 0; k < 300; k++ {
+		next(func(n *Spec) { n.VIPs[1].Backends[0].Weight = uint32(1 + k%2) })
+		ref, ok := c.Choose(idNAT4, uint64(k))
+		if !ok {
+			t.Fatal("no choice")
+		}
+		got[ref]++
+	}
+	for ref := uint32(100); ref < 103; ref++ {
+		if got[ref] != 100 {
+			t.Errorf("equal weights, a publish elsewhere before every flow: backend %d got %d of 300 new flows, want 100 (%v)", ref, got[ref], got)
+		}
+	}
+	// A fourth member: the round starts over the four.
+	next(func(n *Spec) {
+		n.VIPs[0].Backends = append(n.VIPs[0].Backends, BackendSpec{
+			Ref: 103, Addr: netip.AddrFrom4([4]byte{198, 18, 2, 4}), Port: 8080, Weight: 1, State: BackendUp, MAC: macOf(103)})
+	})
+	clear(got)
+	for k := 0; k < 400; k++ {
+		ref, _ := c.Choose(idNAT4, uint64(k))
+		got[ref]++
+	}
+	for ref := uint32(100); ref < 104; ref++ {
+		if got[ref] != 100 {
+			t.Errorf("after a fourth member joined: backend %d got %d of 400, want 100 (%v)", ref, got[ref], got)
+		}
+	}
+}
