@@ -17,7 +17,10 @@ const outlierTick = time.Second
 type outlierState struct {
 	det     *outlier.Detector
 	ejected map[uint32]bool // by ref: counted down in statusLocked
-	total   map[uint32]uint64
+	// total counts ejections by backend (control.BackendKey), not by
+	// ref: a ref freed by a backend goes, after the registry's hold, to
+	// another, which must not inherit its predecessor's count.
+	total map[string]uint64
 }
 
 // outlierRound hands the detector every watched backend's counters (the
@@ -34,8 +37,9 @@ func (d *Daemon) outlierRound(now time.Time) {
 	}
 	o := &d.outliers
 	if o.det == nil {
-		o.det, o.ejected, o.total = outlier.New(), map[uint32]bool{}, map[uint32]uint64{}
+		o.det, o.ejected, o.total = outlier.New(), map[uint32]bool{}, map[string]uint64{}
 	}
+	keys := map[uint32]string{} // of the watched backends, for the counts
 	for i := range d.cfg.VIPs {
 		v := &d.cfg.VIPs[i]
 		if !v.Outlier.Enabled {
@@ -52,7 +56,9 @@ func (d *Daemon) outlierRound(now time.Time) {
 			if b.State == config.StateDisabled {
 				continue
 			}
-			ref := d.reg.Ref(control.BackendKey(v, b))
+			key := control.BackendKey(v, b)
+			ref := d.reg.Ref(key)
+			keys[ref] = key
 			var c outlier.Counts
 			if int(ref) < len(sum.Backends) {
 				f := sum.Backends[ref]
@@ -65,7 +71,9 @@ func (d *Daemon) outlierRound(now time.Time) {
 	for _, c := range changes {
 		if c.Ejected {
 			o.ejected[c.Ref] = true
-			o.total[c.Ref]++
+			if key, ok := keys[c.Ref]; ok {
+				o.total[key]++
+			}
 			d.log.Warn("backend ejected: its clients' handshakes fail", "vip", c.VIP, "ref", c.Ref,
 				"failed", c.Failed, "tried", c.Tried, "for", c.For)
 		} else {

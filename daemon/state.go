@@ -205,8 +205,14 @@ func (d *Daemon) Metrics() *admin.Metrics {
 	for ref := range d.outliers.ejected {
 		m.Ejected[ref] = true
 	}
-	for ref, n := range d.outliers.total {
-		m.Ejections[ref] = n
+	for i := range d.cfg.VIPs {
+		v := &d.cfg.VIPs[i]
+		for j := range v.Backends {
+			key := control.BackendKey(v, &v.Backends[j])
+			if n := d.outliers.total[key]; n > 0 {
+				m.Ejections[d.reg.Ref(key)] = n
+			}
+		}
 	}
 	if d.spec == nil {
 		return m
