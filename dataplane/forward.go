@@ -35,12 +35,7 @@ func (w *Worker) forward(d *Desc, frame []byte, p *pkt, vi int) {
 		return
 	}
 	b, ref := w.pick(frame, p, vi, v)
-	if b == nil {
-		w.drop(d, DropNoBackend)
-		return
-	}
-	if !b.hasMAC {
-		w.drop(d, DropNoNeighbor)
+	if !w.reachable(d, b) {
 		return
 	}
 	w.count(v, ref, p.f.L3Len)
@@ -49,6 +44,20 @@ func (w *Worker) forward(d *Desc, frame []byte, p *pkt, vi int) {
 	} else {
 		w.forward4(d, frame, p, v, b)
 	}
+}
+
+// reachable reports whether a packet can go to backend b: there is one,
+// and its MAC is known; otherwise d is dropped and counted for why.
+func (w *Worker) reachable(d *Desc, b *backend) bool {
+	switch {
+	case b == nil:
+		w.drop(d, DropNoBackend)
+		return false
+	case !b.hasMAC:
+		w.drop(d, DropNoNeighbor)
+		return false
+	}
+	return true
 }
 
 // forwardClean is forward for a packet classifyCommon marked isClean
@@ -68,12 +77,7 @@ func (w *Worker) forwardClean(d *Desc, p *pkt) {
 		flags = p.l3[packet.IPv4MinSize+13]
 	}
 	b, ref := w.track(p, flags, vi, v)
-	if b == nil {
-		w.drop(d, DropNoBackend)
-		return
-	}
-	if !b.hasMAC {
-		w.drop(d, DropNoNeighbor)
+	if !w.reachable(d, b) {
 		return
 	}
 	w.count(v, ref, p.f.L3Len)

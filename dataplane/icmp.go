@@ -57,12 +57,7 @@ func (w *Worker) steerTo(d *Desc, frame []byte, f *packet.Frame, q *quoted, k *c
 	if handed {
 		return
 	}
-	if b == nil {
-		w.drop(d, DropNoBackend)
-		return
-	}
-	if !b.hasMAC {
-		w.drop(d, DropNoNeighbor)
+	if !w.reachable(d, b) {
 		return
 	}
 	e := readL2(frame, f)

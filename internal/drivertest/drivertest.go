@@ -174,35 +174,23 @@ func LinkFlap(t *testing.T, q dataplane.Queue, ns *nstest.NS, ifname string, mac
 	for i := 0; i < n; i++ {
 		peer.Send(t, Frame(t, peer.MAC, mac, i, 60, 0))
 	}
-	descs := make([]dataplane.Desc, 64)
-	got, down := 0, false
-	for deadline := time.Now().Add(3 * time.Second); got < n && time.Now().Before(deadline); {
-		k, err := q.Receive(descs, 50*time.Millisecond)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range descs[:k] {
-			d := &descs[i]
-			f := d.Buf[d.Off : d.Off+d.Len]
-			d.Verdict = dataplane.VerdictDrop
-			if _, ok := Seq(f); ok {
-				copy(f[0:6], peer.MAC)
-				copy(f[6:12], mac)
-				d.Verdict, d.Port = dataplane.VerdictTX, dataplane.PortIngress
-				got++
-			}
-		}
-		if got > 0 && !down {
+	// The link goes down once the first test frame is in hand, before
+	// the Transmit that sends it back: Exchange fails the test if that
+	// Transmit, or any after it, returns an error.
+	down := false
+	got := Exchange(t, q, 64, dataplane.VerdictDrop, n, func(d *dataplane.Desc, f []byte, _ uint32) {
+		copy(f[0:6], peer.MAC)
+		copy(f[6:12], mac)
+		d.Verdict, d.Port = dataplane.VerdictTX, dataplane.PortIngress
+		if !down {
 			ns.Must(t, "ip", "link", "set", ifname, "down")
 			down = true
 		}
-		if err := q.Transmit(descs[:k]); err != nil {
-			t.Fatalf("Transmit with the link down: %v", err)
-		}
-	}
+	})
 	if got != n {
 		t.Fatalf("received %d of %d frames", got, n)
 	}
+	descs := make([]dataplane.Desc, 64)
 	const idle = 200 * time.Millisecond
 	for i := 0; i < 2; i++ {
 		start := time.Now()
