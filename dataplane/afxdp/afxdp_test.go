@@ -3,9 +3,12 @@ package afxdp
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -469,5 +472,49 @@ func TestTwoArmedTooLong(t *testing.T) {
 		if acc.total() != o.FrameCount {
 			t.Errorf("%s UMEM: %+v, want %d frames", name, acc, o.FrameCount)
 		}
+	}
+}
+
+// TestReopen: once a queue is closed its socket is gone, so that the same
+// interface queue can be bound again in the same process, and no mapping
+// of the old socket is left.
+func TestReopen(t *testing.T) {
+	r := newRig(t)
+	var st unix.Stat_t
+	if err := unix.Fstat(r.sock.FD(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.q.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name := fmt.Sprintf("socket:[%d]", st.Ino); strings.Contains(string(maps), name) {
+		t.Errorf("%s is still mapped after Close", name)
+	}
+	err = r.a.Do(func() error {
+		ifi, err := net.InterfaceByName(r.an)
+		if err != nil {
+			return err
+		}
+		// The kernel releases the old socket's buffer pool, and with it
+		// the queue, in deferred work (xp_put_pool): bind fails with
+		// EBUSY until then (asavie/xdp's error does not wrap it).
+		s, err := Open(ifi.Index, 0, testOpts)
+		for deadline := time.Now().Add(2 * time.Second); err != nil && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+			s, err = Open(ifi.Index, 0, testOpts)
+		}
+		if err != nil {
+			return err
+		}
+		r.sock = s
+		r.q = NewQueue(s, nil, 64) // the rig's cleanup closes it
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("the same queue, opened again: %v", err)
 	}
 }

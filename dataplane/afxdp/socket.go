@@ -3,6 +3,9 @@ package afxdp
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -322,7 +325,8 @@ func (s *Socket) KernelStats() (unix.XDPStatistics, error) {
 	return st, nil
 }
 
-// Close releases the socket and its UMEM.
+// Close releases the socket and its UMEM: once it returns, the queue can
+// be bound again.
 func (s *Socket) Close() error {
 	for _, r := range []*ring{&s.rx, &s.tx, &s.fill, &s.cq} {
 		r.unmap()
@@ -330,10 +334,53 @@ func (s *Socket) Close() error {
 	if s.xsk == nil {
 		return nil
 	}
+	// asavie/xdp maps the four rings in NewSocket and its Close forgets
+	// them without unmapping: while one is mapped the socket file lives
+	// on after its fd is closed, bound to its queue (a new socket there
+	// gets EBUSY), in the XSKMAP, its UMEM pinned. Unmap what is left of
+	// the socket in this process, by its inode, before closing it.
+	var st unix.Stat_t
+	unmapErr := unix.Fstat(s.fd, &st)
+	if unmapErr == nil {
+		unmapErr = unmapFile(st.Ino)
+	}
 	err := s.xsk.Close()
 	s.xsk = nil
 	if err != nil && !errors.Is(err, unix.EBADF) {
 		return err
+	}
+	if unmapErr != nil {
+		return fmt.Errorf("afxdp: unmapping the rings: %w", unmapErr)
+	}
+	return nil
+}
+
+// unmapFile unmaps every mapping of this process whose file has inode
+// ino on the socket file system, as /proc/self/maps lists them
+// ("socket:[ino]"). Nothing may use those mappings afterwards.
+func unmapFile(ino uint64) error {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return err
+	}
+	name := "socket:[" + strconv.FormatUint(ino, 10) + "]"
+	for _, line := range strings.Split(string(maps), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || f[5] != name {
+			continue
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
+		if !ok {
+			continue
+		}
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 != nil || err2 != nil || end <= start {
+			continue
+		}
+		if _, _, errno := unix.Syscall(unix.SYS_MUNMAP, uintptr(start), uintptr(end-start), 0); errno != 0 {
+			return fmt.Errorf("munmap %s: %w", f[0], errno)
+		}
 	}
 	return nil
 }
