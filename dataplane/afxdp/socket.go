@@ -275,7 +275,11 @@ func (s *Socket) push(a uint64, n int) bool {
 
 // kick publishes queued transmissions and, when the kernel asks for it,
 // wakes it up. In copy mode each sendto transmits up to the socket's
-// budget, so kick retries while the ring still holds descriptors.
+// budget (32 frames unless XDP_MAX_TX_SKB_BUDGET raised it), so kick calls
+// again while the ring holds descriptors and the last call took some; it
+// gives up after kickIdle calls in a row that took none (the device
+// queue full: the next Transmit tries again). Each call that takes some
+// takes at least one, so a kick makes at most a ring's worth of calls.
 //
 // Only a device that is gone (ENXIO: unregistered, the socket unbound) is
 // an error. A link that is down (ENETDOWN) is counted and waited out: the
@@ -284,7 +288,7 @@ func (s *Socket) push(a uint64, n int) bool {
 // after the link is back sends them.
 func (s *Socket) kick() error {
 	s.tx.submit()
-	for try := 0; try < 4; try++ {
+	for idle := 0; idle < kickIdle; {
 		// Copy mode transmits only inside sendto; zero-copy drivers send
 		// on their own unless they set need-wakeup, or unless the socket
 		// busy polls: then the driver's NAPI, completions included, runs
@@ -292,11 +296,15 @@ func (s *Socket) kick() error {
 		if s.zeroCopy && s.busyPoll == 0 && !s.tx.needWakeup() {
 			return nil
 		}
-		if atomic.LoadUint32(s.tx.cons) == s.tx.cachedProd {
+		cons := atomic.LoadUint32(s.tx.cons)
+		if cons == s.tx.cachedProd {
 			return nil
 		}
 		s.st.kicks.Add(1)
 		_, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		if atomic.LoadUint32(s.tx.cons) == cons {
+			idle++
+		}
 		switch errno {
 		case 0, unix.EAGAIN, unix.EBUSY, unix.ENOBUFS, unix.EINTR:
 		case unix.ENXIO:
@@ -311,6 +319,10 @@ func (s *Socket) kick() error {
 	}
 	return nil
 }
+
+// kickIdle is how many sendto calls in a row that transmit nothing a kick
+// makes before it leaves the rest of the ring to the next one.
+const kickIdle = 4
 
 // KernelStats returns the kernel's counters for the socket (drops for a
 // full rx ring, an empty fill ring, invalid descriptors...). Safe from any
