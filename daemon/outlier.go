@@ -67,6 +67,9 @@ func (d *Daemon) outlierRound(now time.Time) {
 			o.det.Observe(now, v.Name, ref, c)
 		}
 	}
+	if len(o.total) > 0 {
+		d.pruneEjectionsLocked()
+	}
 	changes := o.det.Evaluate(now, func(ref uint32) bool { return !d.health[ref].Down })
 	for _, c := range changes {
 		if c.Ejected {
@@ -91,5 +94,26 @@ func (d *Daemon) outlierRound(now time.Time) {
 	}
 	if len(changes) > 0 {
 		d.requestPublishLocked()
+	}
+}
+
+// pruneEjectionsLocked forgets the ejection counts of backends that are no
+// longer configured, so that churn (backends coming and going by address)
+// does not grow the map; one that comes back starts at zero, as its metric
+// series does.
+func (d *Daemon) pruneEjectionsLocked() {
+	keep := make(map[string]bool, len(d.outliers.total))
+	for i := range d.cfg.VIPs {
+		v := &d.cfg.VIPs[i]
+		for j := range v.Backends {
+			if key := control.BackendKey(v, &v.Backends[j]); d.outliers.total[key] > 0 {
+				keep[key] = true
+			}
+		}
+	}
+	for key := range d.outliers.total {
+		if !keep[key] {
+			delete(d.outliers.total, key)
+		}
 	}
 }

@@ -51,4 +51,12 @@ func TestEjectionsFollowTheBackend(t *testing.T) {
 	if got, ok := d.Metrics().Ejections[ref]; ok {
 		t.Errorf("%s inherited %d ejections of %s with its ref %d", newKey, got, key, ref)
 	}
+	// The count of a backend no longer configured goes at the next round.
+	d.outlierRound(clock)
+	d.mu.Lock()
+	_, kept := d.outliers.total[key]
+	d.mu.Unlock()
+	if kept {
+		t.Errorf("the ejections of %s, gone from the configuration, are still kept", key)
+	}
 }

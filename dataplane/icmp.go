@@ -6,9 +6,9 @@ import (
 	"github.com/vipd/vipd/packet"
 )
 
-// The ICMP paths both address families share. None of them runs for a
-// flow's own packets, only for ICMP to or about a VIP, so a branch on the
-// family here costs the forwarding path nothing.
+// The ICMP paths both address families share. Those with a branch on the
+// family run only for ICMP to or about a VIP, never for a flow's own
+// packets, so the branch costs the forwarding path nothing.
 
 // icmpAllowed reports whether the ICMP rate limit lets vipd send one more
 // message; when it does not, d is dropped for reason and counted as
@@ -69,11 +69,13 @@ func (w *Worker) steerTo(d *Desc, frame []byte, f *packet.Frame, q *quoted, k *c
 			w.drop(d, DropTooBig)
 			return
 		}
-		w.c.ICMPSteered++
 		if k.IPv6 {
 			w.encap6(d, frame, f, &e, v, b, out, 0, hp)
 		} else {
 			w.encap4(d, frame, f, &e, v, b, out, hp)
+		}
+		if d.Verdict == VerdictTX { // not dropped for want of headroom
+			w.c.ICMPSteered++
 		}
 		return
 	}

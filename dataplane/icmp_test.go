@@ -368,3 +368,20 @@ func setTTL(frame []byte, ttl uint8) {
 	ip.SetChecksum(0)
 	ip.SetChecksum(ip.ComputeChecksum())
 }
+
+// TestICMPSteeredCountsSent: a DSR error that the encapsulation drops
+// (here for want of headroom) is a drop, not also a steered error.
+func TestICMPSteeredCountsSent(t *testing.T) {
+	h := newHarness(t, testSpec())
+	in := icmpError(t, router4, vipDSR4, quotedTCP(t, vipDSR4, client4, 80, 40001))
+	d := &Desc{Buf: append([]byte(nil), in...), Len: len(in), RxPort: PortIngress} // no headroom
+	h.w.Begin(h.snap, h.now, h.emit)
+	h.w.Process(d)
+	h.w.End(1)
+	if d.Verdict != VerdictDrop || d.Reason != DropNoHeadroom {
+		t.Fatalf("verdict %v reason %v, want a no_headroom drop", d.Verdict, d.Reason)
+	}
+	if c := h.w.Counters(); c.ICMPSteered != 0 || c.Drops[DropNoHeadroom] != 1 {
+		t.Errorf("steered %d, no_headroom drops %d; want 0 and 1", c.ICMPSteered, c.Drops[DropNoHeadroom])
+	}
+}

@@ -116,7 +116,7 @@ func (q *Queue) clearErrors() {
 		if q.pfds[i].Revents&unix.POLLERR == 0 {
 			continue
 		}
-		if _, err := unix.GetsockoptInt(int(q.pfds[i].Fd), unix.SOL_SOCKET, unix.SO_ERROR); err == nil {
+		if v, err := unix.GetsockoptInt(int(q.pfds[i].Fd), unix.SOL_SOCKET, unix.SO_ERROR); err == nil && v != 0 {
 			q.st.sockErrors.Add(1)
 		}
 	}

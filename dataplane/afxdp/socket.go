@@ -304,6 +304,8 @@ func (s *Socket) kick() error {
 		_, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 		if atomic.LoadUint32(s.tx.cons) == cons {
 			idle++
+		} else {
+			idle = 0
 		}
 		switch errno {
 		case 0, unix.EAGAIN, unix.EBUSY, unix.ENOBUFS, unix.EINTR:
