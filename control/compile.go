@@ -165,7 +165,7 @@ func (p *Plan) Header(host *Host) *dataplane.Spec {
 
 // VIP compiles VIP i of the plan's configuration on host, with each
 // backend's run-time state from status. allDown reports whether
-// on_all_down applied (every enabled backend is down).
+// on_all_down applied: no backend takes new flows and none is drained.
 func (p *Plan) VIP(i int, host *Host, status func(ref uint32) Status) (vs dataplane.VIPSpec, allDown bool, err error) {
 	v := &p.cfg.VIPs[i]
 	twoArmed := p.cfg.Dataplane.TwoArmed()
@@ -195,7 +195,12 @@ func (p *Plan) VIP(i int, host *Host, status func(ref uint32) Status) (vs datapl
 			}
 		}
 	}
-	up := 0
+	// up counts the backends that take new flows; drained those that keep
+	// their flows without taking new ones (drained by the operator, the
+	// admin API or the check's drain_status). A VIP whose backends are all
+	// drained is out of service on purpose: not "all down", so neither
+	// on_all_down's panic nor its event.
+	up, drained := 0, 0
 	vs.Backends = make([]dataplane.BackendSpec, 0, len(v.Backends))
 	for j := range v.Backends {
 		b := &v.Backends[j]
@@ -209,12 +214,15 @@ func (p *Plan) VIP(i int, host *Host, status func(ref uint32) Status) (vs datapl
 			bs.MAC, _ = host.NextHop(b.Address)
 		}
 		bs.State = state(b.State, st)
-		if bs.State == dataplane.BackendUp && bs.Weight > 0 {
+		switch {
+		case bs.State == dataplane.BackendUp && bs.Weight > 0:
 			up++
+		case bs.State == dataplane.BackendDraining:
+			drained++
 		}
 		vs.Backends = append(vs.Backends, bs)
 	}
-	if up == 0 && v.HealthCheck.Type != config.CheckNone {
+	if up == 0 && drained == 0 && v.HealthCheck.Type != config.CheckNone {
 		allDown = true
 		if v.HealthCheck.OnAllDown == config.AllDownIgnoreHealth {
 			// Panic mode: a health-check outage must not become a

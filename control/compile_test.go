@@ -166,6 +166,10 @@ func TestStatus(t *testing.T) {
 		{"slow start", map[uint32]Status{r0: {Ramp: 0.25}}, [2]dataplane.BackendState{dataplane.BackendUp, dataplane.BackendUp}, [2]uint32{500, 1000}, false},
 		{"slow start at the very start", map[uint32]Status{r0: {Ramp: 1e-9}}, [2]dataplane.BackendState{dataplane.BackendUp, dataplane.BackendUp}, [2]uint32{1, 1000}, false},
 		{"all down, ignore_health", map[uint32]Status{r0: {Down: true}, r1: {Down: true}}, [2]dataplane.BackendState{dataplane.BackendUp, dataplane.BackendUp}, [2]uint32{2000, 1000}, true},
+		// Drained on purpose, by the admin API or drain_status: no panic,
+		// no all-down event; panic mode used to put them back to work.
+		{"all drained", map[uint32]Status{r0: {Draining: true}, r1: {Draining: true}}, [2]dataplane.BackendState{dataplane.BackendDraining, dataplane.BackendDraining}, [2]uint32{2000, 1000}, false},
+		{"one down, one drained", map[uint32]Status{r0: {Down: true}, r1: {Draining: true}}, [2]dataplane.BackendState{dataplane.BackendDown, dataplane.BackendDraining}, [2]uint32{2000, 1000}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
