@@ -795,11 +795,21 @@ func (d *Daemon) Reload() error {
 	for _, t := range targets {
 		live[t.Ref] = true
 	}
+	stale := false
 	for ref := range d.health {
 		if !live[ref] {
+			// No longer checked (its check turned off, or it is gone):
+			// its last status, down or draining, goes, and no report
+			// will come to publish that. The snapshot just published
+			// still has it: publish again.
 			delete(d.health, ref)
 			delete(d.checked, ref)
+			d.markRefLocked(ref)
+			stale = true
 		}
+	}
+	if stale {
+		d.requestPublishLocked()
 	}
 	// A removed backend's drain goes with it: its ref may come to
 	// another backend (control.Registry).

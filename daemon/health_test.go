@@ -196,3 +196,19 @@ func TestHealthDrainAndSlowStart(t *testing.T) {
 		t.Errorf("slow start began at %v, want a small share: %v", ramps[0], ramps)
 	}
 }
+
+// TestHealthCheckTurnedOff: a backend that was down when a reload turns
+// its VIP's check off (type = "none") is in service again at once; its
+// last status went with the check, and no report was left to publish
+// that.
+func TestHealthCheckTurnedOff(t *testing.T) {
+	td, fp := startHealth(t, "0s", "drop")
+	fp.set("198.18.1.11", health.Result{})
+	waitUntil(t, ".11 down", func() bool { return td.backend(0)["forwarding"] == "down" })
+	cfg := strings.NewReplacer("SLOW", "0s", "ALLDOWN", "drop").Replace(healthConfig)
+	td.rewrite(strings.Replace(cfg, `type = "http"`, `type = "none"`, 1))
+	if err := td.d.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, ".11 back in service without a check", func() bool { return td.backend(0)["forwarding"] == "up" })
+}
