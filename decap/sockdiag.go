@@ -24,6 +24,12 @@ import (
 type sockDiag struct {
 	mu sync.Mutex // serializes a request and its deadline
 	c  *netlink.Conn
+	// ns is the network namespace the socket was opened in (an open
+	// /proc/thread-self/ns/net), for a socket opened anew after a failed
+	// query.
+	ns int
+	// timeout bounds one query (sockDiagTimeout; tests shorten it).
+	timeout time.Duration
 }
 
 // sockDiagTimeout bounds one lookup; the kernel answers in microseconds.
@@ -54,14 +60,38 @@ const (
 )
 
 func openSockDiag() (*sockDiag, error) {
-	c, err := netlink.Dial(netlinkSockDiag, nil)
+	ns, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
+		return nil, fmt.Errorf("decap: sock_diag: this thread's network namespace: %w", err)
+	}
+	c, err := netlink.Dial(netlinkSockDiag, &netlink.Config{NetNS: ns})
+	if err != nil {
+		unix.Close(ns)
 		return nil, fmt.Errorf("decap: sock_diag netlink socket: %w", err)
 	}
-	return &sockDiag{c: c}, nil
+	return &sockDiag{c: c, ns: ns, timeout: sockDiagTimeout}, nil
 }
 
-func (s *sockDiag) Close() error { return s.c.Close() }
+func (s *sockDiag) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.c.Close()
+	unix.Close(s.ns)
+	return err
+}
+
+// reopenLocked replaces the socket after a query failed. A reply that
+// came after the query's deadline stays queued on the socket and would
+// be read as the answer to the next query, and every query after it
+// would be one answer behind (a stale "no such socket" reads as "not
+// here": a local flow chained away); a new socket starts in step. If no
+// new socket can be opened the old one stays.
+func (s *sockDiag) reopenLocked() {
+	if c, err := netlink.Dial(netlinkSockDiag, &netlink.Config{NetNS: s.ns}); err == nil {
+		s.c.Close()
+		s.c = c
+	}
+}
 
 // Lookup asks the kernel for the socket that would receive a packet from
 // remote to local. The kernel's exact lookup falls back, when no
@@ -113,7 +143,10 @@ func (s *sockDiag) query(proto uint8, local, remote netip.AddrPort) (peer netip.
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.c.SetDeadline(time.Now().Add(sockDiagTimeout)); err != nil {
+	// The kernel answers inside the send (netlink to the kernel is
+	// synchronous): the deadline bounds the wait for the reply. A thread
+	// stalled past it after the send fails the read with the reply queued.
+	if err := s.c.SetReadDeadline(time.Now().Add(s.timeout)); err != nil {
 		return peer, false, err
 	}
 	msgs, err := s.c.Execute(netlink.Message{
@@ -124,6 +157,7 @@ func (s *sockDiag) query(proto uint8, local, remote netip.AddrPort) (peer netip.
 		return peer, false, nil
 	}
 	if err != nil {
+		s.reopenLocked()
 		return peer, false, fmt.Errorf("decap: sock_diag lookup: %w", err)
 	}
 	for _, m := range msgs {

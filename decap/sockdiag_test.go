@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/vipd/vipd/internal/nstest"
 	"github.com/vipd/vipd/packet"
@@ -160,6 +161,27 @@ func TestSockDiag(t *testing.T) {
 	}
 	if _, err := d.sd.Lookup(packet.ProtoTCP, netip.AddrPortFrom(vip4, 80), netip.AddrPortFrom(client6, 1)); err == nil {
 		t.Errorf("Lookup across families: no error")
+	}
+}
+
+// TestSockDiagAfterTimeout: a query that times out (here its deadline
+// has passed when it reads, as when the thread stalls after the send)
+// leaves its reply queued; the lookups after it must still get their own
+// answers. Before, each read the previous one's: a "no such socket" for
+// an established connection, then only sequence-number errors.
+func TestSockDiagAfterTimeout(t *testing.T) {
+	d := newDiagNS(t)
+	local, remote := addrPort(d.tcp4.LocalAddr()), addrPort(d.tcp4.RemoteAddr())
+	noListener := netip.AddrPortFrom(vip4, 81)
+	d.sd.timeout = -time.Second
+	if _, err := d.sd.Lookup(packet.ProtoTCP, noListener, remote); err == nil {
+		t.Fatal("a lookup whose deadline had passed did not fail")
+	}
+	d.sd.timeout = sockDiagTimeout
+	for i := 0; i < 4; i++ {
+		if got, err := d.sd.Lookup(packet.ProtoTCP, local, remote); !got || err != nil {
+			t.Errorf("lookup %d after a timeout: established connection found %v, err %v", i, got, err)
+		}
 	}
 }
 
