@@ -218,6 +218,34 @@ func (c *collector) validateAnnounce(p string, v *VIP, bgp *BGP) {
 	}
 	if n := len(v.Backends); n > 0 && (v.MinHealthy < 0 || v.MinHealthy > n) {
 		c.errorf(p+".min_healthy", "must be from 0 to the number of backends (%d), not %d", len(v.Backends), v.MinHealthy)
+	} else if *v.Announce {
+		// Only active backends count as up; draining and disabled ones
+		// never do (a whole VIP drained in the configuration is a
+		// legitimate state, so this is no error).
+		active := 0
+		for i := range v.Backends {
+			if v.Backends[i].State == StateActive {
+				active++
+			}
+		}
+		if v.MinHealthy > active {
+			c.warnf(p+".min_healthy", "is %d but %d backends are active (the others are draining or disabled): the VIP is not announced until min_healthy of them are up", v.MinHealthy, active)
+		}
+	}
+	if *v.Announce && !*v.NeighborAnnounce && bgp != nil && v.Address.IsValid() {
+		fam := FamilyIPv4
+		if v.Address.Is6() {
+			fam = FamilyIPv6
+		}
+		sent := false
+		for _, pe := range bgp.Peers {
+			for _, f := range pe.Families {
+				sent = sent || f == fam
+			}
+		}
+		if !sent {
+			c.warnf(p+".announce", "no BGP peer has family %q: the VIP %s is announced to no router, and neighbor_announce is off", fam, v.Address)
+		}
 	}
 	if !*v.Announce && (len(v.Communities) > 0 || v.MED != 0) {
 		c.warnf(p+".announce", "the VIP is not announced over BGP: its communities and med have no effect")

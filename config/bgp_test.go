@@ -123,6 +123,8 @@ func TestBGPWarnings(t *testing.T) {
 		{"communities on an unannounced VIP", strings.Replace(base, "port = 80", "port = 80\ncommunities = [\"65000:1\"]", 1), "vip[0].announce", "no effect"},
 		{"per-box scheduler announced", strings.Replace(bgpBase, "port = 80", "port = 80\nscheduler = \"lc\"", 1), "vip[0].scheduler", "depends on the box"},
 		{"BGP and ARP both", strings.Replace(bgpBase, "port = 80", "port = 80\nneighbor_announce = true", 1), "vip[0].neighbor_announce", "all answer"},
+		{"min_healthy over the active backends", strings.Replace(strings.Replace(bgpBase, "port = 80", "port = 80\nmin_healthy = 2", 1), "port = 8080\n\n[[vip.backend]]", "port = 8080\nstate = \"draining\"\n\n[[vip.backend]]", 1), "vip[0].min_healthy", "1 backends are active"},
+		{"no peer of the VIP's family", strings.Replace(bgpBase, "asn = 65000", "asn = 65000\nfamilies = [\"ipv6\"]", 1), "vip[0].announce", "announced to no router"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -124,7 +124,10 @@ func TestValidationErrors(t *testing.T) {
 		{"tunnel probe on a NAT VIP", base + "\n[vip.healthcheck]\nprobe = \"tunnel\" #!\n", "vip[0].healthcheck.probe", `only applies to mode = "dsr"`},
 		{"unknown probe", base + "\n[vip.healthcheck]\nprobe = \"icmp\" #!\n", "vip[0].healthcheck.probe", `must be "tunnel" or "direct", not "icmp"`},
 		{"bad source prefix", strings.Replace(strings.ReplaceAll(base, "port = 8080\n", ""), `port = 80`, "port = 80\nmode = \"dsr\"\nencap_source_prefix = \"198.18.1.0/33\" #!", 1), "vip[0].encap_source_prefix", ""},
-		{"egress mtu too small for IPv6 GUE", "[dataplane]\ningress = \"eth0\"\negress_mtu = 1320 #!\n[[vip]]\nname = \"v6\"\naddress = \"2001:2::100\"\nport = 80\nmode = \"dsr\"\nencap = \"gue\"\nencap_source = \"2001:2:1::1\"\n[[vip.backend]]\naddress = \"2001:2:1::11\"\n", "dataplane.egress_mtu", "from 1328"},
+		{"egress mtu too small for IPv6 GUE", "[dataplane]\ningress = \"eth0\"\negress_mtu = 1320 #!\n[[vip]]\nname = \"v6\"\naddress = \"2001:2::100\"\nport = 80\nmode = \"dsr\"\nencap = \"gue\"\nprevious_owner = false\nencap_source = \"2001:2:1::1\"\n[[vip.backend]]\naddress = \"2001:2:1::11\"\n", "dataplane.egress_mtu", "from 1328"},
+		// previous_owner, on by default with GUE: a hinted packet carries
+		// 24 bytes more.
+		{"egress mtu too small for IPv6 GUE hints", "[dataplane]\ningress = \"eth0\"\negress_mtu = 1328 #!\n[[vip]]\nname = \"v6\"\naddress = \"2001:2::100\"\nport = 80\nmode = \"dsr\"\nencap = \"gue\"\nencap_source = \"2001:2:1::1\"\n[[vip.backend]]\naddress = \"2001:2:1::11\"\n", "dataplane.egress_mtu", "from 1352"},
 		{"outlier on UDP", strings.Replace(base, `port = 80`, "port = 80\nprotocol = \"udp\"", 1) + "\n[vip.outlier]\nenabled = true #!\n", "vip[0].outlier.enabled", "needs protocol"},
 		{"outlier ratio", base + "\n[vip.outlier]\nenabled = true\nfailure_ratio = 1.5 #!\n", "vip[0].outlier.failure_ratio", "in (0, 1]"},
 		{"outlier ratio not a number", base + "\n[vip.outlier]\nenabled = true\nfailure_ratio = \"half\" #!\n", "vip[0].outlier.failure_ratio", "must be a number"},
@@ -136,6 +139,8 @@ func TestValidationErrors(t *testing.T) {
 		{"mixed families", strings.Replace(base, `address = "198.18.1.12"`, `address = "2001:db8::12" #!`, 1), "vip[0].backend[1].address", "mixes address families"},
 		{"encap source family", strings.Replace(strings.ReplaceAll(base, "port = 8080\n", ""), `port = 80`, "port = 80\nmode = \"dsr\"\nencap_source = \"2001:db8::1\" #!", 1), "vip[0].encap_source", "address family"},
 		{"duplicate backend", strings.Replace(base, `address = "198.18.1.12"`, `address = "198.18.1.11" #!`, 1), "vip[0].backend[1].address", "duplicate backend 198.18.1.11:8080"},
+		// Port 0 is the VIP's port, 80: the same endpoint written twice.
+		{"duplicate backend, one on the VIP's port", strings.Replace(strings.Replace(base, "port = 8080", "port = 80", 1), "address = \"198.18.1.12\"\nport = 8080", "address = \"198.18.1.11\" #!", 1), "vip[0].backend[1].address", "duplicate backend 198.18.1.11:80"},
 		{"port rewrite in DSR", strings.Replace(strings.Replace(base, `port = 80`, "port = 80\nmode = \"dsr\"", 1), "port = 8080\n\n", "port = 8080 #!\n\n", 1), "vip[0].backend[0].port", "DSR cannot rewrite ports"},
 		{"port rewrite on all-port VIP", strings.Replace(strings.Replace(base, `port = 80`, "port = 0", 1), "port = 8080\n\n", "port = 8080 #!\n\n", 1), "vip[0].backend[0].port", "every port"},
 		{"weight zero", strings.Replace(base, "port = 8080\n\n", "port = 8080\nweight = 0 #!\n\n", 1), "vip[0].backend[0].weight", "0 is not a weight"},

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vipd/vipd/encap"
 	"github.com/vipd/vipd/hashing"
 )
 
@@ -116,12 +117,17 @@ func (c *collector) validateDataplane(d *Dataplane, cfg *Config) {
 				minMTU = max(minMTU, 1280) // RFC 8200 §5
 			}
 			if v.Address.Is6() && v.Mode == ModeDSR {
-				// 1280-byte inner packets plus the outer headers (40
-				// bytes, GUE 48): vipd does not fragment outer IPv6
-				// packets.
-				over := 40
+				// 1280-byte inner packets plus the outer headers (IPv6,
+				// and UDP with GUE, and with a previous-owner hint the
+				// GUE header that carries it): vipd does not fragment
+				// outer IPv6 packets. previous_owner is on by default
+				// with GUE (validatePreviousOwner sets it later).
+				over := encap.Overhead6
 				if v.Encap == EncapGUE {
-					over = 48
+					over = encap.OverheadGUE6
+					if v.PreviousOwner == nil || *v.PreviousOwner {
+						over = encap.OverheadHint6
+					}
 				}
 				minMTU = max(minMTU, 1280+over)
 			}
@@ -466,7 +472,13 @@ func (c *collector) validateBackends(p string, v *VIP) {
 			if b.Address == v.Address {
 				c.errorf(bp+".address", "%s is the VIP's own address", b.Address)
 			}
-			ap := netip.AddrPortFrom(b.Address, b.Port)
+			// Port 0 is the VIP's port: the same endpoint as that port
+			// written out.
+			port := b.Port
+			if port == 0 {
+				port = v.Port
+			}
+			ap := netip.AddrPortFrom(b.Address, port)
 			if j, dup := seen[ap]; dup {
 				c.errorf(bp+".address", "duplicate backend %s (same as backend[%d])", ap, j)
 			} else {
