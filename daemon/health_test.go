@@ -212,3 +212,22 @@ func TestHealthCheckTurnedOff(t *testing.T) {
 	}
 	waitUntil(t, ".11 back in service without a check", func() bool { return td.backend(0)["forwarding"] == "up" })
 }
+
+// TestHealthReloadKeepsVerdict: a reload that changes only a VIP's check
+// settings (its timeout) leaves a dead backend down; a fresh checker
+// would have started it up and kept it there for fall - 1 probes.
+func TestHealthReloadKeepsVerdict(t *testing.T) {
+	td, fp := startHealth(t, "0s", "drop")
+	fp.set("198.18.1.11", health.Result{})
+	waitUntil(t, ".11 down", func() bool { return td.backend(0)["forwarding"] == "down" })
+	cfg := strings.NewReplacer("SLOW", "0s", "ALLDOWN", "drop").Replace(healthConfig)
+	td.rewrite(strings.Replace(cfg, `timeout = "10ms"`, `timeout = "15ms"`, 1))
+	if err := td.d.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		if b := td.backend(0); b["forwarding"] != "down" {
+			t.Fatalf("the dead backend after a reload that changed its check's timeout: %v", b)
+		}
+	}
+}

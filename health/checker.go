@@ -47,6 +47,31 @@ func NewChecker(hc config.HealthCheck, rampNow bool, now time.Time) *Checker {
 	return c
 }
 
+// Verdict is what a checker has concluded about its backend: what a
+// checker replaced by a change of the check's settings hands on, so that
+// the backend is neither brought up nor ramped anew by it.
+type Verdict struct {
+	known, up, draining bool
+	succ, fail          int
+	upSince             time.Time
+	rampStart           bool
+}
+
+// Verdict returns c's verdict.
+func (c *Checker) Verdict() Verdict {
+	return Verdict{known: c.known, up: c.up, draining: c.draining, succ: c.succ, fail: c.fail, upSince: c.upSince, rampStart: c.rampStart}
+}
+
+// Resume takes up v, a replaced checker's verdict: the backend stays up
+// or down, draining or not, its ramp goes on where it was (over this
+// checker's slow_start), and the successes or failures in a row count
+// towards this checker's rise and fall.
+func (c *Checker) Resume(v Verdict) {
+	c.known, c.up, c.draining = v.known, v.up, v.draining
+	c.succ, c.fail = v.succ, v.fail
+	c.upSince, c.rampStart = v.upSince, v.rampStart
+}
+
 // Observe records a result at now and reports whether Up or Draining
 // changed.
 func (c *Checker) Observe(r Result, now time.Time) bool {

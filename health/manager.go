@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,7 +29,10 @@ type Manager struct {
 	mu      sync.Mutex
 	ctx     context.Context
 	running map[uint32]*runner
-	started bool
+	// stopping are runners Set cancelled that may not have returned yet:
+	// Stop waits for them too.
+	stopping []*runner
+	started  bool
 	// loadBad counts malformed load reports per backend (load.go).
 	loadBad map[uint32]uint64
 }
@@ -70,6 +74,32 @@ type runner struct {
 	t      Target
 	cancel context.CancelFunc
 	done   chan struct{}
+	// from is the verdict of the checker this one replaces (a change of
+	// the backend's check settings), nil for a new backend.
+	from *Verdict
+	// mu guards verdict, the checker's verdict after its latest result,
+	// for a runner that replaces this one.
+	mu      sync.Mutex
+	verdict *Verdict
+}
+
+// setVerdict records c's verdict for a successor.
+func (r *runner) setVerdict(c *Checker) {
+	v := c.Verdict()
+	r.mu.Lock()
+	r.verdict = &v
+	r.mu.Unlock()
+}
+
+// lastVerdict is the checker's verdict after its latest result, or the
+// one it took over; nil before either.
+func (r *runner) lastVerdict() *Verdict {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.verdict != nil {
+		return r.verdict
+	}
+	return r.from
 }
 
 // NewManager returns a manager that reports through report; probe nil
@@ -93,9 +123,13 @@ func (m *Manager) Start(ctx context.Context) {
 }
 
 // Set replaces the checked backends. A backend whose target is unchanged
-// keeps its checker and state (a reload must not reset health); a new one
-// starts up, ramping if the service is already running and it has a slow
-// start; a removed one stops. Backends with type "none" are not checked.
+// keeps its checker and state (a reload must not reset health); one whose
+// check settings changed gets a checker with the new settings that takes
+// over the old one's verdict (up or down, draining, its ramp), so that a
+// new timeout brings no dead backend up and restarts no slow start; a new
+// one starts up, ramping if the service is already running and it has a
+// slow start; a removed one stops. Backends with type "none" are not
+// checked.
 func (m *Manager) Set(targets []Target) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -105,22 +139,36 @@ func (m *Manager) Set(targets []Target) {
 			want[t.Ref] = t
 		}
 	}
+	replaced := map[uint32]*Verdict{} // nil: replaced before any result
 	for ref, r := range m.running {
 		if t, ok := want[ref]; !ok || t != r.t {
 			if r.cancel != nil { // nil before Start: never launched
 				r.cancel()
+				m.stopping = append(m.stopping, r)
 			}
 			delete(m.running, ref)
+			if ok {
+				replaced[ref] = r.lastVerdict()
+			}
 		}
 	}
+	m.stopping = slices.DeleteFunc(m.stopping, func(r *runner) bool {
+		select {
+		case <-r.done:
+			return true
+		default:
+			return false
+		}
+	})
 	for ref, t := range want {
 		if _, ok := m.running[ref]; ok {
 			continue
 		}
-		r := &runner{t: t, done: make(chan struct{})}
+		v, again := replaced[ref]
+		r := &runner{t: t, done: make(chan struct{}), from: v}
 		m.running[ref] = r
 		if m.started {
-			m.launch(r, true)
+			m.launch(r, !again) // only a new backend ramps from the start
 		}
 	}
 }
@@ -137,6 +185,9 @@ func (m *Manager) run(ctx context.Context, r *runner, added bool) {
 	t := &r.t
 	now := time.Now()
 	c := NewChecker(t.Check, added, now)
+	if r.from != nil {
+		c.Resume(*r.from)
+	}
 	ls := newLoadState(t.Check, now) // nil without load reports
 	var badLogged time.Time
 	status := func(now time.Time) control.Status {
@@ -145,7 +196,7 @@ func (m *Manager) run(ctx context.Context, r *runner, added bool) {
 		return st
 	}
 	if c.Ramping(now) {
-		m.report(t.Ref, status(now), c.Up(), false)
+		m.report(t.Ref, status(now), c.Up(), c.Known())
 	}
 	interval := t.Check.Interval.D()
 	timer := time.NewTimer(jitter(interval, true, rand.Float64()))
@@ -193,6 +244,7 @@ func (m *Manager) run(ctx context.Context, r *runner, added bool) {
 			}
 			weighed := ls != nil && ls.observe(res, now)
 			changed := c.Observe(res, now) || !wasKnown
+			r.setVerdict(c)
 			if changed {
 				m.logChange(t, c, res)
 			}
@@ -221,13 +273,15 @@ func (m *Manager) logChange(t *Target, c *Checker, res Result) {
 // Stop stops every check and waits for the goroutines.
 func (m *Manager) Stop() {
 	m.mu.Lock()
-	rs := make([]*runner, 0, len(m.running))
+	rs := make([]*runner, 0, len(m.running)+len(m.stopping))
 	for _, r := range m.running {
 		rs = append(rs, r)
 		if r.cancel != nil {
 			r.cancel()
 		}
 	}
+	rs = append(rs, m.stopping...) // cancelled by Set already
+	m.stopping = nil
 	started := m.started
 	m.mu.Unlock()
 	if !started {

@@ -310,3 +310,55 @@ func TestTunnelProbes(t *testing.T) {
 		})
 	}
 }
+
+// TestManagerSetCarriesVerdict: a Set that changes a backend's check
+// settings (here its timeout) replaces the checker, and the new one takes
+// over the verdict: a dead backend is not reported up by the first failed
+// probe of a fresh checker (fall = 3 would have let it through), and a
+// backend whose slow start is over does not ramp again.
+func TestManagerSetCarriesVerdict(t *testing.T) {
+	var probes [2]atomic.Int64
+	probe := func(_ context.Context, tg *Target) Result {
+		probes[tg.Ref].Add(1)
+		return Result{OK: tg.Ref == 1} // backend 0 is dead, backend 1 healthy
+	}
+	r := &reports{last: map[uint32]control.Status{}, n: map[uint32]int{}}
+	var watch, deadUp atomic.Bool // after the second Set: backend 0 reported up
+	report := func(ref uint32, st control.Status, up, known bool) {
+		if watch.Load() && ref == 0 && !st.Down {
+			deadUp.Store(true)
+		}
+		r.report(ref, st, up, known)
+	}
+	m := NewManager(slog.New(slog.NewTextHandler(io.Discard, nil)), probe, report)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	check := fastCheck()
+	check.Fall, check.SlowStart = 3, config.Duration(100*time.Millisecond)
+	m.Start(ctx)
+	m.Set([]Target{{Ref: 0, Check: check}, {Ref: 1, Check: check}}) // both added: 1 ramps up
+	waitFor(t, "backend 0 down", func() bool { st, _ := r.get(0); return st.Down })
+	waitFor(t, "backend 1 ramped", func() bool { return r.sawRamp(1) })
+	waitFor(t, "backend 1 at full weight", func() bool { st, _ := r.get(1); return !st.Down && st.Ramp == 0 })
+	time.Sleep(50 * time.Millisecond) // past its ramp's end, whichever event reported it
+	r.mu.Lock()
+	r.ramped[1] = false
+	r.mu.Unlock()
+
+	changed := check
+	changed.Timeout = config.Duration(15 * time.Millisecond)
+	watch.Store(true)
+	m.Set([]Target{{Ref: 0, Check: changed}, {Ref: 1, Check: changed}})
+	p0 := probes[0].Load()
+	waitFor(t, "three probes of the new checkers", func() bool { return probes[0].Load() >= p0+3 })
+	if st, n := r.get(0); !st.Down || deadUp.Load() {
+		t.Errorf("dead backend 0 reported up after its check changed (now %+v, %d reports)", st, n)
+	}
+	if r.sawRamp(1) {
+		t.Errorf("backend 1 ramped again after its check changed")
+	}
+	if st, _ := r.get(1); st.Down || st.Ramp != 0 {
+		t.Errorf("backend 1 after its check changed: %+v", st)
+	}
+	m.Stop()
+}
