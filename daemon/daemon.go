@@ -765,6 +765,13 @@ func (d *Daemon) Reload() error {
 		d.log.Error("reload refused: the running configuration stays", "err", err)
 		return err
 	}
+	if rc, ok := d.opts.Platform.(reloadChecker); ok {
+		if err := rc.CheckReload(cfg); err != nil {
+			d.reloadErr.Add(1)
+			d.log.Error("reload refused: the running configuration stays", "err", err)
+			return err
+		}
+	}
 	if err := d.tunnels.ensure(cfg, d.opts.Platform.Host()); err != nil {
 		d.reloadErr.Add(1)
 		d.log.Error("reload refused: the running configuration stays", "err", err)

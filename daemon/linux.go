@@ -172,6 +172,21 @@ func (p *LinuxPlatform) openAFXDP(dp *config.Dataplane) ([]dataplane.Queue, erro
 	return qs, nil
 }
 
+// CheckReload implements reloadChecker: with AF_PACKET the host check
+// that start runs (afpacket.CheckHost) runs again for the new VIPs, since
+// a reload may bring the first IPv6 VIP, whose traffic the kernel would
+// forward a second time with IPv6 forwarding on.
+func (p *LinuxPlatform) CheckReload(cfg *config.Config) error {
+	if p.cfg.Dataplane.IO != config.IOAFPacket {
+		return nil
+	}
+	var vips []netip.Addr
+	for _, v := range cfg.VIPs {
+		vips = append(vips, v.Address)
+	}
+	return afpacket.CheckHost(p.proc, vips)
+}
+
 func (p *LinuxPlatform) openAFPacket(dp *config.Dataplane) ([]dataplane.Queue, error) {
 	var vips []netip.Addr
 	for _, v := range p.cfg.VIPs {

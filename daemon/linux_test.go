@@ -2,7 +2,11 @@ package daemon
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -79,4 +83,42 @@ func warned(log string) string {
 		}
 	}
 	return strings.Join(names, " ")
+}
+
+// TestCheckReload: with AF_PACKET a reload runs the host check start
+// runs, for the new VIPs: the first IPv6 VIP with IPv6 forwarding on is
+// refused, as it would be at start; with AF_XDP there is nothing to check.
+func TestCheckReload(t *testing.T) {
+	dir := t.TempDir()
+	for path, v := range map[string]string{"sys/net/ipv4/ip_forward": "0", "sys/net/ipv6/conf/all/forwarding": "1"} {
+		p := filepath.Join(dir, path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withVIPs := func(addrs ...string) *config.Config {
+		c := &config.Config{}
+		for _, a := range addrs {
+			c.VIPs = append(c.VIPs, config.VIP{Address: netip.MustParseAddr(a)})
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		io      config.IO
+		vips    []string
+		refused bool
+	}{
+		{config.IOAFPacket, []string{"198.18.0.100"}, false},
+		{config.IOAFPacket, []string{"198.18.0.100", "2001:2::100"}, true},
+		{config.IOAFXDP, []string{"198.18.0.100", "2001:2::100"}, false},
+	} {
+		p := &LinuxPlatform{proc: dir, cfg: &config.Config{Dataplane: config.Dataplane{IO: tc.io}}}
+		err := p.CheckReload(withVIPs(tc.vips...))
+		if refused := errors.Is(err, afpacket.ErrHost); refused != tc.refused || (err != nil && !refused) {
+			t.Errorf("%s, VIPs %v: %v; want refused %v", tc.io, tc.vips, err, tc.refused)
+		}
+	}
 }

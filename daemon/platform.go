@@ -37,6 +37,12 @@ type Platform interface {
 	Close() error
 }
 
+// reloadChecker is a Platform that checks a configuration against the
+// host before a reload takes it (LinuxPlatform: the AF_PACKET host check).
+type reloadChecker interface {
+	CheckReload(cfg *config.Config) error
+}
+
 // ReplyKey names the source of NAT replies (see dataplane.ReplyKey).
 type ReplyKey = dataplane.ReplyKey
 
