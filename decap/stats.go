@@ -141,8 +141,9 @@ type Stats struct {
 	Bytes        uint64 // bytes of inner packets written to the TUN device
 	// Completed counts inner TCP segments that receive offload (GRO) had
 	// merged, leaving the checksum partial, and whose checksum was then
-	// finished (see the package documentation); they are also counted in
-	// Decapsulated.
+	// finished (see the package documentation). The checksum is finished
+	// before delivery: such a segment is then counted in Decapsulated,
+	// or, when its hint sends it on, as chained, or as a write drop.
 	Completed uint64
 	Dropped   [NumReasons]uint64 // indexed by Reason
 
