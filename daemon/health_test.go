@@ -197,19 +197,28 @@ func TestHealthDrainAndSlowStart(t *testing.T) {
 	}
 }
 
+// reloadDeadBackend starts a daemon on healthConfig whose backend .11
+// fails its checks, waits until it is down, and reloads the same
+// configuration with old replaced by new.
+func reloadDeadBackend(t *testing.T, old, new string) *testDaemon {
+	t.Helper()
+	td, fp := startHealth(t, "0s", "drop")
+	fp.set("198.18.1.11", health.Result{})
+	waitUntil(t, ".11 down", func() bool { return td.backend(0)["forwarding"] == "down" })
+	cfg := strings.NewReplacer("SLOW", "0s", "ALLDOWN", "drop").Replace(healthConfig)
+	td.rewrite(strings.Replace(cfg, old, new, 1))
+	if err := td.d.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	return td
+}
+
 // TestHealthCheckTurnedOff: a backend that was down when a reload turns
 // its VIP's check off (type = "none") is in service again at once; its
 // last status went with the check, and no report was left to publish
 // that.
 func TestHealthCheckTurnedOff(t *testing.T) {
-	td, fp := startHealth(t, "0s", "drop")
-	fp.set("198.18.1.11", health.Result{})
-	waitUntil(t, ".11 down", func() bool { return td.backend(0)["forwarding"] == "down" })
-	cfg := strings.NewReplacer("SLOW", "0s", "ALLDOWN", "drop").Replace(healthConfig)
-	td.rewrite(strings.Replace(cfg, `type = "http"`, `type = "none"`, 1))
-	if err := td.d.Reload(); err != nil {
-		t.Fatal(err)
-	}
+	td := reloadDeadBackend(t, `type = "http"`, `type = "none"`)
 	waitUntil(t, ".11 back in service without a check", func() bool { return td.backend(0)["forwarding"] == "up" })
 }
 
@@ -217,14 +226,7 @@ func TestHealthCheckTurnedOff(t *testing.T) {
 // settings (its timeout) leaves a dead backend down; a fresh checker
 // would have started it up and kept it there for fall - 1 probes.
 func TestHealthReloadKeepsVerdict(t *testing.T) {
-	td, fp := startHealth(t, "0s", "drop")
-	fp.set("198.18.1.11", health.Result{})
-	waitUntil(t, ".11 down", func() bool { return td.backend(0)["forwarding"] == "down" })
-	cfg := strings.NewReplacer("SLOW", "0s", "ALLDOWN", "drop").Replace(healthConfig)
-	td.rewrite(strings.Replace(cfg, `timeout = "10ms"`, `timeout = "15ms"`, 1))
-	if err := td.d.Reload(); err != nil {
-		t.Fatal(err)
-	}
+	td := reloadDeadBackend(t, `timeout = "10ms"`, `timeout = "15ms"`)
 	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
 		if b := td.backend(0); b["forwarding"] != "down" {
 			t.Fatalf("the dead backend after a reload that changed its check's timeout: %v", b)
