@@ -26,6 +26,12 @@ func (r *Resolver) probe(ctx context.Context, links []linkwatch.Link, ws []want)
 		answers = map[hopKey][6]byte{}
 		pending = map[hopKey]bool{}
 		allDone = make(chan struct{})
+		// done closes allDone once: the last answer (record) and the
+		// pruning of hops no request can go to may both empty pending,
+		// as an answer can come before any request (a gratuitous ARP
+		// reply, an unsolicited NA) once a reader runs.
+		doneOnce sync.Once
+		done     = func() { doneOnce.Do(func() { close(allDone) }) }
 	)
 	for _, w := range ws {
 		pending[w.hopKey] = true
@@ -40,7 +46,7 @@ func (r *Resolver) probe(ctx context.Context, links []linkwatch.Link, ws []want)
 		delete(pending, key)
 		answers[key] = mac
 		if len(pending) == 0 {
-			close(allDone)
+			done()
 		}
 	}
 
@@ -114,7 +120,7 @@ func (r *Resolver) probe(ctx context.Context, links []linkwatch.Link, ws []want)
 		}
 	}
 	if len(pending) == 0 {
-		close(allDone)
+		done()
 	}
 	mu.Unlock()
 

@@ -3,6 +3,7 @@ package arp
 import (
 	"context"
 	"errors"
+	"golang.org/x/net/bpf"
 	"net/netip"
 	"slices"
 	"sync"
@@ -533,5 +534,34 @@ func BenchmarkLookup(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		r.Lookup(addr)
+	}
+}
+
+// TestResolverAnswerBeforeRequest: an answer that a reader takes before
+// any request goes out (the reply to the kernel's own request, a
+// gratuitous ARP reply) must not crash the round: both that answer and
+// the step that gives up hops no request can go to may find nothing left
+// pending, and each closed the round's done channel.
+func TestResolverAnswerBeforeRequest(t *testing.T) {
+	target := netip.MustParseAddr("198.18.0.7")
+	peer := mustMAC("02:00:00:00:00:07")
+	for i := 0; i < 2000; i++ { // the reader must win a race: not every round hits it
+		n := newFakeNet()
+		r := NewResolver(nil, time.Second)
+		r.wait = time.Millisecond
+		r.listen = func(ifindex int, et uint16, f []bpf.RawInstruction) (frameConn, error) {
+			c, err := n.listen(ifindex, et, f)
+			if err == nil {
+				c.(*fakeConn).in <- arpFrame(macA, arpReply, peer, target, macA, src4)
+				time.Sleep(time.Millisecond) // the reader takes it before the round goes on
+			}
+			return c, err
+		}
+		go func() {
+			for range n.sent {
+			}
+		}()
+		r.probe(context.Background(), testKernel().links, []want{{hopKey{eth0, target}, src4}})
+		close(n.sent)
 	}
 }
