@@ -67,6 +67,9 @@ func TestTooBigDF(t *testing.T) {
 				if ip.Length > 576 {
 					t.Errorf("ICMPv4 error of %d bytes, RFC 1812 allows 576", ip.Length)
 				}
+				if ip.Id == 0 && ip.Flags&layers.IPv4DontFragment == 0 {
+					t.Errorf("ID 0 without DF: only an atomic datagram may repeat its ID (RFC 6864 §4.1)")
+				}
 				ic := layerOf[*layers.ICMPv4](t, out, 0)
 				if ic.TypeCode != layers.CreateICMPv4TypeCode(3, 4) {
 					t.Errorf("type/code %v, want 3/4", ic.TypeCode)

@@ -64,7 +64,10 @@ func writeReplyIPv4(h packet.IPv4, total int, proto uint8, src, dst [4]byte) {
 	h[0] = 0x45
 	h[1] = 0xc0
 	binary.BigEndian.PutUint16(h[2:], uint16(total))
-	binary.BigEndian.PutUint32(h[4:], 0) // ID 0, no flags: a fresh datagram under 576 bytes
+	// ID 0 with DF set: an atomic datagram (RFC 6864 §4.1), which may
+	// repeat its ID; under 576 bytes it is never fragmented anyway.
+	binary.BigEndian.PutUint16(h[4:], 0)
+	binary.BigEndian.PutUint16(h[6:], 0x4000)
 	h[8] = TTL
 	h[9] = proto
 	h.SetSourceAddress(src)

@@ -30,13 +30,19 @@ type Fragmenter struct {
 // Init prepares the split of pkt (a validated IPv4 packet whose DF bit is
 // clear) into fragments of at most maxTotal bytes each. It returns the number
 // of fragments, or 0 when maxTotal leaves no room for 8 bytes of data after
-// the header (the caller must then drop the packet).
+// the header, or when pkt is a fragment whose data would end past the
+// 65,535 bytes of a datagram, which no reassembly accepts and whose later
+// pieces' offsets would wrap (the caller must then drop the packet).
 func (f *Fragmenter) Init(pkt packet.IPv4, maxTotal int) int {
 	f.src = pkt
 	f.hl = pkt.HeaderLength()
 	copy(f.hdr[:], pkt[:f.hl])
 	f.data = len(pkt) - f.hl
 	f.origOff = int(pkt.FragmentOffset())
+	if f.origOff+f.data > maxDatagramData {
+		f.count = 0
+		return 0
+	}
 	f.origMF = pkt.MF()
 	f.maxTotal = maxTotal
 	f.hlNLen = copiedOptions(f.hlN[:], f.hdr[:f.hl])
@@ -53,6 +59,10 @@ func (f *Fragmenter) Init(pkt packet.IPv4, maxTotal int) int {
 	f.count = 1 + (f.data-f.first+f.rest-1)/f.rest
 	return f.count
 }
+
+// maxDatagramData bounds a datagram's data: its total length is a 16-bit
+// field, and the offset counts data bytes only.
+const maxDatagramData = 65535
 
 // Len returns the total length of fragment i.
 func (f *Fragmenter) Len(i int) int {

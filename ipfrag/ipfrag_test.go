@@ -80,3 +80,28 @@ func TestFragmenterTooSmall(t *testing.T) {
 		t.Errorf("a 64-byte limit under a 60-byte header gave %d fragments", n)
 	}
 }
+
+// TestFragmenterPastDatagramEnd: a fragment whose data ends past 65,535
+// bytes (here 2,000 bytes at offset 65,528) is no datagram's; split, its
+// second piece's offset wrapped to 1,472 and read as a valid one. Init
+// refuses it; one that ends exactly at 65,535 is split.
+func TestFragmenterPastDatagramEnd(t *testing.T) {
+	for _, tc := range []struct {
+		off, data int
+		want      bool
+	}{
+		{65528, 2000, false},
+		{65528, 7, true},
+		{63528, 2000, true}, // ends at 65,528
+	} {
+		pkt := make([]byte, 20+tc.data)
+		ip := packet.IPv4(pkt)
+		pkt[0] = 0x45
+		ip.SetTotalLength(uint16(len(pkt)))
+		ip.SetFlagsFragmentOffset(0, uint16(tc.off))
+		var f Fragmenter
+		if n := f.Init(ip, 1500); (n > 0) != tc.want {
+			t.Errorf("%d bytes at offset %d: %d fragments, want some: %v", tc.data, tc.off, n, tc.want)
+		}
+	}
+}
