@@ -20,6 +20,9 @@ type boxState struct {
 	// forwards until lingerUntil, then is drained.
 	draining    bool
 	lingerUntil time.Time
+	// stopping: the lame duck is a stop's (SIGTERM with drain_on_stop),
+	// which waits for drained: it cannot be undone.
+	stopping bool
 	// drained is closed when the linger is over (made by DrainBox).
 	drained     chan struct{}
 	lingerTimer *time.Timer
@@ -176,6 +179,8 @@ func (d *Daemon) DrainBox(undo bool) (*admin.BoxDrainAnswer, error) {
 		return nil, ErrNotRunning
 	}
 	switch {
+	case undo && d.box.stopping:
+		return nil, ErrStopping
 	case undo && d.box.draining:
 		d.box.draining = false
 		if d.box.lingerTimer != nil {
@@ -242,6 +247,7 @@ func (d *Daemon) LameDuck() <-chan struct{} {
 		d.startLameDuckLocked("stopping")
 		d.updateRoutesLocked()
 	}
+	d.box.stopping = true
 	return d.box.drained
 }
 

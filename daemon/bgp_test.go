@@ -2,12 +2,14 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/config"
@@ -166,7 +168,16 @@ func TestBGPAnnounce(t *testing.T) {
 		t.Fatal("LameDuck with drain_on_stop: nothing to wait for")
 	}
 	waitUntil(t, "withdrawn by the lame duck", isWithdrawn)
-	<-ch
+	// An admin's drain-box -undo meanwhile is refused: it would stop the
+	// linger, and the stop waits for it.
+	if _, err := td.d.DrainBox(true); !errors.Is(err, ErrStopping) {
+		t.Errorf("undo during the stop's lame duck: %v, want ErrStopping", err)
+	}
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stop's lame duck never ended")
+	}
 	if err := td.stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -189,6 +189,10 @@ const (
 // the daemon failed to start or is stopping.
 var ErrNotRunning = errors.New("vipd is not running")
 
+// ErrStopping is DrainBox's answer to an undo while vipd stops: the stop
+// waits for the lame duck's linger, which an undo would cancel.
+var ErrStopping = errors.New("vipd is stopping: the lame duck of the stop cannot be undone")
+
 // New prepares a daemon for cfg; Run starts it.
 func New(cfg *config.Config, opts Options) *Daemon {
 	if opts.Log == nil {
@@ -904,14 +908,26 @@ func (d *Daemon) SetDrain(vipName, backend string, drain bool) error {
 	if err != nil {
 		return err
 	}
+	was := d.drains[ref]
 	if drain {
 		d.drains[ref] = true
 	} else {
 		delete(d.drains, ref)
 	}
 	d.markRefLocked(ref)
+	if err := d.publishLocked("drain"); err != nil {
+		// Not done: the caller is told so, and a later publish must not
+		// apply it behind the operator's back.
+		if was {
+			d.drains[ref] = true
+		} else {
+			delete(d.drains, ref)
+		}
+		d.markRefLocked(ref)
+		return err
+	}
 	d.log.Info("backend drain changed", "vip", vipName, "backend", backend, "drain", drain)
-	return d.publishLocked("drain")
+	return nil
 }
 
 // setHealth records a backend's health status (from the checks) and, when

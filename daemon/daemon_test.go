@@ -376,3 +376,34 @@ func metric(fams map[string]*dto.MetricFamily, name, label, val string) float64 
 	}
 	return -1
 }
+
+// TestDrainFailsCleanly: a drain whose publish fails (here every full
+// publish fails: the egress lost the address a DSR VIP encapsulates
+// from) is reported failed and forgotten; it used to stay recorded, shown
+// as drained while forwarding, and applied by the next publish that
+// worked, behind the operator's back.
+func TestDrainFailsCleanly(t *testing.T) {
+	td := start(t, strings.Replace(testConfig, "encap_source = \"198.18.1.1\"\n", "", 1))
+	td.plat.mu.Lock()
+	td.plat.host.Addr4[1] = netip.Addr{}
+	td.plat.mu.Unlock()
+	if err := td.d.publish("host"); err == nil {
+		t.Fatal("the test needs publishing to fail")
+	}
+	if err := td.d.SetDrain("web", "198.18.1.11:8080", true); err == nil {
+		t.Fatal("SetDrain reported success with publishing failing")
+	}
+	td.plat.mu.Lock()
+	td.plat.host.Addr4[1] = netip.MustParseAddr("198.18.1.1")
+	td.plat.mu.Unlock()
+	if err := td.d.publish("host"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := td.d.State(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := st.VIPs[0].Backends[0]; b.Drained || b.Forwarding != "up" {
+		t.Errorf("a drain reported failed was applied later: drained %v, forwarding %s", b.Drained, b.Forwarding)
+	}
+}

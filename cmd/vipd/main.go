@@ -273,7 +273,9 @@ func drainBox(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	for ans.Box != admin.BoxDrained {
-		time.Sleep(min(time.Until(ans.LingerUntil), time.Second) + 10*time.Millisecond)
+		// At least 10 ms between polls: past the linger's end the wait
+		// would be negative.
+		time.Sleep(max(min(time.Until(ans.LingerUntil), time.Second), 0) + 10*time.Millisecond)
 		st, err := admin.FetchSocketState(ctx, path)
 		if err != nil {
 			fmt.Fprintf(stderr, "vipd drain-box: %v\n", err)
@@ -283,7 +285,13 @@ func drainBox(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "vipd drain-box: vipd reports no BGP state")
 			return 1
 		}
-		ans.Box = st.BGP.Box
+		if st.BGP.Box == admin.BoxAnnouncing {
+			// Undone meanwhile (drain-box -undo, or vipd restarted): it
+			// will not drain.
+			fmt.Fprintln(stderr, "vipd drain-box: the box is announcing again (the drain was undone)")
+			return 1
+		}
+		ans.Box, ans.LingerUntil = st.BGP.Box, st.BGP.LingerUntil
 	}
 	fmt.Fprintln(stdout, "drained: no router sends this box new flows; it can be stopped")
 	return 0

@@ -12,7 +12,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/config"
@@ -162,5 +164,41 @@ func TestLogProcs(t *testing.T) {
 				t.Errorf("log %q, want %q", buf.String(), tc.log)
 			}
 		})
+	}
+}
+
+// TestDrainBoxUndoneMeanwhile: drain-box waits for "drained"; when the
+// drain is undone meanwhile (another admin, a restart), the box reports
+// "announcing" and will never drain: the command says so and fails, where
+// it used to poll without pause once the linger had passed.
+func TestDrainBoxUndoneMeanwhile(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "admin.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var polls atomic.Int64
+	until := time.Now().Add(50 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/drain-box", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"box":"draining","linger_until":"` + until + `"}`))
+	})
+	mux.HandleFunc("GET /v1/state", func(w http.ResponseWriter, r *http.Request) {
+		polls.Add(1)
+		w.Write([]byte(`{"bgp":{"box":"announcing"}}`))
+	})
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	defer srv.Close()
+	done := make(chan int, 1)
+	var stdout, stderr bytes.Buffer
+	go func() { done <- run([]string{"drain-box", "-socket", sock}, &stdout, &stderr) }()
+	select {
+	case code := <-done:
+		if code == 0 || !strings.Contains(stderr.String(), "announcing again") {
+			t.Errorf("exit %d, stderr %q; want a failure that says the drain was undone", code, &stderr)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("drain-box still waiting after 5 s, %d polls", polls.Load())
 	}
 }
