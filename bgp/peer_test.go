@@ -153,3 +153,23 @@ func TestSpeakerWrongAS(t *testing.T) {
 	}
 	t.Logf("last error: %s", p.LastError)
 }
+
+// TestSpeakerPeersAfterFirstSet: no session before the first Set, so that
+// a router never gets an empty table and End-of-RIB from a box that is
+// still starting (after a graceful restart it would drop the routes it
+// kept for it); once Set, the session comes up with the routes.
+func TestSpeakerPeersAfterFirstSet(t *testing.T) {
+	r := startRouter(t, 65000, 65010)
+	s := speakerFor(t, r, 65000)
+	time.Sleep(200 * time.Millisecond) // what Start would have set going
+	n := 0
+	if err := s.srv.ListPeer(context.Background(), &api.ListPeerRequest{}, func(*api.Peer) { n++ }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d peers in GoBGP before the first Set", n)
+	}
+	vip := netip.MustParsePrefix("198.18.0.100/32")
+	s.Set([]Route{{Prefix: vip, NextHop: netip.MustParseAddr("198.18.0.2")}})
+	waitFor(t, "the route at the router", func() bool { return slices.Contains(r.prefixes(t), vip) })
+}

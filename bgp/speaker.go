@@ -83,6 +83,9 @@ type Speaker struct {
 	// held is what GoBGP's table holds; only the reconcile goroutine
 	// touches it.
 	held map[netip.Prefix]Route
+	// peersAdded: the peers have been handed to GoBGP, which the
+	// reconcile goroutine does after the first Set (only it touches it).
+	peersAdded bool
 	// announced mirrors held for readers.
 	announced atomic.Pointer[map[netip.Prefix]Route]
 
@@ -121,9 +124,13 @@ func New(cfg Config, log *slog.Logger) *Speaker {
 	return s
 }
 
-// Start starts GoBGP and adds the peers. It fails only when GoBGP cannot
-// start (a router ID it refuses, a listen port taken); a peer that GoBGP
-// cannot add is logged and shows as idle.
+// Start starts GoBGP; the peers are added once the first Set has put its
+// routes in GoBGP's table. A session that came up before would send the
+// router an empty table and End-of-RIB: after a graceful restart the
+// router then drops the routes it kept for vipd, the very gap graceful
+// restart is there to close. Start fails only when GoBGP cannot start (a
+// router ID it refuses, a listen port taken); a peer that GoBGP cannot
+// add is logged and shows as idle.
 func (s *Speaker) Start(ctx context.Context) error {
 	if !s.cfg.RouterID.Is4() {
 		return fmt.Errorf("bgp: no router ID: set [bgp] router_id, or give the egress interface an IPv4 address")
@@ -167,6 +174,12 @@ func (s *Speaker) Start(ctx context.Context) error {
 	}, server.WatchPeer()); err != nil {
 		s.log.Warn("could not watch peer sessions", "err", err)
 	}
+	go s.reconcile(wctx)
+	return nil
+}
+
+// addPeers hands the configured peers to GoBGP.
+func (s *Speaker) addPeers(ctx context.Context) {
 	for _, p := range s.cfg.Peers {
 		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: s.apiPeer(p)}); err != nil {
 			s.errors.Add(1)
@@ -178,8 +191,6 @@ func (s *Speaker) Start(ctx context.Context) error {
 		}
 		s.log.Info("BGP peer added", "peer", p.Address, "peer_asn", p.ASN, "passive", p.Passive, "families", p.Families)
 	}
-	go s.reconcile(wctx)
-	return nil
 }
 
 // rejectReceived installs the global import policy: routes learned from
@@ -328,7 +339,14 @@ func (s *Speaker) reconcile(ctx context.Context) {
 		case <-s.kick:
 		case <-retry.C:
 		}
-		if !s.sync() {
+		ok := s.sync()
+		if !s.peersAdded {
+			// After the first pass, whatever its outcome: a table GoBGP
+			// half refused is still better than no session.
+			s.peersAdded = true
+			s.addPeers(ctx)
+		}
+		if !ok {
 			retry.Reset(time.Second)
 		}
 	}
