@@ -57,7 +57,9 @@ func (d *Daemon) listenAdmin(a *config.Admin, fail func(error)) (*adminServers, 
 }
 
 func (s *adminServers) serve(ln net.Listener, h http.Handler, fail func(error)) {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// IdleTimeout: an idle keep-alive connection (any local user can open
+	// them on the TCP listener) is closed, not kept for ever.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
 	s.servers = append(s.servers, srv)
 	s.listeners = append(s.listeners, ln)
 	go func() {

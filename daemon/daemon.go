@@ -334,13 +334,14 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer checks.Stop()
+	// Runs before checks.Stop (and before stopBGP): from here on nothing
+	// is published, so a late health report or reload cannot reach a
+	// closing platform, also when the speaker fails to start.
+	defer d.setPhase(phaseStopping)
 	if err := d.startBGP(ctx, cfg); err != nil {
 		return err
 	}
 	defer d.stopBGP()
-	// Runs before checks.Stop: from here on nothing is published, so a
-	// late health report or reload cannot reach a closing platform.
-	defer d.setPhase(phaseStopping)
 
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -43,20 +43,17 @@ func (d *Daemon) loadPrevious(path string) *control.Previous {
 	return control.NewPrevious()
 }
 
-// savePrevious writes p to the state file, atomically (a new file renamed
-// over the old one).
+// savePrevious writes p to the state file, atomically and durably: a new
+// file, synced, renamed over the old one, and the directory synced, so
+// that a power loss leaves the old file or the new one, never an empty
+// one.
 func (d *Daemon) savePrevious(path string, p *control.Previous) {
 	if path == "" {
 		return
 	}
 	b, err := p.Marshal()
 	if err == nil {
-		tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-		if err = os.WriteFile(tmp, b, 0o644); err == nil {
-			if err = os.Rename(tmp, path); err != nil {
-				os.Remove(tmp)
-			}
-		}
+		err = writeFileDurably(path, b)
 	}
 	if err != nil {
 		d.stateErrors.Add(1)
@@ -94,4 +91,36 @@ func (d *Daemon) schedulePreviousLocked(next time.Time) {
 			d.log.Error("publishing after a previous set expired failed", "err", err)
 		}
 	})
+}
+
+// writeFileDurably replaces path with b: written to a temporary file in
+// the same directory, synced, renamed over path, and the directory synced
+// for the rename.
+func writeFileDurably(path string, b []byte) error {
+	dir := filepath.Dir(path)
+	tmp := filepath.Join(dir, "."+filepath.Base(path)+".tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if dh, err := os.Open(dir); err == nil {
+		err = dh.Sync()
+		dh.Close()
+		return err
+	}
+	return nil
 }

@@ -212,3 +212,24 @@ func TestPreviousStateFileErrors(t *testing.T) {
 		t.Errorf("state errors after a write into a missing directory: %d, want 1", n)
 	}
 }
+
+// TestWriteFileDurably: the state file is replaced whole, and no
+// temporary file is left behind, also when the replacement fails.
+func TestWriteFileDurably(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	for _, b := range []string{"first", "second, longer"} {
+		if err := writeFileDurably(path, []byte(b)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(path); err != nil || string(got) != b {
+			t.Errorf("read back %q, %v; want %q", got, err, b)
+		}
+	}
+	if err := writeFileDurably(filepath.Join(dir, "missing", "state.json"), []byte("x")); err == nil {
+		t.Errorf("a file in a missing directory was written")
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("files left in the directory: %v", ents)
+	}
+}
