@@ -41,9 +41,11 @@ const (
 type Responder struct {
 	ifindex int
 	ifname  string
-	mac     [6]byte
-	log     *slog.Logger
-	listen  listenFunc
+	// mac is the MAC answered and announced with, the interface's; SetMAC
+	// changes it while Run runs.
+	mac    atomic.Pointer[[6]byte]
+	log    *slog.Logger
+	listen listenFunc
 	// Announcement spacing by family; the RFC values, shortened by tests.
 	interval4, interval6 time.Duration
 	// clock times defences (tests move it).
@@ -83,7 +85,7 @@ type ResponderStats struct {
 
 // NewResponder returns a Responder for the Ethernet interface ifi. It opens
 // nothing: Run does. A nil log discards. The MAC it answers with is ifi's at
-// this call; if linkwatch.Watch reports a new one, make a new Responder.
+// this call; when linkwatch.Watch reports a new one, call SetMAC.
 func NewResponder(ifi *net.Interface, log *slog.Logger) (*Responder, error) {
 	if ifi == nil || ifi.Index <= 0 {
 		return nil, errors.New("arp: responder needs an interface")
@@ -97,7 +99,6 @@ func NewResponder(ifi *net.Interface, log *slog.Logger) (*Responder, error) {
 	r := &Responder{
 		ifindex:   ifi.Index,
 		ifname:    ifi.Name,
-		mac:       [6]byte(ifi.HardwareAddr),
 		log:       log.With("ifname", ifi.Name),
 		listen:    listenPacket,
 		interval4: announceInterval4,
@@ -108,7 +109,34 @@ func NewResponder(ifi *net.Interface, log *slog.Logger) (*Responder, error) {
 		kick:      make(chan struct{}, 1),
 	}
 	r.vips.Store(&map[netip.Addr]struct{}{})
+	mac := [6]byte(ifi.HardwareAddr)
+	r.mac.Store(&mac)
 	return r, nil
+}
+
+// ownMAC is the MAC answered and announced with.
+func (r *Responder) ownMAC() [6]byte { return *r.mac.Load() }
+
+// SetMAC changes the MAC answered and announced with, when the
+// interface's changed (linkwatch reports it): every VIP is announced again
+// with the new one, as a newly set VIP is, so that the neighbors' caches
+// follow at once. Safe from any goroutine.
+func (r *Responder) SetMAC(mac [6]byte) {
+	r.mu.Lock()
+	if *r.mac.Load() == mac {
+		r.mu.Unlock()
+		return
+	}
+	r.mac.Store(&mac)
+	for vip := range *r.vips.Load() {
+		r.pending[vip] = newAnnouncement(vip)
+	}
+	r.mu.Unlock()
+	r.log.Info("interface MAC changed: answering with it, and announcing every VIP again", "mac", net.HardwareAddr(mac[:]).String())
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
 }
 
 // SetVIPs replaces the set of addresses answered for. Run announces
@@ -247,7 +275,7 @@ func (r *Responder) serve(ctx context.Context, c frameConn, handle func(frameCon
 // one.
 func (r *Responder) handleARP(c frameConn, b []byte) {
 	m, err := parseARP(b)
-	if err != nil || m.ethSrc == r.mac || m.senderMAC == r.mac || !unicastMAC(m.senderMAC) {
+	if err != nil || m.ethSrc == r.ownMAC() || m.senderMAC == r.ownMAC() || !unicastMAC(m.senderMAC) {
 		return
 	}
 	vips := *r.vips.Load()
@@ -265,7 +293,7 @@ func (r *Responder) handleARP(c frameConn, b []byte) {
 		// RFC 826: swap sender and target, fill in our hardware address,
 		// send to the requester. A probe (sender 0.0.0.0, RFC 5227 §2.1.1)
 		// is answered the same way, which tells the prober the VIP is taken.
-		r.send(c, arpFrame(m.senderMAC, arpReply, r.mac, m.targetIP, m.senderMAC, m.senderIP), &r.replies)
+		r.send(c, arpFrame(m.senderMAC, arpReply, r.ownMAC(), m.targetIP, m.senderMAC, m.senderIP), &r.replies)
 	case arpReply:
 		if _, ok := vips[m.senderIP]; ok {
 			r.defend(c, m.senderIP, m.senderMAC)
@@ -276,7 +304,7 @@ func (r *Responder) handleARP(c frameConn, b []byte) {
 // handleNDP answers a Neighbor Solicitation for a VIP (RFC 4861 §7.2.4).
 func (r *Responder) handleNDP(c frameConn, b []byte) {
 	m, err := parseNDP(b)
-	if err != nil || m.ethSrc == r.mac {
+	if err != nil || m.ethSrc == r.ownMAC() {
 		return
 	}
 	ns, ok := m.msg.(*ndp.NeighborSolicitation)
@@ -299,7 +327,7 @@ func (r *Responder) handleNDP(c frameConn, b []byte) {
 	if lla := linkLayerOption(ns.Options, ndp.Source); lla != nil {
 		dst = [6]byte(lla)
 	}
-	f, err := ndpFrame(r.mac, dst, vip, m.src, neighborAdvertisement(vip, r.mac, true))
+	f, err := ndpFrame(r.ownMAC(), dst, vip, m.src, neighborAdvertisement(vip, r.ownMAC(), true))
 	if err != nil {
 		r.log.Error("build neighbor advertisement", "vip", vip, "err", err)
 		return
@@ -329,10 +357,10 @@ func (r *Responder) defend(c frameConn, vip netip.Addr, other [6]byte) {
 
 func (r *Responder) sendAnnouncement(c frameConn, vip netip.Addr) {
 	if vip.Is4() {
-		r.send(c, arpAnnouncement(r.mac, vip), &r.announcements)
+		r.send(c, arpAnnouncement(r.ownMAC(), vip), &r.announcements)
 		return
 	}
-	f, err := unsolicitedNA(r.mac, vip)
+	f, err := unsolicitedNA(r.ownMAC(), vip)
 	if err != nil {
 		r.log.Error("build neighbor advertisement", "vip", vip, "err", err)
 		return

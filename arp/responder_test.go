@@ -527,3 +527,18 @@ func TestResponderReannouncesOnRestart(t *testing.T) {
 		t.Errorf("%d sockets left open", open)
 	}
 }
+
+// TestResponderNewMAC: when the interface's MAC changes, every VIP is
+// announced again with the new one, and requests are answered with it; it
+// used to answer with the MAC it was made with, which the NIC no longer
+// accepts.
+func TestResponderNewMAC(t *testing.T) {
+	h := startResponder(t, vip4) // which takes the announcement at Run
+	h.r.SetMAC(macC)
+	checkARP(t, h.net.next(t, wait).frame, broadcastMAC, arpRequest, macC, vip4, [6]byte{}, vip4)
+	h.net.deliver(testIfindex, arpFrame(broadcastMAC, arpRequest, macB, peer4, [6]byte{}, vip4))
+	f := h.net.nextWhere(t, wait, func(f []byte) bool { return !isAnnouncement(f) })
+	checkARP(t, f, macB, arpReply, macC, vip4, macB, peer4)
+	h.r.SetMAC(macC) // the same again: nothing to announce
+	noFrames(t, h.syncARP(t, vip4), "after setting the same MAC")
+}

@@ -313,6 +313,9 @@ func (p *LinuxPlatform) Run(ctx context.Context, changed func()) error {
 		errc <- linkwatch.Watch(ctx, p.names(), func(l linkwatch.Link) {
 			p.mu.Lock()
 			from := -1 // the MTU before, if it changed (once: a one-armed box has its link twice)
+			if p.links[0].Index == l.Index && p.links[0].MAC != l.MAC && l.MAC != ([6]byte{}) && p.resp != nil {
+				p.resp.SetMAC(l.MAC) // the ingress: the ARP/NDP responder answers with its MAC
+			}
 			for port := range p.links {
 				if p.links[port].Index == l.Index {
 					if p.links[port].MTU != l.MTU {
