@@ -53,6 +53,10 @@ type tunnels struct {
 	p TunnelProber
 	// +checklocks:mu
 	src4, src6 netip.Addr
+	// opts are the running prober's options, to reopen it with when a
+	// reload's new prober cannot be opened.
+	// +checklocks:mu
+	opts tunprobe.Options
 	// closed sums the counters of the probers closed so far (a reload
 	// that adds a family reopens it), so that /metrics never goes back.
 	// +checklocks:mu
@@ -107,12 +111,17 @@ func (t *tunnels) ensure(cfg *config.Config, host control.Host) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.p != nil && (!v4 || t.src4.IsValid()) && (!v6 || t.src6.IsValid()) {
-		return nil
-	}
 	port := dataplane.PortIngress
 	if cfg.Dataplane.TwoArmed() {
 		port = dataplane.PortEgress
+	}
+	// The running prober serves when it has every family needed, each
+	// from the egress address the host has now (a renumbered egress
+	// needs a new one: probes bound to the old address would all fail).
+	same := func(src, now netip.Addr) bool { return !src.IsValid() || src == now }
+	if t.p != nil && (!v4 || t.src4.IsValid()) && (!v6 || t.src6.IsValid()) &&
+		same(t.src4, host.Addr4[port]) && same(t.src6, host.Addr6[port]) {
+		return nil
 	}
 	egress := cfg.Dataplane.EgressInterface()
 	// Keep the families the running prober has: a reload that drops a
@@ -130,7 +139,8 @@ func (t *tunnels) ensure(cfg *config.Config, host control.Host) error {
 			return fmt.Errorf("tunnel health probes of IPv6 DSR VIPs need a global IPv6 address on %s, the backends' side (or probe = \"direct\")", egress)
 		}
 	}
-	if t.p != nil {
+	running, old := t.p != nil, t.opts
+	if running {
 		// Reopened with every family: the TUN and rules are vipd's own,
 		// and a probe in flight fails once.
 		t.retire()
@@ -138,9 +148,19 @@ func (t *tunnels) ensure(cfg *config.Config, host control.Host) error {
 	}
 	p, err := t.open(o)
 	if err != nil {
+		// The reload is refused and the running configuration stays:
+		// so must its prober, or its tunnel probes all fail and every
+		// backend they check goes down.
+		if running {
+			if p, rerr := t.open(old); rerr == nil {
+				t.p, t.src4, t.src6 = p, old.Source4, old.Source6
+			} else {
+				t.log.Error("tunnel health probes: the running prober could not be reopened either: its probes fail", "err", rerr)
+			}
+		}
 		return fmt.Errorf("tunnel health probes: %w", err)
 	}
-	t.p, t.src4, t.src6, t.opened = p, o.Source4, o.Source6, true
+	t.p, t.src4, t.src6, t.opened, t.opts = p, o.Source4, o.Source6, true, o
 	t.log.Info("tunnel health probes set up", "source4", o.Source4, "source6", o.Source6, "egress", egress)
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/tunprobe"
 )
 
@@ -369,5 +370,52 @@ address = "2001:db8:1::11"
 	tun.close()
 	if st, ok := tun.stats(); !ok || st.Sent != 5 {
 		t.Errorf("after close: %+v (%v), want Sent 5 kept", st, ok)
+	}
+}
+
+// TestTunnelProberKeptOnRefusedReload: a reload that needs a new prober
+// (here a first IPv6 tunnel VIP) which cannot open is refused, and the
+// running configuration keeps a prober: it used to be left with none, so
+// that its tunnel probes all failed and every backend they check went
+// down. A renumbered egress address gets a new prober at the next reload.
+func TestTunnelProberKeptOnRefusedReload(t *testing.T) {
+	var opened []tunprobe.Options
+	tn := &tunnels{log: slog.New(slog.DiscardHandler), open: func(o tunprobe.Options) (TunnelProber, error) {
+		if o.Source6.IsValid() {
+			return nil, errors.New("strict rp_filter")
+		}
+		opened = append(opened, o)
+		return &countingProber{}, nil
+	}}
+	mk := func(addrs ...string) *config.Config {
+		c := &config.Config{}
+		for _, a := range addrs {
+			v := config.VIP{Address: netip.MustParseAddr(a), Mode: config.ModeDSR}
+			v.HealthCheck.Type, v.HealthCheck.Probe = config.CheckTCP, config.ProbeTunnel
+			c.VIPs = append(c.VIPs, v)
+		}
+		return c
+	}
+	var host control.Host
+	host.Addr4[dataplane.PortIngress] = netip.MustParseAddr("198.18.1.1")
+	host.Addr6[dataplane.PortIngress] = netip.MustParseAddr("2001:2:1::1")
+	if err := tn.ensure(mk("198.18.0.100"), host); err != nil {
+		t.Fatal(err)
+	}
+	if err := tn.ensure(mk("198.18.0.100", "2001:2::100"), host); err == nil {
+		t.Fatal("the IPv6 prober opened: the test needs it to fail")
+	}
+	if _, err := tn.Dial(context.Background(), netip.MustParseAddrPort("198.18.0.100:80"), tunprobe.Path{}); errors.Is(err, errNoTunnelProber) {
+		t.Errorf("after a refused reload the running configuration has no tunnel prober")
+	}
+	if len(opened) != 2 || opened[1].Source4 != netip.MustParseAddr("198.18.1.1") {
+		t.Errorf("opened %+v, want the first prober reopened", opened)
+	}
+	host.Addr4[dataplane.PortIngress] = netip.MustParseAddr("198.18.1.2")
+	if err := tn.ensure(mk("198.18.0.100"), host); err != nil {
+		t.Fatal(err)
+	}
+	if len(opened) != 3 || opened[2].Source4 != host.Addr4[dataplane.PortIngress] {
+		t.Errorf("after the egress was renumbered: opened %+v, want a prober from the new address", opened)
 	}
 }
