@@ -168,7 +168,11 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 	}
 	e, res := w.ct.InsertMissed(&p.key, p.loc, ref, flags)
 	if !res.Tracked() {
-		b, ref = w.maglev(v, p.hp) // untracked: every packet is placed anew, so by the stateless choice
+		// Untracked: every packet is placed anew, so by the stateless
+		// choice, and the scheduler's count of a pinned flow is taken
+		// back (each packet would add one).
+		w.sch.unpin(v, ref)
+		b, ref = w.maglev(v, p.hp)
 	}
 	// Mid-stream (no SYN; UDP only when the VIP says so), a flow that the
 	// previous table gave another backend carries that one as a hint.

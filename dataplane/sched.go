@@ -347,6 +347,20 @@ func (st *schedState) pick(s *Snapshot, vi int, v *vip, h uint64) (uint32, bool)
 	return ref, true
 }
 
+// unpin takes back pick's count of a new flow for VIP v on ref that the
+// caller could not pin after all (no room in the connection table).
+func (st *schedState) unpin(v *vip, ref uint32) {
+	if v.sched == SchedMaglev {
+		return // schedule went straight to Maglev: nothing was counted
+	}
+	if int(ref) < len(st.pinned) && st.pinned[ref] > 0 {
+		st.pinned[ref]--
+	}
+	if int(v.id) < len(st.pinnedVIP) && st.pinnedVIP[v.id] > 0 {
+		st.pinnedVIP[v.id]--
+	}
+}
+
 // setSched gives v its scheduler from vs and its members' weights from
 // members (in the order of v.refs).
 func (v *vip) setSched(vs *VIPSpec, members []member) {

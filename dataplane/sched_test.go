@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"testing"
+	"time"
 )
 
 // schedSpec is testSpec with the NAT IPv4 VIP given scheduler s over n
@@ -315,5 +316,41 @@ func TestWRRAcrossSnapshots(t *testing.T) {
 		if got[ref] != 100 {
 			t.Errorf("after a fourth member joined: backend %d got %d of 400, want 100 (%v)", ref, got[ref], got)
 		}
+	}
+}
+
+// TestUntrackedNotCounted: a new flow the connection table has no room
+// for is placed by Maglev packet by packet, and is no pinned flow for the
+// load-aware schedulers; each of its packets used to count one more
+// (least connections then steered away from backends it took for busy).
+func TestUntrackedNotCounted(t *testing.T) {
+	h := newHarnessOf(t, mustSnapshot(t, schedSpec(SchedLC, 3)), 16) // 2 buckets of 8 slots
+	pinned := func() (n uint32) {
+		for _, c := range h.w.sch.pinned {
+			n += c
+		}
+		return n
+	}
+	// Fill the table with flows that prove themselves: data in three
+	// distinct seconds after the SYN's, so that none can be evicted.
+	for s := 0; s < 5; s++ {
+		for port := uint16(1000); port < 1016; port++ {
+			flags := "PA"
+			if s == 0 {
+				flags = "S"
+			}
+			h.run(build(t, pk{src: client4, dst: vipNAT4, sport: port, dport: 80, flags: flags, payload: payloadOf(10)}))
+		}
+		h.now += int64(time.Second)
+	}
+	base, untracked := pinned(), h.w.Counters().Untracked
+	for i := 0; i < 20; i++ {
+		h.run(build(t, pk{src: client4, dst: vipNAT4, sport: 2000, dport: 80, flags: "PA", payload: payloadOf(10)}))
+	}
+	if h.w.Counters().Untracked == untracked {
+		t.Fatal("the table had room: the test needs it full")
+	}
+	if got := pinned(); got != base {
+		t.Errorf("20 packets of an untracked flow added %d pinned flows", got-base)
 	}
 }
