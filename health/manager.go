@@ -77,17 +77,19 @@ type runner struct {
 	// from is the verdict of the checker this one replaces (a change of
 	// the backend's check settings), nil for a new backend.
 	from *Verdict
-	// mu guards verdict, the checker's verdict after its latest result,
-	// for a runner that replaces this one.
-	mu      sync.Mutex
-	verdict *Verdict
+	// mu guards verdict, the checker's verdict after its latest result
+	// (valid once observed), for a runner that replaces this one. A value,
+	// not a pointer: it is set after every probe.
+	mu       sync.Mutex
+	verdict  Verdict
+	observed bool
 }
 
 // setVerdict records c's verdict for a successor.
 func (r *runner) setVerdict(c *Checker) {
 	v := c.Verdict()
 	r.mu.Lock()
-	r.verdict = &v
+	r.verdict, r.observed = v, true
 	r.mu.Unlock()
 }
 
@@ -96,8 +98,9 @@ func (r *runner) setVerdict(c *Checker) {
 func (r *runner) lastVerdict() *Verdict {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.verdict != nil {
-		return r.verdict
+	if r.observed {
+		v := r.verdict
+		return &v
 	}
 	return r.from
 }
