@@ -252,13 +252,12 @@ func (q *Queue) Stats() Stats {
 	drops := q.drops
 	q.dropsMu.Unlock()
 	return Stats{
-		RxFrames:   q.st.rx.Load(),
-		TxFrames:   q.st.tx.Load(),
-		TxRingFull: q.st.txRingFull.Load(),
-		TxErrors:   q.st.txErrors.Load(),
-		Truncated:  q.st.truncated.Load(),
-		RxDropped:  drops,
-		// After the others: gofmt would realign them all.
+		RxFrames:     q.st.rx.Load(),
+		TxFrames:     q.st.tx.Load(),
+		TxRingFull:   q.st.txRingFull.Load(),
+		TxErrors:     q.st.txErrors.Load(),
+		Truncated:    q.st.truncated.Load(),
+		RxDropped:    drops,
 		SocketErrors: q.st.sockErrors.Load(),
 	}
 }
