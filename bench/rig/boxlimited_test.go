@@ -111,6 +111,23 @@ func TestBoxScenarios(t *testing.T) {
 	}
 }
 
+// checkCopiedRows checks that rows, copies of rows of base with a setting
+// changed, each have a label of their own (no base row's, no other
+// copy's) that names the setting (suffix).
+func checkCopiedRows(t *testing.T, base, rows []BoxScenario, suffix string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, sc := range base {
+		seen[sc.Label()] = true
+	}
+	for _, sc := range rows {
+		if seen[sc.Label()] || !strings.Contains(sc.Label(), suffix) {
+			t.Errorf("row label %q", sc.Label())
+		}
+		seen[sc.Label()] = true
+	}
+}
+
 func TestBusyPollRows(t *testing.T) {
 	base := BoxScenarios()
 	rows := BusyPollRows(base, 50, true)
@@ -118,18 +135,11 @@ func TestBusyPollRows(t *testing.T) {
 	if len(rows) != 4 {
 		t.Fatalf("%d busy-poll rows, want 4: %+v", len(rows), rows)
 	}
-	seen := map[string]bool{}
-	for _, sc := range base {
-		seen[sc.Label()] = true
-	}
+	checkCopiedRows(t, base, rows, "busy poll 50µs + NAPI defer")
 	for _, sc := range rows {
 		if sc.Kind != bench.KindVIPD || sc.IO != "afxdp" || sc.BusyPoll != 50 || !sc.NAPIDefer || sc.Profile {
 			t.Errorf("row %+v", sc)
 		}
-		if seen[sc.Label()] || !strings.Contains(sc.Label(), "busy poll 50µs + NAPI defer") {
-			t.Errorf("row label %q", sc.Label())
-		}
-		seen[sc.Label()] = true
 	}
 	// The rows must match the -only filter of the row they copy.
 	if !regexp.MustCompile("vipd NAT, AF_XDP").MatchString(rows[0].Label()) {
@@ -144,18 +154,11 @@ func TestProcsRows(t *testing.T) {
 	if len(rows) != 6 || rows[0].Kind != bench.KindForwarder || rows[1].Kind != bench.KindForwarder {
 		t.Fatalf("%d GOMAXPROCS rows, want the forwarder's 2 first and 4 of vipd: %+v", len(rows), rows)
 	}
-	seen := map[string]bool{}
-	for _, sc := range base {
-		seen[sc.Label()] = true
-	}
+	checkCopiedRows(t, base, rows, ", GOMAXPROCS=1")
 	for _, sc := range rows {
 		if sc.Procs != 1 || sc.Profile || sc.Kind == bench.KindVIPD && sc.IO != "afxdp" || sc.Kind == bench.KindKernel {
 			t.Errorf("row %+v", sc)
 		}
-		if seen[sc.Label()] || !strings.Contains(sc.Label(), ", GOMAXPROCS=1") {
-			t.Errorf("row label %q", sc.Label())
-		}
-		seen[sc.Label()] = true
 	}
 	for _, sc := range base {
 		if sc.Procs != 0 {
@@ -172,18 +175,11 @@ func TestFrameSizeRows(t *testing.T) {
 	if len(rows) != 2+8 {
 		t.Fatalf("%d frame-size rows, want 10: %+v", len(rows), rows)
 	}
-	seen := map[string]bool{}
-	for _, sc := range base {
-		seen[sc.Label()] = true
-	}
+	checkCopiedRows(t, base, rows, "frame 4096 B")
 	for _, sc := range rows {
 		if sc.Kind == bench.KindKernel || sc.FrameSize != 4096 || sc.Profile {
 			t.Errorf("row %+v", sc)
 		}
-		if seen[sc.Label()] || !strings.Contains(sc.Label(), "frame 4096 B") {
-			t.Errorf("row label %q", sc.Label())
-		}
-		seen[sc.Label()] = true
 	}
 	if !regexp.MustCompile("bare AF_XDP forwarder").MatchString(rows[0].Label()) {
 		t.Errorf("%q does not match its base row's filter", rows[0].Label())
