@@ -94,6 +94,18 @@ func (s set[K]) add(want map[K]struct{}) error {
 	return nil
 }
 
+// crowded reports whether the map cannot hold its present keys and want's
+// together, so that add must wait for prune.
+func (s set[K]) crowded(want map[K]struct{}) bool {
+	n := len(s.have)
+	for k := range want {
+		if _, ok := s.have[k]; !ok {
+			n++
+		}
+	}
+	return n > int(s.m.MaxEntries())
+}
+
 // prune deletes every key of the map that want lacks.
 func (s set[K]) prune(want map[K]struct{}) error {
 	for k := range s.have {

@@ -212,3 +212,45 @@ func TestUpdateFull(t *testing.T) {
 	}
 	checkMaps(t, p, nil, nil, nil)
 }
+
+// TestUpdateSwapsFullSets: full maps replaced by as many other keys. The
+// old and new keys together are twice a map's capacity, which the kernel
+// refuses (E2BIG) to a set that adds before it prunes; then every later
+// Update failed too.
+func TestUpdateSwapsFullSets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills 280k map entries")
+	}
+	p := load(t, 1)
+	sets := func(b byte) ([]netip.Addr, []ReplyKey, []netip.Addr) {
+		vips := make([]netip.Addr, MaxVIPs)
+		for i := range vips {
+			vips[i] = netip.AddrFrom16([16]byte{0x20, 0x01, 0, 2, 1, b, 14: byte(i >> 8), 15: byte(i)})
+		}
+		local := make([]netip.Addr, MaxLocal)
+		for i := range local {
+			local[i] = netip.AddrFrom16([16]byte{0x20, 0x01, 0, 2, 2, b, 14: byte(i >> 8), 15: byte(i)})
+		}
+		replies := make([]ReplyKey, MaxReplies)
+		for i := range replies {
+			replies[i] = ReplyKey{netip.AddrFrom16([16]byte{0x20, 0x01, 0, 2, 3, b, 14: byte(i >> 8), 15: byte(i)}), 6, 443}
+		}
+		return vips, replies, local
+	}
+	for _, b := range []byte{1, 2, 1} {
+		vips, replies, local := sets(b)
+		if err := p.Update(vips, replies, local); err != nil {
+			t.Fatalf("Update to sets %d: %v", b, err)
+		}
+		checkMaps(t, p, vips, replies, local)
+	}
+	// Half new, half kept: the kept keys are never removed, even from a
+	// set pruned first.
+	vips, replies, local := sets(1)
+	v2, r2, l2 := sets(2)
+	vips, replies, local = append(vips[:MaxVIPs/2], v2[:MaxVIPs/2]...), append(replies[:MaxReplies/2], r2[:MaxReplies/2]...), append(local[:MaxLocal/2], l2[:MaxLocal/2]...)
+	if err := p.Update(vips, replies, local); err != nil {
+		t.Fatalf("Update to half of each: %v", err)
+	}
+	checkMaps(t, p, vips, replies, local)
+}

@@ -214,6 +214,13 @@ func (p *Program) Unregister(queue int) error {
 // local addresses are protected before any new reply source can match
 // them. If Update fails midway the maps hold a mix of old and new keys
 // (still within that union); the next successful Update converges.
+//
+// The exception is a set whose old and new keys together exceed its map
+// (replacing 3,000 VIP addresses by 3,000 others): it is pruned before it
+// is added to, since the kernel refuses a key past a hash map's
+// max_entries. Adding first would fail midway, and so would every later
+// Update, the map staying full of keys the new set lacks. For such a set
+// a removed key stops matching before the new ones start to.
 func (p *Program) Update(vips []netip.Addr, replies []ReplyKey, local []netip.Addr) error {
 	c, err := build(vips, replies, local)
 	if err != nil {
@@ -225,6 +232,10 @@ func (p *Program) Update(vips []netip.Addr, replies []ReplyKey, local []netip.Ad
 		return errClosed("update")
 	}
 	for _, step := range []func() error{
+		func() error { return pruneCrowded(p.vips, c.vips) },
+		func() error { return pruneCrowded(p.reply, c.replies) },
+		func() error { return pruneCrowded(p.hosts, c.hosts) },
+		func() error { return pruneCrowded(p.local, c.local) },
 		func() error { return p.local.add(c.local) },
 		func() error { return p.vips.add(c.vips) },
 		func() error { return p.hosts.add(c.hosts) },
@@ -239,6 +250,15 @@ func (p *Program) Update(vips []netip.Addr, replies []ReplyKey, local []netip.Ad
 		}
 	}
 	return nil
+}
+
+// pruneCrowded prunes s first when it cannot hold its present keys and
+// want's together (see Update).
+func pruneCrowded[K comparable](s set[K], want map[K]struct{}) error {
+	if !s.crowded(want) {
+		return nil
+	}
+	return s.prune(want)
 }
 
 // Close detaches the program from every interface and releases the
