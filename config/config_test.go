@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -592,6 +593,68 @@ func TestPreviousOwnerDefault(t *testing.T) {
 			}
 			if got := cfg.VIPs[0].HintsPreviousOwner(); got != tt.want {
 				t.Errorf("previous_owner %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestSteeringCapacity: with AF_XDP, a configuration whose VIP addresses
+// or NAT reply sources exceed the steering program's maps is refused by
+// validation (so by -check), not at start; AF_PACKET, which has no such
+// maps, takes it.
+func TestSteeringCapacity(t *testing.T) {
+	// vips returns n VIPs on distinct addresses, each with one backend on
+	// its own address (so n reply sources in NAT mode).
+	vips := func(n int, mode string) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "[[vip]]\nname = \"v%d\"\naddress = \"198.18.%d.%d\"\nport = 80\nmode = %q\n", i, i>>8, i&255, mode)
+			if mode == "dsr" {
+				b.WriteString("encap_source = \"198.19.255.1\"\n")
+			}
+			fmt.Fprintf(&b, "[[vip.backend]]\naddress = \"198.19.%d.%d\"\n", i>>8, i&255)
+		}
+		return b.String()
+	}
+	// backends returns one NAT VIP with n backends, on one address and n
+	// ports.
+	backends := func(n int) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "[[vip]]\nname = \"many\"\naddress = \"198.18.0.1\"\nport = 80\ntable_size = 16777213\n")
+		for i := range n {
+			fmt.Fprintf(&b, "[[vip.backend]]\naddress = \"198.19.%d.%d\"\nport = %d\n", i>>16&255, i>>8&255, 1+i&255)
+		}
+		return b.String()
+	}
+	for _, tc := range []struct {
+		name, io, vips, want string
+	}{
+		{"VIP addresses at capacity", "afxdp", vips(MaxSteeredVIPAddrs, "dsr"), ""},
+		{"VIP addresses over capacity", "afxdp", vips(MaxSteeredVIPAddrs+1, "dsr"), "4097 distinct VIP addresses"},
+		{"VIP addresses over capacity, AF_PACKET", "afpacket", vips(MaxSteeredVIPAddrs+1, "dsr"), ""},
+		{"NAT reply sources at capacity", "afxdp", backends(MaxNATReplySources), ""},
+		{"NAT reply sources over capacity", "afxdp", backends(MaxNATReplySources + 1), "65537 distinct NAT backends"},
+		{"NAT reply sources over capacity, AF_PACKET", "afpacket", backends(MaxNATReplySources + 1), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := fmt.Sprintf("[dataplane]\ningress = \"eth0\"\nio = %q\n", tc.io) + tc.vips
+			_, _, err := Parse("test.toml", []byte(src))
+			var steering []string
+			var errs *Errors
+			if errors.As(err, &errs) {
+				for _, p := range errs.Problems {
+					if strings.Contains(p.Msg, "steering program") {
+						steering = append(steering, p.Msg)
+					}
+				}
+			} else if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			switch {
+			case tc.want == "" && len(steering) > 0:
+				t.Errorf("refused: %q", steering)
+			case tc.want != "" && (len(steering) != 1 || !strings.Contains(steering[0], tc.want)):
+				t.Errorf("steering errors %q, want one containing %q", steering, tc.want)
 			}
 		})
 	}

@@ -17,14 +17,20 @@ import (
 // Limits enforced by validation. Each is chosen so that a value beyond it is
 // a mistake rather than an unusual deployment.
 const (
-	MaxQueues        = 256
-	MinConntrack     = 1024
-	MaxConntrack     = 1 << 28  // ~16 GiB of table; beyond that a box needs a second vipd
-	MaxTableSize     = 16777213 // the largest prime below 2^24 (hashing.MaxMaglevSize)
-	MinTableFactor   = 10       // reject M < 10 × backends: the table cannot balance
-	GoodTableFactor  = 100      // warn under 100 × backends (NSDI 2016 §3.4)
-	MaxRiseFall      = 100
-	minRing, maxRing = 16, 1 << 16
+	MaxQueues       = 256
+	MinConntrack    = 1024
+	MaxConntrack    = 1 << 28  // ~16 GiB of table; beyond that a box needs a second vipd
+	MaxTableSize    = 16777213 // the largest prime below 2^24 (hashing.MaxMaglevSize)
+	MinTableFactor  = 10       // reject M < 10 × backends: the table cannot balance
+	GoodTableFactor = 100      // warn under 100 × backends (NSDI 2016 §3.4)
+	MaxRiseFall     = 100
+	// The capacities of the AF_XDP steering program's maps
+	// (dataplane/xdpprog's MaxVIPs and MaxReplies; a daemon test holds
+	// them equal): distinct VIP addresses, and distinct NAT reply sources
+	// (backend address, protocol, port).
+	MaxSteeredVIPAddrs = 4096
+	MaxNATReplySources = 65536
+	minRing, maxRing   = 16, 1 << 16
 )
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
@@ -41,6 +47,9 @@ func (c *collector) validate(cfg *Config) {
 		c.validateAnnounce(fmt.Sprintf("vip[%d]", i), &cfg.VIPs[i], cfg.BGP)
 	}
 	c.validateAcrossVIPs(cfg.VIPs)
+	if cfg.Dataplane.IO == IOAFXDP {
+		c.validateSteering(cfg.VIPs)
+	}
 	c.validateBGP(cfg)
 }
 
@@ -569,6 +578,36 @@ func (c *collector) validateAcrossVIPs(vips []VIP) {
 			}
 			natOwners[rk] = append(natOwners[rk], owner{i, k})
 		}
+	}
+}
+
+// validateSteering checks that the AF_XDP steering program's maps can
+// hold what the VIPs steer; a configuration past them would pass -check
+// and then fail at start, or have its reload refused.
+func (c *collector) validateSteering(vips []VIP) {
+	type reply struct {
+		addr  netip.Addr
+		proto Protocol
+		port  uint16
+	}
+	addrs := make(map[netip.Addr]bool)
+	replies := make(map[reply]bool)
+	for i := range vips {
+		v := &vips[i]
+		addrs[v.Address] = true
+		if v.Mode != ModeNAT {
+			continue
+		}
+		for k := range v.Backends {
+			b := &v.Backends[k]
+			replies[reply{b.Address, v.Protocol, effectivePort(v, b)}] = true
+		}
+	}
+	if len(addrs) > MaxSteeredVIPAddrs {
+		c.errorf("vip", "%d distinct VIP addresses; with io = %q the steering program holds at most %d", len(addrs), IOAFXDP, MaxSteeredVIPAddrs)
+	}
+	if len(replies) > MaxNATReplySources {
+		c.errorf("vip", "%d distinct NAT backends (address, protocol, port); with io = %q the steering program holds at most %d", len(replies), IOAFXDP, MaxNATReplySources)
 	}
 }
 

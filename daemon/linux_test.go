@@ -13,6 +13,7 @@ import (
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/dataplane/afpacket"
 	"github.com/vipd/vipd/dataplane/afxdp"
+	"github.com/vipd/vipd/dataplane/xdpprog"
 	"github.com/vipd/vipd/linkwatch"
 )
 
@@ -120,5 +121,14 @@ func TestCheckReload(t *testing.T) {
 		if refused := errors.Is(err, afpacket.ErrHost); refused != tc.refused || (err != nil && !refused) {
 			t.Errorf("%s, VIPs %v: %v; want refused %v", tc.io, tc.vips, err, tc.refused)
 		}
+	}
+}
+
+// TestSteeringLimitsAgree: the configuration refuses exactly what the
+// steering program's maps cannot hold.
+func TestSteeringLimitsAgree(t *testing.T) {
+	if config.MaxSteeredVIPAddrs != xdpprog.MaxVIPs || config.MaxNATReplySources != xdpprog.MaxReplies {
+		t.Errorf("config limits %d VIP addresses, %d NAT reply sources; the steering maps hold %d and %d",
+			config.MaxSteeredVIPAddrs, config.MaxNATReplySources, xdpprog.MaxVIPs, xdpprog.MaxReplies)
 	}
 }
