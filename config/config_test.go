@@ -616,12 +616,14 @@ func TestSteeringCapacity(t *testing.T) {
 		}
 		return b.String()
 	}
-	// backends returns one NAT VIP with n backends, on one address and n
-	// ports.
+	// backends returns NAT VIPs with n backends in all, 32,768 a VIP
+	// (a VIP holds at most 65,535), on distinct (address, port) pairs.
 	backends := func(n int) string {
 		var b strings.Builder
-		fmt.Fprintf(&b, "[[vip]]\nname = \"many\"\naddress = \"198.18.0.1\"\nport = 80\ntable_size = 16777213\n")
 		for i := range n {
+			if i%32768 == 0 {
+				fmt.Fprintf(&b, "[[vip]]\nname = \"many%d\"\naddress = \"198.18.0.%d\"\nport = 80\ntable_size = 16777213\n", i, 1+i/32768)
+			}
 			fmt.Fprintf(&b, "[[vip.backend]]\naddress = \"198.19.%d.%d\"\nport = %d\n", i>>16&255, i>>8&255, 1+i&255)
 		}
 		return b.String()
@@ -637,6 +639,9 @@ func TestSteeringCapacity(t *testing.T) {
 		{"NAT reply sources over capacity, AF_PACKET", "afpacket", backends(MaxNATReplySources + 1), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if testing.Short() && strings.HasPrefix(tc.name, "NAT") {
+				t.Skip("parses 65,536 backends")
+			}
 			src := fmt.Sprintf("[dataplane]\ningress = \"eth0\"\nio = %q\n", tc.io) + tc.vips
 			_, _, err := Parse("test.toml", []byte(src))
 			var steering []string
@@ -657,5 +662,26 @@ func TestSteeringCapacity(t *testing.T) {
 				t.Errorf("steering errors %q, want one containing %q", steering, tc.want)
 			}
 		})
+	}
+}
+
+// TestTooManyBackends: a VIP holds at most hashing.MaxBackends backends (a
+// Maglev slot's 16-bit number); one more was accepted by -check and then
+// failed when the snapshot was built.
+func TestTooManyBackends(t *testing.T) {
+	if testing.Short() {
+		t.Skip("parses 65,536 backends")
+	}
+	for _, n := range []int{hashing.MaxBackends, hashing.MaxBackends + 1} {
+		var b strings.Builder
+		b.WriteString("[dataplane]\ningress = \"eth0\"\n[[vip]]\nname = \"many\"\naddress = \"198.18.0.1\"\nport = 80\ntable_size = 16777213\n")
+		for i := range n {
+			fmt.Fprintf(&b, "[[vip.backend]]\naddress = \"198.19.%d.%d\"\nport = %d\n", i>>16&255, i>>8&255, 1+i&255)
+		}
+		_, _, err := Parse("test.toml", []byte(b.String()))
+		refused := err != nil && strings.Contains(err.Error(), "a VIP has at most 65535")
+		if refused != (n > hashing.MaxBackends) {
+			t.Errorf("%d backends: refused %v; err = %v", n, refused, err)
+		}
 	}
 }

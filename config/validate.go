@@ -467,6 +467,9 @@ func (c *collector) validateBackends(p string, v *VIP) {
 		c.errorf(p+".backend", "a VIP needs at least one [[vip.backend]]")
 		return
 	}
+	if len(v.Backends) > hashing.MaxBackends {
+		c.errorf(p+".backend", "%d backends; a VIP has at most %d (a Maglev table slot holds a 16-bit backend number)", len(v.Backends), hashing.MaxBackends)
+	}
 	seen := make(map[netip.AddrPort]int)
 	active := 0
 	for i := range v.Backends {
