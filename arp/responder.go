@@ -165,6 +165,11 @@ func (r *Responder) SetVIPs(addrs []netip.Addr) {
 			delete(r.pending, a)
 		}
 	}
+	for a := range r.lastGuard { // else it grows with every VIP ever defended
+		if _, ok := set[a]; !ok {
+			delete(r.lastGuard, a)
+		}
+	}
 	r.vips.Store(&set)
 	r.mu.Unlock()
 	select {

@@ -437,6 +437,27 @@ func TestResponderDefendsVIPOncePerInterval(t *testing.T) {
 	wantStats(t, h.r, ResponderStats{Requests: 2, Replies: 1, Announcements: 3, Conflicts: 3})
 }
 
+// TestResponderForgetsRemovedVIPs: the time of a VIP's last defence goes
+// with the VIP, so that the record does not grow with every VIP a box
+// ever defended over its reloads.
+func TestResponderForgetsRemovedVIPs(t *testing.T) {
+	h := startResponder(t, vip4, vip6)
+	h.net.deliver(testIfindex, arpAnnouncement(macB, vip4))
+	checkARP(t, h.net.next(t, wait).frame, broadcastMAC, arpRequest, macA, vip4, [6]byte{}, vip4)
+	guarded := func() int {
+		h.r.mu.Lock()
+		defer h.r.mu.Unlock()
+		return len(h.r.lastGuard)
+	}
+	if n := guarded(); n != 1 {
+		t.Fatalf("after one defence, %d VIPs have a last defence, want 1", n)
+	}
+	h.r.SetVIPs([]netip.Addr{vip6})
+	if n := guarded(); n != 0 {
+		t.Errorf("after its VIP was removed, %d VIPs have a last defence, want 0", n)
+	}
+}
+
 func TestResponderMulticastMembership(t *testing.T) {
 	h := startResponder(t, vip6)
 	ndpConn := func() *fakeConn {
