@@ -100,7 +100,10 @@ func (w *Worker) ProcessBatch(descs []Desc) {
 	passes := w.prefetch
 	if w.ct.Live() < w.prefetchMin {
 		passes = 0
+	} else if w.newFlows {
+		passes = min(passes, w.newFlowPasses)
 	}
+	hits, misses := w.c.FlowHits, w.c.FlowMisses
 	if passes >= 1 {
 		for i := range pk {
 			if pk[i].is&isTracked != 0 {
@@ -127,4 +130,5 @@ func (w *Worker) ProcessBatch(descs []Desc) {
 	for i := range descs {
 		w.act(&descs[i], &pk[i])
 	}
+	w.newFlows = w.c.FlowMisses-misses > w.c.FlowHits-hits
 }

@@ -213,3 +213,61 @@ func TestOldSnapshotReleased(t *testing.T) {
 	runtime.KeepAlive(w) // the worker is what must not pin it
 	runtime.KeepAlive(next)
 }
+
+// TestNewFlowsPasses: after a batch whose tracked packets were mostly new
+// flows, the next batch makes only the bucket pass (no record pass marks
+// a packet isAlt); a batch of mostly known flows brings the passes back.
+// Verdicts do not depend on the passes (TestBatchAgreesWithProcess).
+func TestNewFlowsPasses(t *testing.T) {
+	h := newHarness(t, testSpec())
+	h.w.prefetchMin = 0 // the passes at any table size
+	batch := func(sport0, n int) []Desc {
+		descs := make([]Desc, n)
+		for i := range descs {
+			f := build(t, pk{src: client4, dst: vipNAT4, sport: uint16(sport0 + i), dport: 80, flags: "S"})
+			descs[i] = Desc{Buf: f, Len: len(f), RxPort: PortIngress}
+		}
+		return descs
+	}
+	// alts counts the packets of the last batch a record pass sent on to
+	// their alternate bucket: every new flow, when the passes run.
+	alts := func(n int) int {
+		k := 0
+		for _, p := range h.w.pkts[:n] {
+			if p.is&isAlt != 0 {
+				k++
+			}
+		}
+		return k
+	}
+	next := 5000 // the source port of the next new flow; known ones from 5000 on
+	for _, step := range []struct {
+		name         string
+		new, known   int
+		wantAlts     int
+		wantNewFlows bool
+	}{
+		{"first batch, new flows", 64, 0, 64, true},
+		{"new flows after new flows", 64, 0, 0, true},
+		{"known flows after new flows", 0, 64, 0, false},
+		{"new flows after known flows", 40, 24, 40, true},
+		{"a minority of new flows", 20, 44, 0, false},
+	} {
+		descs := append(batch(next, step.new), batch(5000, step.known)...)
+		next += step.new
+		h.w.Begin(h.snap, h.now, h.emit)
+		h.w.ProcessBatch(descs)
+		h.w.End(len(descs))
+		for i, d := range descs {
+			if d.Verdict != VerdictTX {
+				t.Fatalf("%s: frame %d: %v %v", step.name, i, d.Verdict, d.Reason)
+			}
+		}
+		if got := alts(len(descs)); got != step.wantAlts {
+			t.Errorf("%s: %d packets sent on to the alternate bucket, want %d", step.name, got, step.wantAlts)
+		}
+		if h.w.newFlows != step.wantNewFlows {
+			t.Errorf("%s: newFlows %v, want %v", step.name, h.w.newFlows, step.wantNewFlows)
+		}
+	}
+}

@@ -67,11 +67,22 @@ func flowHeaders(b *testing.B, vip netip.Addr, n, size int) ([]byte, []byte) {
 }
 
 // BenchmarkPrefetch compares ProcessBatch's prefetch passes in one run:
-// none, bucket metadata, metadata then records, each forced, and the
-// default (auto: two passes from prefetchMinFlows flows on, none below);
-// NAT hits at 1M flows, where every lookup misses the CPU caches, and at 1
-// flow, where the passes are pure overhead.
+// none, bucket metadata, metadata then records, then records in alternate
+// buckets, each forced, and the default (auto: three passes from
+// prefetchMinFlows flows on, none below, one after a batch of mostly new
+// flows); NAT hits at 1M flows, where every lookup misses the CPU caches,
+// and at 1 flow, where the passes are pure overhead; and new flows (every
+// packet a miss, the table full, as the miss rows of BenchmarkPipeline).
 func BenchmarkPrefetch(b *testing.B) {
+	for passes := -1; passes <= 3; passes++ {
+		name := fmt.Sprintf("new-flows/passes=%d", passes)
+		if passes < 0 {
+			name = "new-flows/passes=auto"
+		}
+		b.Run(name, func(b *testing.B) {
+			benchPipelineOf(b, vipNAT4, true, 1, 64, passes)
+		})
+	}
 	flowCounts := []int{1, 1_000_000}
 	if testing.Short() {
 		flowCounts = []int{1, 100_000}
@@ -143,8 +154,9 @@ func benchPipelineSpec(b *testing.B, spec *Spec, vip netip.Addr, miss bool, flow
 	}
 	w := NewWorker(ct.Shard(0), WorkerOptions{})
 	if passes >= 0 {
-		// BenchmarkPrefetch: the passes asked for, whatever the size.
-		w.prefetch, w.prefetchMin = passes, 0
+		// BenchmarkPrefetch: the passes asked for, whatever the size and
+		// the share of new flows.
+		w.prefetch, w.prefetchMin, w.newFlowPasses = passes, 0, passes
 	}
 	tmpl, hdrs := flowHeaders(b, vip, flows, size)
 	// A batch as a driver hands it over: batchSize frames in their own

@@ -112,6 +112,14 @@ type Worker struct {
 	// their buckets stay in the CPU's caches, and the passes would cost
 	// instructions for nothing (BenchmarkPrefetch).
 	prefetch, prefetchMin int
+	// newFlows is set when most tracked packets of the last batch were
+	// new flows (conntrack misses): the next batch then makes at most
+	// newFlowPasses passes (1: the bucket pass). The record passes find
+	// no record to load for a new flow, and their reads of bucket lines
+	// still on their way cost a flood of new flows (SYNs, a port scan)
+	// more than they save (BenchmarkPrefetch, new-flows rows).
+	newFlows      bool
+	newFlowPasses int
 	// noCommon turns classifyCommon (and so forwardClean) off: tests hold
 	// the shortcuts to the general path's verdicts, bytes and counters.
 	noCommon bool
@@ -200,7 +208,7 @@ func NewWorker(ct *conntrack.Shard, opts WorkerOptions) *Worker {
 	if opts.Neighbors == nil {
 		opts.Neighbors = NewNeighborCache(1024)
 	}
-	w := &Worker{ct: ct, publishEvery: int64(opts.PublishEvery), neigh: opts.Neighbors, prefetch: 3, prefetchMin: prefetchMinFlows}
+	w := &Worker{ct: ct, publishEvery: int64(opts.PublishEvery), neigh: opts.Neighbors, prefetch: 3, prefetchMin: prefetchMinFlows, newFlowPasses: 1}
 	if r := opts.Relay; r != nil && len(r.inboxes) > 1 {
 		if id := r.join(); id >= 0 {
 			w.relay, w.id, w.origin, w.inbox = r, id, id, r.inboxes[id]
