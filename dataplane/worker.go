@@ -112,8 +112,9 @@ type Worker struct {
 	// their buckets stay in the CPU's caches, and the passes would cost
 	// instructions for nothing (BenchmarkPrefetch).
 	prefetch, prefetchMin int
-	// newFlows is set when most tracked packets of the last batch were
-	// new flows (conntrack misses): the next batch then makes at most
+	// newFlows is set when nearly all tracked packets of the last batch
+	// (over 8 in 9) were new flows (conntrack misses): the next batch
+	// then makes at most
 	// newFlowPasses passes (1: the bucket pass). The record passes find
 	// no record to load for a new flow, and their reads of bucket lines
 	// still on their way cost a flood of new flows (SYNs, a port scan)
