@@ -26,6 +26,11 @@ type BoxResult struct {
 	// by the interfaces' MTUs. A vipd row is compared with the
 	// forwarder's row of the same Procs and FrameSize.
 	FrameSize int `json:",omitempty"`
+	// BatchSize is the batch size the row set for the box's program
+	// (vipd's batch_size, the forwarder's -batch); 0: both programs'
+	// default. A vipd row is compared with the forwarder's row of the
+	// same Procs, FrameSize and BatchSize.
+	BatchSize int `json:",omitempty"`
 
 	Forwarded Summary // packets counted at the sink
 	Offered   Summary // packets the generator handed to its veth
@@ -119,7 +124,7 @@ const ClockTicks = 100
 func (r *Report) findBox(kind string, like *BoxResult) *BoxResult {
 	for i := range r.Box {
 		x := &r.Box[i]
-		if x.Kind == kind && x.Flows == like.Flows && x.Procs == like.Procs && x.FrameSize == like.FrameSize && x.Err == "" {
+		if x.Kind == kind && x.Flows == like.Flows && x.Procs == like.Procs && x.FrameSize == like.FrameSize && x.BatchSize == like.BatchSize && x.Err == "" {
 			return x
 		}
 	}
@@ -127,8 +132,8 @@ func (r *Report) findBox(kind string, like *BoxResult) *BoxResult {
 }
 
 // BoxRatios returns a row's forwarded rate and process user ns per packet
-// over the bare forwarder's with the same flow count, GOMAXPROCS and frame
-// size (NaN where missing): the medians of the per-round ratios when both
+// over the bare forwarder's with the same flow count, GOMAXPROCS, frame
+// size and batch size (NaN where missing): the medians of the per-round ratios when both
 // rows ran in the same rounds (BoxRoundRatios), else the ratios of the
 // rows' medians.
 func (r *Report) BoxRatios(x *BoxResult) (pps, userNs float64) {

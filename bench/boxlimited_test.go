@@ -77,9 +77,9 @@ func TestBoxTableAndRatios(t *testing.T) {
 	if p, n := r.BoxRatios(&BoxResult{Flows: 7}); !math.IsNaN(p) || !math.IsNaN(n) {
 		t.Errorf("no forwarder with that flow count: %v %v", p, n)
 	}
-	// A row run with GOMAXPROCS or the frame size set is compared with the
-	// forwarder run alike, never with the default one, and a default row
-	// never with that forwarder.
+	// A row run with GOMAXPROCS, the frame size or the batch size set is
+	// compared with the forwarder run alike, never with the default one,
+	// and a default row never with that forwarder.
 	for _, v := range []struct {
 		name     string
 		set      func(*BoxResult)
@@ -88,6 +88,7 @@ func TestBoxTableAndRatios(t *testing.T) {
 	}{
 		{"GOMAXPROCS=1", func(x *BoxResult) { x.Procs = 1 }, s(200e3), s(100e3), 150},
 		{"frame 4096 B", func(x *BoxResult) { x.FrameSize = 4096 }, s(400e3), s(100e3), 100},
+		{"batch 256", func(x *BoxResult) { x.BatchSize = 256 }, s(250e3), s(100e3), 120},
 	} {
 		row := BoxResult{Kind: KindVIPD, Flows: 1, Forwarded: v.row, UserNs: 300}
 		v.set(&row)

@@ -36,11 +36,32 @@ type BoxScenario struct {
 	// (vipd's frame_size, the forwarder's -frame-size), overriding the
 	// default that picks by the interfaces' MTUs.
 	FrameSize int
+	// BatchSize, when positive, sets the most frames the box's program
+	// takes per receive call (vipd's batch_size, the forwarder's -batch),
+	// overriding both programs' default, config.DefaultBatchSize.
+	BatchSize int
 }
 
 // Label is the row's name with its flow count, what -only matches.
 func (sc BoxScenario) Label() string {
 	return "box-limited " + sc.Name + ", " + flowsText(sc.Flows)
+}
+
+// BatchSizeRows returns, for the bare forwarder's rows and every vipd
+// AF_XDP row of rows, the same row with the box program's batch size set
+// to n: the rows -batch-size adds, to compare with the default in one
+// run.
+func BatchSizeRows(rows []BoxScenario, n int) []BoxScenario {
+	var out []BoxScenario
+	for _, sc := range rows {
+		if sc.Kind != bench.KindForwarder && (sc.Kind != bench.KindVIPD || sc.IO != "afxdp") {
+			continue
+		}
+		sc.Name += fmt.Sprintf(", batch %d", n)
+		sc.BatchSize, sc.Profile = n, false
+		out = append(out, sc)
+	}
+	return out
 }
 
 // BusyPollRows returns, for every vipd AF_XDP row of rows, the same row
@@ -222,7 +243,7 @@ func runRounds(rows []BoxScenario, rounds int, run func(BoxScenario) (bench.BoxR
 // when it failed.
 func runBox(parent *Scope, sc BoxScenario, o Options) (bench.BoxResult, []boxWindow, *bench.Section) {
 	o.Defaults()
-	res := bench.BoxResult{Name: sc.Name, Kind: sc.Kind, Mode: sc.Mode, IO: sc.IO, Flows: sc.Flows, Procs: sc.Procs, FrameSize: sc.FrameSize,
+	res := bench.BoxResult{Name: sc.Name, Kind: sc.Kind, Mode: sc.Mode, IO: sc.IO, Flows: sc.Flows, Procs: sc.Procs, FrameSize: sc.FrameSize, BatchSize: sc.BatchSize,
 		UserNs: math.NaN(), SysNs: math.NaN(), NAPINs: math.NaN(), BusyNs: math.NaN(), FramesPerBatch: math.NaN()}
 	s := parent.Child()
 	defer s.Close()
@@ -252,12 +273,18 @@ func runBox(parent *Scope, sc BoxScenario, o Options) (bench.BoxResult, []boxWin
 			if sc.FrameSize > 0 {
 				args = append(args, "-frame-size", strconv.Itoa(sc.FrameSize))
 			}
+			if sc.BatchSize > 0 {
+				args = append(args, "-batch", strconv.Itoa(sc.BatchSize))
+			}
 			box = StartForwarder(s, r, o.XDPFwd, pl, dir, args...)
 		case bench.KindVIPD:
 			r.Box.Sysctl(s, "net.ipv4.ip_forward", "0")
 			var extra []string
 			if sc.FrameSize > 0 {
 				extra = append(extra, fmt.Sprintf("frame_size = %d", sc.FrameSize))
+			}
+			if sc.BatchSize > 0 {
+				extra = append(extra, fmt.Sprintf("batch_size = %d", sc.BatchSize))
 			}
 			if sc.BusyPoll > 0 {
 				extra = append(extra, fmt.Sprintf("busy_poll_usecs = %d", sc.BusyPoll))

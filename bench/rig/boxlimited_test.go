@@ -186,6 +186,29 @@ func TestFrameSizeRows(t *testing.T) {
 	}
 }
 
+func TestBatchSizeRows(t *testing.T) {
+	base := BoxScenarios()
+	rows := BatchSizeRows(base, 256)
+	// the forwarder at 1 and 64k flows; vipd NAT and DSR over AF_XDP at 1
+	// and 64k flows
+	if len(rows) != 2+4 {
+		t.Fatalf("%d batch-size rows, want 6: %+v", len(rows), rows)
+	}
+	checkCopiedRows(t, base, rows, "batch 256")
+	for _, sc := range rows {
+		if sc.Kind == bench.KindKernel || sc.Kind == bench.KindVIPD && sc.IO != "afxdp" || sc.BatchSize != 256 || sc.Profile {
+			t.Errorf("row %+v", sc)
+		}
+	}
+	cfg, _, err := config.Parse("rig.toml", []byte(VIPDConfig("afxdp", 1, "batch_size = 256")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Dataplane.BatchSize != 256 {
+		t.Errorf("batch_size %d, want 256", cfg.Dataplane.BatchSize)
+	}
+}
+
 func TestVIPDConfigFrameSize(t *testing.T) {
 	cfg, _, err := config.Parse("rig.toml", []byte(VIPDConfig("afxdp", 1, "frame_size = 4096")))
 	if err != nil {

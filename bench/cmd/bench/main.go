@@ -51,6 +51,7 @@ func main() {
 	boxNice := flag.Int("box-nice", -10, "nice value of the box-limited rows' box program and NAPI kthreads (0: unchanged), so that other tasks on a shared machine take less of the box's CPU")
 	busyPoll := flag.Int("busy-poll", 0, "also run every vipd AF_XDP box-limited row with busy_poll_usecs set to this (0: no such rows); the rows are named \"..., busy poll Nµs\"")
 	procsRows := flag.Int("procs-rows", 0, "also run the bare forwarder's and every vipd AF_XDP box-limited row with GOMAXPROCS set to this for the box's program (0: no such rows), to compare with the default of one P besides the workers; the rows are named \"..., GOMAXPROCS=N\"")
+	batchSize := flag.Int("batch-size", 0, "also run the bare forwarder's and every vipd AF_XDP box-limited row with the box program's batch size (frames per receive call) set to this (0: no such rows; the default rows use config.DefaultBatchSize); the rows are named \"..., batch N\"")
 	frameSize := flag.Int("frame-size", 0, "also run the bare forwarder's and every vipd box-limited row with the box program's frame size set to this, 2048 or 4096 (0: no such rows; the default rows pick by the interfaces' MTUs); the rows are named \"..., frame N B\"")
 	busyDefer := flag.Bool("busy-poll-napi-defer", false, "in the -busy-poll rows, also set the box veth's napi_defer_hard_irqs=2 and gro_flush_timeout=200000")
 	flag.Parse()
@@ -111,6 +112,9 @@ func main() {
 		}
 		if *frameSize > 0 {
 			rows = append(rows, rig.FrameSizeRows(base, *frameSize)...)
+		}
+		if *batchSize > 0 {
+			rows = append(rows, rig.BatchSizeRows(base, *batchSize)...)
 		}
 		runRig(rep, root, rig.Options{
 			Window: *window, Reps: *reps, Threaded: *threaded, GenProcs: *genProcs,
