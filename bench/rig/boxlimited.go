@@ -47,73 +47,65 @@ func (sc BoxScenario) Label() string {
 	return "box-limited " + sc.Name + ", " + flowsText(sc.Flows)
 }
 
-// BatchSizeRows returns, for the bare forwarder's rows and every vipd
-// AF_XDP row of rows, the same row with the box program's batch size set
-// to n: the rows -batch-size adds, to compare with the default in one
-// run.
-func BatchSizeRows(rows []BoxScenario, n int) []BoxScenario {
+// variantRows returns a copy of every row of rows that keep accepts, with
+// suffix added to its name and set applied, never profiled: the rows a
+// flag of the bench command adds, to compare with the default ones in one
+// run (each vipd copy with the forwarder's copy, see bench.Report.findBox).
+func variantRows(rows []BoxScenario, keep func(BoxScenario) bool, suffix string, set func(*BoxScenario)) []BoxScenario {
 	var out []BoxScenario
 	for _, sc := range rows {
-		if sc.Kind != bench.KindForwarder && (sc.Kind != bench.KindVIPD || sc.IO != "afxdp") {
+		if !keep(sc) {
 			continue
 		}
-		sc.Name += fmt.Sprintf(", batch %d", n)
-		sc.BatchSize, sc.Profile = n, false
+		sc.Name += suffix
+		set(&sc)
+		sc.Profile = false
 		out = append(out, sc)
 	}
 	return out
+}
+
+// vipdXDP keeps vipd's AF_XDP rows; forwarderOrVIPDXDP the bare
+// forwarder's too; forwarderOrVIPD the forwarder's and all of vipd's.
+func vipdXDP(sc BoxScenario) bool { return sc.Kind == bench.KindVIPD && sc.IO == "afxdp" }
+func forwarderOrVIPDXDP(sc BoxScenario) bool {
+	return sc.Kind == bench.KindForwarder || vipdXDP(sc)
+}
+func forwarderOrVIPD(sc BoxScenario) bool {
+	return sc.Kind == bench.KindForwarder || sc.Kind == bench.KindVIPD
+}
+
+// BatchSizeRows returns, for the bare forwarder's rows and every vipd
+// AF_XDP row of rows, the same row with the box program's batch size set
+// to n: the rows -batch-size adds.
+func BatchSizeRows(rows []BoxScenario, n int) []BoxScenario {
+	return variantRows(rows, forwarderOrVIPDXDP, fmt.Sprintf(", batch %d", n), func(sc *BoxScenario) { sc.BatchSize = n })
 }
 
 // BusyPollRows returns, for every vipd AF_XDP row of rows, the same row
 // with busy polling (busy_poll_usecs = usecs) and, with napiDefer, the
-// box veth's IRQ deferral knobs: the rows -busy-poll adds to compare with.
+// box veth's IRQ deferral knobs: the rows -busy-poll adds.
 func BusyPollRows(rows []BoxScenario, usecs int, napiDefer bool) []BoxScenario {
-	var out []BoxScenario
-	for _, sc := range rows {
-		if sc.Kind != bench.KindVIPD || sc.IO != "afxdp" {
-			continue
-		}
-		sc.Name += fmt.Sprintf(", busy poll %dµs", usecs)
-		if napiDefer {
-			sc.Name += " + NAPI defer"
-		}
-		sc.BusyPoll, sc.NAPIDefer, sc.Profile = usecs, napiDefer, false
-		out = append(out, sc)
+	suffix := fmt.Sprintf(", busy poll %dµs", usecs)
+	if napiDefer {
+		suffix += " + NAPI defer"
 	}
-	return out
+	return variantRows(rows, vipdXDP, suffix, func(sc *BoxScenario) { sc.BusyPoll, sc.NAPIDefer = usecs, napiDefer })
 }
 
 // ProcsRows returns, for the bare forwarder's rows and every vipd AF_XDP
 // row of rows, the same row with GOMAXPROCS = procs for the box's program:
-// the rows -procs-rows adds to compare with (the default leaves one P
-// besides the workers).
+// the rows -procs-rows adds (the default leaves one P besides the
+// workers).
 func ProcsRows(rows []BoxScenario, procs int) []BoxScenario {
-	var out []BoxScenario
-	for _, sc := range rows {
-		if sc.Kind != bench.KindForwarder && (sc.Kind != bench.KindVIPD || sc.IO != "afxdp") {
-			continue
-		}
-		sc.Name += fmt.Sprintf(", GOMAXPROCS=%d", procs)
-		sc.Procs, sc.Profile = procs, false
-		out = append(out, sc)
-	}
-	return out
+	return variantRows(rows, forwarderOrVIPDXDP, fmt.Sprintf(", GOMAXPROCS=%d", procs), func(sc *BoxScenario) { sc.Procs = procs })
 }
 
 // FrameSizeRows returns, for the bare forwarder's rows and every vipd row
 // of rows, the same row with the box program's frame size set to size:
-// the rows -frame-size adds, to compare with the default in one run.
+// the rows -frame-size adds.
 func FrameSizeRows(rows []BoxScenario, size int) []BoxScenario {
-	var out []BoxScenario
-	for _, sc := range rows {
-		if sc.Kind != bench.KindForwarder && sc.Kind != bench.KindVIPD {
-			continue
-		}
-		sc.Name += fmt.Sprintf(", frame %d B", size)
-		sc.FrameSize, sc.Profile = size, false
-		out = append(out, sc)
-	}
-	return out
+	return variantRows(rows, forwarderOrVIPD, fmt.Sprintf(", frame %d B", size), func(sc *BoxScenario) { sc.FrameSize = size })
 }
 
 // BoxScenarios is the box-limited table, in the order of the report: the

@@ -147,75 +147,57 @@ func TestBusyPollRows(t *testing.T) {
 	}
 }
 
-func TestProcsRows(t *testing.T) {
+// TestVariantRows: each flag's rows are copies of the rows it applies to,
+// renamed, with the one setting changed and no profile, and the default
+// rows set nothing; the rig's vipd configuration takes each setting.
+func TestVariantRows(t *testing.T) {
 	base := BoxScenarios()
-	rows := ProcsRows(base, 1)
-	// the forwarder's two rows, then vipd NAT and DSR over AF_XDP, 1 and 64k flows
-	if len(rows) != 6 || rows[0].Kind != bench.KindForwarder || rows[1].Kind != bench.KindForwarder {
-		t.Fatalf("%d GOMAXPROCS rows, want the forwarder's 2 first and 4 of vipd: %+v", len(rows), rows)
-	}
-	checkCopiedRows(t, base, rows, ", GOMAXPROCS=1")
-	for _, sc := range rows {
-		if sc.Procs != 1 || sc.Profile || sc.Kind == bench.KindVIPD && sc.IO != "afxdp" || sc.Kind == bench.KindKernel {
-			t.Errorf("row %+v", sc)
-		}
-	}
-	for _, sc := range base {
-		if sc.Procs != 0 {
-			t.Errorf("a base row sets GOMAXPROCS: %+v", sc)
-		}
-	}
-}
-
-func TestFrameSizeRows(t *testing.T) {
-	base := BoxScenarios()
-	rows := FrameSizeRows(base, 4096)
-	// the forwarder at 1 and 64k flows; vipd NAT and DSR over AF_XDP and
-	// AF_PACKET at 1 and 64k flows; not nftables
-	if len(rows) != 2+8 {
-		t.Fatalf("%d frame-size rows, want 10: %+v", len(rows), rows)
-	}
-	checkCopiedRows(t, base, rows, "frame 4096 B")
-	for _, sc := range rows {
-		if sc.Kind == bench.KindKernel || sc.FrameSize != 4096 || sc.Profile {
-			t.Errorf("row %+v", sc)
-		}
-	}
-	if !regexp.MustCompile("bare AF_XDP forwarder").MatchString(rows[0].Label()) {
-		t.Errorf("%q does not match its base row's filter", rows[0].Label())
-	}
-}
-
-func TestBatchSizeRows(t *testing.T) {
-	base := BoxScenarios()
-	rows := BatchSizeRows(base, 256)
-	// the forwarder at 1 and 64k flows; vipd NAT and DSR over AF_XDP at 1
-	// and 64k flows
-	if len(rows) != 2+4 {
-		t.Fatalf("%d batch-size rows, want 6: %+v", len(rows), rows)
-	}
-	checkCopiedRows(t, base, rows, "batch 256")
-	for _, sc := range rows {
-		if sc.Kind == bench.KindKernel || sc.Kind == bench.KindVIPD && sc.IO != "afxdp" || sc.BatchSize != 256 || sc.Profile {
-			t.Errorf("row %+v", sc)
-		}
-	}
-	cfg, _, err := config.Parse("rig.toml", []byte(VIPDConfig("afxdp", 1, "batch_size = 256")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Dataplane.BatchSize != 256 {
-		t.Errorf("batch_size %d, want 256", cfg.Dataplane.BatchSize)
-	}
-}
-
-func TestVIPDConfigFrameSize(t *testing.T) {
-	cfg, _, err := config.Parse("rig.toml", []byte(VIPDConfig("afxdp", 1, "frame_size = 4096")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Dataplane.FrameSize != 4096 {
-		t.Errorf("frame_size %d, want 4096", cfg.Dataplane.FrameSize)
+	for _, tc := range []struct {
+		name   string
+		rows   []BoxScenario
+		suffix string
+		// want: the forwarder's 2 rows, vipd NAT and DSR at 1 and 64k
+		// flows over AF_XDP (4) or both drivers (8); never nftables
+		fwd, vipd int
+		set       func(BoxScenario) bool
+		config    string
+		parsed    func(*config.Config) bool
+	}{
+		{"GOMAXPROCS", ProcsRows(base, 1), ", GOMAXPROCS=1", 2, 4, func(sc BoxScenario) bool { return sc.Procs == 1 }, "", nil},
+		{"frame size", FrameSizeRows(base, 4096), ", frame 4096 B", 2, 8, func(sc BoxScenario) bool { return sc.FrameSize == 4096 },
+			"frame_size = 4096", func(c *config.Config) bool { return c.Dataplane.FrameSize == 4096 }},
+		{"batch size", BatchSizeRows(base, 256), ", batch 256", 2, 4, func(sc BoxScenario) bool { return sc.BatchSize == 256 },
+			"batch_size = 256", func(c *config.Config) bool { return c.Dataplane.BatchSize == 256 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if len(tc.rows) != tc.fwd+tc.vipd || tc.rows[0].Kind != bench.KindForwarder || tc.rows[1].Kind != bench.KindForwarder {
+				t.Fatalf("%d rows, want the forwarder's %d first and %d of vipd: %+v", len(tc.rows), tc.fwd, tc.vipd, tc.rows)
+			}
+			checkCopiedRows(t, base, tc.rows, tc.suffix)
+			for _, sc := range tc.rows {
+				if !tc.set(sc) || sc.Profile || sc.Kind == bench.KindKernel || tc.vipd == 4 && sc.Kind == bench.KindVIPD && sc.IO != "afxdp" {
+					t.Errorf("row %+v", sc)
+				}
+			}
+			for _, sc := range base {
+				if tc.set(sc) {
+					t.Errorf("a base row sets the %s: %+v", tc.name, sc)
+				}
+			}
+			if !regexp.MustCompile("bare AF_XDP forwarder").MatchString(tc.rows[0].Label()) {
+				t.Errorf("%q does not match its base row's filter", tc.rows[0].Label())
+			}
+			if tc.config == "" {
+				return
+			}
+			cfg, _, err := config.Parse("rig.toml", []byte(VIPDConfig("afxdp", 1, tc.config)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.parsed(cfg) {
+				t.Errorf("%q not in the parsed configuration", tc.config)
+			}
+		})
 	}
 }
 
