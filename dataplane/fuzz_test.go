@@ -293,6 +293,8 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 	add(icmpErrorOf(t, router4, vipNAT4, 4, 0, quotedTCP(t, vipNAT4, client4, 80, 1000)))
 	add(icmpErrorOf(t, router4, client4, 3, 4, quotedTo(t, client4, nat4Backend, 1000, 8080, layers.IPProtocolTCP)))
 	add(icmpErrorOf(t, router6, client6, 2, 0, quotedTo(t, client6, nat6Backend, 1000, 8080, layers.IPProtocolTCP)))
+	add(routed6(build(t, pk{src: client6, dst: vipNAT6, sport: 1000, dport: 80, flags: "S"}), 1))
+	add(routed6(build(t, pk{src: client6, dst: vipDSR6, sport: 1000, dport: 80, flags: "S"}), 0))
 	return s
 }
 

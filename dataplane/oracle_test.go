@@ -45,6 +45,7 @@ type ipInfo struct {
 	hint         netip.Addr // GUE with a previous-owner hint: the one it names
 	syn          bool       // TCP with SYN set
 	quote        *ipInfo    // ICMP error: the quoted packet
+	routed       bool       // an IPv6 Routing header with segments left
 }
 
 // ipOf reads the outermost IP packet of a decoded frame, and what it
@@ -81,6 +82,7 @@ func ipFrom(ls []gopacket.Layer, depth int) (*ipInfo, error) {
 				in.proto, in.payload = uint8(x.NextHeader), x.Payload
 			case *layers.IPv6Routing:
 				in.proto, in.payload = uint8(x.NextHeader), x.Payload
+				in.routed = in.routed || x.SegmentsLeft != 0
 			case *layers.IPv6Fragment:
 				in.proto, in.payload = uint8(x.NextHeader), x.Payload
 				in.frag = x.MoreFragments || x.FragmentOffset != 0
@@ -271,8 +273,13 @@ func checkPolicy(spec *Spec, in, out []byte) error {
 		return fmt.Errorf("output: %v", err)
 	}
 	var why []string
-	// (a) forwarded to a backend.
+	// (a) forwarded to a backend, unless the VIP is a waypoint of a
+	// source route.
 	for _, v := range vipsMatching(spec, i.dst, i.proto, i.dport, !i.later && i.hasPorts) {
+		if i.routed {
+			why = append(why, "forward: a Routing header with segments left")
+			break
+		}
 		if err := forwarded(v, i, o); err == nil {
 			return nil
 		} else {

@@ -32,6 +32,20 @@ func frag6(frame []byte, off uint16, more bool) []byte {
 	return out
 }
 
+// routed6 inserts, after the fixed header of an IPv6 frame, a type 0
+// Routing header with one address and left segments left (a type vipd
+// does not look inside; any with segments left is a source route).
+func routed6(frame []byte, left uint8) []byte {
+	out := append([]byte(nil), frame[:14+40]...)
+	nh := out[14+6]
+	out[14+6] = 43
+	out = append(out, nh, 2, 0, left, 0, 0, 0, 0)
+	out = append(out, net.ParseIP("2001:2:ffff::1").To16()...)
+	out = append(out, frame[14+40:]...)
+	binary.BigEndian.PutUint16(out[14+4:], uint16(len(out)-14-40))
+	return out
+}
+
 // icmpErrorOf builds an ICMP error of the given type and code from a
 // router to dst quoting q (an IPv4 or IPv6 packet).
 func icmpErrorOf(t testing.TB, from, dst netip.Addr, typ, code uint8, q []byte) []byte {
@@ -106,6 +120,26 @@ func TestPolicy(t *testing.T) {
 		}, VerdictDrop, "vip_port", 0},
 		{"v6 first fragment to the VIP's port", func(t *testing.T) []byte {
 			return frag6(build(t, pk{src: client6, dst: vipNAT6, sport: 1000, dport: 80, flags: "PA", payload: payloadOf(64)}), 0, true)
+		}, VerdictTX, "", PortEgress},
+
+		// A source-routed packet (segments left) is never forwarded: the
+		// VIP is a waypoint (RFC 8200 §4.4), NAT would break its checksum,
+		// which covers the last address, and a DSR backend would route it
+		// on. With no segment left the VIP is the destination.
+		{"v6 to a NAT VIP, routing header, segments left", func(t *testing.T) []byte {
+			return routed6(build(t, pk{src: client6, dst: vipNAT6, sport: 1000, dport: 80, flags: "S"}), 1)
+		}, VerdictDrop, "routing_header", 0},
+		{"v6 to a DSR VIP, routing header, segments left", func(t *testing.T) []byte {
+			return routed6(build(t, pk{src: client6, dst: vipDSR6, sport: 1000, dport: 80, flags: "S"}), 2)
+		}, VerdictDrop, "routing_header", 0},
+		{"v6 first fragment to a NAT VIP, routing header, segments left", func(t *testing.T) []byte {
+			return routed6(frag6(build(t, pk{src: client6, dst: vipNAT6, sport: 1000, dport: 80, flags: "PA", payload: payloadOf(64)}), 0, true), 1)
+		}, VerdictDrop, "routing_header", 0},
+		{"v6 to a NAT VIP, routing header, no segment left", func(t *testing.T) []byte {
+			return routed6(build(t, pk{src: client6, dst: vipNAT6, sport: 1000, dport: 80, flags: "S"}), 0)
+		}, VerdictTX, "", PortEgress},
+		{"v6 to a DSR VIP, routing header, no segment left", func(t *testing.T) []byte {
+			return routed6(build(t, pk{src: client6, dst: vipDSR6, sport: 1000, dport: 80, flags: "S"}), 0)
 		}, VerdictTX, "", PortEgress},
 
 		// Replies: a first fragment from a backend's other port is not a

@@ -114,3 +114,41 @@ func TestIPv6ExtHeadersFragment(t *testing.T) {
 		})
 	}
 }
+
+// TestIPv6ExtHeadersRouted: a Routing header with segments left makes the
+// destination a waypoint (Routed), in any position of the chain; one with
+// none left, the destination is the last address, and Routed is false.
+func TestIPv6ExtHeadersRouted(t *testing.T) {
+	left := func(r rawLayer, n uint8) rawLayer {
+		r = append(rawLayer(nil), r...)
+		r[3] = n
+		return r
+	}
+	cases := []struct {
+		name   string
+		first  uint8
+		ext    []rawLayer
+		routed bool
+	}{
+		{"no routing header", 0, []rawLayer{hopByHop(6)}, false},
+		{"segments left 0", 43, []rawLayer{routing0(6)}, false},
+		{"segments left 1", 43, []rawLayer{left(routing0(6), 1)}, true},
+		{"segments left 255, after options", 0, []rawLayer{hopByHop(60), dstOpts(43), left(routing0(6), 255)}, true},
+		{"before a first fragment", 43, []rawLayer{left(routing0(44), 1), fragment6(6, 0, true, 7)}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			frame := ip6Chain(t, c.first, c.ext, payload)
+			var x IPv6ExtHeaders
+			if err := IPv6(frame[14:]).ExtHeaders(&x); err != nil {
+				t.Fatal(err)
+			}
+			if x.Routed != c.routed || x.Proto != 6 {
+				t.Errorf("ExtHeaders: Routed %v, Proto %d; want %v, 6", x.Routed, x.Proto, c.routed)
+			}
+			if f := mustParse(t, frame); f.Routed != c.routed {
+				t.Errorf("Parse: Frame.Routed %v, want %v", f.Routed, c.routed)
+			}
+		})
+	}
+}

@@ -27,6 +27,8 @@ const (
 	extLen        = 1
 	extUnit       = 8 // also the minimum length of any extension header
 
+	routingSegmentsLeft = 3 // in a Routing header
+
 	fragNextHeader = 0
 	fragOffM       = 2
 	fragID         = 4
@@ -81,6 +83,10 @@ type IPv6ExtHeaders struct {
 	FragOff uint16
 	More    bool
 	FragID  uint32
+	// Routed reports a Routing header whose Segments Left is not 0: the
+	// destination address is a waypoint, not the packet's last, and the
+	// upper-layer checksum covers the last one (RFC 8200 §4.4, §8.1).
+	Routed bool
 }
 
 // ExtHeaders walks the extension header chain of b, which must be valid
@@ -117,6 +123,8 @@ func (b IPv6) ExtHeaders(x *IPv6ExtHeaders) error {
 			if n != 0 {
 				return ErrBadExtHeader
 			}
+		case ProtoRouting:
+			x.Routed = x.Routed || b[off+routingSegmentsLeft] != 0
 		case ProtoFragment:
 			if x.FragHdrOff != 0 {
 				return ErrBadExtHeader

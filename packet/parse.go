@@ -70,6 +70,11 @@ type Frame struct {
 	// returns may be used. It is false for non-first fragments and for
 	// other protocols.
 	HasL4 bool
+	// Routed reports an IPv6 Routing header with Segments Left not 0
+	// (IPv6ExtHeaders.Routed): the destination address is not the
+	// packet's last, and translating it would break the upper-layer
+	// checksum, which covers the last.
+	Routed bool
 }
 
 // Parse fills f from frame, an Ethernet frame without FCS. It does no
@@ -161,7 +166,7 @@ func ParseCommon(frame []byte, f *Frame) bool {
 	// function's time in perf).
 	f.L3Off, f.L4Off, f.L3Len = EthernetSize, EthernetSize+IPv4MinSize, tl
 	f.EtherType, f.VLAN, f.Proto = EtherTypeIPv4, false, ip[ipv4Protocol]
-	f.Frag, f.FirstFrag, f.FragHdrOff, f.HasL4 = false, false, 0, true
+	f.Frag, f.FirstFrag, f.FragHdrOff, f.HasL4, f.Routed = false, false, 0, true, false
 	return true
 }
 
@@ -203,6 +208,7 @@ func parseIPv6(frame []byte, f *Frame) error {
 	f.L4Off = f.L3Off + x.Off
 	f.Frag = x.Frag
 	f.FirstFrag = x.Frag && x.FragOff == 0
+	f.Routed = x.Routed
 	if x.FragHdrOff != 0 {
 		f.FragHdrOff = f.L3Off + x.FragHdrOff
 	}
