@@ -55,7 +55,7 @@ const (
 	DropICMPRateLimited            // an echo reply vipd would send exceeds the ICMP rate limit
 	DropICMPType                   // ICMP to a VIP that vipd neither answers nor relays (redirect, source quench, a fragment, ...)
 	DropBadICMPChecksum            // an ICMP error vipd would relay has a wrong checksum
-	DropRoutingHeader              // to a VIP, an IPv6 Routing header with segments left: the VIP is a waypoint
+	DropSourceRoute                // to a VIP, a source route with addresses left: the VIP is a waypoint
 	numDropReasons
 )
 
@@ -63,7 +63,7 @@ var dropNames = [numDropReasons]string{
 	"none", "truncated", "bad_ip_header", "bad_ip_checksum", "bad_l4", "bad_fragment",
 	"ext_headers", "ttl_exceeded", "src_is_vip", "vip_proto", "vip_port", "no_backend",
 	"frag_ambiguous", "too_big", "no_headroom", "no_neighbor", "icmp_unmatched", "no_tx_frame",
-	"icmp_rate_limited", "icmp_type", "bad_icmp_checksum", "routing_header",
+	"icmp_rate_limited", "icmp_type", "bad_icmp_checksum", "source_route",
 }
 
 func (r DropReason) String() string {

@@ -295,6 +295,7 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 	add(icmpErrorOf(t, router6, client6, 2, 0, quotedTo(t, client6, nat6Backend, 1000, 8080, layers.IPProtocolTCP)))
 	add(routed6(build(t, pk{src: client6, dst: vipNAT6, sport: 1000, dport: 80, flags: "S"}), 1))
 	add(routed6(build(t, pk{src: client6, dst: vipDSR6, sport: 1000, dport: 80, flags: "S"}), 0))
+	add(sourceRouted4(build(t, pk{src: client4, dst: vipNAT4, sport: 1000, dport: 80, flags: "S"}), 4))
 	return s
 }
 

@@ -45,7 +45,7 @@ type ipInfo struct {
 	hint         netip.Addr // GUE with a previous-owner hint: the one it names
 	syn          bool       // TCP with SYN set
 	quote        *ipInfo    // ICMP error: the quoted packet
-	routed       bool       // an IPv6 Routing header with segments left
+	routed       bool       // a source route with addresses left (IPv6 Routing header, IPv4 LSRR/SSRR)
 }
 
 // ipOf reads the outermost IP packet of a decoded frame, and what it
@@ -67,6 +67,11 @@ func ipFrom(ls []gopacket.Layer, depth int) (*ipInfo, error) {
 	switch ip := ls[0].(type) {
 	case *layers.IPv4:
 		in.src, in.dst, in.proto = addrOf(ip.SrcIP), addrOf(ip.DstIP), uint8(ip.Protocol)
+		for _, o := range ip.Options {
+			if (o.OptionType == 131 || o.OptionType == 137) && len(o.OptionData) > 0 && o.OptionData[0] <= o.OptionLength {
+				in.routed = true // LSRR or SSRR with an address left
+			}
+		}
 		in.frag = ip.Flags&layers.IPv4MoreFragments != 0 || ip.FragOffset != 0
 		in.later = ip.FragOffset != 0
 		in.payload = ip.Payload
@@ -277,7 +282,7 @@ func checkPolicy(spec *Spec, in, out []byte) error {
 	// source route.
 	for _, v := range vipsMatching(spec, i.dst, i.proto, i.dport, !i.later && i.hasPorts) {
 		if i.routed {
-			why = append(why, "forward: a Routing header with segments left")
+			why = append(why, "forward: a source route with addresses left")
 			break
 		}
 		if err := forwarded(v, i, o); err == nil {

@@ -258,10 +258,11 @@ func (w *Worker) ip(d *Desc, frame []byte, p *pkt) {
 			w.drop(d, DropSrcIsVIP)
 		case f.Routed:
 			// The VIP is a waypoint of a source route: vipd is not the
-			// router that would process it (RFC 8200 §4.4), a NAT
+			// router that would process it (RFC 791 §3.1, RFC 8200
+			// §4.4), a NAT
 			// rewrite would break the checksum, which covers the last
 			// address, and a DSR backend would route the packet on.
-			w.drop(d, DropRoutingHeader)
+			w.drop(d, DropSourceRoute)
 		default:
 			w.forward(d, frame, p, int(p.vi))
 		}

@@ -46,6 +46,20 @@ func routed6(frame []byte, left uint8) []byte {
 	return out
 }
 
+// sourceRouted4 inserts into an IPv4 frame without options a loose source
+// route option (type 131, RFC 791) with one address and pointer ptr (4:
+// the address is left; 8: the route is exhausted), and a NOP.
+func sourceRouted4(frame []byte, ptr byte) []byte {
+	out := append([]byte(nil), frame[:14+20]...)
+	out = append(out, 131, 7, ptr, 198, 18, 99, 1, 1)
+	out = append(out, frame[14+20:]...)
+	out[14] = 0x47
+	binary.BigEndian.PutUint16(out[14+2:], binary.BigEndian.Uint16(frame[14+2:])+8) // not len: the frame may be padded
+	out[14+10], out[14+11] = 0, 0
+	binary.BigEndian.PutUint16(out[14+10:], ^uint16(refSum(out[14:14+28], 0)))
+	return out
+}
+
 // icmpErrorOf builds an ICMP error of the given type and code from a
 // router to dst quoting q (an IPv4 or IPv6 packet).
 func icmpErrorOf(t testing.TB, from, dst netip.Addr, typ, code uint8, q []byte) []byte {
@@ -122,19 +136,29 @@ func TestPolicy(t *testing.T) {
 			return frag6(build(t, pk{src: client6, dst: vipNAT6, sport: 1000, dport: 80, flags: "PA", payload: payloadOf(64)}), 0, true)
 		}, VerdictTX, "", PortEgress},
 
-		// A source-routed packet (segments left) is never forwarded: the
-		// VIP is a waypoint (RFC 8200 §4.4), NAT would break its checksum,
-		// which covers the last address, and a DSR backend would route it
-		// on. With no segment left the VIP is the destination.
+		// A source-routed packet with addresses left is never forwarded:
+		// the VIP is a waypoint (RFC 791, RFC 8200 §4.4), NAT would break
+		// its checksum, which covers the last address, and a DSR backend
+		// would route it on. With no address left the VIP is the
+		// destination.
 		{"v6 to a NAT VIP, routing header, segments left", func(t *testing.T) []byte {
 			return routed6(build(t, pk{src: client6, dst: vipNAT6, sport: 1000, dport: 80, flags: "S"}), 1)
-		}, VerdictDrop, "routing_header", 0},
+		}, VerdictDrop, "source_route", 0},
 		{"v6 to a DSR VIP, routing header, segments left", func(t *testing.T) []byte {
 			return routed6(build(t, pk{src: client6, dst: vipDSR6, sport: 1000, dport: 80, flags: "S"}), 2)
-		}, VerdictDrop, "routing_header", 0},
+		}, VerdictDrop, "source_route", 0},
 		{"v6 first fragment to a NAT VIP, routing header, segments left", func(t *testing.T) []byte {
 			return routed6(frag6(build(t, pk{src: client6, dst: vipNAT6, sport: 1000, dport: 80, flags: "PA", payload: payloadOf(64)}), 0, true), 1)
-		}, VerdictDrop, "routing_header", 0},
+		}, VerdictDrop, "source_route", 0},
+		{"v4 to a NAT VIP, loose source route, an address left", func(t *testing.T) []byte {
+			return sourceRouted4(build(t, pk{src: client4, dst: vipNAT4, sport: 1000, dport: 80, flags: "S"}), 4)
+		}, VerdictDrop, "source_route", 0},
+		{"v4 to a DSR VIP, loose source route, an address left", func(t *testing.T) []byte {
+			return sourceRouted4(build(t, pk{src: client4, dst: vipDSR4, sport: 1000, dport: 80, flags: "S"}), 4)
+		}, VerdictDrop, "source_route", 0},
+		{"v4 to a NAT VIP, loose source route, exhausted", func(t *testing.T) []byte {
+			return sourceRouted4(build(t, pk{src: client4, dst: vipNAT4, sport: 1000, dport: 80, flags: "S"}), 8)
+		}, VerdictTX, "", PortEgress},
 		{"v6 to a NAT VIP, routing header, no segment left", func(t *testing.T) []byte {
 			return routed6(build(t, pk{src: client6, dst: vipNAT6, sport: 1000, dport: 80, flags: "S"}), 0)
 		}, VerdictTX, "", PortEgress},

@@ -179,3 +179,57 @@ func TestIPv4DecTTLEqualsRecompute(t *testing.T) {
 		t.Fatal("no case produced checksum 0x0000")
 	}
 }
+
+// TestSourceRouted4: Parse marks an IPv4 packet Routed when a loose or
+// strict source route option has an address left (its pointer not past
+// its end, RFC 791 §3.1), wherever it stands among the options; an
+// exhausted route, other options and malformed lists are not.
+func TestSourceRouted4(t *testing.T) {
+	route := func(typ, ptr byte) []byte { return []byte{typ, 7, ptr, 198, 18, 99, 1} }
+	cat := func(bs ...[]byte) []byte {
+		var out []byte
+		for _, b := range bs {
+			out = append(out, b...)
+		}
+		for len(out)%4 != 0 {
+			out = append(out, 0) // End of Option List, then padding
+		}
+		return out
+	}
+	cases := []struct {
+		name   string
+		opts   []byte
+		routed bool
+	}{
+		{"none", nil, false},
+		{"router alert", []byte{0x94, 4, 0, 0}, false},
+		{"LSRR, an address left", cat(route(131, 4)), true},
+		{"SSRR, an address left", cat(route(137, 4)), true},
+		{"LSRR exhausted", cat(route(131, 8)), false},
+		{"after NOPs and a router alert", cat([]byte{1, 1, 0x94, 4, 0, 0}, route(131, 4)), true},
+		{"after End of Option List", cat([]byte{0, 1, 1, 1}, route(131, 4)), false},
+		{"record route is no source route", cat(route(7, 4)), false},
+		{"length past the options", []byte{131, 9, 4, 0}, false},
+		{"length 1", []byte{0x94, 1, 131, 7}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ip := ip4Layer(layers.IPProtocolUDP)
+			frame := serialize(t, ethLayer(layers.EthernetTypeIPv4), ip, udpLayer(ip), gopacket.Payload(make([]byte, 16)))
+			if len(c.opts) > 0 {
+				frame = append(append(append([]byte(nil), frame[:14+20]...), c.opts...), frame[14+20:]...)
+				frame[14] = 0x45 + byte(len(c.opts)/4)
+				binary.BigEndian.PutUint16(frame[14+2:], uint16(len(frame)-14))
+				frame[14+10], frame[14+11] = 0, 0
+				binary.BigEndian.PutUint16(frame[14+10:], IPv4(frame[14:]).ComputeChecksum())
+			}
+			var f Frame
+			if err := Parse(frame, &f); err != nil {
+				t.Fatal(err)
+			}
+			if f.Routed != c.routed {
+				t.Errorf("Routed %v, want %v", f.Routed, c.routed)
+			}
+		})
+	}
+}

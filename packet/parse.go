@@ -70,8 +70,10 @@ type Frame struct {
 	// returns may be used. It is false for non-first fragments and for
 	// other protocols.
 	HasL4 bool
-	// Routed reports an IPv6 Routing header with Segments Left not 0
-	// (IPv6ExtHeaders.Routed): the destination address is not the
+	// Routed reports a source route with addresses left: an IPv6 Routing
+	// header with Segments Left not 0 (IPv6ExtHeaders.Routed), or an IPv4
+	// loose or strict source route option whose pointer is not past its
+	// end (RFC 791 §3.1). The destination address is then not the
 	// packet's last, and translating it would break the upper-layer
 	// checksum, which covers the last.
 	Routed bool
@@ -170,6 +172,44 @@ func ParseCommon(frame []byte, f *Frame) bool {
 	return true
 }
 
+// IPv4 option types (RFC 791 §3.1) that sourceRouted4 reads.
+const (
+	ipv4OptEnd  = 0
+	ipv4OptNOP  = 1
+	ipv4OptLSRR = 131
+	ipv4OptSSRR = 137
+)
+
+// sourceRouted4 reports whether the IPv4 options opts hold a loose or
+// strict source route with an address left: its pointer (the 1-based
+// offset of the next address in the option) not past the option's end. A
+// malformed option ends the walk: the options are not checked otherwise,
+// and a router would pass such a packet on.
+func sourceRouted4(opts []byte) bool {
+	for i := 0; i < len(opts); {
+		t := opts[i]
+		switch t {
+		case ipv4OptEnd:
+			return false
+		case ipv4OptNOP:
+			i++
+			continue
+		}
+		if i+1 >= len(opts) {
+			return false
+		}
+		l := int(opts[i+1])
+		if l < 2 || i+l > len(opts) {
+			return false
+		}
+		if (t == ipv4OptLSRR || t == ipv4OptSSRR) && l >= 3 && int(opts[i+2]) <= l {
+			return true
+		}
+		i += l
+	}
+	return false
+}
+
 func parseIPv4(frame []byte, f *Frame) error {
 	ip := IPv4(frame[f.L3Off:])
 	hl, tl, err := ip.check()
@@ -179,6 +219,7 @@ func parseIPv4(frame []byte, f *Frame) error {
 	f.L3Len = tl
 	f.L4Off = f.L3Off + hl
 	f.Proto = ip[ipv4Protocol]
+	f.Routed = hl > IPv4MinSize && sourceRouted4(ip[IPv4MinSize:hl])
 	ff := binary.BigEndian.Uint16(ip[ipv4FlagsFrag:])
 	fo := ff & ipv4FragOffMask
 	f.Frag = ff&(ipv4FlagMF|ipv4FragOffMask) != 0
