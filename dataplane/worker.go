@@ -114,11 +114,11 @@ type Worker struct {
 	prefetch, prefetchMin int
 	// newFlows is set when nearly all tracked packets of the last batch
 	// (over 8 in 9) were new flows (conntrack misses): the next batch
-	// then makes at most
-	// newFlowPasses passes (1: the bucket pass). The record passes find
-	// no record to load for a new flow, and their reads of bucket lines
-	// still on their way cost a flood of new flows (SYNs, a port scan)
-	// more than they save (BenchmarkPrefetch, new-flows rows).
+	// then makes at most newFlowPasses passes (1: the bucket pass). The
+	// record passes find no record to load for a new flow, and their
+	// reads of bucket lines still on their way cost a flood of new flows
+	// (SYNs, a port scan) more than they save (BenchmarkPrefetch,
+	// new-flows rows).
 	newFlows      bool
 	newFlowPasses int
 	// noCommon turns classifyCommon (and so forwardClean) off: tests hold
