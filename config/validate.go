@@ -29,7 +29,7 @@ const (
 	// them equal): distinct VIP addresses, and distinct NAT reply sources
 	// (backend address, protocol, port).
 	MaxSteeredVIPAddrs = 4096
-	MaxNATReplySources = 65536
+	MaxNATReplySources = 1 << 18
 	minRing, maxRing   = 16, 1 << 16
 )
 

@@ -20,11 +20,7 @@ import (
 // 198.19.0.0/16 (at most 250 addresses, the port tells VIPs apart).
 func bigConfig(vips, backends int) string {
 	var b strings.Builder
-	// io = "afpacket": 1,000 × 100 NAT backends are more reply sources
-	// than the AF_XDP steering program holds (config.MaxNATReplySources,
-	// which validation enforces for io = "afxdp"); the platform here is in
-	// memory, and publishing is the same for both drivers.
-	b.WriteString("[dataplane]\ningress = \"eth0\"\negress = \"eth1\"\nio = \"afpacket\"\n[admin]\nlisten = \"\"\nsocket = \"\"\n")
+	b.WriteString("[dataplane]\ningress = \"eth0\"\negress = \"eth1\"\n[admin]\nlisten = \"\"\nsocket = \"\"\n")
 	for i := 0; i < vips; i++ {
 		fmt.Fprintf(&b, "[[vip]]\nname = \"v%d\"\naddress = \"198.18.%d.%d\"\nport = 80\n", i, 2+i/250, 1+i%250)
 		b.WriteString("[vip.healthcheck]\ntype = \"tcp\"\n")

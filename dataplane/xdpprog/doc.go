@@ -59,12 +59,14 @@
 // # Maps
 //
 // All addresses are 16 bytes, IPv4 as ::ffff:a.b.c.d, so one map holds
-// both families. The hash maps are preallocated; values are one byte.
+// both families. Values are one byte. The VIP and local maps are
+// preallocated; the reply maps allocate entries as they are added (see
+// MaxReplies).
 //
 //	vipd_vips     hash  addr[16]                          4096 entries
 //	vipd_local    hash  addr[16]                           256 entries
-//	vipd_replies  hash  addr[16] proto pad port(BE16)    65536 entries
-//	vipd_rhosts   hash  addr[16] proto pad 0             65536 entries
+//	vipd_replies  hash  addr[16] proto pad port(BE16)   262144 entries, not preallocated
+//	vipd_rhosts   hash  addr[16] proto pad 0            262144 entries, not preallocated
 //	vipd_xsks     xskmap queue id → AF_XDP socket       queues entries
 //
 // vipd_rhosts is derived from the reply keys by Update and serves the

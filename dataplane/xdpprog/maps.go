@@ -6,15 +6,20 @@ import (
 	"net/netip"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 )
 
 // Capacities of the steering maps. Update fails with ErrCapacity beyond
-// them; the maps are preallocated, so these bound the kernel memory vipd
-// pins (about 13 MB at these sizes).
+// them. The VIP and local maps are preallocated (under 1 MB); the reply
+// maps are not (BPF_F_NO_PREALLOC): a box with 1,000 NAT VIPs of 100
+// backends needs 100,000 reply sources, and a map preallocated for
+// 262,144 would pin some 20 MB each whatever the configuration. Unfilled,
+// each costs its bucket array (4.2 MB at this size, the memlock line of
+// its fdinfo); an entry 88 bytes more, allocated when Update adds it.
 const (
-	MaxVIPs    = 4096  // distinct VIP addresses
-	MaxReplies = 65536 // distinct ReplyKeys (and so distinct (address, protocol) pairs)
-	MaxLocal   = 256   // distinct local addresses
+	MaxVIPs    = 4096    // distinct VIP addresses
+	MaxReplies = 1 << 18 // distinct ReplyKeys (and so distinct (address, protocol) pairs)
+	MaxLocal   = 256     // distinct local addresses
 )
 
 // Map names, as the kernel shows them (bpftool map); at most 15 bytes.
@@ -57,11 +62,15 @@ func specs(queues int) map[string]*ebpf.MapSpec {
 	hash := func(name string, keySize, max int) *ebpf.MapSpec {
 		return &ebpf.MapSpec{Name: name, Type: ebpf.Hash, KeySize: uint32(keySize), ValueSize: 1, MaxEntries: uint32(max)}
 	}
+	onDemand := func(m *ebpf.MapSpec) *ebpf.MapSpec {
+		m.Flags |= unix.BPF_F_NO_PREALLOC
+		return m
+	}
 	return map[string]*ebpf.MapSpec{
 		mapVIPs:       hash(mapVIPs, len(addrKey{}), MaxVIPs),
 		mapLocal:      hash(mapLocal, len(addrKey{}), MaxLocal),
-		mapReplies:    hash(mapReplies, len(replyKey{}), MaxReplies),
-		mapReplyHosts: hash(mapReplyHosts, len(replyKey{}), MaxReplies),
+		mapReplies:    onDemand(hash(mapReplies, len(replyKey{}), MaxReplies)),
+		mapReplyHosts: onDemand(hash(mapReplyHosts, len(replyKey{}), MaxReplies)),
 		mapXSKs:       {Name: mapXSKs, Type: ebpf.XSKMap, KeySize: 4, ValueSize: 4, MaxEntries: uint32(queues)},
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 )
 
 // keys reads every key of m from the kernel.
@@ -253,4 +254,31 @@ func TestUpdateSwapsFullSets(t *testing.T) {
 		t.Fatalf("Update to half of each: %v", err)
 	}
 	checkMaps(t, p, vips, replies, local)
+}
+
+// TestReplyMapsOnDemand: the reply maps allocate entries as Update adds
+// them (BPF_F_NO_PREALLOC), so that their capacity costs kernel memory
+// only when a configuration uses it; the small VIP and local maps are
+// preallocated.
+func TestReplyMapsOnDemand(t *testing.T) {
+	p := load(t, 1)
+	for _, c := range []struct {
+		name     string
+		m        *ebpf.Map
+		onDemand bool
+		max      uint32
+	}{
+		{mapReplies, p.reply.m, true, MaxReplies},
+		{mapReplyHosts, p.hosts.m, true, MaxReplies},
+		{mapVIPs, p.vips.m, false, MaxVIPs},
+		{mapLocal, p.local.m, false, MaxLocal},
+	} {
+		info, err := c.m.Info()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := info.Flags&unix.BPF_F_NO_PREALLOC != 0; got != c.onDemand || info.MaxEntries != c.max {
+			t.Errorf("%s: on demand %v, %d entries; want %v, %d", c.name, got, info.MaxEntries, c.onDemand, c.max)
+		}
+	}
 }
