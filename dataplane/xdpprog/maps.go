@@ -13,9 +13,10 @@ import (
 // them. The VIP and local maps are preallocated (under 1 MB); the reply
 // maps are not (BPF_F_NO_PREALLOC): a box with 1,000 NAT VIPs of 100
 // backends needs 100,000 reply sources, and a map preallocated for
-// 262,144 would pin some 20 MB each whatever the configuration. Unfilled,
-// each costs its bucket array (4.2 MB at this size, the memlock line of
-// its fdinfo); an entry 88 bytes more, allocated when Update adds it.
+// 262,144 would pin about 23 MB more each (262,144 entries of 88 bytes)
+// whatever the configuration. Unfilled, each costs its bucket array
+// (4.2 MB at this size, the memlock line of its fdinfo); an entry 88
+// bytes more, allocated when Update adds it.
 const (
 	MaxVIPs    = 4096    // distinct VIP addresses
 	MaxReplies = 1 << 18 // distinct ReplyKeys (and so distinct (address, protocol) pairs)
