@@ -60,6 +60,18 @@ func sourceRouted4(frame []byte, ptr byte) []byte {
 	return out
 }
 
+// routedTo returns a TCP SYN from a client to vip carrying a source route:
+// for IPv6 a Routing header with left segments left (routed6), for IPv4 a
+// loose source route option with pointer left (sourceRouted4).
+func routedTo(vip netip.Addr, left byte) func(t *testing.T) []byte {
+	return func(t *testing.T) []byte {
+		if vip.Is6() {
+			return routed6(build(t, pk{src: client6, dst: vip, sport: 1000, dport: 80, flags: "S"}), left)
+		}
+		return sourceRouted4(build(t, pk{src: client4, dst: vip, sport: 1000, dport: 80, flags: "S"}), left)
+	}
+}
+
 // icmpErrorOf builds an ICMP error of the given type and code from a
 // router to dst quoting q (an IPv4 or IPv6 packet).
 func icmpErrorOf(t testing.TB, from, dst netip.Addr, typ, code uint8, q []byte) []byte {
@@ -141,30 +153,16 @@ func TestPolicy(t *testing.T) {
 		// its checksum, which covers the last address, and a DSR backend
 		// would route it on. With no address left the VIP is the
 		// destination.
-		{"v6 to a NAT VIP, routing header, segments left", func(t *testing.T) []byte {
-			return routed6(build(t, pk{src: client6, dst: vipNAT6, sport: 1000, dport: 80, flags: "S"}), 1)
-		}, VerdictDrop, "source_route", 0},
-		{"v6 to a DSR VIP, routing header, segments left", func(t *testing.T) []byte {
-			return routed6(build(t, pk{src: client6, dst: vipDSR6, sport: 1000, dport: 80, flags: "S"}), 2)
-		}, VerdictDrop, "source_route", 0},
+		{"v6 to a NAT VIP, routing header, segments left", routedTo(vipNAT6, 1), VerdictDrop, "source_route", 0},
+		{"v6 to a DSR VIP, routing header, segments left", routedTo(vipDSR6, 2), VerdictDrop, "source_route", 0},
 		{"v6 first fragment to a NAT VIP, routing header, segments left", func(t *testing.T) []byte {
 			return routed6(frag6(build(t, pk{src: client6, dst: vipNAT6, sport: 1000, dport: 80, flags: "PA", payload: payloadOf(64)}), 0, true), 1)
 		}, VerdictDrop, "source_route", 0},
-		{"v4 to a NAT VIP, loose source route, an address left", func(t *testing.T) []byte {
-			return sourceRouted4(build(t, pk{src: client4, dst: vipNAT4, sport: 1000, dport: 80, flags: "S"}), 4)
-		}, VerdictDrop, "source_route", 0},
-		{"v4 to a DSR VIP, loose source route, an address left", func(t *testing.T) []byte {
-			return sourceRouted4(build(t, pk{src: client4, dst: vipDSR4, sport: 1000, dport: 80, flags: "S"}), 4)
-		}, VerdictDrop, "source_route", 0},
-		{"v4 to a NAT VIP, loose source route, exhausted", func(t *testing.T) []byte {
-			return sourceRouted4(build(t, pk{src: client4, dst: vipNAT4, sport: 1000, dport: 80, flags: "S"}), 8)
-		}, VerdictTX, "", PortEgress},
-		{"v6 to a NAT VIP, routing header, no segment left", func(t *testing.T) []byte {
-			return routed6(build(t, pk{src: client6, dst: vipNAT6, sport: 1000, dport: 80, flags: "S"}), 0)
-		}, VerdictTX, "", PortEgress},
-		{"v6 to a DSR VIP, routing header, no segment left", func(t *testing.T) []byte {
-			return routed6(build(t, pk{src: client6, dst: vipDSR6, sport: 1000, dport: 80, flags: "S"}), 0)
-		}, VerdictTX, "", PortEgress},
+		{"v4 to a NAT VIP, loose source route, an address left", routedTo(vipNAT4, 4), VerdictDrop, "source_route", 0},
+		{"v4 to a DSR VIP, loose source route, an address left", routedTo(vipDSR4, 4), VerdictDrop, "source_route", 0},
+		{"v4 to a NAT VIP, loose source route, exhausted", routedTo(vipNAT4, 8), VerdictTX, "", PortEgress},
+		{"v6 to a NAT VIP, routing header, no segment left", routedTo(vipNAT6, 0), VerdictTX, "", PortEgress},
+		{"v6 to a DSR VIP, routing header, no segment left", routedTo(vipDSR6, 0), VerdictTX, "", PortEgress},
 
 		// Replies: a first fragment from a backend's other port is not a
 		// reply (it is the kernel's, like the whole packet).
