@@ -37,6 +37,15 @@ func (d *Daemon) loadPrevious(path string) *control.Previous {
 			d.log.Info("previous backend sets loaded", "state_file", path, "vips", len(p.Keys()))
 			return p
 		}
+		// Read but not understood (corrupt, or written by a newer vipd):
+		// kept aside for the operator, since the next publish writes the
+		// state file anew.
+		aside := path + ".unreadable"
+		if rerr := os.Rename(path, aside); rerr != nil {
+			d.log.Error("the unreadable state file cannot be kept aside: the next write replaces it", "state_file", path, "err", rerr)
+		} else {
+			d.log.Warn("the unreadable state file is kept aside", "state_file", path, "kept_as", aside)
+		}
 	}
 	d.stateErrors.Add(1)
 	d.log.Error("the state file cannot be read: previous backend sets start empty", "state_file", path, "err", err)

@@ -206,6 +206,11 @@ func TestPreviousStateFileErrors(t *testing.T) {
 		t.Errorf("state errors after a corrupt file: %d, want 1", n)
 	}
 	td.stop()
+	// The corrupt file is kept for the operator, not overwritten by the
+	// publishes since.
+	if b, err := os.ReadFile(bad + ".unreadable"); err != nil || string(b) != "{not json" {
+		t.Errorf("the corrupt state file kept aside: %q, %v", b, err)
+	}
 	missing := filepath.Join(dir, "no", "such", "dir", "state.json")
 	td = start(t, previousConfig(missing, 3, "1h"))
 	if n := td.d.Metrics().StateErrors; n != 1 {
