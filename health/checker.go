@@ -22,11 +22,21 @@ type Result struct {
 	BadLoad string
 }
 
-// Checker is one backend's health state machine.
+// Checker is one backend's health state machine: its settings, and the
+// Verdict they led to.
 type Checker struct {
 	rise, fall int
 	slowStart  time.Duration
+	Verdict
+}
 
+// Verdict is what a checker has concluded about its backend: what a
+// checker replaced by a change of the check's settings hands on (assigned
+// to its successor's Verdict), so that the backend is neither brought up
+// nor ramped anew by it. The ramp goes on where it was, over the new
+// checker's slow_start, and the successes or failures in a row count
+// towards its rise and fall.
+type Verdict struct {
 	known     bool // at least one result seen
 	up        bool
 	succ      int // consecutive successes
@@ -40,36 +50,11 @@ type Checker struct {
 // ramp at now (a backend added while the service runs comes up slowly; the
 // backends present at start do not).
 func NewChecker(hc config.HealthCheck, rampNow bool, now time.Time) *Checker {
-	c := &Checker{rise: max(hc.Rise, 1), fall: max(hc.Fall, 1), slowStart: hc.SlowStart.D(), up: true}
+	c := &Checker{rise: max(hc.Rise, 1), fall: max(hc.Fall, 1), slowStart: hc.SlowStart.D(), Verdict: Verdict{up: true}}
 	if rampNow && c.slowStart > 0 {
 		c.upSince, c.rampStart = now, true
 	}
 	return c
-}
-
-// Verdict is what a checker has concluded about its backend: what a
-// checker replaced by a change of the check's settings hands on, so that
-// the backend is neither brought up nor ramped anew by it.
-type Verdict struct {
-	known, up, draining bool
-	succ, fail          int
-	upSince             time.Time
-	rampStart           bool
-}
-
-// Verdict returns c's verdict.
-func (c *Checker) Verdict() Verdict {
-	return Verdict{known: c.known, up: c.up, draining: c.draining, succ: c.succ, fail: c.fail, upSince: c.upSince, rampStart: c.rampStart}
-}
-
-// Resume takes up v, a replaced checker's verdict: the backend stays up
-// or down, draining or not, its ramp goes on where it was (over this
-// checker's slow_start), and the successes or failures in a row count
-// towards this checker's rise and fall.
-func (c *Checker) Resume(v Verdict) {
-	c.known, c.up, c.draining = v.known, v.up, v.draining
-	c.succ, c.fail = v.succ, v.fail
-	c.upSince, c.rampStart = v.upSince, v.rampStart
 }
 
 // Observe records a result at now and reports whether Up or Draining

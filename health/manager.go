@@ -87,9 +87,8 @@ type runner struct {
 
 // setVerdict records c's verdict for a successor.
 func (r *runner) setVerdict(c *Checker) {
-	v := c.Verdict()
 	r.mu.Lock()
-	r.verdict, r.observed = v, true
+	r.verdict, r.observed = c.Verdict, true
 	r.mu.Unlock()
 }
 
@@ -189,7 +188,7 @@ func (m *Manager) run(ctx context.Context, r *runner, added bool) {
 	now := time.Now()
 	c := NewChecker(t.Check, added, now)
 	if r.from != nil {
-		c.Resume(*r.from)
+		c.Verdict = *r.from
 	}
 	ls := newLoadState(t.Check, now) // nil without load reports
 	var badLogged time.Time
