@@ -133,9 +133,9 @@ func (r *Report) findBox(kind string, like *BoxResult) *BoxResult {
 
 // BoxRatios returns a row's forwarded rate and process user ns per packet
 // over the bare forwarder's with the same flow count, GOMAXPROCS, frame
-// size and batch size (NaN where missing): the medians of the per-round ratios when both
-// rows ran in the same rounds (BoxRoundRatios), else the ratios of the
-// rows' medians.
+// size and batch size (NaN where missing): the medians of the per-round
+// ratios when both rows ran in the same rounds (BoxRoundRatios), else the
+// ratios of the rows' medians.
 func (r *Report) BoxRatios(x *BoxResult) (pps, userNs float64) {
 	f := r.findBox(KindForwarder, x)
 	if f == nil {

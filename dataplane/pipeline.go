@@ -259,9 +259,9 @@ func (w *Worker) ip(d *Desc, frame []byte, p *pkt) {
 		case f.Routed:
 			// The VIP is a waypoint of a source route: vipd is not the
 			// router that would process it (RFC 791 §3.1, RFC 8200
-			// §4.4), a NAT
-			// rewrite would break the checksum, which covers the last
-			// address, and a DSR backend would route the packet on.
+			// §4.4), a NAT rewrite would break the checksum, which
+			// covers the last address, and a DSR backend would route
+			// the packet on.
 			w.drop(d, DropSourceRoute)
 		default:
 			w.forward(d, frame, p, int(p.vi))

@@ -30,9 +30,11 @@ type Fragmenter struct {
 // Init prepares the split of pkt (a validated IPv4 packet whose DF bit is
 // clear) into fragments of at most maxTotal bytes each. It returns the number
 // of fragments, or 0 when maxTotal leaves no room for 8 bytes of data after
-// the header, or when pkt is a fragment whose data would end past the
-// 65,535 bytes of a datagram, which no reassembly accepts and whose later
-// pieces' offsets would wrap (the caller must then drop the packet).
+// the header, or when pkt is a fragment whose data would end past 65,535
+// bytes, where its later pieces' offsets would wrap (the caller must then
+// drop the packet). A fragment that ends short of that but past 65,515
+// bytes, which with a 20-byte header no reassembly accepts either, is
+// split as it came: vipd passes on what a router would.
 func (f *Fragmenter) Init(pkt packet.IPv4, maxTotal int) int {
 	f.src = pkt
 	f.hl = pkt.HeaderLength()
