@@ -44,6 +44,18 @@ func DNAT4Sum(ip packet.IPv4, l4 L4, addr [4]byte, sum uint32, port uint16) {
 	rewrite4(ip, l4, addr, sum, port, true)
 }
 
+// DNAT4Sums returns what DNAT4Sum(ip, l4, addr, sum, port) adds to the
+// IPv4 header checksum and to the TCP or UDP checksum of a packet whose
+// destination port is oldPort, unfolded: for a fast path that replays the
+// translation of one flow with the sums computed once (packet.ChecksumAdd
+// with them gives DNAT4Sum's checksums; TestDNAT4Sums).
+func DNAT4Sums(sum uint32, oldPort, port uint16) (ipSum, l4Sum uint32) {
+	if port == 0 {
+		port = oldPort
+	}
+	return sum + ttlSum, sum + uint32(^oldPort) + uint32(port)
+}
+
 // SNAT4 rewrites a backend's reply toward the client so that it comes from
 // the VIP: source address to addr, source port to port when port is not 0,
 // TTL decremented (at least 2 on entry); checksums as in DNAT4.

@@ -78,9 +78,14 @@ func diffCorpus(t testing.TB, spec *dataplane.Spec, n int) [][]byte {
 
 // TestSteeringAgreesWithClaims is the differential test of the steering
 // rule: at least 10,000 frames, each must be redirected by the program
-// exactly when dataplane.Snapshot.Claims says the frame is vipd's.
+// exactly when dataplane.Snapshot.Claims says the frame is vipd's. The
+// program with a fast path whose flow map is empty must steer alike.
 func TestSteeringAgreesWithClaims(t *testing.T) {
-	p := load(t, 1)
+	t.Run("plain", func(t *testing.T) { checkSteering(t, load(t, 1)) })
+	t.Run("fast path, no flows", func(t *testing.T) { checkSteering(t, loadFast(t, 16)) })
+}
+
+func checkSteering(t *testing.T, p *Program) {
 	withSocket(t, p)
 	spec := diffSpec()
 	snap, err := dataplane.NewSnapshot(spec)

@@ -72,6 +72,45 @@
 // vipd_rhosts is derived from the reply keys by Update and serves the
 // fragment rule.
 //
+// # The fast path
+//
+// Loaded with Options.FastFlows, the program first tries to forward the
+// frame itself, replaying a translation vipd's pipeline chose and handed
+// down for one flow (Fast, Writer); every frame it does not take goes on
+// to the steering rule above unchanged. It takes a frame only when all of
+// these hold, which are the conditions under which the pipeline would
+// translate it straight away (classifyCommon and forwardClean in package
+// dataplane):
+//
+//   - untagged Ethernet, IPv4 without options (first byte 0x45), not a
+//     fragment, TTL above 1, a valid header checksum;
+//   - TCP or UDP whose headers fit the total length, and a total length
+//     that fits the frame (packet.ParseCommon's checks); TCP without FIN,
+//     SYN or RST, which change the flow's state;
+//   - an entry for (source, destination, source port, destination port,
+//     protocol) in vipd_fast4 whose generation is the one in vipd_fastgen,
+//     which has not expired (bpf_ktime_get_ns), and whose MaxLen the
+//     total length does not exceed.
+//
+// It then rewrites the frame as nat.DNAT4Sum does (destination address
+// and port, TTL, both checksums from sums computed ahead), drops Ethernet
+// padding (bpf_xdp_adjust_tail) as the pipeline does, writes the next
+// hop's Ethernet addresses, counts the frame in the entry, and sends it
+// back out (XDP_TX) or to the entry's interface (bpf_redirect). The
+// result is byte for byte the pipeline's (TestFastTranslates,
+// TestFastChecksumSweep); each condition has a frame that fails only it
+// (TestFastDeclines).
+//
+// Entries expire so that vipd keeps seeing each flow: the first frame
+// after an entry's Expires goes through the pipeline, which tracks the
+// flow as alive and renews the entry. A generation retires every entry at
+// once: vipd moves to a new one whenever the configuration, a backend's
+// state or a neighbour changes, and entries computed under the old one
+// are ignored from that moment.
+//
+//	vipd_fast4    LRU hash  src dst sport dport proto pad[3]  → 56-byte entry   FastFlows entries
+//	vipd_fastgen  array     0 → generation                                       1 entry
+//
 // # Lifetime
 //
 // Load creates the program and maps; Attach links the program to an

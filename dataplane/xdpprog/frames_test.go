@@ -26,6 +26,7 @@ type pk struct {
 	quote        *pk    // an ICMP error quoting this packet's IP header and 8 bytes of L4
 	icmpType     uint8  // ICMP type when there is no quote; 0 = echo request
 	cut          int    // keep only the first cut bytes of the frame
+	payload      []byte // TCP or UDP payload; nil: "vipd" (frames padded to 60 bytes)
 }
 
 var (
@@ -104,6 +105,9 @@ func (p pk) packet(t testing.TB) []byte {
 func (p pk) l4(t testing.TB, ip gopacket.NetworkLayer) []byte {
 	t.Helper()
 	data := gopacket.Payload("vipd")
+	if p.payload != nil {
+		data = p.payload
+	}
 	if p.fragOff != 0 {
 		return []byte("a non-first fragment: no L4 header in here")
 	}

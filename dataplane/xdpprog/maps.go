@@ -58,8 +58,9 @@ func replyKeyOf(addr addrKey, proto uint8, port uint16) replyKey {
 	return k
 }
 
-// specs returns the maps of a program whose XSKMAP has queues slots.
-func specs(queues int) map[string]*ebpf.MapSpec {
+// specs returns the maps of a program whose XSKMAP has queues slots and
+// whose fast path holds fast flows (none: no fast path maps).
+func specs(queues, fast int) map[string]*ebpf.MapSpec {
 	hash := func(name string, keySize, max int) *ebpf.MapSpec {
 		return &ebpf.MapSpec{Name: name, Type: ebpf.Hash, KeySize: uint32(keySize), ValueSize: 1, MaxEntries: uint32(max)}
 	}
@@ -67,13 +68,18 @@ func specs(queues int) map[string]*ebpf.MapSpec {
 		m.Flags |= unix.BPF_F_NO_PREALLOC
 		return m
 	}
-	return map[string]*ebpf.MapSpec{
+	m := map[string]*ebpf.MapSpec{
 		mapVIPs:       hash(mapVIPs, len(addrKey{}), MaxVIPs),
 		mapLocal:      hash(mapLocal, len(addrKey{}), MaxLocal),
 		mapReplies:    onDemand(hash(mapReplies, len(replyKey{}), MaxReplies)),
 		mapReplyHosts: onDemand(hash(mapReplyHosts, len(replyKey{}), MaxReplies)),
 		mapXSKs:       {Name: mapXSKs, Type: ebpf.XSKMap, KeySize: 4, ValueSize: 4, MaxEntries: uint32(queues)},
 	}
+	if fast > 0 {
+		m[mapFast] = &ebpf.MapSpec{Name: mapFast, Type: ebpf.LRUHash, KeySize: uint32(len(fastKey{})), ValueSize: fastValueSize, MaxEntries: uint32(fast)}
+		m[mapFastGen] = &ebpf.MapSpec{Name: mapFastGen, Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1}
+	}
+	return m
 }
 
 // set is one hash map together with a mirror of its keys. Only this

@@ -29,7 +29,7 @@ func needRoot(t testing.TB) {
 // skipIfDenied skips the test when err says the kernel denied privilege.
 func skipIfDenied(t testing.TB, what string, err error) {
 	t.Helper()
-	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+	if (errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)) && !errors.Is(err, errRejected) {
 		t.Skipf("the kernel refuses %s to this process (%v); run as root outside a restricted container", what, err)
 	}
 }

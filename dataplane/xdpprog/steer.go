@@ -524,18 +524,25 @@ func (b *builder) classify() {
 	)
 }
 
-// instructions returns the steering program.
-func instructions() asm.Instructions {
+// instructions returns the steering program, with the fast path in front
+// of it when fast is set.
+func instructions(fast bool) asm.Instructions {
 	var b builder
-	b.emit(
-		asm.Mov.Reg(rCtx, asm.R1).WithSymbol(progName),
-		asm.Mov.Imm(rKind, kindNone),
-	)
+	b.emit(asm.Mov.Reg(rCtx, asm.R1).WithSymbol(progName))
+	if fast {
+		b.fast("fast_tcp", protoTCP, "fast_udp")
+		b.fast("fast_udp", protoUDP, lblSteer)
+	}
+	b.label(lblSteer)
+	b.emit(asm.Mov.Imm(rKind, kindNone))
 	b.ethernet()
 	b.ipv4()
 	b.icmp4()
 	b.ipv6()
 	b.icmp6()
 	b.classify()
+	if fast {
+		b.fastRedirect()
+	}
 	return b.insns
 }

@@ -2,6 +2,7 @@ package xdpprog
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -18,7 +19,17 @@ func TestMain(m *testing.M) { fdleak.Main(m) }
 // every jump lands on a label, no label is defined twice, and every map
 // the program loads is one Load creates.
 func TestProgramReferences(t *testing.T) {
-	insns := instructions()
+	for _, fast := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fast=%v", fast), func(t *testing.T) { checkReferences(t, fast) })
+	}
+}
+
+func checkReferences(t *testing.T, fast bool) {
+	n := 0
+	if fast {
+		n = 1
+	}
+	insns := instructions(fast)
 	symbols := make(map[string]int)
 	for i, ins := range insns {
 		if s := ins.Symbol(); s != "" {
@@ -28,7 +39,7 @@ func TestProgramReferences(t *testing.T) {
 			symbols[s] = i
 		}
 	}
-	specs := specs(1)
+	specs := specs(1, n)
 	used := make(map[string]bool)
 	for i, ins := range insns {
 		ref := ins.Reference()

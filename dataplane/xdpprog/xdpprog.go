@@ -54,6 +54,10 @@ type ReplyKey struct {
 // ErrCapacity is returned (wrapped) by Update when a set exceeds its map.
 var ErrCapacity = errors.New("xdpprog: steering map capacity exceeded")
 
+// errRejected is wrapped by Load's error when the verifier refuses the
+// program: a bug here, never a matter of privilege.
+var errRejected = errors.New("the verifier rejected the program")
+
 // maxQueues bounds the XSKMAP; no NIC has more receive queues.
 const maxQueues = 1 << 16
 
@@ -72,7 +76,20 @@ type Program struct {
 	reply  set[replyKey]
 	hosts  set[replyKey]
 	links  map[int]link.Link // by ifindex
+	fast   *Fast             // nil without the fast path
 }
+
+// Options are what Load may add to the program.
+type Options struct {
+	// FastFlows is the number of flows the fast path's flow map holds
+	// (least recently used ones make room for new ones); 0 builds the
+	// program without the fast path.
+	FastFlows int
+}
+
+// MaxFastFlows bounds Options.FastFlows: the flow map is preallocated, at
+// about 100 bytes per flow.
+const MaxFastFlows = 1 << 22
 
 // Load verifies and loads the program and its maps into the kernel.
 // queues is the size of the XSKMAP: the highest receive queue id that will
@@ -81,17 +98,23 @@ type Program struct {
 //
 // On kernels older than 5.11 the maps are charged to RLIMIT_MEMLOCK, which
 // the caller must raise (github.com/cilium/ebpf/rlimit).
-func Load(queues int) (*Program, error) {
+func Load(queues int) (*Program, error) { return LoadWith(queues, Options{}) }
+
+// LoadWith is Load with options.
+func LoadWith(queues int, o Options) (*Program, error) {
 	if queues < 1 || queues > maxQueues {
 		return nil, fmt.Errorf("xdpprog: %d queues, want 1..%d", queues, maxQueues)
 	}
+	if o.FastFlows < 0 || o.FastFlows > MaxFastFlows {
+		return nil, fmt.Errorf("xdpprog: %d fast flows, want 0..%d", o.FastFlows, MaxFastFlows)
+	}
 	spec := &ebpf.CollectionSpec{
-		Maps: specs(queues),
+		Maps: specs(queues, o.FastFlows),
 		Programs: map[string]*ebpf.ProgramSpec{
 			progName: {
 				Name:         progName,
 				Type:         ebpf.XDP,
-				Instructions: instructions(),
+				Instructions: instructions(o.FastFlows > 0),
 				// No GPL-only helper is called, so no license is claimed.
 			},
 		},
@@ -100,7 +123,7 @@ func Load(queues int) (*Program, error) {
 	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("xdpprog: the verifier rejected the program: %w\n%s", ve.Cause, strings.Join(ve.Log, "\n"))
+			return nil, fmt.Errorf("xdpprog: %w: %w\n%s", errRejected, ve.Cause, strings.Join(ve.Log, "\n"))
 		}
 		return nil, fmt.Errorf("xdpprog: load: %w", err)
 	}
@@ -113,6 +136,9 @@ func Load(queues int) (*Program, error) {
 		reply:  newSet[replyKey](mapReplies, coll.Maps[mapReplies]),
 		hosts:  newSet[replyKey](mapReplyHosts, coll.Maps[mapReplyHosts]),
 		links:  make(map[int]link.Link),
+	}
+	if o.FastFlows > 0 {
+		p.fast = &Fast{flows: coll.Maps[mapFast], gen: coll.Maps[mapFastGen]}
 	}
 	for _, m := range coll.Maps {
 		p.maps = append(p.maps, m)

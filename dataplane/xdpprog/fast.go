@@ -1,0 +1,476 @@
+package xdpprog
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+)
+
+// The fast path: the XDP program forwards frames of established NAT flows
+// itself, with the translation the pipeline chose for the flow, instead of
+// handing them to vipd's AF_XDP socket. See "The fast path" in doc.go.
+
+// Map names of the fast path.
+const (
+	mapFast    = "vipd_fast4"
+	mapFastGen = "vipd_fastgen"
+)
+
+// xdpTX sends the frame back out of the interface it came in on.
+const xdpTX = 3
+
+// FastKey4 is an IPv4 flow as it arrives from the client: the key of the
+// fast path's flow map. Proto is 6 (TCP) or 17 (UDP).
+type FastKey4 struct {
+	Src, Dst         [4]byte
+	SrcPort, DstPort uint16
+	Proto            uint8
+}
+
+// FastNAT4 is what the program does to a frame of a FastKey4 flow: the
+// destination translation nat.DNAT4Sum makes, with the sums it adds to the
+// checksums computed ahead, and the Ethernet addresses of the next hop.
+type FastNAT4 struct {
+	// Gen is the generation the entry was computed under; the program
+	// uses it only while the generation set by SetFastGeneration equals
+	// it, so that one store retires every entry at once.
+	Gen uint32
+	// Expires is the CLOCK_MONOTONIC time (bpf_ktime_get_ns) from which
+	// the program no longer uses the entry and hands the flow's frames to
+	// vipd again, which sees the flow alive and renews the entry.
+	Expires uint64
+	// Addr and Port are the new destination; Port 0 keeps the port.
+	Addr [4]byte
+	Port uint16
+	// IPSum and L4Sum are what the rewrite adds to the IPv4 header
+	// checksum and to the TCP or UDP checksum: unfolded ones' complement
+	// sums in network order, as nat.DNAT4Sum adds them (the address change,
+	// the TTL decrement for IPSum, the port change for L4Sum).
+	IPSum, L4Sum uint32
+	// MACs are the new destination and source Ethernet addresses.
+	MACs [12]byte
+	// MaxLen is the largest IPv4 total length the program forwards (the
+	// egress MTU); a longer packet goes to vipd, which knows what to do.
+	MaxLen uint16
+	// Ifindex is the egress interface; 0 sends the frame back out of the
+	// one it arrived on (XDP_TX), any other index through bpf_redirect.
+	Ifindex uint32
+}
+
+// Layout of a fast map value (fastValueSize bytes). The program reads
+// fields by these offsets; Go writes them in marshal. Fields the program
+// compares or adds in native order are native; the ones it copies into
+// the frame, or adds to checksums loaded from it, are in network order
+// (a ones' complement sum of byte-swapped words is the byte-swapped sum,
+// so native loads of both sides give the byte-swapped checksum, stored
+// back as it was loaded).
+const (
+	fvGen     = 0  // u32, native
+	fvAddr    = 4  // [4]byte, network
+	fvExpires = 8  // u64, native
+	fvMACs    = 16 // [12]byte
+	fvPort    = 28 // u16, network; 0 keeps the port
+	fvIPSum   = 30 // u16, network: the folded IPSum
+	fvL4Sum   = 32 // u16, network: the folded L4Sum
+	fvMaxLen  = 34 // u16, native
+	fvIfindex = 36 // u32, native
+	fvPackets = 40 // u64, native: frames forwarded, added by the program
+	fvBytes   = 48 // u64, native: their IPv4 total lengths
+
+	fastValueSize = 56
+)
+
+// fastKey is the binary key: source, destination, source port,
+// destination port (all as on the wire), protocol, three zero bytes.
+type fastKey [16]byte
+
+type fastValue [fastValueSize]byte
+
+func (k FastKey4) marshal() fastKey {
+	var b fastKey
+	copy(b[0:4], k.Src[:])
+	copy(b[4:8], k.Dst[:])
+	binary.BigEndian.PutUint16(b[8:], k.SrcPort)
+	binary.BigEndian.PutUint16(b[10:], k.DstPort)
+	b[12] = k.Proto
+	return b
+}
+
+// fold is the ones' complement sum x folded to 16 bits, 0 only for x = 0:
+// adding it to a checksum equals adding x (see packet.ChecksumAdd).
+func fold(x uint32) uint16 {
+	for x > 0xffff {
+		x = x>>16 + x&0xffff
+	}
+	return uint16(x)
+}
+
+func (v *FastNAT4) marshal() fastValue {
+	var b fastValue
+	binary.NativeEndian.PutUint32(b[fvGen:], v.Gen)
+	copy(b[fvAddr:fvAddr+4], v.Addr[:])
+	binary.NativeEndian.PutUint64(b[fvExpires:], v.Expires)
+	copy(b[fvMACs:fvMACs+12], v.MACs[:])
+	binary.BigEndian.PutUint16(b[fvPort:], v.Port)
+	binary.BigEndian.PutUint16(b[fvIPSum:], fold(v.IPSum))
+	binary.BigEndian.PutUint16(b[fvL4Sum:], fold(v.L4Sum))
+	binary.NativeEndian.PutUint16(b[fvMaxLen:], v.MaxLen)
+	binary.NativeEndian.PutUint32(b[fvIfindex:], v.Ifindex)
+	return b
+}
+
+// FastStats are the fast path's counters, summed over the entries the
+// flow map holds at the moment (an entry the map evicts or that is
+// replaced takes its counts with it).
+type FastStats struct {
+	Entries, Packets, Bytes uint64
+}
+
+// Fast is the fast path's flow map. Its methods may be called from several
+// goroutines; each Writer is for one.
+type Fast struct {
+	flows, gen *ebpf.Map
+}
+
+// Fast returns the program's fast path, or nil if it was loaded without
+// one (Options.FastFlows 0).
+func (p *Program) Fast() *Fast { return p.fast }
+
+// SetGeneration makes gen the generation whose entries the program uses:
+// every entry computed under another one is ignored from now on.
+func (f *Fast) SetGeneration(gen uint32) error {
+	if err := f.gen.Put(uint32(0), gen); err != nil {
+		return fmt.Errorf("xdpprog: set fast generation: %w", err)
+	}
+	return nil
+}
+
+// Stats walks the flow map and sums its counters.
+func (f *Fast) Stats() (FastStats, error) {
+	var st FastStats
+	var k fastKey
+	var v fastValue
+	it := f.flows.Iterate()
+	for it.Next(&k, &v) {
+		st.Entries++
+		st.Packets += binary.NativeEndian.Uint64(v[fvPackets:])
+		st.Bytes += binary.NativeEndian.Uint64(v[fvBytes:])
+	}
+	if err := it.Err(); err != nil {
+		return st, fmt.Errorf("xdpprog: read fast flows: %w", err)
+	}
+	return st, nil
+}
+
+// Writer puts entries into the flow map in batches, from buffers it keeps,
+// so that a worker can hand over its flows without allocating.
+type Writer struct {
+	f    *Fast
+	keys []fastKey
+	vals []fastValue
+}
+
+// NewWriter returns a Writer that holds up to n entries between Flushes.
+func (f *Fast) NewWriter(n int) *Writer {
+	return &Writer{f: f, keys: make([]fastKey, 0, n), vals: make([]fastValue, 0, n)}
+}
+
+// Add queues an entry; it reports false, queuing nothing, when n are
+// already queued.
+func (w *Writer) Add(k FastKey4, v *FastNAT4) bool {
+	if len(w.keys) == cap(w.keys) {
+		return false
+	}
+	w.keys = append(w.keys, k.marshal())
+	w.vals = append(w.vals, v.marshal())
+	return true
+}
+
+// Len is the number of entries queued.
+func (w *Writer) Len() int { return len(w.keys) }
+
+// Flush writes the queued entries with one system call and empties the
+// queue, whether or not the kernel took them all. An entry replaces the
+// flow's previous one, counters included.
+func (w *Writer) Flush() error {
+	if len(w.keys) == 0 {
+		return nil
+	}
+	n := len(w.keys)
+	_, err := w.f.flows.BatchUpdate(w.keys, w.vals, nil)
+	w.keys, w.vals = w.keys[:0], w.vals[:0]
+	if err != nil {
+		return fmt.Errorf("xdpprog: put %d fast flows: %w", n, err)
+	}
+	return nil
+}
+
+// Offsets in the frame of the fields the fast path reads (untagged
+// Ethernet, then IPv4 without options).
+const (
+	fEthType = 12
+	fIP      = ethHdrLen
+	fVersIHL = fIP + 0
+	fTotLen  = fIP + 2
+	fFrag    = fIP + 6
+	fTTL     = fIP + 8
+	fProto   = fIP + 9
+	fIPCsum  = fIP + 10
+	fSrc     = fIP + 12
+	fDst     = fIP + 16
+	fL4      = fIP + ipv4MinLen
+	fPorts   = fL4     // source port, destination port
+	fDstPort = fL4 + 2 //
+	fTCPOff  = fL4 + 12
+	fTCPFlag = fL4 + 13
+	fUDPLen  = fL4 + 4
+	fTCPCsum = fL4 + 16
+	fUDPCsum = fL4 + 6
+
+	tcpMinLen = 20
+	udpLen    = 8
+
+	// The TCP flags that change a flow's state: FIN, SYN, RST. A segment
+	// carrying one goes to vipd.
+	tcpStateFlags = 0x07
+)
+
+// stackFastKey is where the fast path builds its 16-byte key, below the
+// steering keys (which it does not touch: it runs first), and
+// stackFastZero a zero word, the key of the generation map.
+const (
+	stackFastKey  = -56
+	stackFastZero = -60
+)
+
+// fast emits the fast path for one transport protocol, at the start of the
+// program: any frame it does not forward continues at lblSteer with
+// nothing changed; a frame of another protocol continues at next. R6
+// holds the context; R7–R9 are the fast path's until it steers.
+func (b *builder) fast(name string, proto int32, next string) {
+	steer := lblSteer
+	l4Len, csumOff := int32(udpLen), int16(fUDPCsum)
+	if proto == protoTCP {
+		l4Len, csumOff = tcpMinLen, fTCPCsum
+	}
+	b.label(name)
+	b.emit(
+		asm.LoadMem(rPkt, rCtx, mdData, asm.Word),
+		asm.LoadMem(rEnd, rCtx, mdDataEnd, asm.Word),
+	)
+	b.need(rPkt, fL4+l4Len, steer)
+	b.emit(
+		asm.LoadMem(rT1, rPkt, fEthType, asm.Half),
+		asm.JNE.Imm(rT1, be16(etherTypeIPv4), steer),
+		asm.LoadMem(rT1, rPkt, fVersIHL, asm.Byte),
+		asm.JNE.Imm(rT1, 0x45, steer), // IPv4, no options
+		asm.LoadMem(rT1, rPkt, fProto, asm.Byte),
+		asm.JNE.Imm(rT1, proto, next),
+		asm.LoadMem(rT1, rPkt, fFrag, asm.Half),
+		asm.And.Imm(rT1, be16(0x3fff)), // MF, offset: a fragment
+		asm.JNE.Imm(rT1, 0, steer),
+		asm.LoadMem(rT1, rPkt, fTTL, asm.Byte),
+		asm.JLE.Imm(rT1, 1, steer), // vipd answers Time Exceeded
+		// The total length (rT2) covers the headers and no more than
+		// the frame holds (Ethernet padding after it is trimmed below),
+		// as packet.ParseCommon requires.
+		asm.LoadMem(rT2, rPkt, fTotLen, asm.Half),
+		asm.HostTo(asm.BE, rT2, asm.Half),
+		asm.JLT.Imm(rT2, ipv4MinLen+l4Len, steer),
+		asm.Mov.Reg(rT1, rEnd),
+		asm.Sub.Reg(rT1, rPkt),
+		asm.Sub.Imm(rT1, ethHdrLen),
+		asm.JGT.Reg(rT2, rT1, steer),
+		asm.Sub.Imm(rT2, ipv4MinLen), // rT2 = the L4 length
+	)
+	if proto == protoTCP {
+		// Data offset: 5 words at least, within the L4 length; flags
+		// that change the flow's state go to vipd.
+		b.emit(
+			asm.LoadMem(rT1, rPkt, fTCPOff, asm.Byte),
+			asm.RSh.Imm(rT1, 4),
+			asm.LSh.Imm(rT1, 2),
+			asm.JLT.Imm(rT1, tcpMinLen, steer),
+			asm.JGT.Reg(rT1, rT2, steer),
+			asm.LoadMem(rT1, rPkt, fTCPFlag, asm.Byte),
+			asm.And.Imm(rT1, tcpStateFlags),
+			asm.JNE.Imm(rT1, 0, steer),
+		)
+	} else {
+		// UDP length: the header at least, within the L4 length.
+		b.emit(
+			asm.LoadMem(rT1, rPkt, fUDPLen, asm.Half),
+			asm.HostTo(asm.BE, rT1, asm.Half),
+			asm.JLT.Imm(rT1, udpLen, steer),
+			asm.JGT.Reg(rT1, rT2, steer),
+		)
+	}
+	// The IPv4 header checksum must verify, as the pipeline requires of
+	// what it forwards this way: the five words and their carries folded
+	// to 16 bits give 0xffff.
+	b.emit(asm.LoadMem(rT1, rPkt, fIP, asm.Word))
+	for off := int16(4); off < ipv4MinLen; off += 4 {
+		b.emit(
+			asm.LoadMem(rT2, rPkt, fIP+off, asm.Word),
+			asm.Add.Reg(rT1, rT2),
+		)
+	}
+	b.emit(
+		asm.Mov.Reg(rT2, rT1),
+		asm.RSh.Imm(rT2, 32),
+		asm.Mov.Reg32(rT1, rT1), // the low 32 bits
+		asm.Add.Reg(rT1, rT2),
+	)
+	for range 3 { // < 2^35 → < 2^20 → < 2^17 → <= 0xffff
+		b.emit(
+			asm.Mov.Reg(rT2, rT1),
+			asm.RSh.Imm(rT2, 16),
+			asm.And.Imm(rT1, 0xffff),
+			asm.Add.Reg(rT1, rT2),
+		)
+	}
+	b.emit(asm.JNE.Imm(rT1, 0xffff, steer))
+	// The key: addresses and ports as on the wire, protocol, zero pad.
+	b.emit(
+		asm.LoadMem(rT1, rPkt, fSrc, asm.Word),
+		asm.StoreMem(asm.RFP, stackFastKey, rT1, asm.Word),
+		asm.LoadMem(rT1, rPkt, fDst, asm.Word),
+		asm.StoreMem(asm.RFP, stackFastKey+4, rT1, asm.Word),
+		asm.LoadMem(rT1, rPkt, fPorts, asm.Word),
+		asm.StoreMem(asm.RFP, stackFastKey+8, rT1, asm.Word),
+		asm.StoreImm(asm.RFP, stackFastKey+12, 0, asm.Word),
+		asm.StoreImm(asm.RFP, stackFastKey+12, int64(proto), asm.Byte),
+	)
+	b.lookup(mapFast, stackFastKey)
+	b.emit(
+		asm.JEq.Imm(asm.R0, 0, steer),
+		asm.Mov.Reg(asm.R9, asm.R0), // the entry, past the next calls
+		asm.StoreImm(asm.RFP, stackFastZero, 0, asm.Word),
+	)
+	b.lookup(mapFastGen, stackFastZero)
+	b.emit(
+		asm.JEq.Imm(asm.R0, 0, steer),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),
+		asm.LoadMem(asm.R2, asm.R9, fvGen, asm.Word),
+		asm.JNE.Reg(asm.R1, asm.R2, steer),
+		asm.FnKtimeGetNs.Call(),
+		asm.LoadMem(asm.R1, asm.R9, fvExpires, asm.DWord),
+		asm.JGE.Reg(asm.R0, asm.R1, steer),
+		asm.LoadMem(asm.R3, rPkt, fTotLen, asm.Half),
+		asm.HostTo(asm.BE, asm.R3, asm.Half),
+		asm.LoadMem(asm.R1, asm.R9, fvMaxLen, asm.Half),
+		asm.JGT.Reg(asm.R3, asm.R1, steer),
+	)
+	// Ethernet padding after the IPv4 packet goes, as the pipeline drops
+	// it (bpf_xdp_adjust_tail, which invalidates the packet pointers);
+	// if the kernel refuses, nothing has changed yet.
+	b.emit(
+		asm.Mov.Reg(asm.R2, rPkt),
+		asm.Add.Imm(asm.R2, ethHdrLen),
+		asm.Add.Reg(asm.R2, asm.R3),
+		asm.Sub.Reg(asm.R2, rEnd), // minus the padding, <= 0
+		asm.JEq.Imm(asm.R2, 0, name+"_unpadded"),
+		asm.Mov.Reg(asm.R1, rCtx),
+		asm.FnXdpAdjustTail.Call(),
+		asm.JNE.Imm(asm.R0, 0, steer),
+		asm.LoadMem(rPkt, rCtx, mdData, asm.Word),
+		asm.LoadMem(rEnd, rCtx, mdDataEnd, asm.Word),
+	)
+	// The bound again for the verifier, which forgot it with the
+	// pointers: the frame has not shrunk below the total length checked
+	// above, so this never steers a changed frame.
+	b.need(rPkt, fL4+l4Len, steer)
+	b.emit(
+		asm.LoadMem(asm.R3, rPkt, fTotLen, asm.Half),
+		asm.HostTo(asm.BE, asm.R3, asm.Half),
+	)
+	b.label(name + "_unpadded")
+	// Committed: from here on the frame is changed and forwarded. R3 is
+	// the IPv4 total length.
+	for off := int16(0); off < 12; off += 4 {
+		b.emit(
+			asm.LoadMem(asm.R1, asm.R9, fvMACs+off, asm.Word),
+			asm.StoreMem(rPkt, off, asm.R1, asm.Word),
+		)
+	}
+	b.emit(
+		asm.LoadMem(asm.R1, asm.R9, fvAddr, asm.Word),
+		asm.StoreMem(rPkt, fDst, asm.R1, asm.Word),
+		asm.LoadMem(asm.R1, rPkt, fTTL, asm.Byte),
+		asm.Sub.Imm(asm.R1, 1),
+		asm.StoreMem(rPkt, fTTL, asm.R1, asm.Byte),
+		asm.LoadMem(asm.R2, asm.R9, fvIPSum, asm.Half),
+	)
+	b.addToChecksum(fIPCsum, false, name+"_ipsum")
+	b.emit(
+		asm.LoadMem(asm.R1, asm.R9, fvPort, asm.Half),
+		asm.JEq.Imm(asm.R1, 0, name+"_port_kept"),
+		asm.StoreMem(rPkt, fDstPort, asm.R1, asm.Half),
+	)
+	b.label(name + "_port_kept")
+	b.emit(asm.LoadMem(asm.R2, asm.R9, fvL4Sum, asm.Half))
+	b.addToChecksum(csumOff, proto == protoUDP, name+"_l4sum")
+	b.emit(
+		asm.Mov.Imm(asm.R1, 1),
+		asm.AddAtomic.Mem(asm.R9, asm.R1, asm.DWord, fvPackets),
+		asm.AddAtomic.Mem(asm.R9, asm.R3, asm.DWord, fvBytes),
+		asm.LoadMem(asm.R1, asm.R9, fvIfindex, asm.Word),
+		asm.JNE.Imm(asm.R1, 0, lblFastRedirect),
+		asm.Mov.Imm(asm.R0, xdpTX),
+		asm.Return(),
+	)
+}
+
+// addToChecksum adds the folded sum in R2 to the 16-bit checksum at
+// rPkt+off, both in the native order of network bytes, as
+// packet.ChecksumAdd does: ^fold(^c + sum). A UDP checksum of 0 (none,
+// RFC 768) stays 0, and a computed 0 is sent as 0xffff. R3 is kept.
+func (b *builder) addToChecksum(off int16, udp bool, name string) {
+	b.emit(asm.LoadMem(asm.R1, rPkt, off, asm.Half))
+	if udp {
+		b.emit(asm.JEq.Imm(asm.R1, 0, name+"_done"))
+	}
+	b.emit(
+		asm.Xor.Imm(asm.R1, 0xffff),
+		asm.Add.Reg(asm.R1, asm.R2),
+	)
+	for range 2 {
+		b.emit(
+			asm.Mov.Reg(asm.R2, asm.R1),
+			asm.RSh.Imm(asm.R2, 16),
+			asm.And.Imm(asm.R1, 0xffff),
+			asm.Add.Reg(asm.R1, asm.R2),
+		)
+	}
+	b.emit(asm.Xor.Imm(asm.R1, 0xffff))
+	if udp {
+		b.emit(
+			asm.JNE.Imm(asm.R1, 0, name+"_store"),
+			asm.Mov.Imm(asm.R1, 0xffff),
+		)
+		b.label(name + "_store")
+	}
+	b.emit(asm.StoreMem(rPkt, off, asm.R1, asm.Half))
+	if udp {
+		b.label(name + "_done")
+	}
+}
+
+// Labels of the fast path.
+const (
+	lblSteer        = "steer"
+	lblFastRedirect = "fast_redirect"
+)
+
+// fastRedirect is bpf_redirect(ifindex in R1, 0): the frame leaves by
+// another interface.
+func (b *builder) fastRedirect() {
+	b.label(lblFastRedirect)
+	b.emit(
+		asm.Mov.Imm(asm.R2, 0),
+		asm.FnRedirect.Call(),
+		asm.Return(),
+	)
+}

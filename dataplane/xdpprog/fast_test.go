@@ -1,0 +1,397 @@
+package xdpprog
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/vipd/vipd/nat"
+	"github.com/vipd/vipd/packet"
+	"golang.org/x/sys/unix"
+)
+
+// loadFast loads a Program with a fast path of n flows, closed when the
+// test ends.
+func loadFast(t testing.TB, n int) *Program {
+	t.Helper()
+	needRoot(t)
+	p, err := LoadWith(1, Options{FastFlows: n})
+	skipIfDenied(t, "BPF", err)
+	if err != nil {
+		t.Fatalf("LoadWith: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return p
+}
+
+// monotonic is CLOCK_MONOTONIC in ns, bpf_ktime_get_ns's clock.
+func monotonic(t testing.TB) uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Fatal(err)
+	}
+	return uint64(ts.Nano())
+}
+
+// runOut runs the program on a copy of frame and returns the verdict and
+// the frame as the program left it.
+func runOut(t testing.TB, p *Program, frame []byte) (uint32, []byte) {
+	t.Helper()
+	out := make([]byte, len(frame)+256)
+	opts := &ebpf.RunOptions{Data: append([]byte(nil), frame...), DataOut: out}
+	v, err := p.prog.Run(opts)
+	if err != nil {
+		t.Fatalf("BPF_PROG_TEST_RUN: %v", err)
+	}
+	return v, opts.DataOut
+}
+
+var (
+	fastVIP     = netip.MustParseAddr(vip4)
+	fastBackend = netip.MustParseAddr(backend4)
+	fastMACs    = [12]byte{0x02, 0, 0, 0, 0, 0xbe, 0x02, 0, 0, 0, 0, 0xb0}
+)
+
+// fastEntry is the entry the pipeline would compute for a flow to
+// fastVIP:vport translated to fastBackend:port, with the sums of package
+// nat.
+func fastEntry(t testing.TB, vport, port uint16, gen uint32) FastNAT4 {
+	sum := nat.AddrSum4(fastVIP.As4(), fastBackend.As4())
+	ipSum, l4Sum := nat.DNAT4Sums(sum, vport, port)
+	return FastNAT4{
+		Gen: gen, Expires: monotonic(t) + uint64(time.Minute),
+		Addr: fastBackend.As4(), Port: port, IPSum: ipSum, L4Sum: l4Sum,
+		MACs: fastMACs, MaxLen: 1500,
+	}
+}
+
+func keyOfFrame(f []byte) FastKey4 {
+	return FastKey4{
+		Src: [4]byte(f[26:30]), Dst: [4]byte(f[30:34]),
+		SrcPort: binary.BigEndian.Uint16(f[34:]), DstPort: binary.BigEndian.Uint16(f[36:]),
+		Proto: f[23],
+	}
+}
+
+func put(t testing.TB, f *Fast, k FastKey4, v FastNAT4) {
+	t.Helper()
+	w := f.NewWriter(1)
+	if !w.Add(k, &v) {
+		t.Fatal("Add refused one entry")
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// translated is what the pipeline makes of frame: nat.DNAT4Sum with the
+// entry's address, port and sum, and its MACs.
+func translated(frame []byte, v FastNAT4, vport uint16) []byte {
+	out := append([]byte(nil), frame...)
+	ip := out[14:]
+	sum := nat.AddrSum4([4]byte(ip[16:20]), v.Addr)
+	nat.DNAT4Sum(packet.IPv4(ip[:20]), nat.L4{Proto: ip[9], Hdr: ip[20:]}, v.Addr, sum, v.Port)
+	copy(out, v.MACs[:])
+	return out
+}
+
+// checkDecoded decodes a frame the fast path sent with gopacket and checks
+// every field against the flow, and both checksums against a fresh
+// computation.
+func checkDecoded(t *testing.T, out []byte, port uint16) {
+	t.Helper()
+	pkt := gopacket.NewPacket(out, layers.LayerTypeEthernet, gopacket.Default)
+	eth, _ := pkt.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
+	ip, _ := pkt.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
+	if eth == nil || ip == nil {
+		t.Fatalf("gopacket cannot decode the output: %v", pkt.ErrorLayer())
+	}
+	if !bytes.Equal(eth.DstMAC, fastMACs[:6]) || !bytes.Equal(eth.SrcMAC, fastMACs[6:]) {
+		t.Errorf("MACs %v → %v", eth.SrcMAC, eth.DstMAC)
+	}
+	if !ip.DstIP.Equal(fastBackend.AsSlice()) || !ip.SrcIP.Equal(netip.MustParseAddr(client4).AsSlice()) || ip.TTL != 63 {
+		t.Errorf("IPv4 %v → %v TTL %d", ip.SrcIP, ip.DstIP, ip.TTL)
+	}
+	hdr := append([]byte(nil), out[14:34]...)
+	binary.BigEndian.PutUint16(hdr[10:], 0)
+	if want := ^fold(sum16(hdr)); want != ip.Checksum {
+		t.Errorf("IPv4 checksum %#04x, want %#04x", ip.Checksum, want)
+	}
+	l4 := append([]byte(nil), out[34:]...)
+	var dport uint16
+	var csum uint16
+	csumOff := 16
+	switch ip.Protocol {
+	case layers.IPProtocolTCP:
+		tcp := pkt.Layer(layers.LayerTypeTCP).(*layers.TCP)
+		dport, csum = uint16(tcp.DstPort), tcp.Checksum
+	case layers.IPProtocolUDP:
+		udp := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP)
+		dport, csum, csumOff = uint16(udp.DstPort), udp.Checksum, 6
+		if csum == 0 {
+			return // none sent, none to check
+		}
+	}
+	if dport != port {
+		t.Errorf("destination port %d, want %d", dport, port)
+	}
+	binary.BigEndian.PutUint16(l4[csumOff:], 0)
+	pseudo := append(append(append([]byte(nil), out[26:34]...), 0, byte(ip.Protocol)), byte(len(l4)>>8), byte(len(l4)))
+	want := ^fold(sum16(pseudo) + sum16(l4))
+	if ip.Protocol == layers.IPProtocolUDP && want == 0 {
+		want = 0xffff
+	}
+	if csum != want {
+		t.Errorf("%v checksum %#04x, want %#04x", ip.Protocol, csum, want)
+	}
+}
+
+// sum16 is the plain sum of b's 16-bit big-endian words (b padded with a
+// zero byte to even length): an independent reference, not package
+// packet's.
+func sum16(b []byte) uint32 {
+	var s uint32
+	for i := 0; i+1 < len(b); i += 2 {
+		s += uint32(b[i])<<8 | uint32(b[i+1])
+	}
+	if len(b)%2 == 1 {
+		s += uint32(b[len(b)-1]) << 8
+	}
+	return s
+}
+
+// TestFastTranslates runs frames of flows that have an entry through the
+// program and checks that it sends them back out (XDP_TX) exactly as the
+// pipeline's translation (nat.DNAT4Sum) would, byte for byte, and that
+// gopacket decodes them with valid checksums. The client ports sweep
+// every L4 checksum value around the edges: an incremental update that
+// mishandles 0x0000 or 0xffff, or a UDP checksum that ends 0, shows up.
+func TestFastTranslates(t *testing.T) {
+	p := loadFast(t, 1<<16)
+	f := p.Fast()
+	if err := f.SetGeneration(7); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name        string
+		proto       layers.IPProtocol
+		vport, port uint16
+		zeroUDP     bool
+		payload     []byte
+	}{
+		{"tcp port changed", tcp, 80, beTCP, false, nil},
+		{"tcp port kept", tcp, 80, 0, false, nil},
+		{"tcp unpadded", tcp, 80, beTCP, false, make([]byte, 100)},
+		{"udp port changed", udp, 53, 5353, false, nil},
+		{"udp port kept", udp, 53, 0, false, nil},
+		{"udp without checksum", udp, 53, 5353, true, nil},
+		{"udp unpadded", udp, 53, 5353, false, []byte("eighteen bytes....")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := fastEntry(t, tc.vport, tc.port, 7)
+			wantPort := tc.port
+			if wantPort == 0 {
+				wantPort = tc.vport
+			}
+			for sport := uint16(1024); sport < 1024+2000; sport++ {
+				frame := pk{src: client4, dst: vip4, proto: tc.proto, sport: sport, dport: tc.vport, payload: tc.payload}.frame(t)
+				if tc.zeroUDP {
+					binary.BigEndian.PutUint16(frame[40:], 0)
+				}
+				put(t, f, keyOfFrame(frame), v)
+				verdict, out := runOut(t, p, frame)
+				if verdict != xdpTX {
+					t.Fatalf("sport %d: verdict %s, want XDP_TX", sport, verdictName(verdict))
+				}
+				want := translated(frame, v, tc.vport)
+				want = want[:14+binary.BigEndian.Uint16(want[16:])] // the pipeline drops Ethernet padding
+				if !bytes.Equal(out, want) {
+					t.Fatalf("sport %d: the fast path wrote\n% x\nthe pipeline's translation is\n% x", sport, out, want)
+				}
+				checkDecoded(t, out, wantPort)
+			}
+		})
+	}
+}
+
+// TestFastChecksumSweep runs one flow's frames through the program with a
+// 16-bit payload word taking every value, so that the L4 checksum before
+// and after the translation takes every value too (0x0000 and 0xffff
+// included), and compares each with the pipeline's translation.
+func TestFastChecksumSweep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("131,072 program runs")
+	}
+	p := loadFast(t, 16)
+	f := p.Fast()
+	for _, proto := range []layers.IPProtocol{tcp, udp} {
+		v := fastEntry(t, 80, beTCP, 0)
+		frame := pk{src: client4, dst: vip4, proto: proto, sport: client, dport: 80, payload: make([]byte, 18)}.frame(t)
+		put(t, f, keyOfFrame(frame), v)
+		word := 14 + 20 + 20 + 16 // the payload's last word (TCP)
+		csum := 14 + 20 + 16
+		if proto == udp {
+			word, csum = 14+20+8+16, 14+20+6
+		}
+		base := binary.BigEndian.Uint16(frame[csum:])
+		seen0, seenF := false, false
+		for x := range 1 << 16 {
+			in := append([]byte(nil), frame...)
+			binary.BigEndian.PutUint16(in[word:], uint16(x))
+			// Keep the checksum valid: the word grew by x from 0.
+			c := packet.ChecksumAdd(base, uint32(x))
+			if proto == udp && c == 0 {
+				c = 0xffff
+			}
+			binary.BigEndian.PutUint16(in[csum:], c)
+			verdict, out := runOut(t, p, in)
+			want := translated(in, v, 80)
+			if verdict != xdpTX || !bytes.Equal(out, want) {
+				t.Fatalf("%v, payload word %#04x: verdict %s\n% x\nwant\n% x", proto, x, verdictName(verdict), out, want)
+			}
+			got := binary.BigEndian.Uint16(out[csum:])
+			seen0, seenF = seen0 || got == 0, seenF || got == 0xffff
+		}
+		// An incremental update yields 0xffff only from a zero sum; UDP
+		// sends a computed 0 as 0xffff and never 0.
+		if proto == tcp && !seen0 || proto == udp && (seen0 || !seenF) {
+			t.Errorf("%v: checksums 0x0000 seen %v, 0xffff seen %v", proto, seen0, seenF)
+		}
+	}
+}
+
+// TestFastCounters checks the per-entry counters Stats sums: packets, and
+// bytes as IPv4 total lengths (what the pipeline counts per backend).
+func TestFastCounters(t *testing.T) {
+	p := loadFast(t, 16)
+	f := p.Fast()
+	frame := pk{src: client4, dst: vip4, proto: tcp, sport: client, dport: 80}.frame(t)
+	put(t, f, keyOfFrame(frame), fastEntry(t, 80, beTCP, 0))
+	const n = 25
+	for range n {
+		if v, _ := runOut(t, p, frame); v != xdpTX {
+			t.Fatalf("verdict %s, want XDP_TX", verdictName(v))
+		}
+	}
+	st, err := f.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (FastStats{Entries: 1, Packets: n, Bytes: n * uint64(binary.BigEndian.Uint16(frame[16:]))}); st != want {
+		t.Errorf("Stats = %+v, want %+v", st, want)
+	}
+}
+
+// reChecksum recomputes the IPv4 header checksum of frame after a test
+// changed the header, so that only the intended defect remains.
+func reChecksum(frame []byte) {
+	ihl := int(frame[14]&0x0f) * 4
+	binary.BigEndian.PutUint16(frame[24:], 0)
+	binary.BigEndian.PutUint16(frame[24:], ^fold(sum16(frame[14:14+ihl])))
+}
+
+// TestFastDeclines runs frames the fast path must leave to vipd through a
+// program whose flow map has an entry for their flow: each must come out
+// unchanged, with the steering program's verdict (XDP_PASS here, no
+// socket being registered), never XDP_TX.
+func TestFastDeclines(t *testing.T) {
+	p := loadFast(t, 16)
+	f := p.Fast()
+	if err := f.SetGeneration(2); err != nil {
+		t.Fatal(err)
+	}
+	tcpFrame := pk{src: client4, dst: vip4, proto: tcp, sport: client, dport: 80}.frame(t)
+	udpFrame := pk{src: client4, dst: vip4, proto: udp, sport: client, dport: 80}.frame(t)
+	entry := fastEntry(t, 80, beTCP, 2)
+	put(t, f, keyOfFrame(tcpFrame), entry)
+	put(t, f, keyOfFrame(udpFrame), entry)
+	// Flows whose entries are stale in one way each.
+	oldGen, expired, small := entry, entry, entry
+	oldGen.Gen = 1
+	expired.Expires = monotonic(t) - 1
+	small.MaxLen = 40
+	flow := func(sport uint16, v FastNAT4) []byte {
+		fr := pk{src: client4, dst: vip4, proto: tcp, sport: sport, dport: 80}.frame(t)
+		put(t, f, keyOfFrame(fr), v)
+		return fr
+	}
+	edit := func(base []byte, fn func(b []byte)) []byte {
+		b := append([]byte(nil), base...)
+		fn(b)
+		return b
+	}
+	header := func(base []byte, fn func(b []byte)) []byte {
+		return edit(base, func(b []byte) { fn(b); reChecksum(b) })
+	}
+	cases := []struct {
+		name  string
+		frame []byte
+	}{
+		{"no entry", pk{src: client4, dst: vip4, proto: tcp, sport: client + 1, dport: 80}.frame(t)},
+		{"entry of an old generation", flow(2001, oldGen)},
+		{"entry expired", flow(2002, expired)},
+		{"longer than the entry's MTU", flow(2003, small)},
+		{"SYN", edit(tcpFrame, func(b []byte) { b[47] |= 0x02 })},
+		{"FIN", edit(tcpFrame, func(b []byte) { b[47] |= 0x01 })},
+		{"RST", edit(tcpFrame, func(b []byte) { b[47] |= 0x04 })},
+		{"TTL 1", header(tcpFrame, func(b []byte) { b[22] = 1 })},
+		{"TTL 0", header(tcpFrame, func(b []byte) { b[22] = 0 })},
+		{"more fragments", header(tcpFrame, func(b []byte) { b[20] |= 0x20 })},
+		{"fragment offset", header(tcpFrame, func(b []byte) { b[21] = 1 })},
+		{"bad header checksum", edit(tcpFrame, func(b []byte) { b[24] ^= 0x40 })},
+		{"total length past the frame", header(tcpFrame, func(b []byte) { binary.BigEndian.PutUint16(b[16:], 47) })},
+		{"total length short of TCP", header(tcpFrame, func(b []byte) { binary.BigEndian.PutUint16(b[16:], 39) })},
+		{"TCP data offset 4", edit(tcpFrame, func(b []byte) { b[46] = 4 << 4 })},
+		{"TCP data offset past the packet", edit(tcpFrame, func(b []byte) { b[46] = 7 << 4 })}, // 28 > 24 bytes
+		{"UDP length 7", edit(udpFrame, func(b []byte) { binary.BigEndian.PutUint16(b[38:], 7) })},
+		{"UDP length past the packet", edit(udpFrame, func(b []byte) { binary.BigEndian.PutUint16(b[38:], 13) })},
+		{"cut to the TCP header", tcpFrame[:14+20+19]},
+		{"IPv4 options", pk{src: client4, dst: vip4, proto: tcp, sport: client, dport: 80, optWords: 1}.frame(t)},
+		{"VLAN tag", pk{vlan: true, src: client4, dst: vip4, proto: tcp, sport: client, dport: 80}.frame(t)},
+		{"IPv6", pk{src: client6, dst: vip6, proto: tcp, sport: client, dport: 80}.frame(t)},
+	}
+	// The untouched frames are forwarded: the cases differ from them by
+	// their defect alone.
+	for _, fr := range [][]byte{tcpFrame, udpFrame} {
+		if v, _ := runOut(t, p, fr); v != xdpTX {
+			t.Fatalf("the unchanged frame: verdict %s, want XDP_TX", verdictName(v))
+		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v, out := runOut(t, p, tc.frame)
+			if v == xdpTX || v == xdpRedirect && out[0] == fastMACs[0] && out[5] == fastMACs[5] {
+				t.Fatalf("verdict %s: the fast path took it", verdictName(v))
+			}
+			if !bytes.Equal(out, tc.frame) {
+				t.Errorf("verdict %s, frame changed:\n% x\nwas\n% x", verdictName(v), out, tc.frame)
+			}
+		})
+	}
+}
+
+// TestFastRedirect checks that an entry with an egress interface leaves
+// by bpf_redirect (XDP_REDIRECT; BPF_PROG_TEST_RUN does not carry it out)
+// with the frame translated.
+func TestFastRedirect(t *testing.T) {
+	p := loadFast(t, 16)
+	frame := pk{src: client4, dst: vip4, proto: tcp, sport: client, dport: 80}.frame(t)
+	v := fastEntry(t, 80, beTCP, 0)
+	v.Ifindex = 1 // loopback, always there
+	put(t, p.Fast(), keyOfFrame(frame), v)
+	verdict, out := runOut(t, p, frame)
+	want := translated(frame, v, 80)
+	want = want[:14+binary.BigEndian.Uint16(want[16:])]
+	if verdict != xdpRedirect || !bytes.Equal(out, want) {
+		t.Fatalf("verdict %s, frame\n% x\nwant XDP_REDIRECT and\n% x", verdictName(verdict), out, want)
+	}
+}
