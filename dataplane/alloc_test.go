@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/gopacket/layers"
+	"github.com/vipd/vipd/conntrack"
 )
 
 // TestZeroAllocs proves that no path through the pipeline allocates: each
@@ -21,22 +22,24 @@ func TestZeroAllocs(t *testing.T) {
 		frame []byte
 		rx    uint8
 		fresh bool // a new flow each run (conntrack miss + insert)
+		fast  bool // an established flow offered to a fast path every run
 	}{
-		{"nat4 hit", spec, build(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, flags: "A", payload: payloadOf(100)}), PortIngress, false},
-		{"nat4 miss", spec, build(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, flags: "S"}), PortIngress, true},
-		{"nat4 reply", spec, build(t, pk{src: netip.MustParseAddr("198.18.1.11"), dst: client4, sport: 8080, dport: 1, flags: "A"}), PortEgress, false},
-		{"dsr4 hit", spec, build(t, pk{src: client4, dst: vipDSR4, sport: 1, dport: 80, flags: "A"}), PortIngress, false},
-		{"dsr4 miss", spec, build(t, pk{src: client4, dst: vipDSR4, sport: 1, dport: 80, flags: "S"}), PortIngress, true},
-		{"nat6 hit", spec, build(t, pk{src: client6, dst: vipNAT6, sport: 1, dport: 80, flags: "A"}), PortIngress, false},
-		{"dsr6 hit", spec, build(t, pk{src: client6, dst: vipDSR6, sport: 1, dport: 80, flags: "A"}), PortIngress, false},
-		{"nat6 reply", spec, build(t, pk{src: netip.MustParseAddr("2001:2:1::11"), dst: client6, sport: 8080, dport: 1, flags: "A"}), PortEgress, false},
-		{"udp fragment", spec, build(t, pk{src: client4, dst: vipUDP4, sport: 1, dport: 7000, proto: layers.IPProtocolUDP, mf: true, noDF: true}), PortIngress, false},
-		{"frag-needed", tooBig, build(t, pk{src: client4, dst: vipDSR4, sport: 1, dport: 80, flags: "A", payload: payloadOf(1400)}), PortIngress, false},
-		{"packet too big", tooBig, build(t, pk{src: client6, dst: vipDSR6, sport: 1, dport: 80, flags: "A", payload: payloadOf(1400)}), PortIngress, false},
-		{"fragmentation", tooBig, build(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, flags: "A", payload: payloadOf(3000), noDF: true}), PortIngress, false},
-		{"icmp steering", spec, icmpError(t, router4, vipNAT4, quotedTCP(t, vipNAT4, client4, 80, 1)), PortIngress, false},
-		{"drop", spec, build(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 443, flags: "S"}), PortIngress, false},
-		{"kernel", spec, build(t, pk{src: client4, dst: netip.MustParseAddr("198.18.0.9"), sport: 1, dport: 22, flags: "S"}), PortIngress, false},
+		{"nat4 hit, fast path", spec, build(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, flags: "A", payload: payloadOf(100)}), PortIngress, false, true},
+		{"nat4 hit", spec, build(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, flags: "A", payload: payloadOf(100)}), PortIngress, false, false},
+		{"nat4 miss", spec, build(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, flags: "S"}), PortIngress, true, false},
+		{"nat4 reply", spec, build(t, pk{src: netip.MustParseAddr("198.18.1.11"), dst: client4, sport: 8080, dport: 1, flags: "A"}), PortEgress, false, false},
+		{"dsr4 hit", spec, build(t, pk{src: client4, dst: vipDSR4, sport: 1, dport: 80, flags: "A"}), PortIngress, false, false},
+		{"dsr4 miss", spec, build(t, pk{src: client4, dst: vipDSR4, sport: 1, dport: 80, flags: "S"}), PortIngress, true, false},
+		{"nat6 hit", spec, build(t, pk{src: client6, dst: vipNAT6, sport: 1, dport: 80, flags: "A"}), PortIngress, false, false},
+		{"dsr6 hit", spec, build(t, pk{src: client6, dst: vipDSR6, sport: 1, dport: 80, flags: "A"}), PortIngress, false, false},
+		{"nat6 reply", spec, build(t, pk{src: netip.MustParseAddr("2001:2:1::11"), dst: client6, sport: 8080, dport: 1, flags: "A"}), PortEgress, false, false},
+		{"udp fragment", spec, build(t, pk{src: client4, dst: vipUDP4, sport: 1, dport: 7000, proto: layers.IPProtocolUDP, mf: true, noDF: true}), PortIngress, false, false},
+		{"frag-needed", tooBig, build(t, pk{src: client4, dst: vipDSR4, sport: 1, dport: 80, flags: "A", payload: payloadOf(1400)}), PortIngress, false, false},
+		{"packet too big", tooBig, build(t, pk{src: client6, dst: vipDSR6, sport: 1, dport: 80, flags: "A", payload: payloadOf(1400)}), PortIngress, false, false},
+		{"fragmentation", tooBig, build(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, flags: "A", payload: payloadOf(3000), noDF: true}), PortIngress, false, false},
+		{"icmp steering", spec, icmpError(t, router4, vipNAT4, quotedTCP(t, vipNAT4, client4, 80, 1)), PortIngress, false, false},
+		{"drop", spec, build(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 443, flags: "S"}), PortIngress, false, false},
+		{"kernel", spec, build(t, pk{src: client4, dst: netip.MustParseAddr("198.18.0.9"), sport: 1, dport: 22, flags: "S"}), PortIngress, false, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,6 +62,14 @@ func TestZeroAllocs(t *testing.T) {
 				h.w.Process(d)
 				h.w.End(1)
 			}
+			fast := &countingFast{}
+			if tc.fast {
+				h.w.SetFastPath(fast)
+				for range conntrack.ProofTicks {
+					h.now += 1e9
+					runOnce()
+				}
+			}
 			runOnce()
 			want := d.Verdict
 			if want == VerdictDrop && tc.name != "drop" {
@@ -70,9 +81,18 @@ func TestZeroAllocs(t *testing.T) {
 			if d.Verdict != want {
 				t.Errorf("the path changed during the runs: %v, then %v %v", want, d.Verdict, d.Reason)
 			}
+			if tc.fast && fast.n < 200 {
+				t.Errorf("%d flows offered in 200 runs, want one per run", fast.n)
+			}
 		})
 	}
 }
+
+// countingFast is a FastPath that only counts what it is offered.
+type countingFast struct{ n int }
+
+func (c *countingFast) Offer(*FastFlow) bool { c.n++; return true }
+func (c *countingFast) Flush() error         { return nil }
 
 // poolEmitter hands out preallocated frames and discards what is emitted.
 type poolEmitter struct {

@@ -135,8 +135,12 @@ type Counters struct {
 	// table mid-stream and were given one, and packets sent with one.
 	HintedFlows   uint64
 	HintedPackets uint64
-	Batches       uint64
-	BatchFrames   uint64
+	// Flows offered to the fast path (FastPath.Offer took them), and
+	// flushes of offered flows that failed.
+	FastOffered     uint64
+	FastFlushErrors uint64
+	Batches         uint64
+	BatchFrames     uint64
 	// BatchSizes is a histogram of frames per batch: bucket i counts
 	// batches of at most 2^i frames (the last bucket, more).
 	BatchSizes [12]uint64
@@ -164,6 +168,8 @@ func (c *Counters) add(o *Counters) {
 	c.FragmentsOut += o.FragmentsOut
 	c.Replies += o.Replies
 	c.L4ChecksumSampled += o.L4ChecksumSampled
+	c.FastOffered += o.FastOffered
+	c.FastFlushErrors += o.FastFlushErrors
 	c.L4ChecksumBad += o.L4ChecksumBad
 	c.FlowHits += o.FlowHits
 	c.FlowMisses += o.FlowMisses

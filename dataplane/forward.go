@@ -95,6 +95,9 @@ func (w *Worker) forwardClean(d *Desc, p *pkt) {
 		nat.DNAT4Sum(p.l3, nat.L4{Proto: p.f.Proto, Hdr: p.l3[packet.IPv4MinSize:]}, b.addr4, b.dnat4, b.port)
 		setBackendMACs(p.eth[:], b)
 		d.Len = packet.EthernetSize + n // drop Ethernet padding
+		if w.fast != nil {
+			w.offerFast(d, p, v, b, ref, out, flags)
+		}
 	case v.mode == ModeDSR && n+v.over <= mtu && d.Off >= v.over && w.hint < 0:
 		var o int
 		if v.plain {
@@ -141,7 +144,9 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 					w.previous(v, b, p.hp)
 				}
 			}
-			switch st := e.State(); {
+			st := e.State()
+			w.lastState = st
+			switch {
 			case st == conntrack.StateSynSent && flags&(packet.TCPFlagSYN|packet.TCPFlagFIN|packet.TCPFlagRST) == 0:
 				w.c.Backends[ref].Answered++ // past its SYNs: the client got the SYN-ACK
 			case st == conntrack.StateClosing && flags&(packet.TCPFlagSYN|packet.TCPFlagACK) == packet.TCPFlagSYN:
@@ -151,6 +156,7 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 			return b, ref
 		}
 		// Its backend is down or gone: re-pick, keep the entry.
+		w.lastState = 0
 		b, ref := w.maglev(v, p.hp)
 		if b != nil {
 			e.SetFlags(0) // a hint was about the backend it left
@@ -162,6 +168,7 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 		return b, ref
 	}
 	w.c.FlowMisses++
+	w.lastState = 0
 	b, ref := w.schedule(vi, v, p.hp)
 	if b == nil {
 		return nil, 0

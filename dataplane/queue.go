@@ -103,6 +103,11 @@ func (w *Worker) Run(ctx context.Context, q Queue, snaps *Snapshots, batch int, 
 		if err := q.Transmit(descs[:n]); err != nil {
 			return err
 		}
+		if w.fastPending {
+			// After the batch left: the flows' entries cost a system
+			// call, which the batch's frames need not wait for.
+			w.flushFast()
+		}
 		y.Busy(w.now) // keeps the runtime's monitor asleep: procs.Yielder
 	}
 	w.Publish()

@@ -181,6 +181,9 @@ type BackendSpec struct {
 // plane builds a new one for every change and publishes it atomically;
 // workers pick up the current one at the start of each batch.
 type Snapshot struct {
+	// gen numbers the snapshots NewSnapshotFrom builds one from another
+	// (1 for the first): the generation of the fast path's entries.
+	gen      uint32
 	seed     uint64
 	twoArmed bool
 	mac      [2][6]byte
@@ -537,6 +540,7 @@ func NewSnapshot(spec *Spec) (*Snapshot, error) { return NewSnapshotFrom(nil, sp
 // Spec, or any slice it holds, once it has been passed here.
 func NewSnapshotFrom(prev *Snapshot, spec *Spec) (*Snapshot, error) {
 	s := &Snapshot{
+		gen:       1,
 		seed:      spec.Seed,
 		twoArmed:  spec.TwoArmed,
 		mac:       spec.MAC,
@@ -577,6 +581,7 @@ func NewSnapshotFrom(prev *Snapshot, spec *Spec) (*Snapshot, error) {
 	var same []bool
 	steady := false
 	if prev != nil {
+		s.gen = prev.gen + 1
 		same = make([]bool, n)
 		// The backends' macs hold the egress port's MAC: a change of
 		// either is no steady one.
@@ -628,6 +633,10 @@ func NewSnapshotFrom(prev *Snapshot, spec *Spec) (*Snapshot, error) {
 	s.index()
 	return s, nil
 }
+
+// Generation returns the snapshot's number in its line (see gen): the
+// generation a fast path must use while this snapshot is the current one.
+func (s *Snapshot) Generation() uint32 { return s.gen }
 
 // index fills byID from vips.
 func (s *Snapshot) index() {

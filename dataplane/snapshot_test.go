@@ -220,6 +220,10 @@ func TestSnapshotFromMatchesScratch(t *testing.T) {
 					if werr != nil {
 						continue // the daemon keeps prev: so does the chain
 					}
+					if got.gen != prev.gen+1 || want.gen != 1 {
+						t.Fatalf("seed %d step %d: generations %d after %d, from scratch %d", seed, step, got.gen, prev.gen, want.gen)
+					}
+					want.gen = got.gen // the one field that tells them apart
 					compareSnapshots(t, r, got, want)
 					if got.SteeringUnchanged() && !reflect.DeepEqual(next.Steering(), spec.Steering()) {
 						t.Fatalf("seed %d step %d (%s): SteeringUnchanged, but the steering sets differ", seed, step, kind)

@@ -144,6 +144,15 @@ type Worker struct {
 
 	// sch is the schedulers' state (sched.go).
 	sch schedState
+
+	// The fast path (fast.go): where established flows go, nil for
+	// none; the conntrack state track found the last flow in before its
+	// packet (0 for a new or re-picked flow); room to describe a flow;
+	// whether flows were offered since the last flush.
+	fast        FastPath
+	lastState   conntrack.State
+	fastFlow    FastFlow
+	fastPending bool
 }
 
 // flowCount is a request for the live flows per backend reference, served

@@ -14,8 +14,9 @@ import (
 
 // Map names of the fast path.
 const (
-	mapFast    = "vipd_fast4"
-	mapFastGen = "vipd_fastgen"
+	mapFast     = "vipd_fast4"
+	mapFastGen  = "vipd_fastgen"
+	mapFastStat = "vipd_faststat"
 )
 
 // xdpTX sends the frame back out of the interface it came in on.
@@ -76,10 +77,16 @@ const (
 	fvL4Sum   = 32 // u16, network: the folded L4Sum
 	fvMaxLen  = 34 // u16, native
 	fvIfindex = 36 // u32, native
-	fvPackets = 40 // u64, native: frames forwarded, added by the program
-	fvBytes   = 48 // u64, native: their IPv4 total lengths
 
-	fastValueSize = 56
+	fastValueSize = 40
+)
+
+// Layout of the fast path's counters (vipd_faststat, one value per CPU).
+const (
+	fsPackets = 0 // u64: frames the fast path forwarded
+	fsBytes   = 8 // u64: their IPv4 total lengths
+
+	fastStatSize = 16
 )
 
 // fastKey is the binary key: source, destination, source port,
@@ -121,17 +128,16 @@ func (v *FastNAT4) marshal() fastValue {
 	return b
 }
 
-// FastStats are the fast path's counters, summed over the entries the
-// flow map holds at the moment (an entry the map evicts or that is
-// replaced takes its counts with it).
+// FastStats are the fast path's counters since Load: frames it forwarded
+// and their bytes (IPv4 total lengths, as vipd counts a backend's bytes).
 type FastStats struct {
-	Entries, Packets, Bytes uint64
+	Packets, Bytes uint64
 }
 
 // Fast is the fast path's flow map. Its methods may be called from several
 // goroutines; each Writer is for one.
 type Fast struct {
-	flows, gen *ebpf.Map
+	flows, gen, stat *ebpf.Map
 }
 
 // Fast returns the program's fast path, or nil if it was loaded without
@@ -147,19 +153,16 @@ func (f *Fast) SetGeneration(gen uint32) error {
 	return nil
 }
 
-// Stats walks the flow map and sums its counters.
+// Stats sums the fast path's per-CPU counters.
 func (f *Fast) Stats() (FastStats, error) {
-	var st FastStats
-	var k fastKey
-	var v fastValue
-	it := f.flows.Iterate()
-	for it.Next(&k, &v) {
-		st.Entries++
-		st.Packets += binary.NativeEndian.Uint64(v[fvPackets:])
-		st.Bytes += binary.NativeEndian.Uint64(v[fvBytes:])
+	var per [][fastStatSize]byte
+	if err := f.stat.Lookup(uint32(0), &per); err != nil {
+		return FastStats{}, fmt.Errorf("xdpprog: read fast path counters: %w", err)
 	}
-	if err := it.Err(); err != nil {
-		return st, fmt.Errorf("xdpprog: read fast flows: %w", err)
+	var st FastStats
+	for _, c := range per {
+		st.Packets += binary.NativeEndian.Uint64(c[fsPackets:])
+		st.Bytes += binary.NativeEndian.Uint64(c[fsBytes:])
 	}
 	return st, nil
 }
@@ -387,8 +390,7 @@ func (b *builder) fast(name string, proto int32, next string) {
 		asm.HostTo(asm.BE, asm.R3, asm.Half),
 	)
 	b.label(name + "_unpadded")
-	// Committed: from here on the frame is changed and forwarded. R3 is
-	// the IPv4 total length.
+	// Committed: from here on the frame is changed and forwarded.
 	for off := int16(0); off < 12; off += 4 {
 		b.emit(
 			asm.LoadMem(asm.R1, asm.R9, fvMACs+off, asm.Word),
@@ -412,10 +414,23 @@ func (b *builder) fast(name string, proto int32, next string) {
 	b.label(name + "_port_kept")
 	b.emit(asm.LoadMem(asm.R2, asm.R9, fvL4Sum, asm.Half))
 	b.addToChecksum(csumOff, proto == protoUDP, name+"_l4sum")
+	// Count it in this CPU's counters (no other CPU writes them). R9 and
+	// R7 survive the call; the total length is read again from the frame.
+	b.emit(asm.StoreImm(asm.RFP, stackFastZero, 0, asm.Word))
+	b.lookup(mapFastStat, stackFastZero)
 	b.emit(
-		asm.Mov.Imm(asm.R1, 1),
-		asm.AddAtomic.Mem(asm.R9, asm.R1, asm.DWord, fvPackets),
-		asm.AddAtomic.Mem(asm.R9, asm.R3, asm.DWord, fvBytes),
+		asm.JEq.Imm(asm.R0, 0, name+"_counted"), // cannot happen: key 0 of a 1-entry array
+		asm.LoadMem(asm.R1, asm.R0, fsPackets, asm.DWord),
+		asm.Add.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R0, fsPackets, asm.R1, asm.DWord),
+		asm.LoadMem(asm.R3, rPkt, fTotLen, asm.Half),
+		asm.HostTo(asm.BE, asm.R3, asm.Half),
+		asm.LoadMem(asm.R1, asm.R0, fsBytes, asm.DWord),
+		asm.Add.Reg(asm.R1, asm.R3),
+		asm.StoreMem(asm.R0, fsBytes, asm.R1, asm.DWord),
+	)
+	b.label(name + "_counted")
+	b.emit(
 		asm.LoadMem(asm.R1, asm.R9, fvIfindex, asm.Word),
 		asm.JNE.Imm(asm.R1, 0, lblFastRedirect),
 		asm.Mov.Imm(asm.R0, xdpTX),

@@ -138,7 +138,7 @@ func LoadWith(queues int, o Options) (*Program, error) {
 		links:  make(map[int]link.Link),
 	}
 	if o.FastFlows > 0 {
-		p.fast = &Fast{flows: coll.Maps[mapFast], gen: coll.Maps[mapFastGen]}
+		p.fast = &Fast{flows: coll.Maps[mapFast], gen: coll.Maps[mapFastGen], stat: coll.Maps[mapFastStat]}
 	}
 	for _, m := range coll.Maps {
 		p.maps = append(p.maps, m)

@@ -1,0 +1,94 @@
+package dataplane
+
+import (
+	"github.com/vipd/vipd/conntrack"
+	"github.com/vipd/vipd/nat"
+	"github.com/vipd/vipd/packet"
+)
+
+// FastFlow is an established IPv4 NAT flow a worker hands to a fast path:
+// how its client's packets are translated, as forwardClean just did it to
+// one of them. Everything is in host order except the addresses and MACs.
+type FastFlow struct {
+	// The flow as it arrives: client, VIP, ports, protocol (6 or 17).
+	Src, Dst         [4]byte
+	SrcPort, DstPort uint16
+	Proto            uint8
+	// Gen is the generation of the snapshot the translation comes from
+	// (Snapshot.Generation).
+	Gen uint32
+	// Addr and Port are the backend's; Port 0 keeps the VIP's port.
+	Addr [4]byte
+	Port uint16
+	// IPSum and L4Sum are what the translation adds to the IPv4 header
+	// checksum and to the TCP or UDP checksum (nat.DNAT4Sums).
+	IPSum, L4Sum uint32
+	// MACs are the frame's new destination and source Ethernet addresses.
+	MACs [12]byte
+	// MaxLen is the egress MTU: the longest IPv4 packet translated this
+	// way (a longer one needs vipd).
+	MaxLen uint16
+	// RxPort and TxPort are where the flow's packets come in and leave
+	// (PortIngress or PortEgress).
+	RxPort, TxPort uint8
+	// Backend is the backend's reference (BackendSpec.Ref).
+	Backend uint32
+}
+
+// FastPath takes a worker's established flows to forward them without
+// the worker (package xdpprog's fast path, through the daemon). A worker
+// Offers flows while it processes a batch and Flushes them after the
+// batch is sent; each worker has its own FastPath.
+type FastPath interface {
+	// Offer queues f (which the caller may reuse at once); false when
+	// the queue is full (the flow is offered again by a later packet).
+	Offer(f *FastFlow) bool
+	// Flush hands the queued flows over and empties the queue.
+	Flush() error
+}
+
+// SetFastPath gives the worker a fast path for its established NAT flows;
+// nil, the default, is none. Call it before Run.
+func (w *Worker) SetFastPath(f FastPath) { w.fast = f }
+
+// stateFlags are the TCP flags that change a flow's conntrack state; the
+// fast path leaves segments with any of them to the pipeline.
+const stateFlags = packet.TCPFlagSYN | packet.TCPFlagFIN | packet.TCPFlagRST
+
+// offerFast hands the flow of p, which forwardClean just translated to
+// backend b (ref) on port out with flags its TCP flags, to the fast path
+// when the fast path could forward the flow's next packets alone: a
+// tracked flow in a state no packet without stateFlags changes
+// (Established, UDP), of a VIP without previous-owner hints, arriving on
+// the ingress port. The flow's entry there expires: the first packet after
+// that comes here, is tracked as this one was, and renews it.
+func (w *Worker) offerFast(d *Desc, p *pkt, v *vip, b *backend, ref uint32, out uint8, flags uint8) {
+	if w.lastState != conntrack.StateEstablished && w.lastState != conntrack.StateUDP ||
+		flags&stateFlags != 0 || v.prev != nil || d.RxPort != PortIngress {
+		return
+	}
+	f := &w.fastFlow
+	ip := (*[packet.IPv4MinSize]byte)(p.l3)
+	// The header is translated already: the destination was the VIP's
+	// address, which classify found v by.
+	f.Src, f.Dst = [4]byte(ip[12:16]), v.addr4
+	f.SrcPort, f.DstPort, f.Proto = p.key.SrcPort, p.key.DstPort, p.f.Proto
+	f.Gen = w.snap.gen
+	f.Addr, f.Port = b.addr4, b.port
+	f.IPSum, f.L4Sum = nat.DNAT4Sums(b.dnat4, p.key.DstPort, b.port)
+	f.MACs = b.macs
+	f.MaxLen = uint16(min(w.snap.mtu[out], 0xffff))
+	f.RxPort, f.TxPort, f.Backend = d.RxPort, out, ref
+	if w.fast.Offer(f) {
+		w.c.FastOffered++
+		w.fastPending = true
+	}
+}
+
+// flushFast hands the flows offered during the batch to the fast path.
+func (w *Worker) flushFast() {
+	w.fastPending = false
+	if err := w.fast.Flush(); err != nil {
+		w.c.FastFlushErrors++
+	}
+}

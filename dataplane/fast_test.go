@@ -1,0 +1,213 @@
+package dataplane
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"github.com/google/gopacket/layers"
+	"github.com/vipd/vipd/packet"
+)
+
+// recordingFast is a FastPath that keeps what it is offered.
+type recordingFast struct {
+	flows   []FastFlow
+	limit   int // Offer refuses beyond this many queued flows when > 0
+	flushes int
+	err     error
+}
+
+func (r *recordingFast) Offer(f *FastFlow) bool {
+	if r.limit > 0 && len(r.flows) >= r.limit {
+		return false
+	}
+	r.flows = append(r.flows, *f)
+	return true
+}
+
+func (r *recordingFast) Flush() error { r.flushes++; return r.err }
+
+// replayFast translates frame as a fast path holding flow f would: the
+// rewrite xdpprog's program makes, written here from FastFlow's fields
+// alone (addresses, port, TTL, the two sums, MACs, padding dropped). A
+// flow whose fields are wrong gives other bytes than the pipeline.
+func replayFast(t *testing.T, frame []byte, f FastFlow) []byte {
+	t.Helper()
+	out := append([]byte(nil), frame...)
+	ip := out[14:]
+	src, dst := [4]byte(ip[12:16]), [4]byte(ip[16:20])
+	sport, dport := binary.BigEndian.Uint16(ip[20:]), binary.BigEndian.Uint16(ip[22:])
+	if src != f.Src || dst != f.Dst || sport != f.SrcPort || dport != f.DstPort || ip[9] != f.Proto {
+		t.Fatalf("frame %v:%d → %v:%d proto %d is not flow %+v", src, sport, dst, dport, ip[9], f)
+	}
+	copy(ip[16:20], f.Addr[:])
+	ip[8]--
+	binary.BigEndian.PutUint16(ip[10:], packet.ChecksumAdd(binary.BigEndian.Uint16(ip[10:]), f.IPSum))
+	if f.Port != 0 {
+		binary.BigEndian.PutUint16(ip[22:], f.Port)
+	}
+	csum := 20 + 16
+	if f.Proto == packet.ProtoUDP {
+		csum = 20 + 6
+	}
+	if c := binary.BigEndian.Uint16(ip[csum:]); f.Proto != packet.ProtoUDP || c != 0 {
+		c = packet.ChecksumAdd(c, f.L4Sum)
+		if f.Proto == packet.ProtoUDP && c == 0 {
+			c = 0xffff
+		}
+		binary.BigEndian.PutUint16(ip[csum:], c)
+	}
+	copy(out, f.MACs[:])
+	return out[:14+int(binary.BigEndian.Uint16(ip[2:]))]
+}
+
+// TestFastOffers follows flows through their lives and checks what the
+// worker offers the fast path: nothing until conntrack holds the flow
+// Established (TCP) or UDP (proven), then every packet that the fast path
+// could forward alone, described so that replaying the description on the
+// packet gives the pipeline's own output byte for byte; never a packet
+// that changes the flow's state, nor anything of a DSR VIP or from the
+// egress port.
+func TestFastOffers(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		p     pk
+		proof bool // offers start once proven; else never
+	}{
+		{"tcp", pk{src: client4, dst: vipNAT4, sport: 40000, dport: 80, flags: "A", payload: []byte("data")}, true},
+		{"tcp, padded frame", pk{src: client4, dst: vipNAT4, sport: 40001, dport: 80, flags: "A"}, true},
+		{"udp", pk{src: client4, dst: vipUDP4, sport: 40000, dport: 7000, proto: layers.IPProtocolUDP, payload: []byte("dns?")}, true},
+		{"udp without checksum", pk{src: client4, dst: vipUDP4, sport: 40001, dport: 7000, proto: layers.IPProtocolUDP, udpNoCsum: true}, true},
+		{"every-port vip, port kept", pk{src: client4, dst: vipAll4, sport: 40000, dport: 443, flags: "A"}, true},
+		{"dsr", pk{src: client4, dst: vipDSR4, sport: 40000, dport: 80, flags: "A"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, testSpec())
+			fast := &recordingFast{}
+			h.w.SetFastPath(fast)
+			frame := build(t, tc.p)
+			offeredAt := -1
+			for i := range 8 {
+				h.now += 1e9 // a tick later: the flow proves itself
+				n := len(fast.flows)
+				d := h.run(frame)[0]
+				if d.Verdict != VerdictTX {
+					t.Fatalf("packet %d: verdict %v %v", i, d.Verdict, d.Reason)
+				}
+				if len(fast.flows) == n {
+					if offeredAt >= 0 {
+						t.Fatalf("packet %d not offered, packet %d was", i, offeredAt)
+					}
+					continue
+				}
+				if len(fast.flows) != n+1 {
+					t.Fatalf("packet %d offered %d times", i, len(fast.flows)-n)
+				}
+				if offeredAt < 0 {
+					offeredAt = i
+				}
+				f := fast.flows[n]
+				if got := replayFast(t, frame, f); !bytes.Equal(got, d.frame()) {
+					t.Fatalf("packet %d: replaying offered flow %+v gives\n% x\nthe pipeline sent\n% x", i, f, got, d.frame())
+				}
+				if f.Gen != h.snap.Generation() || f.RxPort != PortIngress || f.TxPort != d.Port || f.MaxLen != 1500 {
+					t.Errorf("packet %d: flow %+v (generation %d, sent on port %d)", i, f, h.snap.Generation(), d.Port)
+				}
+				if b := h.snap.backends[f.Backend]; b.addr4 != f.Addr {
+					t.Errorf("packet %d: backend ref %d is %v, the flow goes to %v", i, f.Backend, b.addr4, f.Addr)
+				}
+			}
+			switch {
+			case !tc.proof && offeredAt >= 0:
+				t.Fatalf("offered from packet %d on", offeredAt)
+			case tc.proof && offeredAt < 0:
+				t.Fatal("never offered")
+			case tc.proof && offeredAt < 3:
+				// ProofTicks packets in distinct ticks prove the flow;
+				// the one after them is the first the state allows.
+				t.Fatalf("offered from packet %d on, before the flow was proven", offeredAt)
+			}
+			if got := h.w.c.FastOffered; got != uint64(len(fast.flows)) {
+				t.Errorf("FastOffered = %d, want %d", got, len(fast.flows))
+			}
+		})
+	}
+}
+
+// TestFastOffersNotStateChanges checks that an established flow's
+// packets that change its conntrack state (FIN, RST, SYN), come in on the
+// egress port, or exceed the egress MTU are not offered, while its plain
+// packets are.
+func TestFastOffersNotStateChanges(t *testing.T) {
+	spec := testSpec()
+	spec.MTU = [2]int{1500, 1400}
+	base := pk{src: client4, dst: vipNAT4, sport: 40000, dport: 80, flags: "A"}
+	h := newHarness(t, spec)
+	fast := &recordingFast{}
+	h.w.SetFastPath(fast)
+	for range 4 {
+		h.now += 1e9
+		h.run(build(t, base))
+	}
+	n := len(fast.flows)
+	if n == 0 {
+		t.Fatal("the established flow was never offered")
+	}
+	with := func(f func(*pk)) []byte { p := base; f(&p); return build(t, p) }
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+		port  uint8
+	}{
+		{"over the egress MTU", with(func(p *pk) { p.payload = make([]byte, 1400) }), PortIngress},
+		{"from the egress port", build(t, base), PortEgress},
+		{"SYN", with(func(p *pk) { p.flags = "S" }), PortIngress},
+		{"RST", with(func(p *pk) { p.flags = "RA" }), PortIngress},
+		{"FIN", with(func(p *pk) { p.flags = "FA" }), PortIngress},
+		{"after the FIN", build(t, base), PortIngress},
+	} {
+		h.runOn(tc.port, tc.frame)
+		if len(fast.flows) != n {
+			t.Errorf("%s: offered %+v", tc.name, fast.flows[n:])
+			n = len(fast.flows)
+		}
+	}
+}
+
+// TestFastFlush checks Run's side: offered flows are flushed after the
+// batch is sent, once per batch with offers, and a failed flush is
+// counted, not fatal.
+func TestFastFlush(t *testing.T) {
+	h := newHarness(t, testSpec())
+	fast := &recordingFast{err: errors.New("map full")}
+	h.w.SetFastPath(fast)
+	frame := build(t, pk{src: client4, dst: vipNAT4, sport: 40000, dport: 80, flags: "A"})
+	offering := 0
+	for range 5 {
+		h.now += 1e9
+		n := len(fast.flows)
+		h.run(frame, frame)
+		if h.w.fastPending {
+			h.w.flushFast()
+		}
+		if len(fast.flows) > n {
+			offering++
+		}
+	}
+	if offering == 0 || fast.flushes != offering || h.w.fastPending {
+		t.Errorf("%d flushes for %d batches that offered flows (%d flows)", fast.flushes, offering, len(fast.flows))
+	}
+	if h.w.c.FastFlushErrors != uint64(fast.flushes) {
+		t.Errorf("FastFlushErrors = %d, want %d", h.w.c.FastFlushErrors, fast.flushes)
+	}
+	// A full queue: the flow is not counted as offered.
+	full := &recordingFast{limit: 1}
+	h.w.SetFastPath(full)
+	before := h.w.c.FastOffered
+	h.now += 1e9
+	h.run(frame, frame, frame)
+	if len(full.flows) != 1 || h.w.c.FastOffered != before+1 {
+		t.Errorf("a queue of one took %d flows, FastOffered +%d", len(full.flows), h.w.c.FastOffered-before)
+	}
+}
