@@ -66,6 +66,9 @@ func TestValidationErrors(t *testing.T) {
 		{"frames fewer than fill ring", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nframe_count = 1024 #!", 1), "dataplane.frame_count", "cannot fill"},
 		{"batch larger than ring", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nrx_ring_size = 64\nbatch_size = 128 #!", 1), "dataplane.batch_size", "larger than rx_ring_size"},
 		{"zero queues", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nqueues = 0 #!", 1), "dataplane.queues", "from 1 to"},
+		{"no fast path flows", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nfast_path_flows = 0 #!", 1), "dataplane.fast_path_flows", "from 1 to 4194304 flows, not 0"},
+		{"fast path refresh too short", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nfast_path_refresh = \"10ms\" #!", 1), "dataplane.fast_path_refresh", "at least 100ms"},
+		{"fast path refresh past closing", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nfast_path_refresh = \"30s\" #!", 1), "dataplane.fast_path_refresh", "not shorter than the shortest conntrack timeout of a proven flow (30s)"},
 		{"negative busy poll", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nbusy_poll_usecs = -1 #!", 1), "dataplane.busy_poll_usecs", "must be 0 (off) or from 1 to 1000 microseconds, not -1"},
 		{"absurd busy poll", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nbusy_poll_usecs = 5000000 #!", 1), "dataplane.busy_poll_usecs", "not 5000000"},
 		{"negative busy poll budget", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nbusy_poll_usecs = 50\nbusy_poll_budget = -8 #!", 1), "dataplane.busy_poll_budget", "must be 0 (batch_size) or from 1 to 1024 frames, not -8"},
@@ -238,6 +241,7 @@ func TestWarnings(t *testing.T) {
 	}{
 		{"small table", strings.Replace(base, `port = 80`, "port = 80\ntable_size = 101", 1), "vip[0].table_size", "under 100×"},
 		{"public admin", base + "\n[admin]\nlisten = \"0.0.0.0:9180\"\n", "admin.listen", "not a loopback"},
+		{"fast path with afpacket", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nio = \"afpacket\"\nfast_path = true", 1), "dataplane.fast_path", "ignored"},
 		{"busy poll with afpacket", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nio = \"afpacket\"\nbusy_poll_usecs = 50", 1), "dataplane.busy_poll_usecs", "ignored"},
 		{"busy poll budget without busy poll", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nbusy_poll_budget = 32", 1), "dataplane.busy_poll_budget", "no effect"},
 		{"no VIPs", "[dataplane]\ningress = \"eth0\"\n", "vip", "no [[vip]]"},

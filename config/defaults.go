@@ -19,6 +19,9 @@ const (
 	DefaultBusyPollUsecs     = 0 // off: README, "Busy polling, measured"
 	MaxBusyPollUsecs         = 1000
 	MaxBusyPollBudget        = 1024
+	DefaultFastPathFlows     = 1 << 18
+	MaxFastPathFlows         = 1 << 22 // xdpprog.MaxFastFlows
+	DefaultFastPathRefresh   = 2 * time.Second
 	DefaultFlowHashSeed      = 0x5f1b_7a3c_9e2d_4b60 // any fixed value: what matters is that every instance uses the same one
 	DefaultConntrackCapacity = 1 << 20
 	DefaultTCPUnestablished  = 30 * time.Second
@@ -71,6 +74,8 @@ func Default() Config {
 			BatchSize:          DefaultBatchSize,
 			XDPMode:            DefaultXDPMode,
 			BusyPollUsecs:      DefaultBusyPollUsecs,
+			FastPathFlows:      DefaultFastPathFlows,
+			FastPathRefresh:    Duration(DefaultFastPathRefresh),
 			FlowHashSeed:       DefaultFlowHashSeed,
 			StateFile:          DefaultStateFile,
 		},

@@ -114,6 +114,7 @@ func (c *collector) validateDataplane(d *Dataplane, cfg *Config) {
 	} else if d.BusyPollBudget > 0 && d.BusyPollUsecs == 0 {
 		c.warnf(p+".busy_poll_budget", "has no effect while busy_poll_usecs is 0 (busy polling off)")
 	}
+	c.validateFastPath(d, &cfg.Conntrack)
 	switch d.XDPMode {
 	case XDPAuto, XDPNative, XDPGeneric:
 	default:
@@ -172,6 +173,28 @@ func (c *collector) validateConntrack(ct *Conntrack) {
 	}
 	if ct.TCPEstablished < ct.TCPUnconfirmed {
 		c.warnf(p+".tcp_established_timeout", "%s is shorter than tcp_unconfirmed_timeout (%s): idle established flows are forgotten before unproven ones", ct.TCPEstablished, ct.TCPUnconfirmed)
+	}
+}
+
+// validateFastPath checks the fast path's knobs: its map's size, and a
+// refresh shorter than every timeout a flow it holds can be under
+// (Established, UDP, and Closing after a FIN it leaves to the workers),
+// so that no flow's entry outlives the flow's conntrack entry.
+func (c *collector) validateFastPath(d *Dataplane, ct *Conntrack) {
+	const p = "dataplane"
+	if d.FastPathFlows < 1 || d.FastPathFlows > MaxFastPathFlows {
+		c.errorf(p+".fast_path_flows", "must be from 1 to %d flows, not %d", MaxFastPathFlows, d.FastPathFlows)
+	}
+	r := d.FastPathRefresh.D()
+	shortest := min(ct.TCPEstablished, ct.TCPClosing, ct.UDP)
+	switch {
+	case r < 100*time.Millisecond:
+		c.errorf(p+".fast_path_refresh", "must be at least 100ms, not %s: every flow passes through a worker once per refresh", d.FastPathRefresh)
+	case r >= shortest.D():
+		c.errorf(p+".fast_path_refresh", "%s is not shorter than the shortest conntrack timeout of a proven flow (%s): a flow could outlive its conntrack entry in the fast path", d.FastPathRefresh, shortest)
+	}
+	if d.FastPath && d.IO == IOAFPacket {
+		c.warnf(p+".fast_path", "applies to io = %q only: ignored with %q", IOAFXDP, IOAFPacket)
 	}
 }
 

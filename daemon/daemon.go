@@ -321,8 +321,14 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		wopts.Load = &d.loads
 	}
 	workers := make([]*dataplane.Worker, len(queues))
+	fp, _ := d.opts.Platform.(fastPlatform)
 	for i := range queues {
 		workers[i] = dataplane.NewWorker(ct.Shard(i), wopts)
+		if fp != nil {
+			if f := fp.FastPath(i); f != nil {
+				workers[i].SetFastPath(f)
+			}
+		}
 	}
 	// Closed after the checks stop (defers run last first).
 	defer d.tunnels.close()
@@ -637,6 +643,15 @@ func (d *Daemon) publishLocked(why string) error {
 		d.neighborVIPs = nv
 	}
 	d.snaps.Store(snap)
+	if fp, ok := d.opts.Platform.(fastPlatform); ok {
+		// Entries computed under the previous snapshot stop serving now.
+		// If the kernel refuses, they serve until they expire (at most
+		// fast_path_refresh): logged, not a reason to keep the old
+		// snapshot.
+		if err := fp.SetFastGeneration(snap.Generation()); err != nil {
+			d.log.Error("the XDP fast path keeps the previous snapshot's flows until they expire", "err", err)
+		}
+	}
 	d.spec, d.plan, d.vipAllDown = spec, plan, allDown
 	d.prev = prev
 	if prevDirty {

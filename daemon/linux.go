@@ -34,6 +34,10 @@ type LinuxPlatform struct {
 	onLink  []netip.Prefix
 	local   []netip.Addr       // every address of the box, as of the last Host
 	progs   []*xdpprog.Program // one per interface (each has its own XSKMAP)
+	// fast is the ingress program's fast path ([dataplane] fast_path),
+	// nil when off; fastWriters are the workers' ways into it, by queue.
+	fast        *xdpprog.Fast
+	fastWriters []*fastWriter
 	xdpQs   []*afxdp.Queue
 	pktQs   []*afpacket.Queue
 	resp    *arp.Responder
@@ -132,11 +136,31 @@ func (p *LinuxPlatform) openAFXDP(dp *config.Dataplane) ([]dataplane.Queue, erro
 	}
 	socks := make([][]*afxdp.Socket, len(links))
 	for li, l := range links {
-		prog, err := xdpprog.Load(dp.Queues)
+		var o xdpprog.Options
+		if li == 0 && dp.FastPath {
+			// Clients' packets arrive on the ingress interface: its
+			// program alone gets the fast path.
+			o.FastFlows = dp.FastPathFlows
+		}
+		prog, err := xdpprog.LoadWith(dp.Queues, o)
 		if err != nil {
 			return nil, fmt.Errorf("XDP program: %w", err)
 		}
 		p.progs = append(p.progs, prog)
+		if f := prog.Fast(); f != nil {
+			p.fast = f
+			ifindex := [2]uint32{uint32(p.links[0].Index), uint32(p.links[1].Index)}
+			for range dp.Queues {
+				// Two flows per frame of a batch: a batch offers at most
+				// one per frame, and a relayed frame or two besides.
+				w, err := newFastWriter(f, 2*dp.BatchSize, int64(dp.FastPathRefresh.D()), ifindex)
+				if err != nil {
+					return nil, fmt.Errorf("XDP fast path: %w", err)
+				}
+				p.fastWriters = append(p.fastWriters, w)
+			}
+			p.log.Info("XDP fast path on", "interface", l.Name, "flows", dp.FastPathFlows, "refresh", dp.FastPathRefresh.D().String())
+		}
 		for q := 0; q < dp.Queues; q++ {
 			s, err := afxdp.Open(l.Index, q, opts)
 			if err != nil {
@@ -170,6 +194,22 @@ func (p *LinuxPlatform) openAFXDP(dp *config.Dataplane) ([]dataplane.Queue, erro
 		qs = append(qs, xq)
 	}
 	return qs, nil
+}
+
+// FastPath implements fastPlatform.
+func (p *LinuxPlatform) FastPath(queue int) dataplane.FastPath {
+	if queue < 0 || queue >= len(p.fastWriters) {
+		return nil
+	}
+	return p.fastWriters[queue]
+}
+
+// SetFastGeneration implements fastPlatform.
+func (p *LinuxPlatform) SetFastGeneration(gen uint32) error {
+	if p.fast == nil {
+		return nil
+	}
+	return p.fast.SetGeneration(gen)
 }
 
 // CheckReload implements reloadChecker: with AF_PACKET the host check
@@ -360,6 +400,12 @@ func (p *LinuxPlatform) DriverStats() map[string]uint64 {
 		m["xsk_fill_ring_empty"] += s.RxFillRingEmpty
 		m["xsk_tx_ring_empty"] += s.TxRingEmpty
 		m["xsk_invalid_descs"] += s.RxInvalid + s.TxInvalid
+	}
+	if p.fast != nil {
+		if st, err := p.fast.Stats(); err == nil {
+			m["fast_path_forwarded"] = st.Packets
+			m["fast_path_bytes"] = st.Bytes
+		}
 	}
 	for _, q := range p.pktQs {
 		s := q.Stats()
