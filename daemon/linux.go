@@ -29,20 +29,20 @@ type LinuxPlatform struct {
 	cfg  *config.Config // as at start; the dataplane part never changes
 	proc string         // /proc, for the AF_PACKET host check
 
-	mu      sync.Mutex
-	links   [2]linkwatch.Link // by port; the same link twice when one-armed
-	onLink  []netip.Prefix
-	local   []netip.Addr       // every address of the box, as of the last Host
-	progs   []*xdpprog.Program // one per interface (each has its own XSKMAP)
+	mu     sync.Mutex
+	links  [2]linkwatch.Link // by port; the same link twice when one-armed
+	onLink []netip.Prefix
+	local  []netip.Addr       // every address of the box, as of the last Host
+	progs  []*xdpprog.Program // one per interface (each has its own XSKMAP)
 	// fast is the ingress program's fast path ([dataplane] fast_path),
 	// nil when off; fastWriters are the workers' ways into it, by queue.
 	fast        *xdpprog.Fast
 	fastWriters []*fastWriter
-	xdpQs   []*afxdp.Queue
-	pktQs   []*afpacket.Queue
-	resp    *arp.Responder
-	res     *arp.Resolver
-	changed func()
+	xdpQs       []*afxdp.Queue
+	pktQs       []*afpacket.Queue
+	resp        *arp.Responder
+	res         *arp.Resolver
+	changed     func()
 	// frameBytes is the driver's frame size, maxFrame the longest frame
 	// it receives, and overhead what a frame adds to its MTU there (the
 	// driver's FrameOverhead): checkMTU checks each interface's MTU
