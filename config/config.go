@@ -72,9 +72,9 @@ type Dataplane struct {
 	// poll moves to the rx ring; 0 means BatchSize.
 	BusyPollBudget int `toml:"busy_poll_budget"`
 	// FastPath forwards established IPv4 NAT flows in the XDP program
-	// (io = "afxdp" only): a worker hands each proven flow's translation
-	// down, and the flow's later packets go back out without reaching
-	// vipd's socket. Off by default.
+	// (io = "afxdp" only): a worker hands each flow's translation down
+	// once it is past its handshake, and the flow's later packets go back
+	// out without reaching vipd's socket. Off by default.
 	FastPath bool `toml:"fast_path"`
 	// FastPathFlows is how many flows the fast path holds; the least
 	// recently used make room for new ones (which then pass through the
@@ -84,7 +84,8 @@ type Dataplane struct {
 	// before the flow's next packet goes through a worker again, which
 	// renews it: so conntrack sees the flow alive, and per-flow state
 	// (a FIN's closing timeout) never outlives what it governs. Shorter
-	// than every conntrack timeout a proven flow can be in.
+	// than the conntrack timeouts tcp_unconfirmed, tcp_established,
+	// tcp_closing and udp.
 	FastPathRefresh Duration `toml:"fast_path_refresh"`
 	// EgressMTU overrides the MTU read from the egress interface (bytes of
 	// IP packet); 0 follows the interface.

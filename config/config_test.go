@@ -68,7 +68,7 @@ func TestValidationErrors(t *testing.T) {
 		{"zero queues", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nqueues = 0 #!", 1), "dataplane.queues", "from 1 to"},
 		{"no fast path flows", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nfast_path_flows = 0 #!", 1), "dataplane.fast_path_flows", "from 1 to 4194304 flows, not 0"},
 		{"fast path refresh too short", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nfast_path_refresh = \"10ms\" #!", 1), "dataplane.fast_path_refresh", "at least 100ms"},
-		{"fast path refresh past closing", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nfast_path_refresh = \"30s\" #!", 1), "dataplane.fast_path_refresh", "not shorter than the shortest conntrack timeout of a proven flow (30s)"},
+		{"fast path refresh past closing", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nfast_path_refresh = \"30s\" #!", 1), "dataplane.fast_path_refresh", "not shorter than the shortest conntrack timeout of a flow past its handshake (30s)"},
 		{"negative busy poll", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nbusy_poll_usecs = -1 #!", 1), "dataplane.busy_poll_usecs", "must be 0 (off) or from 1 to 1000 microseconds, not -1"},
 		{"absurd busy poll", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nbusy_poll_usecs = 5000000 #!", 1), "dataplane.busy_poll_usecs", "not 5000000"},
 		{"negative busy poll budget", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nbusy_poll_usecs = 50\nbusy_poll_budget = -8 #!", 1), "dataplane.busy_poll_budget", "must be 0 (batch_size) or from 1 to 1024 frames, not -8"},

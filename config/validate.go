@@ -178,20 +178,21 @@ func (c *collector) validateConntrack(ct *Conntrack) {
 
 // validateFastPath checks the fast path's knobs: its map's size, and a
 // refresh shorter than every timeout a flow it holds can be under
-// (Established, UDP, and Closing after a FIN it leaves to the workers),
-// so that no flow's entry outlives the flow's conntrack entry.
+// (Unconfirmed, Established, UDP, and Closing after a FIN it leaves to
+// the workers), so that no flow's entry outlives the flow's conntrack
+// entry.
 func (c *collector) validateFastPath(d *Dataplane, ct *Conntrack) {
 	const p = "dataplane"
 	if d.FastPathFlows < 1 || d.FastPathFlows > MaxFastPathFlows {
 		c.errorf(p+".fast_path_flows", "must be from 1 to %d flows, not %d", MaxFastPathFlows, d.FastPathFlows)
 	}
 	r := d.FastPathRefresh.D()
-	shortest := min(ct.TCPEstablished, ct.TCPClosing, ct.UDP)
+	shortest := min(ct.TCPUnconfirmed, ct.TCPEstablished, ct.TCPClosing, ct.UDP)
 	switch {
 	case r < 100*time.Millisecond:
 		c.errorf(p+".fast_path_refresh", "must be at least 100ms, not %s: every flow passes through a worker once per refresh", d.FastPathRefresh)
 	case r >= shortest.D():
-		c.errorf(p+".fast_path_refresh", "%s is not shorter than the shortest conntrack timeout of a proven flow (%s): a flow could outlive its conntrack entry in the fast path", d.FastPathRefresh, shortest)
+		c.errorf(p+".fast_path_refresh", "%s is not shorter than the shortest conntrack timeout of a flow past its handshake (%s): a flow could outlive its conntrack entry in the fast path", d.FastPathRefresh, shortest)
 	}
 	if d.FastPath && d.IO == IOAFPacket {
 		c.warnf(p+".fast_path", "applies to io = %q only: ignored with %q", IOAFXDP, IOAFPacket)

@@ -57,13 +57,24 @@ const stateFlags = packet.TCPFlagSYN | packet.TCPFlagFIN | packet.TCPFlagRST
 
 // offerFast hands the flow of p, which forwardClean just translated to
 // backend b (ref) on port out with flags its TCP flags, to the fast path
-// when the fast path could forward the flow's next packets alone: a
-// tracked flow in a state no packet without stateFlags changes
-// (Established, UDP), of a VIP without previous-owner hints, arriving on
-// the ingress port. The flow's entry there expires: the first packet after
-// that comes here, is tracked as this one was, and renews it.
+// when the fast path may forward the flow's next packets alone: a flow
+// conntrack found (not one this packet created, nor one that moved to
+// another backend), not closing, this packet without stateFlags, of a VIP
+// without previous-owner hints, arriving on the ingress port. So a TCP
+// connection's handshake ACK is the first packet offered, a UDP flow's
+// second datagram.
+//
+// What the packets the fast path forwards would have done here is only to
+// renew the flow's conntrack entry and raise its proof level (conntrack's
+// State: a later tick's packet). The fast path's entry expires after
+// fast_path_refresh, shorter than every timeout of the states this
+// admits (validated in package config): the first packet after that comes
+// here, does both, and renews the entry. A segment that changes the
+// state (FIN, RST, SYN) always comes here; after a FIN the flow is
+// Closing and no longer offered, and its entry serves at most a refresh
+// more, within the closing timeout, for the backend conntrack still pins.
 func (w *Worker) offerFast(d *Desc, p *pkt, v *vip, b *backend, ref uint32, out uint8, flags uint8) {
-	if w.lastState != conntrack.StateEstablished && w.lastState != conntrack.StateUDP ||
+	if w.lastState == 0 || w.lastState == conntrack.StateClosing ||
 		flags&stateFlags != 0 || v.prev != nil || d.RxPort != PortIngress {
 		return
 	}

@@ -63,17 +63,16 @@ func replayFast(t *testing.T, frame []byte, f FastFlow) []byte {
 }
 
 // TestFastOffers follows flows through their lives and checks what the
-// worker offers the fast path: nothing until conntrack holds the flow
-// Established (TCP) or UDP (proven), then every packet that the fast path
-// could forward alone, described so that replaying the description on the
-// packet gives the pipeline's own output byte for byte; never a packet
-// that changes the flow's state, nor anything of a DSR VIP or from the
-// egress port.
+// worker offers the fast path: not the packet that creates the flow, then
+// every packet that the fast path could forward alone, described so that
+// replaying the description on the packet gives the pipeline's own output
+// byte for byte; nothing of a DSR VIP. The ticks advance, so the flows go
+// through every conntrack state short of Closing.
 func TestFastOffers(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		p     pk
-		proof bool // offers start once proven; else never
+		offers bool // from the second packet on; else never
 	}{
 		{"tcp", pk{src: client4, dst: vipNAT4, sport: 40000, dport: 80, flags: "A", payload: []byte("data")}, true},
 		{"tcp, padded frame", pk{src: client4, dst: vipNAT4, sport: 40001, dport: 80, flags: "A"}, true},
@@ -119,14 +118,10 @@ func TestFastOffers(t *testing.T) {
 				}
 			}
 			switch {
-			case !tc.proof && offeredAt >= 0:
+			case !tc.offers && offeredAt >= 0:
 				t.Fatalf("offered from packet %d on", offeredAt)
-			case tc.proof && offeredAt < 0:
-				t.Fatal("never offered")
-			case tc.proof && offeredAt < 3:
-				// ProofTicks packets in distinct ticks prove the flow;
-				// the one after them is the first the state allows.
-				t.Fatalf("offered from packet %d on, before the flow was proven", offeredAt)
+			case tc.offers && offeredAt != 1:
+				t.Fatalf("offered from packet %d on, want the second", offeredAt)
 			}
 			if got := h.w.c.FastOffered; got != uint64(len(fast.flows)) {
 				t.Errorf("FastOffered = %d, want %d", got, len(fast.flows))
@@ -135,10 +130,10 @@ func TestFastOffers(t *testing.T) {
 	}
 }
 
-// TestFastOffersNotStateChanges checks that an established flow's
-// packets that change its conntrack state (FIN, RST, SYN), come in on the
-// egress port, or exceed the egress MTU are not offered, while its plain
-// packets are.
+// TestFastOffersNotStateChanges checks that a flow's packets that change
+// its conntrack state (SYN, RST, FIN), come in on the egress port, or
+// exceed the egress MTU are not offered, nor any packet of the flow once
+// it is closing; a handshake's ACK is.
 func TestFastOffersNotStateChanges(t *testing.T) {
 	spec := testSpec()
 	spec.MTU = [2]int{1500, 1400}
@@ -146,13 +141,16 @@ func TestFastOffersNotStateChanges(t *testing.T) {
 	h := newHarness(t, spec)
 	fast := &recordingFast{}
 	h.w.SetFastPath(fast)
-	for range 4 {
-		h.now += 1e9
-		h.run(build(t, base))
+	syn := base
+	syn.flags = "S"
+	h.run(build(t, syn))
+	if len(fast.flows) != 0 {
+		t.Fatalf("the SYN was offered: %+v", fast.flows)
 	}
+	h.run(build(t, base))
 	n := len(fast.flows)
-	if n == 0 {
-		t.Fatal("the established flow was never offered")
+	if n != 1 {
+		t.Fatalf("the handshake's ACK was offered %d times, want once", n)
 	}
 	with := func(f func(*pk)) []byte { p := base; f(&p); return build(t, p) }
 	for _, tc := range []struct {
@@ -184,7 +182,7 @@ func TestFastFlush(t *testing.T) {
 	h.w.SetFastPath(fast)
 	frame := build(t, pk{src: client4, dst: vipNAT4, sport: 40000, dport: 80, flags: "A"})
 	offering := 0
-	for range 5 {
+	for range 3 {
 		h.now += 1e9
 		n := len(fast.flows)
 		h.run(frame, frame)

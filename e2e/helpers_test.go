@@ -193,7 +193,14 @@ func (e *env) eventuallyFor(d time.Duration, cond func(float64) bool, name strin
 
 // tcpInSegs returns how many TCP segments the namespaces have received
 // (the Tcp InSegs counter of each one's /proc/net/snmp, summed).
-func tcpInSegs(t *testing.T, nss ...*nstest.NS) float64 {
+func tcpInSegs(t *testing.T, nss ...*nstest.NS) float64 { return tcpCounter(t, "InSegs", nss...) }
+
+// tcpOutSegs is tcpInSegs for the segments they sent (Tcp OutSegs,
+// retransmissions included).
+func tcpOutSegs(t *testing.T, nss ...*nstest.NS) float64 { return tcpCounter(t, "OutSegs", nss...) }
+
+// tcpCounter sums the Tcp counter name of the namespaces' /proc/net/snmp.
+func tcpCounter(t *testing.T, name string, nss ...*nstest.NS) float64 {
 	t.Helper()
 	total := 0.0
 	for _, ns := range nss {
@@ -205,7 +212,7 @@ func tcpInSegs(t *testing.T, nss ...*nstest.NS) float64 {
 		if err != nil {
 			t.Fatalf("TCP counters of %s: %v", ns.Name, err)
 		}
-		v, err := snmpValue(string(snmp), "Tcp", "InSegs")
+		v, err := snmpValue(string(snmp), "Tcp", name)
 		if err != nil {
 			t.Fatalf("TCP counters of %s: %v", ns.Name, err)
 		}

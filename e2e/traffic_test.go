@@ -174,3 +174,38 @@ func (l *dialLog) count() (conns, distinct int) {
 	defer l.mu.Unlock()
 	return l.conns, len(l.local)
 }
+
+// TestFastPath: with the XDP fast path on, uploads and downloads through
+// the NAT VIP arrive intact, in both layouts (XDP_TX one-armed, a redirect
+// to the egress interface two-armed), and most of the client's segments
+// are forwarded by the fast path, not by a worker.
+func TestFastPath(t *testing.T) {
+	for _, layout := range []struct {
+		name string
+		l    testbed.Layout
+	}{{"two-armed", testbed.TwoArmed}, {"one-armed", testbed.OneArmed}} {
+		t.Run(layout.name, func(t *testing.T) {
+			e := setup(t, testbed.Options{Layout: layout.l, XDPPeers: true}, testbed.ConfigOptions{FastPath: "1s"})
+			sent := tcpOutSegs(t, e.bed.Client)
+			const size = 32 << 20
+			if _, err := e.upload(natURL, size); err != nil {
+				t.Fatalf("upload: %v", err)
+			}
+			if _, err := e.download(natURL, size); err != nil {
+				t.Fatalf("download: %v", err)
+			}
+			// The client's segments all went to the VIP (the client
+			// sends nothing else, and no TSO: one count per frame).
+			segs := tcpOutSegs(t, e.bed.Client) - sent
+			fast := e.eventually(func(v float64) bool { return v >= segs/2 }, "vipd_driver_events_total", "event", "fast_path_forwarded")
+			offered, errs := e.metric("vipd_fast_path_offered_total"), e.metric("vipd_fast_path_flush_errors_total")
+			t.Logf("the client sent %v segments; the fast path forwarded %v; workers offered %v flows", segs, fast, offered)
+			if fast < segs/2 || fast > segs {
+				t.Errorf("the fast path forwarded %v of the client's %v segments, want at least half", fast, segs)
+			}
+			if offered == 0 || errs != 0 {
+				t.Errorf("%v flows offered, %v flush errors", offered, errs)
+			}
+		})
+	}
+}

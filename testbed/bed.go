@@ -63,6 +63,11 @@ type Options struct {
 	// more flags for it.
 	NoDecap   bool
 	DecapArgs []string
+	// XDPPeers gives the veths that face the box (the router's and the
+	// switch's) an XDP program that passes everything, so that they take
+	// frames the box's XDP program sends (vipd's fast path: XDP_TX,
+	// bpf_redirect), which a veth without one loses (nstest.XDPPass).
+	XDPPeers bool
 	// IPv6 adds IPv6 addressing and routes next to IPv4 (two-armed only):
 	// client 2001:2:2::1, box 2001:2::2 and 2001:2:1::1, backends
 	// 2001:2:1::11.., VIPs 2001:2::100 (NAT) and 2001:2::101 (DSR).
@@ -167,6 +172,12 @@ func New(t nstest.T, o Options) *Bed {
 		routerDevs = append(routerDevs, "r2")
 	}
 	b.noTxOffload(routerDevs...)
+	if o.XDPPeers {
+		b.Switch.XDPPass(t, "sbox")
+		if o.Layout == TwoArmed {
+			b.Router.XDPPass(t, "r1")
+		}
+	}
 	return b
 }
 

@@ -40,6 +40,9 @@ type ConfigOptions struct {
 	// VIPKeys are extra keys of a VIP's table, by VIP name (for example
 	// "min_healthy = 3\n").
 	VIPKeys map[string]string
+	// FastPath turns the XDP fast path on (fast_path = true) with this
+	// refresh ("" = off); the bed needs Options.XDPPeers.
+	FastPath string
 	// StateFile overrides [dataplane] state_file (default: state.json in
 	// the bed's directory, so that no test writes to /var/lib).
 	StateFile string
@@ -80,6 +83,9 @@ func (b *Bed) Config(o ConfigOptions) string {
 	}
 	if o.StateFile == "" {
 		o.StateFile = filepath.Join(b.dir, "state.json")
+	}
+	if o.FastPath != "" {
+		fmt.Fprintf(&s, "fast_path = true\nfast_path_refresh = %q\n", o.FastPath)
 	}
 	fmt.Fprintf(&s, "io = %q\nqueues = %d\nframe_count = 4096\nstate_file = %q\n\n[conntrack]\ncapacity = 65536\n", o.IO, o.Queues, o.StateFile)
 	if o.ClosingTimeout != "" {

@@ -46,3 +46,4 @@ func (n *NS) NoTxOffload(tb T, ifname string) {
 		tb.Fatalf("nstest: %v", err)
 	}
 }
+
