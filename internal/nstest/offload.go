@@ -46,4 +46,3 @@ func (n *NS) NoTxOffload(tb T, ifname string) {
 		tb.Fatalf("nstest: %v", err)
 	}
 }
-
