@@ -40,6 +40,10 @@ type BoxScenario struct {
 	// takes per receive call (vipd's batch_size, the forwarder's -batch),
 	// overriding both programs' default, config.DefaultBatchSize.
 	BatchSize int
+	// FastPath (vipd NAT, AF_XDP) turns vipd's XDP fast path on, and
+	// gives the sink's veth an XDP_PASS program so that it takes frames
+	// the box's XDP program redirects to it (nstest.XDPPass).
+	FastPath bool
 }
 
 // Label is the row's name with its flow count, what -only matches.
@@ -128,6 +132,9 @@ func BoxScenarios() []BoxScenario {
 				})
 			}
 		}
+	}
+	for _, flows := range []int{1, Flows} {
+		s = append(s, BoxScenario{Name: "vipd NAT, AF_XDP, XDP fast path", Kind: bench.KindVIPD, Mode: "nat", IO: "afxdp", Flows: flows, FastPath: true})
 	}
 	return s
 }
@@ -280,6 +287,10 @@ func runBox(parent *Scope, sc BoxScenario, o Options) (bench.BoxResult, []boxWin
 			}
 			if sc.BusyPoll > 0 {
 				extra = append(extra, fmt.Sprintf("busy_poll_usecs = %d", sc.BusyPoll))
+			}
+			if sc.FastPath {
+				extra = append(extra, "fast_path = true")
+				r.Sink.XDPPass(s, SinkIf)
 			}
 			if sc.NAPIDefer {
 				Sysfs(s, r.Box, BoxIn, "napi_defer_hard_irqs", "2")
