@@ -326,7 +326,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		workers[i] = dataplane.NewWorker(ct.Shard(i), wopts)
 		if fp != nil {
 			if f := fp.FastPath(i); f != nil {
-				workers[i].SetFastPath(f)
+				workers[i].SetFastPath(f, i == 0) // one worker counts the fast path's packets
 			}
 		}
 	}

@@ -22,7 +22,8 @@ type fastPlatform interface {
 // it turns FastFlows into the program's entries, with an expiry refresh
 // from now, and writes them in one system call per Flush.
 type fastWriter struct {
-	w *xdpprog.Writer
+	fast *xdpprog.Fast
+	w    *xdpprog.Writer
 	// refresh is the entries' lifetime (fast_path_refresh), in ns.
 	refresh int64
 	// mono is CLOCK_MONOTONIC (bpf_ktime_get_ns's clock) minus
@@ -41,7 +42,7 @@ func newFastWriter(f *xdpprog.Fast, n int, refresh int64, ifindex [2]uint32) (*f
 		return nil, err
 	}
 	mono := ts.Nano() - dataplane.Nanotime()
-	return &fastWriter{w: f.NewWriter(n), refresh: refresh, mono: mono, ifindex: ifindex}, nil
+	return &fastWriter{fast: f, w: f.NewWriter(n), refresh: refresh, mono: mono, ifindex: ifindex}, nil
 }
 
 // Offer implements dataplane.FastPath.
@@ -50,7 +51,7 @@ func (f *fastWriter) Offer(x *dataplane.FastFlow) bool {
 	*v = xdpprog.FastNAT4{
 		Gen: x.Gen, Expires: uint64(f.mono + dataplane.Nanotime() + f.refresh),
 		Addr: x.Addr, Port: x.Port, IPSum: x.IPSum, L4Sum: x.L4Sum,
-		MACs: x.MACs, MaxLen: x.MaxLen,
+		MACs: x.MACs, MaxLen: x.MaxLen, Ref: x.Backend,
 	}
 	if x.TxPort != x.RxPort {
 		v.Ifindex = f.ifindex[x.TxPort&1]
@@ -60,3 +61,6 @@ func (f *fastWriter) Offer(x *dataplane.FastFlow) bool {
 
 // Flush implements dataplane.FastPath.
 func (f *fastWriter) Flush() error { return f.w.Flush() }
+
+// Forwarded implements dataplane.FastPath.
+func (f *fastWriter) Forwarded(ref uint32) (uint64, uint64, bool) { return f.fast.Forwarded(ref) }

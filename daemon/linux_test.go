@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/dataplane/afpacket"
 	"github.com/vipd/vipd/dataplane/afxdp"
 	"github.com/vipd/vipd/dataplane/xdpprog"
@@ -130,5 +131,9 @@ func TestSteeringLimitsAgree(t *testing.T) {
 	if config.MaxSteeredVIPAddrs != xdpprog.MaxVIPs || config.MaxNATReplySources != xdpprog.MaxReplies {
 		t.Errorf("config limits %d VIP addresses, %d NAT reply sources; the steering maps hold %d and %d",
 			config.MaxSteeredVIPAddrs, config.MaxNATReplySources, xdpprog.MaxVIPs, xdpprog.MaxReplies)
+	}
+	if config.MaxFastPathFlows != xdpprog.MaxFastFlows || dataplane.MaxFastRef != xdpprog.MaxFastRefs {
+		t.Errorf("config limits the fast path to %d flows, workers hand down backends below %d; the program holds %d flows and counts %d backends",
+			config.MaxFastPathFlows, dataplane.MaxFastRef, xdpprog.MaxFastFlows, xdpprog.MaxFastRefs)
 	}
 }

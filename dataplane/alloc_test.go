@@ -63,7 +63,7 @@ func TestZeroAllocs(t *testing.T) {
 			}
 			fast := &countingFast{}
 			if tc.fast {
-				h.w.SetFastPath(fast)
+				h.w.SetFastPath(fast, false)
 				runOnce() // the flow exists: its next packets are offered
 			}
 			runOnce()
@@ -87,8 +87,9 @@ func TestZeroAllocs(t *testing.T) {
 // countingFast is a FastPath that only counts what it is offered.
 type countingFast struct{ n int }
 
-func (c *countingFast) Offer(*FastFlow) bool { c.n++; return true }
-func (c *countingFast) Flush() error         { return nil }
+func (c *countingFast) Offer(*FastFlow) bool                    { c.n++; return true }
+func (c *countingFast) Flush() error                            { return nil }
+func (c *countingFast) Forwarded(uint32) (uint64, uint64, bool) { return 0, 0, false }
 
 // poolEmitter hands out preallocated frames and discards what is emitted.
 type poolEmitter struct {

@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"time"
+
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
@@ -31,9 +33,16 @@ type FastFlow struct {
 	// RxPort and TxPort are where the flow's packets come in and leave
 	// (PortIngress or PortEgress).
 	RxPort, TxPort uint8
-	// Backend is the backend's reference (BackendSpec.Ref).
+	// Backend is the backend's reference (BackendSpec.Ref), below
+	// MaxFastRef: the fast path counts the flow's packets by it.
 	Backend uint32
 }
+
+// MaxFastRef bounds the backend references whose flows go to a fast path:
+// xdpprog counts forwarded frames per reference below it
+// (xdpprog.MaxFastRefs; the daemon's tests hold the two equal), and a flow
+// it could not count would be missing from its backend's counters.
+const MaxFastRef = 1 << 18
 
 // FastPath takes a worker's established flows to forward them without
 // the worker (package xdpprog's fast path, through the daemon). A worker
@@ -45,11 +54,59 @@ type FastPath interface {
 	Offer(f *FastFlow) bool
 	// Flush hands the queued flows over and empties the queue.
 	Flush() error
+	// Forwarded returns the packets and IP bytes the fast path forwarded
+	// for backend ref since it started (ok false when it has no count
+	// for ref). Any goroutine may call it.
+	Forwarded(ref uint32) (packets, bytes uint64, ok bool)
 }
 
-// SetFastPath gives the worker a fast path for its established NAT flows;
-// nil, the default, is none. Call it before Run.
-func (w *Worker) SetFastPath(f FastPath) { w.fast = f }
+// SetFastPath gives the worker a fast path for its NAT flows; nil, the
+// default, is none. With harvest, the worker also adds what the fast path
+// forwarded to its per-VIP and per-backend counters (Packets, Bytes), at
+// most once a second: give it to one worker of those that share the fast
+// path, or the packets are counted more than once. Call it before Run.
+func (w *Worker) SetFastPath(f FastPath, harvest bool) { w.fast, w.fastHarvest = f, harvest }
+
+// fastHarvestEvery is how often the harvesting worker reads the fast
+// path's per-backend counters: a read costs a copy per backend reference.
+const fastHarvestEvery = int64(time.Second)
+
+// harvestFast adds to the worker's per-VIP and per-backend counters what
+// the fast path forwarded since the last harvest, by backend reference:
+// the packets the fast path takes off the workers stay in their VIP's and
+// backend's counts, a second late at most. A reference counts for the
+// backend and VIP that hold it in the worker's snapshot (when one was
+// just reused, its last second may go to the new holder, as the workers'
+// own counts may at a snapshot change).
+func (w *Worker) harvestFast() {
+	w.fastHarvested = w.now
+	s := w.snap
+	if s == nil {
+		return
+	}
+	for len(w.fastSeen) < len(w.c.Backends) {
+		w.fastSeen = append(w.fastSeen, [2]uint64{})
+	}
+	for ref := range w.c.Backends {
+		p, b, ok := w.fast.Forwarded(uint32(ref))
+		if !ok {
+			break // references from here on are not counted
+		}
+		seen := &w.fastSeen[ref]
+		dp, db := p-seen[0], b-seen[1]
+		if dp == 0 && db == 0 {
+			continue
+		}
+		seen[0], seen[1] = p, b
+		w.c.Backends[ref].Packets += dp
+		w.c.Backends[ref].Bytes += db
+		if ref < len(s.backends) && s.backends[ref].live {
+			c := &w.c.VIPs[s.vips[s.backends[ref].vip].id]
+			c.Packets += dp
+			c.Bytes += db
+		}
+	}
+}
 
 // stateFlags are the TCP flags that change a flow's conntrack state; the
 // fast path leaves segments with any of them to the pipeline.
@@ -75,7 +132,7 @@ const stateFlags = packet.TCPFlagSYN | packet.TCPFlagFIN | packet.TCPFlagRST
 // more, within the closing timeout, for the backend conntrack still pins.
 func (w *Worker) offerFast(d *Desc, p *pkt, v *vip, b *backend, ref uint32, out uint8, flags uint8) {
 	if w.lastState == 0 || w.lastState == conntrack.StateClosing ||
-		flags&stateFlags != 0 || v.prev != nil || d.RxPort != PortIngress {
+		flags&stateFlags != 0 || v.prev != nil || d.RxPort != PortIngress || ref >= MaxFastRef {
 		return
 	}
 	f := &w.fastFlow

@@ -16,6 +16,8 @@ type recordingFast struct {
 	limit   int // Offer refuses beyond this many queued flows when > 0
 	flushes int
 	err     error
+	// forwarded[ref] is what Forwarded reports: packets, bytes.
+	forwarded [][2]uint64
 }
 
 func (r *recordingFast) Offer(f *FastFlow) bool {
@@ -27,6 +29,13 @@ func (r *recordingFast) Offer(f *FastFlow) bool {
 }
 
 func (r *recordingFast) Flush() error { r.flushes++; return r.err }
+
+func (r *recordingFast) Forwarded(ref uint32) (uint64, uint64, bool) {
+	if int(ref) < len(r.forwarded) {
+		return r.forwarded[ref][0], r.forwarded[ref][1], true
+	}
+	return 0, 0, false
+}
 
 // replayFast translates frame as a fast path holding flow f would: the
 // rewrite xdpprog's program makes, written here from FastFlow's fields
@@ -84,7 +93,7 @@ func TestFastOffers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, testSpec())
 			fast := &recordingFast{}
-			h.w.SetFastPath(fast)
+			h.w.SetFastPath(fast, false)
 			frame := build(t, tc.p)
 			offeredAt := -1
 			for i := range 8 {
@@ -140,7 +149,7 @@ func TestFastOffersNotStateChanges(t *testing.T) {
 	base := pk{src: client4, dst: vipNAT4, sport: 40000, dport: 80, flags: "A"}
 	h := newHarness(t, spec)
 	fast := &recordingFast{}
-	h.w.SetFastPath(fast)
+	h.w.SetFastPath(fast, false)
 	syn := base
 	syn.flags = "S"
 	h.run(build(t, syn))
@@ -179,7 +188,7 @@ func TestFastOffersNotStateChanges(t *testing.T) {
 func TestFastFlush(t *testing.T) {
 	h := newHarness(t, testSpec())
 	fast := &recordingFast{err: errors.New("map full")}
-	h.w.SetFastPath(fast)
+	h.w.SetFastPath(fast, false)
 	frame := build(t, pk{src: client4, dst: vipNAT4, sport: 40000, dport: 80, flags: "A"})
 	offering := 0
 	for range 3 {
@@ -201,11 +210,57 @@ func TestFastFlush(t *testing.T) {
 	}
 	// A full queue: the flow is not counted as offered.
 	full := &recordingFast{limit: 1}
-	h.w.SetFastPath(full)
+	h.w.SetFastPath(full, false)
 	before := h.w.c.FastOffered
 	h.now += 1e9
 	h.run(frame, frame, frame)
 	if len(full.flows) != 1 || h.w.c.FastOffered != before+1 {
 		t.Errorf("a queue of one took %d flows, FastOffered +%d", len(full.flows), h.w.c.FastOffered-before)
+	}
+}
+
+// TestFastHarvest checks that the harvesting worker adds what the fast
+// path forwarded to the backends' and VIPs' counters, once per second at
+// most, by difference (so a count read twice is added once), and that a
+// worker that does not harvest adds nothing.
+func TestFastHarvest(t *testing.T) {
+	h := newHarness(t, testSpec())
+	other := newHarnessOf(t, h.snap, 1024)
+	nat := h.snap.vips[h.snap.byID[idNAT4]]
+	ref := nat.refs[0]
+	fast := &recordingFast{forwarded: make([][2]uint64, ref+1)}
+	h.w.SetFastPath(fast, true)
+	other.w.SetFastPath(fast, false)
+	for _, x := range []*harness{h, other} {
+		x.w.Begin(x.snap, x.now, x.emit)
+	}
+	fast.forwarded[ref] = [2]uint64{10, 1000}
+	h.w.Publish()
+	other.w.Publish()
+	if c := h.w.c.Backends[ref]; c.Packets != 10 || c.Bytes != 1000 {
+		t.Errorf("backend %d after a harvest: %+v", ref, c)
+	}
+	if c := h.w.c.VIPs[idNAT4]; c.Packets != 10 || c.Bytes != 1000 {
+		t.Errorf("VIP after a harvest: %+v", c)
+	}
+	if c := other.w.c.Backends[ref]; c.Packets != 0 {
+		t.Errorf("a worker that does not harvest counted %+v", c)
+	}
+	// Within the second: nothing read again. After it: the difference.
+	fast.forwarded[ref] = [2]uint64{15, 1500}
+	h.now += 5e8
+	h.w.Begin(h.snap, h.now, h.emit)
+	h.w.Publish()
+	if c := h.w.c.Backends[ref]; c.Packets != 10 {
+		t.Errorf("harvested again within a second: %+v", c)
+	}
+	h.now += 6e8
+	h.w.Begin(h.snap, h.now, h.emit)
+	h.w.Publish()
+	if c := h.w.c.Backends[ref]; c.Packets != 15 || c.Bytes != 1500 {
+		t.Errorf("backend %d after the second harvest: %+v", ref, c)
+	}
+	if c := h.w.Published().VIPs[idNAT4]; c.Packets != 15 {
+		t.Errorf("published VIP counters: %+v", c)
 	}
 }

@@ -153,6 +153,12 @@ type Worker struct {
 	lastState   conntrack.State
 	fastFlow    FastFlow
 	fastPending bool
+	// fastHarvest: this worker adds the fast path's per-backend counts to
+	// its counters (harvestFast), last at fastHarvested (w.now), having
+	// seen fastSeen[ref] (packets, bytes) of each reference by then.
+	fastHarvest   bool
+	fastHarvested int64
+	fastSeen      [][2]uint64
 }
 
 // flowCount is a request for the live flows per backend reference, served
@@ -285,6 +291,9 @@ func (w *Worker) End(n int) {
 
 // Publish makes the current counters visible to Published.
 func (w *Worker) Publish() {
+	if w.fastHarvest && w.now-w.fastHarvested >= fastHarvestEvery {
+		w.harvestFast()
+	}
 	w.lastPublish = w.now
 	w.pub.Store(w.c.clone())
 }

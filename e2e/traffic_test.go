@@ -178,7 +178,8 @@ func (l *dialLog) count() (conns, distinct int) {
 // TestFastPath: with the XDP fast path on, uploads and downloads through
 // the NAT VIP arrive intact, in both layouts (XDP_TX one-armed, a redirect
 // to the egress interface two-armed), and most of the client's segments
-// are forwarded by the fast path, not by a worker.
+// are forwarded by the fast path, not by a worker, yet counted in the
+// VIP's packets.
 func TestFastPath(t *testing.T) {
 	for _, layout := range []struct {
 		name string
@@ -187,6 +188,7 @@ func TestFastPath(t *testing.T) {
 		t.Run(layout.name, func(t *testing.T) {
 			e := setup(t, testbed.Options{Layout: layout.l, XDPPeers: true}, testbed.ConfigOptions{FastPath: "1s"})
 			sent := tcpOutSegs(t, e.bed.Client)
+			m := e.markNAT("web-nat", append(e.backendNS(), e.bed.Client)...)
 			const size = 32 << 20
 			if _, err := e.upload(natURL, size); err != nil {
 				t.Fatalf("upload: %v", err)
@@ -200,12 +202,18 @@ func TestFastPath(t *testing.T) {
 			fast := e.eventually(func(v float64) bool { return v >= segs/2 }, "vipd_driver_events_total", "event", "fast_path_forwarded")
 			offered, errs := e.metric("vipd_fast_path_offered_total"), e.metric("vipd_fast_path_flush_errors_total")
 			t.Logf("the client sent %v segments; the fast path forwarded %v; workers offered %v flows", segs, fast, offered)
-			if fast < segs/2 || fast > segs {
-				t.Errorf("the fast path forwarded %v of the client's %v segments, want at least half", fast, segs)
+			// Not more than the client sent, give or take: its OutSegs
+			// lags the wire by the segments it sends after the counters
+			// were read (its last ACKs, FIN), measured at up to 190.
+			if fast < segs/2 || fast > segs*1.02 {
+				t.Errorf("the fast path forwarded %v of the client's %v segments, want from half to all", fast, segs)
 			}
 			if offered == 0 || errs != 0 {
 				t.Errorf("%v flows offered, %v flush errors", offered, errs)
 			}
+			// The VIP's packet counter covers what the fast path
+			// forwarded too: it reaches what the ends received.
+			e.settled(m)
 		})
 	}
 }

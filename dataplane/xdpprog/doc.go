@@ -95,7 +95,7 @@
 // It then rewrites the frame as nat.DNAT4Sum does (destination address
 // and port, TTL, both checksums from sums computed ahead), drops Ethernet
 // padding (bpf_xdp_adjust_tail) as the pipeline does, writes the next
-// hop's Ethernet addresses, counts the frame, and sends it
+// hop's Ethernet addresses, counts the frame (in all and for its backend), and sends it
 // back out (XDP_TX) or to the entry's interface (bpf_redirect). The
 // result is byte for byte the pipeline's (TestFastTranslates,
 // TestFastChecksumSweep); each condition has a frame that fails only it
@@ -111,6 +111,7 @@
 //	vipd_fast4     LRU hash   src dst sport dport proto pad[3] → 40-byte entry  FastFlows entries
 //	vipd_fastgen   array      0 → generation                                     1 entry
 //	vipd_faststat  per-CPU    0 → frames, bytes forwarded                        1 entry
+//	vipd_fastref   array      backend ref → frames, bytes (mmapped by vipd)       MaxFastRefs entries
 //
 // # Lifetime
 //

@@ -17,6 +17,7 @@ const (
 	mapFast     = "vipd_fast4"
 	mapFastGen  = "vipd_fastgen"
 	mapFastStat = "vipd_faststat"
+	mapFastRef  = "vipd_fastref"
 )
 
 // xdpTX sends the frame back out of the interface it came in on.
@@ -58,6 +59,10 @@ type FastNAT4 struct {
 	// Ifindex is the egress interface; 0 sends the frame back out of the
 	// one it arrived on (XDP_TX), any other index through bpf_redirect.
 	Ifindex uint32
+	// Ref is the backend's reference: the program counts the flow's
+	// frames in slot Ref of its per-backend counters (Fast.Forwarded),
+	// when Ref < MaxFastRefs.
+	Ref uint32
 }
 
 // Layout of a fast map value (fastValueSize bytes). The program reads
@@ -77,9 +82,18 @@ const (
 	fvL4Sum   = 32 // u16, network: the folded L4Sum
 	fvMaxLen  = 34 // u16, native
 	fvIfindex = 36 // u32, native
+	fvRef     = 40 // u32, native: the backend's reference, its slot in vipd_fastref
 
-	fastValueSize = 40
+	fastValueSize = 48
 )
+
+// MaxFastRefs is the number of backend references the fast path counts
+// frames for (vipd_fastref): an entry whose Ref is larger is forwarded and
+// counted in the totals only, so vipd hands down no such flow.
+const MaxFastRefs = 1 << 18
+
+// fastRefSize is the size of a vipd_fastref slot: frames, then bytes.
+const fastRefSize = 16
 
 // Layout of the fast path's counters (vipd_faststat, one value per CPU).
 const (
@@ -125,6 +139,7 @@ func (v *FastNAT4) marshal() fastValue {
 	binary.BigEndian.PutUint16(b[fvL4Sum:], fold(v.L4Sum))
 	binary.NativeEndian.PutUint16(b[fvMaxLen:], v.MaxLen)
 	binary.NativeEndian.PutUint32(b[fvIfindex:], v.Ifindex)
+	binary.NativeEndian.PutUint32(b[fvRef:], v.Ref)
 	return b
 }
 
@@ -138,6 +153,25 @@ type FastStats struct {
 // goroutines; each Writer is for one.
 type Fast struct {
 	flows, gen, stat *ebpf.Map
+	// refs is vipd_fastref, mapped into this process: reading a slot is a
+	// copy, not a system call.
+	refs *ebpf.Memory
+}
+
+// Forwarded returns what the fast path forwarded for backend reference
+// ref since Load: frames, and their IPv4 total lengths. ok is false for a
+// reference it does not count (ref >= MaxFastRefs). Safe from any
+// goroutine; the program adds to the slot while it is read, so the two
+// numbers may be a frame apart.
+func (f *Fast) Forwarded(ref uint32) (packets, bytes uint64, ok bool) {
+	if ref >= MaxFastRefs {
+		return 0, 0, false
+	}
+	var b [fastRefSize]byte
+	if _, err := f.refs.ReadAt(b[:], int64(ref)*fastRefSize); err != nil {
+		return 0, 0, false
+	}
+	return binary.NativeEndian.Uint64(b[0:]), binary.NativeEndian.Uint64(b[8:]), true
 }
 
 // Fast returns the program's fast path, or nil if it was loaded without
@@ -430,6 +464,22 @@ func (b *builder) fast(name string, proto int32, next string) {
 		asm.StoreMem(asm.R0, fsBytes, asm.R1, asm.DWord),
 	)
 	b.label(name + "_counted")
+	// And in the backend's slot, which frames of other CPUs share: atomic
+	// adds. A reference past the array is counted in the totals only.
+	b.emit(
+		asm.LoadMem(asm.R1, asm.R9, fvRef, asm.Word),
+		asm.StoreMem(asm.RFP, stackFastZero, asm.R1, asm.Word),
+	)
+	b.lookup(mapFastRef, stackFastZero)
+	b.emit(
+		asm.JEq.Imm(asm.R0, 0, name+"_ref_counted"),
+		asm.Mov.Imm(asm.R1, 1),
+		asm.AddAtomic.Mem(asm.R0, asm.R1, asm.DWord, 0),
+		asm.LoadMem(asm.R3, rPkt, fTotLen, asm.Half),
+		asm.HostTo(asm.BE, asm.R3, asm.Half),
+		asm.AddAtomic.Mem(asm.R0, asm.R3, asm.DWord, 8),
+	)
+	b.label(name + "_ref_counted")
 	b.emit(
 		asm.LoadMem(asm.R1, asm.R9, fvIfindex, asm.Word),
 		asm.JNE.Imm(asm.R1, 0, lblFastRedirect),

@@ -269,14 +269,25 @@ func TestFastChecksumSweep(t *testing.T) {
 	}
 }
 
-// TestFastCounters checks the counters Stats sums: packets, and bytes as
-// IPv4 total lengths (what the pipeline counts per backend); the frames
-// it declines are not counted.
+// TestFastCounters checks the counters, in all (Stats) and per backend
+// reference (Forwarded): packets, and bytes as IPv4 total lengths (what
+// the pipeline counts per backend); the frames it declines are not
+// counted.
 func TestFastCounters(t *testing.T) {
 	p := loadFast(t, 16)
 	f := p.Fast()
 	frame := pk{src: client4, dst: vip4, proto: tcp, sport: client, dport: 80}.frame(t)
-	put(t, f, keyOfFrame(frame), fastEntry(t, 80, beTCP, 0))
+	v := fastEntry(t, 80, beTCP, 0)
+	v.Ref = 5
+	put(t, f, keyOfFrame(frame), v)
+	// A flow of a backend past the counted references: forwarded, and
+	// counted in the totals alone.
+	far := pk{src: client4, dst: vip4, proto: tcp, sport: client + 1, dport: 80}.frame(t)
+	v.Ref = MaxFastRefs
+	put(t, f, keyOfFrame(far), v)
+	if verdict, _ := runOut(t, p, far); verdict != xdpTX {
+		t.Fatalf("the flow of reference %d: verdict %s", MaxFastRefs, verdictName(verdict))
+	}
 	const n = 25
 	fin := append([]byte(nil), frame...)
 	fin[47] |= 0x01
@@ -292,8 +303,18 @@ func TestFastCounters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (FastStats{Packets: n, Bytes: n * uint64(binary.BigEndian.Uint16(frame[16:]))}); st != want {
+	l := uint64(binary.BigEndian.Uint16(frame[16:]))
+	if want := (FastStats{Packets: n + 1, Bytes: (n + 1) * l}); st != want {
 		t.Errorf("Stats = %+v, want %+v", st, want)
+	}
+	if p, b, ok := f.Forwarded(5); !ok || p != n || b != n*l {
+		t.Errorf("Forwarded(5) = %d, %d, %v; want %d, %d", p, b, ok, n, n*l)
+	}
+	if p, b, ok := f.Forwarded(4); !ok || p != 0 || b != 0 {
+		t.Errorf("Forwarded(4) = %d, %d, %v; want nothing", p, b, ok)
+	}
+	if _, _, ok := f.Forwarded(MaxFastRefs); ok {
+		t.Errorf("Forwarded(%d) counts", MaxFastRefs)
 	}
 }
 

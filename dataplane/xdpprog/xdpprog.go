@@ -138,7 +138,12 @@ func LoadWith(queues int, o Options) (*Program, error) {
 		links:  make(map[int]link.Link),
 	}
 	if o.FastFlows > 0 {
-		p.fast = &Fast{flows: coll.Maps[mapFast], gen: coll.Maps[mapFastGen], stat: coll.Maps[mapFastStat]}
+		refs, err := coll.Maps[mapFastRef].Memory()
+		if err != nil {
+			coll.Close()
+			return nil, fmt.Errorf("xdpprog: map the fast path's counters: %w", err)
+		}
+		p.fast = &Fast{flows: coll.Maps[mapFast], gen: coll.Maps[mapFastGen], stat: coll.Maps[mapFastStat], refs: refs}
 	}
 	for _, m := range coll.Maps {
 		p.maps = append(p.maps, m)
