@@ -79,8 +79,8 @@ func replayFast(t *testing.T, frame []byte, f FastFlow) []byte {
 // through every conntrack state short of Closing.
 func TestFastOffers(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		p     pk
+		name   string
+		p      pk
 		offers bool // from the second packet on; else never
 	}{
 		{"tcp", pk{src: client4, dst: vipNAT4, sport: 40000, dport: 80, flags: "A", payload: []byte("data")}, true},
