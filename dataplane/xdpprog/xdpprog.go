@@ -88,7 +88,7 @@ type Options struct {
 }
 
 // MaxFastFlows bounds Options.FastFlows: the flow map is preallocated, at
-// about 100 bytes per flow.
+// 128 bytes per flow (memlock in fdinfo: 33,555,392 bytes for 262,144).
 const MaxFastFlows = 1 << 22
 
 // Load verifies and loads the program and its maps into the kernel.
