@@ -95,11 +95,15 @@
 // It then rewrites the frame as nat.DNAT4Sum does (destination address
 // and port, TTL, both checksums from sums computed ahead), drops Ethernet
 // padding (bpf_xdp_adjust_tail) as the pipeline does, writes the next
-// hop's Ethernet addresses, counts the frame (in all and for its backend), and sends it
-// back out (XDP_TX) or to the entry's interface (bpf_redirect). The
-// result is byte for byte the pipeline's (TestFastTranslates,
+// hop's Ethernet addresses, counts the frame (in all and for its
+// backend), and sends it back out (XDP_TX) or to the entry's interface
+// (bpf_redirect). The result is byte for byte the pipeline's (TestFastTranslates,
 // TestFastChecksumSweep); each condition has a frame that fails only it
-// (TestFastDeclines).
+// (TestFastDeclines); and a differential test hands the program what a
+// worker offers for each frame of the steering corpus, then runs
+// thousands of variants of those frames through both: the program leaves
+// a variant alone or forwards it exactly as a worker does
+// (TestFastAgreesWithPipeline).
 //
 // Entries expire so that vipd keeps seeing each flow: the first frame
 // after an entry's Expires goes through the pipeline, which tracks the

@@ -1,0 +1,139 @@
+package xdpprog
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/google/gopacket/layers"
+	"github.com/vipd/vipd/conntrack"
+	"github.com/vipd/vipd/dataplane"
+)
+
+type layerProto = layers.IPProtocol
+
+// offers is a dataplane.FastPath that keeps what a worker offers.
+type offers struct{ flows []dataplane.FastFlow }
+
+func (o *offers) Offer(f *dataplane.FastFlow) bool        { o.flows = append(o.flows, *f); return true }
+func (o *offers) Flush() error                            { return nil }
+func (o *offers) Forwarded(uint32) (uint64, uint64, bool) { return 0, 0, false }
+
+// entryOf is the program's entry for a flow a worker offered, as the
+// daemon makes it (daemon/fastpath.go): an egress port other than the
+// receiving one is an interface to redirect to, here the loopback.
+func entryOf(t testing.TB, f dataplane.FastFlow) (FastKey4, FastNAT4) {
+	v := FastNAT4{Gen: f.Gen, Expires: monotonic(t) + 60e9, Addr: f.Addr, Port: f.Port,
+		IPSum: f.IPSum, L4Sum: f.L4Sum, MACs: f.MACs, MaxLen: f.MaxLen, Ref: f.Backend}
+	if f.TxPort != f.RxPort {
+		v.Ifindex = 1
+	}
+	return FastKey4{Src: f.Src, Dst: f.Dst, SrcPort: f.SrcPort, DstPort: f.DstPort, Proto: f.Proto}, v
+}
+
+// runPipeline runs frame through worker w, received on the ingress port at
+// now (ns), and returns the verdict and the frame as the worker left it.
+func runPipeline(w *dataplane.Worker, snap *dataplane.Snapshot, now int64, frame []byte) (dataplane.Verdict, []byte) {
+	buf := make([]byte, dataplane.Headroom+len(frame))
+	copy(buf[dataplane.Headroom:], frame)
+	d := &dataplane.Desc{Buf: buf, Off: dataplane.Headroom, Len: len(frame), RxPort: dataplane.PortIngress}
+	w.Begin(snap, now, nil)
+	w.Process(d)
+	w.End(1)
+	return d.Verdict, d.Buf[d.Off : d.Off+d.Len]
+}
+
+// TestFastAgreesWithPipeline is the fast path's differential test: for
+// every frame of the steering corpus that a worker, seeing it a second
+// time, offers to the fast path, the program given that offer must
+// forward the frame exactly as the worker did; and for variants of it —
+// random bytes of the first 64 changed, the IPv4 header checksum made
+// valid again for half of them — the program must either leave the frame
+// alone or forward it exactly as a worker forwards the variant (a worker
+// that has seen the flow, and every variant before it, as the fast path
+// would have let it). Every byte of every frame goes through the kernel
+// (BPF_PROG_TEST_RUN) and through the pipeline.
+func TestFastAgreesWithPipeline(t *testing.T) {
+	p := loadFast(t, 1<<12)
+	spec := diffSpec()
+	snap, err := dataplane.NewSnapshot(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Fast().SetGeneration(snap.Generation()); err != nil {
+		t.Fatal(err)
+	}
+	// The steering corpus, and client packets of every IPv4 NAT VIP of
+	// diffSpec: TCP and UDP, padded (short) and not, on many ports.
+	corpus := diffCorpus(t, spec, 12000)
+	for i, v := range []struct {
+		dst   string
+		proto layerProto
+		port  uint16
+	}{{"198.18.0.100", tcp, 80}, {"198.18.0.102", udp, 7000}, {"198.18.0.103", tcp, 8443}, {"198.18.0.104", tcp, 80}, {"198.18.0.104", tcp, 443}} {
+		for j := range 30 {
+			corpus = append(corpus, pk{src: "198.18.0.1", dst: v.dst, proto: v.proto, sport: uint16(40000 + 100*i + j), dport: v.port,
+				payload: make([]byte, j*7)}.frame(t))
+		}
+	}
+	r := rand.New(rand.NewPCG(7, 7))
+	const variants = 40
+	handed, taken, declined := 0, 0, 0
+	for i, frame := range corpus {
+		if len(frame) < ethHdrLen {
+			continue
+		}
+		ct, err := conntrack.New(conntrack.Config{Capacity: 64, Shards: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := dataplane.NewWorker(ct.Shard(0), dataplane.WorkerOptions{})
+		o := &offers{}
+		w.SetFastPath(o, false)
+		now := int64(1e9)
+		runPipeline(w, snap, now, frame)
+		now += 1e9
+		verdict, out := runPipeline(w, snap, now, frame)
+		if len(o.flows) == 0 {
+			continue
+		}
+		handed++
+		k, v := entryOf(t, o.flows[len(o.flows)-1])
+		put(t, p.Fast(), k, v)
+		got, gotOut := runOut(t, p, frame)
+		if (got != xdpTX && got != xdpRedirect) || verdict != dataplane.VerdictTX || !bytes.Equal(gotOut, out) {
+			t.Fatalf("frame %d, offered by the worker: program %s, worker %v\nprogram % x\nworker  % x", i, verdictName(got), verdict, gotOut, out)
+		}
+		for range variants {
+			x := append([]byte(nil), frame...)
+			for range 1 + r.IntN(2) {
+				x[r.IntN(min(len(x), 64))] ^= byte(1 + r.IntN(255))
+			}
+			if r.IntN(2) == 0 && len(x) >= ethHdrLen+ipv4MinLen && x[ethHdrLen] == 0x45 {
+				reChecksum(x)
+			}
+			if len(x) < ethHdrLen {
+				continue
+			}
+			got, gotOut := runOut(t, p, x)
+			if got != xdpTX && got != xdpRedirect {
+				declined++
+				if !bytes.Equal(gotOut, x) {
+					t.Fatalf("frame %d variant: declined (%s) but changed\n% x\nwas\n% x", i, verdictName(got), gotOut, x)
+				}
+				continue
+			}
+			taken++
+			now += 1e9
+			wv, wout := runPipeline(w, snap, now, x)
+			if wv != dataplane.VerdictTX || !bytes.Equal(gotOut, wout) {
+				t.Fatalf("frame %d variant: the program forwarded it (%s), the worker: %v\nprogram % x\nworker  % x\ninput   % x",
+					i, verdictName(got), wv, gotOut, wout, x)
+			}
+		}
+	}
+	t.Logf("%d frames of %d offered; of their variants the program forwarded %d (all as the workers), left %d", handed, len(corpus), taken, declined)
+	if handed < 150 || taken < 2000 {
+		t.Errorf("the corpus exercised too little: %d frames offered, %d variants forwarded", handed, taken)
+	}
+}
