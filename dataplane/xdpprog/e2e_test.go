@@ -21,13 +21,8 @@ import (
 //	box ns:  veth0 198.18.0.1/24 + vipd_steer + AF_XDP socket on queue 0
 func TestEndToEnd(t *testing.T) {
 	p := load(t, 1)
-	box, peer := newNetNS(t), newNetNS(t)
-	vethPair(t, box, "veth0", "veth1", peer)
-	box.ip(t, "addr", "add", "198.18.0.1/24", "dev", "veth0")
-	peer.ip(t, "addr", "add", "198.18.0.2/24", "dev", "veth1")
-	peer.ip(t, "addr", "add", "198.18.2.1/32", "dev", "veth1")
+	box, peer := boxAndPeer(t)
 	peer.ip(t, "route", "add", "198.18.1.0/24", "via", "198.18.0.1") // VIPs
-	peer.ip(t, "route", "add", "198.18.3.0/24", "via", "198.18.0.1") // clients
 	box.ip(t, "route", "add", "198.18.2.1/32", "via", "198.18.0.2")
 
 	if err := p.Update(addrs("198.18.1.1"), []ReplyKey{{netip.MustParseAddr("198.18.2.1"), 17, 8080}}, addrs("198.18.0.1")); err != nil {
@@ -102,6 +97,21 @@ func TestEndToEnd(t *testing.T) {
 	if f, err := x.recv(200 * time.Millisecond); err == nil {
 		t.Errorf("the AF_XDP socket got a frame for the kernel: %v", gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default))
 	}
+}
+
+// boxAndPeer makes the two namespaces of the end-to-end tests, joined by
+// a veth pair: the box with veth0 198.18.0.1/24, the peer with veth1
+// 198.18.0.2/24 and 198.18.2.1/32 (a NAT backend), which routes the
+// clients (198.18.3.0/24) through the box.
+func boxAndPeer(t testing.TB) (box, peer *netNS) {
+	t.Helper()
+	box, peer = newNetNS(t), newNetNS(t)
+	vethPair(t, box, "veth0", "veth1", peer)
+	box.ip(t, "addr", "add", "198.18.0.1/24", "dev", "veth0")
+	peer.ip(t, "addr", "add", "198.18.0.2/24", "dev", "veth1")
+	peer.ip(t, "addr", "add", "198.18.2.1/32", "dev", "veth1")
+	peer.ip(t, "route", "add", "198.18.3.0/24", "via", "198.18.0.1")
+	return box, peer
 }
 
 // ping sends one ICMP echo request from src to dst over a raw socket and

@@ -59,12 +59,7 @@ func (n *netNS) sendRaw(t testing.TB, dev string, frame []byte) {
 //	box ns:  veth0 198.18.0.1/24 + vipd_steer with the fast path
 func TestFastEndToEnd(t *testing.T) {
 	p := loadFast(t, 1024)
-	box, peer := newNetNS(t), newNetNS(t)
-	vethPair(t, box, "veth0", "veth1", peer)
-	box.ip(t, "addr", "add", "198.18.0.1/24", "dev", "veth0")
-	peer.ip(t, "addr", "add", "198.18.0.2/24", "dev", "veth1")
-	peer.ip(t, "addr", "add", "198.18.2.1/32", "dev", "veth1")
-	peer.ip(t, "route", "add", "198.18.3.0/24", "via", "198.18.0.1") // the client, behind the box
+	box, peer := boxAndPeer(t)
 	if mode, err := attach(t, box, p, "veth0", Native); err != nil || mode != Native {
 		t.Fatalf("Attach(veth0, Native) = %v, %v", mode, err)
 	}
