@@ -8,9 +8,9 @@ import (
 	"github.com/vipd/vipd/packet"
 )
 
-// FastFlow is an established IPv4 NAT flow a worker hands to a fast path:
-// how its client's packets are translated, as forwardClean just did it to
-// one of them. Everything is in host order except the addresses and MACs.
+// FastFlow is a tracked IPv4 NAT flow a worker hands to a fast path: how
+// its client's packets are translated, as forwardClean just did it to one
+// of them. Everything is in host order except the addresses and MACs.
 type FastFlow struct {
 	// The flow as it arrives: client, VIP, ports, protocol (6 or 17).
 	Src, Dst         [4]byte
