@@ -33,7 +33,7 @@ type fastWriter struct {
 	// ifindex is each port's interface, for an entry whose packets leave
 	// by another one than they came in on.
 	ifindex [2]uint32
-	v       xdpprog.FastNAT4
+	v       xdpprog.FastEntry4
 }
 
 func newFastWriter(f *xdpprog.Fast, n int, refresh int64, ifindex [2]uint32) (*fastWriter, error) {
@@ -48,10 +48,11 @@ func newFastWriter(f *xdpprog.Fast, n int, refresh int64, ifindex [2]uint32) (*f
 // Offer implements dataplane.FastPath.
 func (f *fastWriter) Offer(x *dataplane.FastFlow) bool {
 	v := &f.v
-	*v = xdpprog.FastNAT4{
+	*v = xdpprog.FastEntry4{
 		Gen: x.Gen, Expires: uint64(f.mono + dataplane.Nanotime() + f.refresh),
 		Addr: x.Addr, Port: x.Port, IPSum: x.IPSum, L4Sum: x.L4Sum,
 		MACs: x.MACs, MaxLen: x.MaxLen, Ref: x.Backend,
+		Encap: x.Encap, EncapSrc: x.EncapSrc, OuterSum: x.OuterSum,
 	}
 	if x.TxPort != x.RxPort {
 		v.Ifindex = f.ifindex[x.TxPort&1]

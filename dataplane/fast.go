@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/conntrack"
+	"github.com/vipd/vipd/encap"
 	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
 )
@@ -36,6 +37,14 @@ type FastFlow struct {
 	// Backend is the backend's reference (BackendSpec.Ref), below
 	// MaxFastRef: the fast path counts the flow's packets by it.
 	Backend uint32
+	// Encap (a DSR VIP with IPIP encapsulation): the packets are wrapped
+	// untouched in an outer IPv4 header from EncapSrc to Addr, as
+	// encap.Encap4 does, instead of translated (Port, IPSum and L4Sum
+	// unused); OuterSum is encap.Outer4Sum of that header, and MaxLen
+	// the egress MTU less the outer header.
+	Encap    bool
+	EncapSrc [4]byte
+	OuterSum uint32
 }
 
 // MaxFastRef bounds the backend references whose flows go to a fast path:
@@ -112,8 +121,9 @@ func (w *Worker) harvestFast() {
 // fast path leaves segments with any of them to the pipeline.
 const stateFlags = packet.TCPFlagSYN | packet.TCPFlagFIN | packet.TCPFlagRST
 
-// offerFast hands the flow of p, which forwardClean just translated to
-// backend b (ref) on port out with flags its TCP flags, to the fast path
+// offerFast hands the flow of p, which forwardClean just translated (NAT)
+// or encapsulated (DSR, IPIP) to backend b (ref) on port out with flags
+// its TCP flags, to the fast path
 // when the fast path may forward the flow's next packets alone: a flow
 // conntrack found (not one this packet created, nor one that moved to
 // another backend), not closing, this packet without stateFlags, of a VIP
@@ -142,10 +152,18 @@ func (w *Worker) offerFast(d *Desc, p *pkt, v *vip, b *backend, ref uint32, out 
 	f.Src, f.Dst = [4]byte(ip[12:16]), v.addr4
 	f.SrcPort, f.DstPort, f.Proto = p.key.SrcPort, p.key.DstPort, p.f.Proto
 	f.Gen = w.snap.gen
-	f.Addr, f.Port = b.addr4, b.port
-	f.IPSum, f.L4Sum = nat.DNAT4Sums(b.dnat4, p.key.DstPort, b.port)
-	f.MACs = b.macs
-	f.MaxLen = uint16(min(w.snap.mtu[out], 0xffff))
+	f.Addr, f.MACs = b.addr4, b.macs
+	mtu := w.snap.mtu[out]
+	if f.Encap = v.mode == ModeDSR; f.Encap {
+		f.Port, f.IPSum, f.L4Sum = 0, 0, 0
+		f.EncapSrc, f.OuterSum = v.encap4, encap.Outer4Sum(packet.ProtoIPIP, v.encap4, b.addr4)
+		mtu -= v.over
+	} else {
+		f.Port = b.port
+		f.IPSum, f.L4Sum = nat.DNAT4Sums(b.dnat4, p.key.DstPort, b.port)
+		f.EncapSrc, f.OuterSum = [4]byte{}, 0
+	}
+	f.MaxLen = uint16(min(mtu, 0xffff))
 	f.RxPort, f.TxPort, f.Backend = d.RxPort, out, ref
 	if w.fast.Offer(f) {
 		w.c.FastOffered++

@@ -50,6 +50,16 @@ func replayFast(t *testing.T, frame []byte, f FastFlow) []byte {
 	if src != f.Src || dst != f.Dst || sport != f.SrcPort || dport != f.DstPort || ip[9] != f.Proto {
 		t.Fatalf("frame %v:%d → %v:%d proto %d is not flow %+v", src, sport, dst, dport, ip[9], f)
 	}
+	if f.Encap {
+		// IPIP (RFC 2003): an outer header of the inner TOS, the total
+		// length, ID 0, DF, TTL 64, protocol 4, checksummed here.
+		inner := ip[:binary.BigEndian.Uint16(ip[2:])]
+		outer := []byte{0x45, inner[1], 0, 0, 0, 0, 0x40, 0, 64, 4, 0, 0}
+		binary.BigEndian.PutUint16(outer[2:], uint16(20+len(inner)))
+		outer = append(append(outer, f.EncapSrc[:]...), f.Addr[:]...)
+		binary.BigEndian.PutUint16(outer[10:], ^uint16(refSum(outer, 0)))
+		return append(append(append(append([]byte(nil), f.MACs[:]...), 0x08, 0x00), outer...), inner...)
+	}
 	copy(ip[16:20], f.Addr[:])
 	ip[8]--
 	binary.BigEndian.PutUint16(ip[10:], packet.ChecksumAdd(binary.BigEndian.Uint16(ip[10:]), f.IPSum))
@@ -75,7 +85,7 @@ func replayFast(t *testing.T, frame []byte, f FastFlow) []byte {
 // worker offers the fast path: not the packet that creates the flow, then
 // every packet that the fast path could forward alone, described so that
 // replaying the description on the packet gives the pipeline's own output
-// byte for byte; nothing of a DSR VIP. The ticks advance, so the flows go
+// byte for byte, NAT and DSR alike. The ticks advance, so the flows go
 // through every conntrack state short of Closing.
 func TestFastOffers(t *testing.T) {
 	for _, tc := range []struct {
@@ -88,7 +98,8 @@ func TestFastOffers(t *testing.T) {
 		{"udp", pk{src: client4, dst: vipUDP4, sport: 40000, dport: 7000, proto: layers.IPProtocolUDP, payload: []byte("dns?")}, true},
 		{"udp without checksum", pk{src: client4, dst: vipUDP4, sport: 40001, dport: 7000, proto: layers.IPProtocolUDP, udpNoCsum: true}, true},
 		{"every-port vip, port kept", pk{src: client4, dst: vipAll4, sport: 40000, dport: 443, flags: "A"}, true},
-		{"dsr", pk{src: client4, dst: vipDSR4, sport: 40000, dport: 80, flags: "A"}, false},
+		{"dsr", pk{src: client4, dst: vipDSR4, sport: 40000, dport: 80, flags: "A"}, true},
+		{"dsr, padded frame, TOS", pk{src: client4, dst: vipDSR4, sport: 40001, dport: 80, flags: "A", tos: 0xb8}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, testSpec())
@@ -119,7 +130,11 @@ func TestFastOffers(t *testing.T) {
 				if got := replayFast(t, frame, f); !bytes.Equal(got, d.frame()) {
 					t.Fatalf("packet %d: replaying offered flow %+v gives\n% x\nthe pipeline sent\n% x", i, f, got, d.frame())
 				}
-				if f.Gen != h.snap.Generation() || f.RxPort != PortIngress || f.TxPort != d.Port || f.MaxLen != 1500 {
+				maxLen := uint16(1500)
+				if f.Encap {
+					maxLen -= 20 // the outer header
+				}
+				if f.Gen != h.snap.Generation() || f.RxPort != PortIngress || f.TxPort != d.Port || f.MaxLen != maxLen {
 					t.Errorf("packet %d: flow %+v (generation %d, sent on port %d)", i, f, h.snap.Generation(), d.Port)
 				}
 				if b := h.snap.backends[f.Backend]; b.addr4 != f.Addr {

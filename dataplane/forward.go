@@ -110,6 +110,9 @@ func (w *Worker) forwardClean(d *Desc, p *pkt) {
 		eth := d.Buf[d.Off : d.Off+packet.EthernetSize]
 		setBackendMACs(eth, b)
 		binary.BigEndian.PutUint16(eth[12:], packet.EtherTypeIPv4)
+		if w.fast != nil && v.plain {
+			w.offerFast(d, p, v, b, ref, out, flags)
+		}
 	default:
 		w.forward4(d, d.Buf[d.Off:d.Off+d.Len], p, v, b) // client learning, MTU, headroom
 		return

@@ -187,6 +187,7 @@ type pk struct {
 	flags        string // TCP flags: any of "SAFRP"
 	payload      []byte
 	ttl          uint8
+	tos          uint8 // IPv4 TOS (DSCP, ECN)
 	noDF         bool
 	vlan         uint16 // 0: untagged
 	srcMAC       [6]byte
@@ -239,7 +240,7 @@ func build(t testing.TB, p pk) []byte {
 	}
 	var nl gopacket.NetworkLayer
 	if p.src.Is4() {
-		ip := &layers.IPv4{Version: 4, TTL: p.ttl, Id: p.id, Protocol: p.proto,
+		ip := &layers.IPv4{Version: 4, TTL: p.ttl, TOS: p.tos, Id: p.id, Protocol: p.proto,
 			SrcIP: net.IP(p.src.AsSlice()), DstIP: net.IP(p.dst.AsSlice()), FragOffset: p.fragOff / 8}
 		if !p.noDF {
 			ip.Flags = layers.IPv4DontFragment

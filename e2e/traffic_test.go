@@ -176,9 +176,10 @@ func (l *dialLog) count() (conns, distinct int) {
 }
 
 // TestFastPath: with the XDP fast path on, uploads and downloads through
-// the NAT VIP arrive intact, in both layouts (XDP_TX one-armed, a redirect
+// the NAT VIP and an upload through the DSR VIP (IPIP, decapsulated by the
+// backends) arrive intact, in both layouts (XDP_TX one-armed, a redirect
 // to the egress interface two-armed), and most of the client's segments
-// are forwarded by the fast path, not by a worker, yet counted in the
+// are forwarded by the fast path, not by a worker, yet counted in the NAT
 // VIP's packets.
 func TestFastPath(t *testing.T) {
 	for _, layout := range []struct {
@@ -188,8 +189,12 @@ func TestFastPath(t *testing.T) {
 		t.Run(layout.name, func(t *testing.T) {
 			e := setup(t, testbed.Options{Layout: layout.l, XDPPeers: true}, testbed.ConfigOptions{FastPath: "1s"})
 			sent := tcpOutSegs(t, e.bed.Client)
-			m := e.markNAT("web-nat", append(e.backendNS(), e.bed.Client)...)
 			const size = 32 << 20
+			// DSR's client half, encapsulated by the fast path.
+			if _, err := e.upload(dsrURL, size/2); err != nil {
+				t.Fatalf("upload to the DSR VIP: %v", err)
+			}
+			m := e.markNAT("web-nat", append(e.backendNS(), e.bed.Client)...)
 			if _, err := e.upload(natURL, size); err != nil {
 				t.Fatalf("upload: %v", err)
 			}

@@ -59,17 +59,30 @@ func outer4(buf []byte, o, at, total int, proto uint8, src, dst [4]byte) int {
 	s, d := binary.BigEndian.Uint32(src[:]), binary.BigEndian.Uint32(dst[:])
 	w0 := 0x4500 | uint32(tos)                // version 4, IHL 5, TOS
 	w4 := uint32(OuterTTL)<<8 | uint32(proto) // TTL, protocol
-	const df = 0x4000                         // ID 0, DF, offset 0
-	sum := w0 + uint32(uint16(total)) + df + w4 + s>>16 + s&0xffff + d>>16 + d&0xffff
+	sum := Outer4Sum(proto, src, dst) + uint32(tos) + uint32(uint16(total))
 	binary.BigEndian.PutUint16(h[0:], uint16(w0))
 	binary.BigEndian.PutUint16(h[2:], uint16(total))
-	binary.BigEndian.PutUint32(h[4:], df)
+	binary.BigEndian.PutUint32(h[4:], outerDF)
 	binary.BigEndian.PutUint16(h[8:], uint16(w4))
 	// The checksum field holds 0xffff (a sum of nothing) plus the words.
 	binary.BigEndian.PutUint16(h[10:], packet.ChecksumAdd(0xffff, sum))
 	binary.BigEndian.PutUint32(h[12:], s)
 	binary.BigEndian.PutUint32(h[16:], d)
 	return o
+}
+
+// outerDF is the outer header's second word: identification 0, DF, no
+// offset.
+const outerDF = 0x4000
+
+// Outer4Sum is what outer4 sums into an outer IPv4 header's checksum
+// before the inner TOS and the total length, which vary per packet: the
+// words of version and IHL, DF, TTL and protocol, and the addresses. The
+// header checksum is then ^fold(Outer4Sum + TOS + total length), for a
+// fast path that writes outer headers itself (package xdpprog).
+func Outer4Sum(proto uint8, src, dst [4]byte) uint32 {
+	s, d := binary.BigEndian.Uint32(src[:]), binary.BigEndian.Uint32(dst[:])
+	return 0x4500 + outerDF + (uint32(OuterTTL)<<8 | uint32(proto)) + s>>16 + s&0xffff + d>>16 + d&0xffff
 }
 
 // GUE4 wraps the IPv4 packet buf[at:at+n] untouched in GUE variant 1

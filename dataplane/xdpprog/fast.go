@@ -6,6 +6,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/vipd/vipd/encap"
+	"github.com/vipd/vipd/packet"
 )
 
 // The fast path: the XDP program forwards frames of established NAT flows
@@ -31,10 +33,11 @@ type FastKey4 struct {
 	Proto            uint8
 }
 
-// FastNAT4 is what the program does to a frame of a FastKey4 flow: the
+// FastEntry4 is what the program does to a frame of a FastKey4 flow: the
 // destination translation nat.DNAT4Sum makes, with the sums it adds to the
-// checksums computed ahead, and the Ethernet addresses of the next hop.
-type FastNAT4 struct {
+// checksums computed ahead, or (Encap) the IPIP encapsulation
+// encap.Encap4 makes; and the Ethernet addresses of the next hop.
+type FastEntry4 struct {
 	// Gen is the generation the entry was computed under; the program
 	// uses it only while the generation set by SetFastGeneration equals
 	// it, so that one store retires every entry at once.
@@ -63,6 +66,15 @@ type FastNAT4 struct {
 	// frames in slot Ref of its per-backend counters (Fast.Forwarded),
 	// when Ref < MaxFastRefs.
 	Ref uint32
+	// Encap wraps the frame's packet untouched in an outer IPv4 header
+	// from EncapSrc to Addr (protocol 4, DF, TTL encap.OuterTTL, the
+	// inner TOS) instead of translating it; Port, IPSum and L4Sum are then
+	// unused, and MaxLen is the longest inner packet (the egress MTU
+	// less the outer header). OuterSum is encap.Outer4Sum of the outer
+	// header.
+	Encap    bool
+	EncapSrc [4]byte
+	OuterSum uint32
 }
 
 // Layout of a fast map value (fastValueSize bytes). The program reads
@@ -83,8 +95,26 @@ const (
 	fvMaxLen  = 34 // u16, native
 	fvIfindex = 36 // u32, native
 	fvRef     = 40 // u32, native: the backend's reference, its slot in vipd_fastref
+	fvSrc     = 44 // [4]byte, network: the outer source (Encap)
+	fvMode    = 48 // u8: modeNAT or modeIPIP
+	fvOutSum  = 52 // u32, native: OuterSum (Encap)
 
-	fastValueSize = 48
+	fastValueSize = 56
+)
+
+// Values of fvMode.
+const (
+	modeNAT  = 0
+	modeIPIP = 1
+)
+
+// The frame offsets of an encapsulated frame's headers: Ethernet, the
+// outer IPv4 header, the inner packet's.
+const (
+	eOuter  = ethHdrLen
+	eInner  = eOuter + ipv4MinLen
+	eTOS    = eInner + 1
+	eTotLen = eInner + 2
 )
 
 // MaxFastRefs is the number of backend references the fast path counts
@@ -128,7 +158,7 @@ func fold(x uint32) uint16 {
 	return uint16(x)
 }
 
-func (v *FastNAT4) marshal() fastValue {
+func (v *FastEntry4) marshal() fastValue {
 	var b fastValue
 	binary.NativeEndian.PutUint32(b[fvGen:], v.Gen)
 	copy(b[fvAddr:fvAddr+4], v.Addr[:])
@@ -140,6 +170,11 @@ func (v *FastNAT4) marshal() fastValue {
 	binary.NativeEndian.PutUint16(b[fvMaxLen:], v.MaxLen)
 	binary.NativeEndian.PutUint32(b[fvIfindex:], v.Ifindex)
 	binary.NativeEndian.PutUint32(b[fvRef:], v.Ref)
+	if v.Encap {
+		b[fvMode] = modeIPIP
+		copy(b[fvSrc:fvSrc+4], v.EncapSrc[:])
+		binary.NativeEndian.PutUint32(b[fvOutSum:], v.OuterSum)
+	}
 	return b
 }
 
@@ -216,7 +251,7 @@ func (f *Fast) NewWriter(n int) *Writer {
 
 // Add queues an entry; it reports false, queuing nothing, when n are
 // already queued.
-func (w *Writer) Add(k FastKey4, v *FastNAT4) bool {
+func (w *Writer) Add(k FastKey4, v *FastEntry4) bool {
 	if len(w.keys) == cap(w.keys) {
 		return false
 	}
@@ -275,11 +310,13 @@ const (
 )
 
 // stackFastKey is where the fast path builds its 16-byte key, below the
-// steering keys (which it does not touch: it runs first), and
-// stackFastZero a zero word, the key of the generation map.
+// steering keys (which it does not touch: it runs first); stackFastZero
+// a word for the keys of the array maps; stackFastLen the total length of
+// the packet being forwarded.
 const (
 	stackFastKey  = -56
 	stackFastZero = -60
+	stackFastLen  = -64
 )
 
 // fast emits the fast path for one transport protocol, at the start of the
@@ -424,7 +461,14 @@ func (b *builder) fast(name string, proto int32, next string) {
 		asm.HostTo(asm.BE, asm.R3, asm.Half),
 	)
 	b.label(name + "_unpadded")
-	// Committed: from here on the frame is changed and forwarded.
+	// Committed: from here on the frame is changed and forwarded. The
+	// total length waits on the stack for the counters, since the
+	// encapsulation moves the packet.
+	b.emit(
+		asm.StoreMem(asm.RFP, stackFastLen, asm.R3, asm.Word),
+		asm.LoadMem(asm.R1, asm.R9, fvMode, asm.Byte),
+		asm.JNE.Imm(asm.R1, modeNAT, name+"_ipip"),
+	)
 	for off := int16(0); off < 12; off += 4 {
 		b.emit(
 			asm.LoadMem(asm.R1, asm.R9, fvMACs+off, asm.Word),
@@ -448,8 +492,11 @@ func (b *builder) fast(name string, proto int32, next string) {
 	b.label(name + "_port_kept")
 	b.emit(asm.LoadMem(asm.R2, asm.R9, fvL4Sum, asm.Half))
 	b.addToChecksum(csumOff, proto == protoUDP, name+"_l4sum")
-	// Count it in this CPU's counters (no other CPU writes them). R9 and
-	// R7 survive the call; the total length is read again from the frame.
+	b.emit(asm.Ja.Label(name + "_count"))
+	b.ipip(name)
+	// Count it in this CPU's counters (no other CPU writes them), by the
+	// packet's total length as it arrived.
+	b.label(name + "_count")
 	b.emit(asm.StoreImm(asm.RFP, stackFastZero, 0, asm.Word))
 	b.lookup(mapFastStat, stackFastZero)
 	b.emit(
@@ -457,8 +504,7 @@ func (b *builder) fast(name string, proto int32, next string) {
 		asm.LoadMem(asm.R1, asm.R0, fsPackets, asm.DWord),
 		asm.Add.Imm(asm.R1, 1),
 		asm.StoreMem(asm.R0, fsPackets, asm.R1, asm.DWord),
-		asm.LoadMem(asm.R3, rPkt, fTotLen, asm.Half),
-		asm.HostTo(asm.BE, asm.R3, asm.Half),
+		asm.LoadMem(asm.R3, asm.RFP, stackFastLen, asm.Word),
 		asm.LoadMem(asm.R1, asm.R0, fsBytes, asm.DWord),
 		asm.Add.Reg(asm.R1, asm.R3),
 		asm.StoreMem(asm.R0, fsBytes, asm.R1, asm.DWord),
@@ -475,8 +521,7 @@ func (b *builder) fast(name string, proto int32, next string) {
 		asm.JEq.Imm(asm.R0, 0, name+"_ref_counted"),
 		asm.Mov.Imm(asm.R1, 1),
 		asm.AddAtomic.Mem(asm.R0, asm.R1, asm.DWord, 0),
-		asm.LoadMem(asm.R3, rPkt, fTotLen, asm.Half),
-		asm.HostTo(asm.BE, asm.R3, asm.Half),
+		asm.LoadMem(asm.R3, asm.RFP, stackFastLen, asm.Word),
 		asm.AddAtomic.Mem(asm.R0, asm.R3, asm.DWord, 8),
 	)
 	b.label(name + "_ref_counted")
@@ -485,6 +530,68 @@ func (b *builder) fast(name string, proto int32, next string) {
 		asm.JNE.Imm(asm.R1, 0, lblFastRedirect),
 		asm.Mov.Imm(asm.R0, xdpTX),
 		asm.Return(),
+	)
+}
+
+// ipip emits the encapsulation of the frame at rPkt, whose Ethernet
+// padding is gone, for the entry at R9: 20 bytes more in front
+// (bpf_xdp_adjust_head), then the next hop's Ethernet header and an outer
+// IPv4 header as encap.Encap4 writes it. It continues at name_count.
+func (b *builder) ipip(name string) {
+	b.label(name + "_ipip")
+	b.emit(
+		asm.Mov.Reg(asm.R1, rCtx),
+		asm.Mov.Imm(asm.R2, -ipv4MinLen),
+		asm.FnXdpAdjustHead.Call(),
+		// Refused (no headroom): the frame has lost only its padding,
+		// which the pipeline drops too.
+		asm.JNE.Imm(asm.R0, 0, lblSteer),
+		asm.LoadMem(rPkt, rCtx, mdData, asm.Word),
+		asm.LoadMem(rEnd, rCtx, mdDataEnd, asm.Word),
+	)
+	b.need(rPkt, eTotLen+2, lblSteer) // never fails: the frame grew
+	for off := int16(0); off < 12; off += 4 {
+		b.emit(
+			asm.LoadMem(asm.R1, asm.R9, fvMACs+off, asm.Word),
+			asm.StoreMem(rPkt, off, asm.R1, asm.Word),
+		)
+	}
+	b.emit(
+		asm.StoreImm(rPkt, fEthType, int64(be16(etherTypeIPv4)), asm.Half),
+		asm.LoadMem(asm.R1, rPkt, eTOS, asm.Byte),
+		asm.LoadMem(asm.R3, rPkt, eTotLen, asm.Half),
+		asm.HostTo(asm.BE, asm.R3, asm.Half),
+		asm.Add.Imm(asm.R3, ipv4MinLen), // the outer total length
+		asm.StoreImm(rPkt, eOuter, 0x45, asm.Byte),
+		asm.StoreMem(rPkt, eOuter+1, asm.R1, asm.Byte),
+		asm.Mov.Reg(asm.R2, asm.R3),
+		asm.HostTo(asm.BE, asm.R2, asm.Half),
+		asm.StoreMem(rPkt, eOuter+2, asm.R2, asm.Half),
+		asm.StoreImm(rPkt, eOuter+4, int64(be32(0x4000)), asm.Word), // ID 0, DF
+		asm.StoreImm(rPkt, eOuter+8, int64(be16(uint16(encap.OuterTTL)<<8|uint16(packet.ProtoIPIP))), asm.Half),
+		asm.LoadMem(asm.R2, asm.R9, fvSrc, asm.Word),
+		asm.StoreMem(rPkt, eOuter+12, asm.R2, asm.Word),
+		asm.LoadMem(asm.R2, asm.R9, fvAddr, asm.Word),
+		asm.StoreMem(rPkt, eOuter+16, asm.R2, asm.Word),
+		// The checksum: ^fold(OuterSum + TOS + total length), in host
+		// order, stored in network order.
+		asm.LoadMem(asm.R2, asm.R9, fvOutSum, asm.Word),
+		asm.Add.Reg(asm.R2, asm.R1),
+		asm.Add.Reg(asm.R2, asm.R3),
+	)
+	for range 2 {
+		b.emit(
+			asm.Mov.Reg(asm.R4, asm.R2),
+			asm.RSh.Imm(asm.R4, 16),
+			asm.And.Imm(asm.R2, 0xffff),
+			asm.Add.Reg(asm.R2, asm.R4),
+		)
+	}
+	b.emit(
+		asm.Xor.Imm(asm.R2, 0xffff),
+		asm.HostTo(asm.BE, asm.R2, asm.Half),
+		asm.StoreMem(rPkt, eOuter+10, asm.R2, asm.Half),
+		asm.Ja.Label(name+"_count"),
 	)
 }
 

@@ -64,10 +64,10 @@ var (
 // fastEntry is the entry the pipeline would compute for a flow to
 // fastVIP:vport translated to fastBackend:port, with the sums of package
 // nat.
-func fastEntry(t testing.TB, vport, port uint16, gen uint32) FastNAT4 {
+func fastEntry(t testing.TB, vport, port uint16, gen uint32) FastEntry4 {
 	sum := nat.AddrSum4(fastVIP.As4(), fastBackend.As4())
 	ipSum, l4Sum := nat.DNAT4Sums(sum, vport, port)
-	return FastNAT4{
+	return FastEntry4{
 		Gen: gen, Expires: monotonic(t) + uint64(time.Minute),
 		Addr: fastBackend.As4(), Port: port, IPSum: ipSum, L4Sum: l4Sum,
 		MACs: fastMACs, MaxLen: 1500,
@@ -82,7 +82,7 @@ func keyOfFrame(f []byte) FastKey4 {
 	}
 }
 
-func put(t testing.TB, f *Fast, k FastKey4, v FastNAT4) {
+func put(t testing.TB, f *Fast, k FastKey4, v FastEntry4) {
 	t.Helper()
 	w := f.NewWriter(1)
 	if !w.Add(k, &v) {
@@ -95,7 +95,7 @@ func put(t testing.TB, f *Fast, k FastKey4, v FastNAT4) {
 
 // translated is what the pipeline makes of frame: nat.DNAT4Sum with the
 // entry's address, port and sum, and its MACs.
-func translated(frame []byte, v FastNAT4, vport uint16) []byte {
+func translated(frame []byte, v FastEntry4, vport uint16) []byte {
 	out := append([]byte(nil), frame...)
 	ip := out[14:]
 	sum := nat.AddrSum4([4]byte(ip[16:20]), v.Addr)
@@ -346,7 +346,7 @@ func TestFastDeclines(t *testing.T) {
 	oldGen.Gen = 1
 	expired.Expires = monotonic(t) - 1
 	small.MaxLen = 40
-	flow := func(sport uint16, v FastNAT4) []byte {
+	flow := func(sport uint16, v FastEntry4) []byte {
 		fr := pk{src: client4, dst: vip4, proto: tcp, sport: sport, dport: 80}.frame(t)
 		put(t, f, keyOfFrame(fr), v)
 		return fr

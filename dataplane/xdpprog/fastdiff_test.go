@@ -22,9 +22,10 @@ func (o *offers) Forwarded(uint32) (uint64, uint64, bool) { return 0, 0, false }
 // entryOf is the program's entry for a flow a worker offered, as the
 // daemon makes it (daemon/fastpath.go): an egress port other than the
 // receiving one is an interface to redirect to, here the loopback.
-func entryOf(t testing.TB, f dataplane.FastFlow) (FastKey4, FastNAT4) {
-	v := FastNAT4{Gen: f.Gen, Expires: monotonic(t) + 60e9, Addr: f.Addr, Port: f.Port,
-		IPSum: f.IPSum, L4Sum: f.L4Sum, MACs: f.MACs, MaxLen: f.MaxLen, Ref: f.Backend}
+func entryOf(t testing.TB, f dataplane.FastFlow) (FastKey4, FastEntry4) {
+	v := FastEntry4{Gen: f.Gen, Expires: monotonic(t) + 60e9, Addr: f.Addr, Port: f.Port,
+		IPSum: f.IPSum, L4Sum: f.L4Sum, MACs: f.MACs, MaxLen: f.MaxLen, Ref: f.Backend,
+		Encap: f.Encap, EncapSrc: f.EncapSrc, OuterSum: f.OuterSum}
 	if f.TxPort != f.RxPort {
 		v.Ifindex = 1
 	}
@@ -64,13 +65,15 @@ func TestFastAgreesWithPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The steering corpus, and client packets of every IPv4 NAT VIP of
-	// diffSpec: TCP and UDP, padded (short) and not, on many ports.
+	// diffSpec and of its IPv4 DSR VIP: TCP and UDP, padded (short) and
+	// not, on many ports.
 	corpus := diffCorpus(t, spec, 12000)
 	for i, v := range []struct {
 		dst   string
 		proto layerProto
 		port  uint16
-	}{{"198.18.0.100", tcp, 80}, {"198.18.0.102", udp, 7000}, {"198.18.0.103", tcp, 8443}, {"198.18.0.104", tcp, 80}, {"198.18.0.104", tcp, 443}} {
+	}{{"198.18.0.100", tcp, 80}, {"198.18.0.102", udp, 7000}, {"198.18.0.103", tcp, 8443}, {"198.18.0.104", tcp, 80}, {"198.18.0.104", tcp, 443},
+		{"198.18.0.101", tcp, 80}} { // the last, DSR (IPIP)
 		for j := range 30 {
 			corpus = append(corpus, pk{src: "198.18.0.1", dst: v.dst, proto: v.proto, sport: uint16(40000 + 100*i + j), dport: v.port,
 				payload: make([]byte, j*7)}.frame(t))
@@ -78,7 +81,7 @@ func TestFastAgreesWithPipeline(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(7, 7))
 	const variants = 40
-	handed, taken, declined := 0, 0, 0
+	handed, encapsulated, taken, declined := 0, 0, 0, 0
 	for i, frame := range corpus {
 		if len(frame) < ethHdrLen {
 			continue
@@ -99,6 +102,9 @@ func TestFastAgreesWithPipeline(t *testing.T) {
 		}
 		handed++
 		k, v := entryOf(t, o.flows[len(o.flows)-1])
+		if v.Encap {
+			encapsulated++
+		}
 		put(t, p.Fast(), k, v)
 		got, gotOut := runOut(t, p, frame)
 		if (got != xdpTX && got != xdpRedirect) || verdict != dataplane.VerdictTX || !bytes.Equal(gotOut, out) {
@@ -132,8 +138,9 @@ func TestFastAgreesWithPipeline(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d frames of %d offered; of their variants the program forwarded %d (all as the workers), left %d", handed, len(corpus), taken, declined)
-	if handed < 150 || taken < 2000 {
+	t.Logf("%d frames of %d offered (%d of DSR VIPs); of their variants the program forwarded %d (all as the workers), left %d",
+		handed, len(corpus), encapsulated, taken, declined)
+	if handed < 150 || encapsulated < 25 || taken < 2000 {
 		t.Errorf("the corpus exercised too little: %d frames offered, %d variants forwarded", handed, taken)
 	}
 }
