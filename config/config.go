@@ -71,10 +71,11 @@ type Dataplane struct {
 	// BusyPollBudget is SO_BUSY_POLL_BUDGET, the most frames one busy
 	// poll moves to the rx ring; 0 means BatchSize.
 	BusyPollBudget int `toml:"busy_poll_budget"`
-	// FastPath forwards established IPv4 NAT flows in the XDP program
-	// (io = "afxdp" only): a worker hands each flow's translation down
-	// once it is past its handshake, and the flow's later packets go back
-	// out without reaching vipd's socket. Off by default.
+	// FastPath forwards established IPv4 flows of NAT VIPs and of DSR
+	// VIPs with IPIP in the XDP program (io = "afxdp" only): a worker
+	// hands each flow's translation or encapsulation down once it is past
+	// its handshake, and the flow's later packets go back out without
+	// reaching vipd's socket. Off by default.
 	FastPath bool `toml:"fast_path"`
 	// FastPathFlows is how many flows the fast path holds; the least
 	// recently used make room for new ones (which then pass through the

@@ -75,8 +75,8 @@
 // # The fast path
 //
 // Loaded with Options.FastFlows, the program first tries to forward the
-// frame itself, replaying a translation vipd's pipeline chose and handed
-// down for one flow (Fast, Writer); every frame it does not take goes on
+// frame itself, replaying a translation or encapsulation vipd's pipeline
+// chose and handed down for one flow (Fast, Writer); every frame it does not take goes on
 // to the steering rule above unchanged. It takes a frame only when all of
 // these hold, which are the conditions under which the pipeline would
 // translate it straight away (classifyCommon and forwardClean in package
@@ -92,10 +92,12 @@
 //     which has not expired (bpf_ktime_get_ns), and whose MaxLen the
 //     total length does not exceed.
 //
-// It then rewrites the frame as nat.DNAT4Sum does (destination address
-// and port, TTL, both checksums from sums computed ahead), drops Ethernet
-// padding (bpf_xdp_adjust_tail) as the pipeline does, writes the next
-// hop's Ethernet addresses, counts the frame (in all and for its
+// It then drops Ethernet padding (bpf_xdp_adjust_tail) as the pipeline
+// does, and either rewrites the frame as nat.DNAT4Sum does (destination
+// address and port, TTL, both checksums from sums computed ahead) or, for
+// a DSR flow (FastEntry4.Encap), makes room in front
+// (bpf_xdp_adjust_head) for an outer IPv4 header as encap.Encap4 writes
+// it; it writes the next hop's Ethernet addresses, counts the frame (in all and for its
 // backend), and sends it back out (XDP_TX) or to the entry's interface
 // (bpf_redirect). The result is byte for byte the pipeline's (TestFastTranslates,
 // TestFastChecksumSweep); each condition has a frame that fails only it

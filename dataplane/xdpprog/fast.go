@@ -10,9 +10,10 @@ import (
 	"github.com/vipd/vipd/packet"
 )
 
-// The fast path: the XDP program forwards frames of established NAT flows
-// itself, with the translation the pipeline chose for the flow, instead of
-// handing them to vipd's AF_XDP socket. See "The fast path" in doc.go.
+// The fast path: the XDP program forwards frames of established flows
+// itself, with the translation (NAT) or encapsulation (DSR, IPIP) the
+// pipeline chose for the flow, instead of handing them to vipd's AF_XDP
+// socket. See "The fast path" in doc.go.
 
 // Map names of the fast path.
 const (
