@@ -40,7 +40,7 @@ type BoxScenario struct {
 	// takes per receive call (vipd's batch_size, the forwarder's -batch),
 	// overriding both programs' default, config.DefaultBatchSize.
 	BatchSize int
-	// FastPath (vipd NAT, AF_XDP) turns vipd's XDP fast path on, and
+	// FastPath (vipd, AF_XDP) turns vipd's XDP fast path on, and
 	// gives the sink's veth an XDP_PASS program so that it takes frames
 	// the box's XDP program redirects to it (nstest.XDPPass).
 	FastPath bool
@@ -133,8 +133,11 @@ func BoxScenarios() []BoxScenario {
 			}
 		}
 	}
-	for _, flows := range []int{1, Flows} {
-		s = append(s, BoxScenario{Name: "vipd NAT, AF_XDP, XDP fast path", Kind: bench.KindVIPD, Mode: "nat", IO: "afxdp", Flows: flows, FastPath: true})
+	for _, mode := range []string{"nat", "dsr"} {
+		for _, flows := range []int{1, Flows} {
+			s = append(s, BoxScenario{Name: fmt.Sprintf("vipd %s, AF_XDP, XDP fast path", map[string]string{"nat": "NAT", "dsr": "DSR"}[mode]),
+				Kind: bench.KindVIPD, Mode: mode, IO: "afxdp", Flows: flows, FastPath: true})
+		}
 	}
 	return s
 }

@@ -102,9 +102,9 @@ func TestBoxScenarios(t *testing.T) {
 		count[sc.Kind]++
 	}
 	// the bare forwarder at 1 and 64k flows, nftables, vipd NAT and DSR
-	// × AF_XDP and AF_PACKET × 1 and 64k flows, vipd NAT with the fast
-	// path at 1 and 64k flows
-	if count[bench.KindForwarder] != 2 || count[bench.KindKernel] != 1 || count[bench.KindVIPD] != 10 {
+	// × AF_XDP and AF_PACKET × 1 and 64k flows, vipd NAT and DSR with
+	// the fast path at 1 and 64k flows
+	if count[bench.KindForwarder] != 2 || count[bench.KindKernel] != 1 || count[bench.KindVIPD] != 12 {
 		t.Errorf("rows per kind: %v", count)
 	}
 	if s := BoxScenarios(); s[0].Kind != bench.KindForwarder {
@@ -132,10 +132,10 @@ func checkCopiedRows(t *testing.T, base, rows []BoxScenario, suffix string) {
 func TestBusyPollRows(t *testing.T) {
 	base := BoxScenarios()
 	rows := BusyPollRows(base, 50, true)
-	// vipd NAT and DSR over AF_XDP, 1 and 64k flows; NAT with the fast
-	// path
-	if len(rows) != 6 {
-		t.Fatalf("%d busy-poll rows, want 6: %+v", len(rows), rows)
+	// vipd NAT and DSR over AF_XDP, 1 and 64k flows, with and without
+	// the fast path
+	if len(rows) != 8 {
+		t.Fatalf("%d busy-poll rows, want 8: %+v", len(rows), rows)
 	}
 	checkCopiedRows(t, base, rows, "busy poll 50µs + NAPI defer")
 	for _, sc := range rows {
@@ -159,17 +159,17 @@ func TestVariantRows(t *testing.T) {
 		rows   []BoxScenario
 		suffix string
 		// want: the forwarder's 2 rows, vipd NAT and DSR at 1 and 64k
-		// flows over AF_XDP and the fast path's 2 (6) or both drivers
-		// (10); never nftables
+		// flows over AF_XDP and the fast path's 4 (8) or both drivers
+		// (12); never nftables
 		fwd, vipd int
 		set       func(BoxScenario) bool
 		config    string
 		parsed    func(*config.Config) bool
 	}{
-		{"GOMAXPROCS", ProcsRows(base, 1), ", GOMAXPROCS=1", 2, 6, func(sc BoxScenario) bool { return sc.Procs == 1 }, "", nil},
-		{"frame size", FrameSizeRows(base, 4096), ", frame 4096 B", 2, 10, func(sc BoxScenario) bool { return sc.FrameSize == 4096 },
+		{"GOMAXPROCS", ProcsRows(base, 1), ", GOMAXPROCS=1", 2, 8, func(sc BoxScenario) bool { return sc.Procs == 1 }, "", nil},
+		{"frame size", FrameSizeRows(base, 4096), ", frame 4096 B", 2, 12, func(sc BoxScenario) bool { return sc.FrameSize == 4096 },
 			"frame_size = 4096", func(c *config.Config) bool { return c.Dataplane.FrameSize == 4096 }},
-		{"batch size", BatchSizeRows(base, 256), ", batch 256", 2, 6, func(sc BoxScenario) bool { return sc.BatchSize == 256 },
+		{"batch size", BatchSizeRows(base, 256), ", batch 256", 2, 8, func(sc BoxScenario) bool { return sc.BatchSize == 256 },
 			"batch_size = 256", func(c *config.Config) bool { return c.Dataplane.BatchSize == 256 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -178,7 +178,7 @@ func TestVariantRows(t *testing.T) {
 			}
 			checkCopiedRows(t, base, tc.rows, tc.suffix)
 			for _, sc := range tc.rows {
-				if !tc.set(sc) || sc.Profile || sc.Kind == bench.KindKernel || tc.vipd == 6 && sc.Kind == bench.KindVIPD && sc.IO != "afxdp" {
+				if !tc.set(sc) || sc.Profile || sc.Kind == bench.KindKernel || tc.vipd == 8 && sc.Kind == bench.KindVIPD && sc.IO != "afxdp" {
 					t.Errorf("row %+v", sc)
 				}
 			}
