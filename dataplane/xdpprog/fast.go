@@ -40,7 +40,7 @@ type FastKey4 struct {
 // encap.Encap4 makes; and the Ethernet addresses of the next hop.
 type FastEntry4 struct {
 	// Gen is the generation the entry was computed under; the program
-	// uses it only while the generation set by SetFastGeneration equals
+	// uses it only while the generation set by Fast.SetGeneration equals
 	// it, so that one store retires every entry at once.
 	Gen uint32
 	// Expires is the CLOCK_MONOTONIC time (bpf_ktime_get_ns) from which

@@ -1,6 +1,7 @@
 package xdpprog
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -121,5 +122,46 @@ func TestModeString(t *testing.T) {
 		if m.String() != want {
 			t.Errorf("%d: %q, want %q", int(m), m.String(), want)
 		}
+	}
+}
+
+// TestFastLayout pins the byte layout of the fast path's keys and entries
+// that the program reads by offset.
+func TestFastLayout(t *testing.T) {
+	k := FastKey4{Src: [4]byte{198, 18, 0, 1}, Dst: [4]byte{198, 18, 0, 100}, SrcPort: 0x1234, DstPort: 80, Proto: 6}.marshal()
+	if want := (fastKey{198, 18, 0, 1, 198, 18, 0, 100, 0x12, 0x34, 0, 80, 6}); k != want {
+		t.Errorf("key % x, want % x", k, want)
+	}
+	v := FastEntry4{Gen: 7, Expires: 9, Addr: [4]byte{1, 2, 3, 4}, Port: 8080, IPSum: 0x1fffe, L4Sum: 0x12345,
+		MACs: [12]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, MaxLen: 1480, Ifindex: 3, Ref: 5,
+		Encap: true, EncapSrc: [4]byte{5, 6, 7, 8}, OuterSum: 0xabcdef}
+	b := v.marshal()
+	ne := binary.NativeEndian
+	checks := []struct {
+		name      string
+		got, want uint64
+	}{
+		{"gen", uint64(ne.Uint32(b[fvGen:])), 7},
+		{"addr", uint64(binary.BigEndian.Uint32(b[fvAddr:])), 0x01020304},
+		{"expires", ne.Uint64(b[fvExpires:]), 9},
+		{"first MAC byte", uint64(b[fvMACs]), 1},
+		{"last MAC byte", uint64(b[fvMACs+11]), 12},
+		{"port", uint64(binary.BigEndian.Uint16(b[fvPort:])), 8080},
+		{"IP sum, folded", uint64(binary.BigEndian.Uint16(b[fvIPSum:])), 0xffff},
+		{"L4 sum, folded", uint64(binary.BigEndian.Uint16(b[fvL4Sum:])), 0x2346},
+		{"max length", uint64(ne.Uint16(b[fvMaxLen:])), 1480},
+		{"ifindex", uint64(ne.Uint32(b[fvIfindex:])), 3},
+		{"ref", uint64(ne.Uint32(b[fvRef:])), 5},
+		{"encap source", uint64(binary.BigEndian.Uint32(b[fvSrc:])), 0x05060708},
+		{"mode", uint64(b[fvMode]), modeIPIP},
+		{"outer sum", uint64(ne.Uint32(b[fvOutSum:])), 0xabcdef},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: %#x, want %#x", c.name, c.got, c.want)
+		}
+	}
+	if fvOutSum+4 > fastValueSize || fvGen%4 != 0 || fvExpires%8 != 0 {
+		t.Error("fields misaligned or past the value")
 	}
 }
