@@ -84,9 +84,9 @@ type Dataplane struct {
 	// FastPathRefresh is how long a flow's entry in the fast path serves
 	// before the flow's next packet goes through a worker again, which
 	// renews it: so conntrack sees the flow alive, and per-flow state
-	// (a FIN's closing timeout) never outlives what it governs. Shorter
-	// than the conntrack timeouts tcp_unconfirmed, tcp_established,
-	// tcp_closing and udp.
+	// (a FIN's closing timeout) never outlives what it governs. With
+	// FastPath on, shorter than the conntrack timeouts tcp_unconfirmed,
+	// tcp_established, tcp_closing and udp.
 	FastPathRefresh Duration `toml:"fast_path_refresh"`
 	// EgressMTU overrides the MTU read from the egress interface (bytes of
 	// IP packet); 0 follows the interface.

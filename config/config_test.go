@@ -68,7 +68,7 @@ func TestValidationErrors(t *testing.T) {
 		{"zero queues", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nqueues = 0 #!", 1), "dataplane.queues", "from 1 to"},
 		{"no fast path flows", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nfast_path_flows = 0 #!", 1), "dataplane.fast_path_flows", "from 1 to 4194304 flows, not 0"},
 		{"fast path refresh too short", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nfast_path_refresh = \"10ms\" #!", 1), "dataplane.fast_path_refresh", "at least 100ms"},
-		{"fast path refresh past closing", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nfast_path_refresh = \"30s\" #!", 1), "dataplane.fast_path_refresh", "not shorter than the shortest conntrack timeout of a flow past its handshake (30s)"},
+		{"fast path refresh past closing", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nfast_path = true\nfast_path_refresh = \"30s\" #!", 1), "dataplane.fast_path_refresh", "not shorter than the shortest conntrack timeout of a flow past its handshake (30s)"},
 		{"negative busy poll", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nbusy_poll_usecs = -1 #!", 1), "dataplane.busy_poll_usecs", "must be 0 (off) or from 1 to 1000 microseconds, not -1"},
 		{"absurd busy poll", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nbusy_poll_usecs = 5000000 #!", 1), "dataplane.busy_poll_usecs", "not 5000000"},
 		{"negative busy poll budget", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nbusy_poll_usecs = 50\nbusy_poll_budget = -8 #!", 1), "dataplane.busy_poll_budget", "must be 0 (batch_size) or from 1 to 1024 frames, not -8"},
@@ -530,6 +530,25 @@ func TestBusyPollConfig(t *testing.T) {
 	}
 	if d := cfg.Dataplane; d.BusyPollUsecs != 1000 || d.BusyPollBatch() != 1024 {
 		t.Errorf("the largest values: busy_poll_usecs %d, budget %d", d.BusyPollUsecs, d.BusyPollBatch())
+	}
+}
+
+// TestFastPathRefreshOnlyWhenOn: the refresh must be shorter than the
+// conntrack timeouts only when the fast path is on; with it off, a short
+// timeout (1 s, which the e2e suite uses) is no error because of a knob
+// nothing uses.
+func TestFastPathRefreshOnlyWhenOn(t *testing.T) {
+	src := base + "\n[conntrack]\ntcp_closing_timeout = \"1s\"\n"
+	if _, _, err := Parse("off.toml", []byte(src)); err != nil {
+		t.Fatalf("fast path off, closing timeout 1s: %v", err)
+	}
+	on := strings.Replace(src, `ingress = "eth0"`, "ingress = \"eth0\"\nfast_path = true", 1)
+	if _, _, err := Parse("on.toml", []byte(on)); err == nil || !strings.Contains(err.Error(), "fast_path_refresh") {
+		t.Fatalf("fast path on, closing timeout 1s: %v, want the refresh refused", err)
+	}
+	on = strings.Replace(on, "fast_path = true", "fast_path = true\nfast_path_refresh = \"500ms\"", 1)
+	if _, _, err := Parse("short.toml", []byte(on)); err != nil {
+		t.Fatalf("fast path on, refresh 500ms, closing timeout 1s: %v", err)
 	}
 }
 

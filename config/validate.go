@@ -191,7 +191,9 @@ func (c *collector) validateFastPath(d *Dataplane, ct *Conntrack) {
 	switch {
 	case r < 100*time.Millisecond:
 		c.errorf(p+".fast_path_refresh", "must be at least 100ms, not %s: every flow passes through a worker once per refresh", d.FastPathRefresh)
-	case r >= shortest.D():
+	case d.FastPath && r >= shortest.D():
+		// Only with the fast path on: the default refresh must not make
+		// short timeouts an error where nothing uses it.
 		c.errorf(p+".fast_path_refresh", "%s is not shorter than the shortest conntrack timeout of a flow past its handshake (%s): a flow could outlive its conntrack entry in the fast path", d.FastPathRefresh, shortest)
 	}
 	if d.FastPath && d.IO == IOAFPacket {
