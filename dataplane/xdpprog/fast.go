@@ -398,14 +398,7 @@ func (b *builder) fast(name string, proto int32, next string) {
 		asm.Mov.Reg32(rT1, rT1), // the low 32 bits
 		asm.Add.Reg(rT1, rT2),
 	)
-	for range 3 { // < 2^35 → < 2^20 → < 2^17 → <= 0xffff
-		b.emit(
-			asm.Mov.Reg(rT2, rT1),
-			asm.RSh.Imm(rT2, 16),
-			asm.And.Imm(rT1, 0xffff),
-			asm.Add.Reg(rT1, rT2),
-		)
-	}
+	b.fold16(rT1, rT2, 3) // < 2^33 → < 2^18 → < 2^16 + 4 → <= 0xffff
 	b.emit(asm.JNE.Imm(rT1, 0xffff, steer))
 	// The key: addresses and ports as on the wire, protocol, zero pad.
 	b.emit(
@@ -580,20 +573,28 @@ func (b *builder) ipip(name string) {
 		asm.Add.Reg(asm.R2, asm.R1),
 		asm.Add.Reg(asm.R2, asm.R3),
 	)
-	for range 2 {
-		b.emit(
-			asm.Mov.Reg(asm.R4, asm.R2),
-			asm.RSh.Imm(asm.R4, 16),
-			asm.And.Imm(asm.R2, 0xffff),
-			asm.Add.Reg(asm.R2, asm.R4),
-		)
-	}
+	b.fold16(asm.R2, asm.R4, 2) // < 2^19 → < 2^16 + 8 → <= 0xffff
 	b.emit(
 		asm.Xor.Imm(asm.R2, 0xffff),
 		asm.HostTo(asm.BE, asm.R2, asm.Half),
 		asm.StoreMem(rPkt, eOuter+10, asm.R2, asm.Half),
 		asm.Ja.Label(name+"_count"),
 	)
+}
+
+// fold16 folds the ones' complement sum in x toward 16 bits, times
+// times: x = x&0xffff + x>>16, with tmp clobbered. Each fold takes a sum
+// below 2^(16+k) to one below 2^16 + 2^k, so the callers say how many
+// their largest sum needs to end at most 0xffff.
+func (b *builder) fold16(x, tmp asm.Register, times int) {
+	for range times {
+		b.emit(
+			asm.Mov.Reg(tmp, x),
+			asm.RSh.Imm(tmp, 16),
+			asm.And.Imm(x, 0xffff),
+			asm.Add.Reg(x, tmp),
+		)
+	}
 }
 
 // addToChecksum adds the folded sum in R2 to the 16-bit checksum at
@@ -609,14 +610,7 @@ func (b *builder) addToChecksum(off int16, udp bool, name string) {
 		asm.Xor.Imm(asm.R1, 0xffff),
 		asm.Add.Reg(asm.R1, asm.R2),
 	)
-	for range 2 {
-		b.emit(
-			asm.Mov.Reg(asm.R2, asm.R1),
-			asm.RSh.Imm(asm.R2, 16),
-			asm.And.Imm(asm.R1, 0xffff),
-			asm.Add.Reg(asm.R1, asm.R2),
-		)
-	}
+	b.fold16(asm.R1, asm.R2, 2) // <= 0x1fffe → <= 0x10000 → <= 0xffff
 	b.emit(asm.Xor.Imm(asm.R1, 0xffff))
 	if udp {
 		b.emit(
