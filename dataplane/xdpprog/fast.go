@@ -261,9 +261,6 @@ func (w *Writer) Add(k FastKey4, v *FastEntry4) bool {
 	return true
 }
 
-// Len is the number of entries queued.
-func (w *Writer) Len() int { return len(w.keys) }
-
 // Flush writes the queued entries with one system call and empties the
 // queue, whether or not the kernel took them all. An entry replaces the
 // flow's previous one, counters included.
