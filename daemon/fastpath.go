@@ -51,8 +51,8 @@ func (f *fastWriter) Offer(x *dataplane.FastFlow) bool {
 	*v = xdpprog.FastEntry4{
 		Gen: x.Gen, Expires: uint64(f.mono + dataplane.Nanotime() + f.refresh),
 		Addr: x.Addr, Port: x.Port, IPSum: x.IPSum, L4Sum: x.L4Sum,
-		MACs: x.MACs, MaxLen: x.MaxLen, Ref: x.Backend,
-		Encap: x.Encap, EncapSrc: x.EncapSrc, OuterSum: x.OuterSum,
+		MACs: x.MACs, MaxLen: x.MaxLen, In: f.ifindex[x.RxPort&1], Ref: x.Slot,
+		SNAT: x.SNAT, Encap: x.Encap, EncapSrc: x.EncapSrc, OuterSum: x.OuterSum,
 	}
 	if x.TxPort != x.RxPort {
 		v.Ifindex = f.ifindex[x.TxPort&1]
@@ -64,4 +64,4 @@ func (f *fastWriter) Offer(x *dataplane.FastFlow) bool {
 func (f *fastWriter) Flush() error { return f.w.Flush() }
 
 // Forwarded implements dataplane.FastPath.
-func (f *fastWriter) Forwarded(ref uint32) (uint64, uint64, bool) { return f.fast.Forwarded(ref) }
+func (f *fastWriter) Forwarded(slot uint32) (uint64, uint64, bool) { return f.fast.Forwarded(slot) }

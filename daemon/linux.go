@@ -137,17 +137,18 @@ func (p *LinuxPlatform) openAFXDP(dp *config.Dataplane) ([]dataplane.Queue, erro
 	socks := make([][]*afxdp.Socket, len(links))
 	for li, l := range links {
 		var o xdpprog.Options
-		if li == 0 && dp.FastPath {
-			// Clients' packets arrive on the ingress interface: its
-			// program alone gets the fast path.
-			o.FastFlows = dp.FastPathFlows
+		if dp.FastPath {
+			// Clients' packets arrive on the ingress interface, NAT
+			// backends' replies on the egress one (two-armed): one map
+			// of flows for both programs, each entry for its interface.
+			o.FastFlows, o.ShareFast = dp.FastPathFlows, p.fast
 		}
 		prog, err := xdpprog.LoadWith(dp.Queues, o)
 		if err != nil {
 			return nil, fmt.Errorf("XDP program: %w", err)
 		}
 		p.progs = append(p.progs, prog)
-		if f := prog.Fast(); f != nil {
+		if f := prog.Fast(); f != nil && p.fast == nil {
 			p.fast = f
 			ifindex := [2]uint32{uint32(p.links[0].Index), uint32(p.links[1].Index)}
 			for range dp.Queues {
@@ -159,6 +160,8 @@ func (p *LinuxPlatform) openAFXDP(dp *config.Dataplane) ([]dataplane.Queue, erro
 				}
 				p.fastWriters = append(p.fastWriters, w)
 			}
+		}
+		if prog.Fast() != nil {
 			p.log.Info("XDP fast path on", "interface", l.Name, "flows", dp.FastPathFlows, "refresh", dp.FastPathRefresh.D().String())
 		}
 		for q := 0; q < dp.Queues; q++ {

@@ -132,8 +132,8 @@ func TestSteeringLimitsAgree(t *testing.T) {
 		t.Errorf("config limits %d VIP addresses, %d NAT reply sources; the steering maps hold %d and %d",
 			config.MaxSteeredVIPAddrs, config.MaxNATReplySources, xdpprog.MaxVIPs, xdpprog.MaxReplies)
 	}
-	if config.MaxFastPathFlows != xdpprog.MaxFastFlows || dataplane.MaxFastRef != xdpprog.MaxFastRefs {
-		t.Errorf("config limits the fast path to %d flows, workers hand down backends below %d; the program holds %d flows and counts %d backends",
-			config.MaxFastPathFlows, dataplane.MaxFastRef, xdpprog.MaxFastFlows, xdpprog.MaxFastRefs)
+	if config.MaxFastPathFlows != xdpprog.MaxFastFlows || dataplane.FastSlots != xdpprog.MaxFastRefs {
+		t.Errorf("config limits the fast path to %d flows, workers count in %d slots; the program holds %d flows and counts %d slots",
+			config.MaxFastPathFlows, dataplane.FastSlots, xdpprog.MaxFastFlows, xdpprog.MaxFastRefs)
 	}
 }

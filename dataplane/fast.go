@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"encoding/binary"
 	"time"
 
 	"github.com/vipd/vipd/conntrack"
@@ -9,22 +10,31 @@ import (
 	"github.com/vipd/vipd/packet"
 )
 
-// FastFlow is a tracked IPv4 NAT flow a worker hands to a fast path: how
-// its client's packets are translated, as forwardClean just did it to one
-// of them. Everything is in host order except the addresses and MACs.
+// FastFlow is an IPv4 flow a worker hands to a fast path: how its packets
+// are translated or encapsulated, as the worker just did it to one of
+// them. It is a client's tracked flow of a NAT or DSR VIP (forwardClean),
+// or the replies of a NAT backend to one client (SNAT; natReply4).
+// Everything is in host order except the addresses and MACs.
 type FastFlow struct {
-	// The flow as it arrives: client, VIP, ports, protocol (6 or 17).
+	// The flow as it arrives: source, destination, ports, protocol (6 or
+	// 17). A client's flow goes from the client to the VIP, a reply
+	// flow from the backend to the client.
 	Src, Dst         [4]byte
 	SrcPort, DstPort uint16
 	Proto            uint8
 	// Gen is the generation of the snapshot the translation comes from
 	// (Snapshot.Generation).
 	Gen uint32
-	// Addr and Port are the backend's; Port 0 keeps the VIP's port.
+	// Addr and Port are the new destination, the backend's (Port 0 keeps
+	// the VIP's port); with SNAT the new source, the VIP's (Port 0 keeps
+	// the backend's port).
 	Addr [4]byte
 	Port uint16
+	// SNAT: the source is translated (a NAT backend's reply), not the
+	// destination.
+	SNAT bool
 	// IPSum and L4Sum are what the translation adds to the IPv4 header
-	// checksum and to the TCP or UDP checksum (nat.DNAT4Sums).
+	// checksum and to the TCP or UDP checksum (nat.Sums4).
 	IPSum, L4Sum uint32
 	// MACs are the frame's new destination and source Ethernet addresses.
 	MACs [12]byte
@@ -34,9 +44,11 @@ type FastFlow struct {
 	// RxPort and TxPort are where the flow's packets come in and leave
 	// (PortIngress or PortEgress).
 	RxPort, TxPort uint8
-	// Backend is the backend's reference (BackendSpec.Ref), below
-	// MaxFastRef: the fast path counts the flow's packets by it.
-	Backend uint32
+	// Slot is where the fast path counts the flow's packets (below
+	// FastSlots): a client's flow by its backend's reference
+	// (BackendSpec.Ref, below MaxFastRef), a reply flow by its VIP
+	// (fastVIPSlot).
+	Slot uint32
 	// Encap (a DSR VIP with IPIP encapsulation): the packets are wrapped
 	// untouched in an outer IPv4 header from EncapSrc to Addr, as
 	// encap.Encap4 does, instead of translated (Port, IPSum and L4Sum
@@ -47,11 +59,19 @@ type FastFlow struct {
 	OuterSum uint32
 }
 
-// MaxFastRef bounds the backend references whose flows go to a fast path:
-// xdpprog counts forwarded frames per reference below it
-// (xdpprog.MaxFastRefs; the daemon's tests hold the two equal), and a flow
-// it could not count would be missing from its backend's counters.
-const MaxFastRef = 1 << 18
+// MaxFastRef bounds the backend references whose flows go to a fast path,
+// which counts what it forwards by counting slot, FastSlots of them
+// (xdpprog.MaxFastRefs; the daemon's tests hold the two equal): one per
+// backend reference below MaxFastRef, then one per VIP id for its NAT
+// replies. A flow it could not count would be missing from its backend's
+// or VIP's counters, so none is offered.
+const (
+	MaxFastRef = 1 << 18
+	FastSlots  = MaxFastRef + 1<<16 // VIP ids are uint16
+)
+
+// fastVIPSlot is the counting slot of VIP id's NAT replies.
+func fastVIPSlot(id uint16) uint32 { return MaxFastRef + uint32(id) }
 
 // FastPath takes a worker's established flows to forward them without
 // the worker (package xdpprog's fast path, through the daemon). A worker
@@ -64,16 +84,17 @@ type FastPath interface {
 	// Flush hands the queued flows over and empties the queue.
 	Flush() error
 	// Forwarded returns the packets and IP bytes the fast path forwarded
-	// for backend ref since it started (ok false when it has no count
-	// for ref). Any goroutine may call it.
-	Forwarded(ref uint32) (packets, bytes uint64, ok bool)
+	// in counting slot since it started (ok false when it has no count
+	// for slot). Any goroutine may call it.
+	Forwarded(slot uint32) (packets, bytes uint64, ok bool)
 }
 
-// SetFastPath gives the worker a fast path for its NAT flows; nil, the
+// SetFastPath gives the worker a fast path for its flows; nil, the
 // default, is none. With harvest, the worker also adds what the fast path
-// forwarded to its per-VIP and per-backend counters (Packets, Bytes), at
-// most once a second: give it to one worker of those that share the fast
-// path, or the packets are counted more than once. Call it before Run.
+// forwarded to its per-VIP and per-backend counters (Packets, Bytes, and
+// Replies for NAT replies), at most once a second: give it to one worker
+// of those that share the fast path, or the packets are counted more than
+// once. Call it before Run.
 func (w *Worker) SetFastPath(f FastPath, harvest bool) { w.fast, w.fastHarvest = f, harvest }
 
 // fastHarvestEvery is how often the harvesting worker reads the fast
@@ -81,12 +102,13 @@ func (w *Worker) SetFastPath(f FastPath, harvest bool) { w.fast, w.fastHarvest =
 const fastHarvestEvery = int64(time.Second)
 
 // harvestFast adds to the worker's per-VIP and per-backend counters what
-// the fast path forwarded since the last harvest, by backend reference:
-// the packets the fast path takes off the workers stay in their VIP's and
+// the fast path forwarded since the last harvest, by counting slot: the
+// packets the fast path takes off the workers stay in their VIP's and
 // backend's counts, a second late at most. A reference counts for the
 // backend and VIP that hold it in the worker's snapshot (when one was
 // just reused, its last second may go to the new holder, as the workers'
-// own counts may at a snapshot change).
+// own counts may at a snapshot change); a VIP's reply slot for the VIP
+// alone, as natReply4 counts replies.
 func (w *Worker) harvestFast() {
 	w.fastHarvested = w.now
 	s := w.snap
@@ -96,17 +118,11 @@ func (w *Worker) harvestFast() {
 	for len(w.fastSeen) < len(w.c.Backends) {
 		w.fastSeen = append(w.fastSeen, [2]uint64{})
 	}
-	for ref := range w.c.Backends {
-		p, b, ok := w.fast.Forwarded(uint32(ref))
+	for ref := range min(len(w.c.Backends), MaxFastRef) {
+		dp, db, ok := w.fastDelta(uint32(ref), &w.fastSeen[ref])
 		if !ok {
-			break // references from here on are not counted
-		}
-		seen := &w.fastSeen[ref]
-		dp, db := p-seen[0], b-seen[1]
-		if dp == 0 && db == 0 {
 			continue
 		}
-		seen[0], seen[1] = p, b
 		w.c.Backends[ref].Packets += dp
 		w.c.Backends[ref].Bytes += db
 		if ref < len(s.backends) && s.backends[ref].live {
@@ -115,6 +131,31 @@ func (w *Worker) harvestFast() {
 			c.Bytes += db
 		}
 	}
+	for len(w.fastSeenVIP) < len(w.c.VIPs) {
+		w.fastSeenVIP = append(w.fastSeenVIP, [2]uint64{})
+	}
+	for id := range w.c.VIPs {
+		dp, db, ok := w.fastDelta(fastVIPSlot(uint16(id)), &w.fastSeenVIP[id])
+		if !ok {
+			continue
+		}
+		c := &w.c.VIPs[id]
+		c.Packets += dp
+		c.Bytes += db
+		w.c.Replies += dp
+	}
+}
+
+// fastDelta returns what the fast path forwarded in slot since seen, and
+// sets seen to its counts; ok is false when that is nothing.
+func (w *Worker) fastDelta(slot uint32, seen *[2]uint64) (packets, bytes uint64, ok bool) {
+	p, b, ok := w.fast.Forwarded(slot)
+	if !ok || p == seen[0] && b == seen[1] {
+		return 0, 0, false
+	}
+	dp, db := p-seen[0], b-seen[1]
+	seen[0], seen[1] = p, b
+	return dp, db, true
 }
 
 // stateFlags are the TCP flags that change a flow's conntrack state; the
@@ -152,7 +193,7 @@ func (w *Worker) offerFast(d *Desc, p *pkt, v *vip, b *backend, ref uint32, out 
 	f.Src, f.Dst = [4]byte(ip[12:16]), v.addr4
 	f.SrcPort, f.DstPort, f.Proto = p.key.SrcPort, p.key.DstPort, p.f.Proto
 	f.Gen = w.snap.gen
-	f.Addr, f.MACs = b.addr4, b.macs
+	f.Addr, f.MACs, f.SNAT = b.addr4, b.macs, false
 	mtu := w.snap.mtu[out]
 	if f.Encap = v.mode == ModeDSR; f.Encap {
 		f.Port, f.IPSum, f.L4Sum = 0, 0, 0
@@ -160,12 +201,46 @@ func (w *Worker) offerFast(d *Desc, p *pkt, v *vip, b *backend, ref uint32, out 
 		mtu -= v.over
 	} else {
 		f.Port = b.port
-		f.IPSum, f.L4Sum = nat.DNAT4Sums(b.dnat4, p.key.DstPort, b.port)
+		f.IPSum, f.L4Sum = nat.Sums4(b.dnat4, p.key.DstPort, b.port)
 		f.EncapSrc, f.OuterSum = [4]byte{}, 0
 	}
 	f.MaxLen = uint16(min(mtu, 0xffff))
-	f.RxPort, f.TxPort, f.Backend = d.RxPort, out, ref
+	f.RxPort, f.TxPort, f.Slot = d.RxPort, out, ref
 	if w.fast.Offer(f) {
+		w.c.FastOffered++
+		w.fastPending = true
+	}
+}
+
+// offerReply hands the flow of a NAT backend's reply, which natReply4 is
+// about to translate for VIP v and send to the client's next hop mac, to
+// the fast path, when the fast path may translate the flow's next packets
+// alone: a whole TCP or UDP packet, untagged, without IPv4 options, no
+// longer than the ingress MTU, TCP without stateFlags (which the fast
+// path leaves to the pipeline). Replies need no conntrack (see
+// natReply4): the translation is a function of the packet and the
+// snapshot, whose generation the entry carries; the entry's expiry only
+// bounds how long a learned client MAC may stay stale there.
+func (w *Worker) offerReply(d *Desc, frame []byte, f *packet.Frame, v *vip, mac [6]byte) {
+	s := w.snap
+	if f.Frag || !f.HasL4 || f.VLAN || f.L3Off != packet.EthernetSize || f.L4Off != f.L3Off+packet.IPv4MinSize ||
+		!isTCPUDP(f.Proto) || tcpFlags(frame, f)&stateFlags != 0 || f.L3Len > s.mtu[PortIngress] {
+		return
+	}
+	ip := (*[packet.IPv4MinSize]byte)(frame[f.L3Off:])
+	l4 := (*[4]byte)(frame[f.L4Off:])
+	x := &w.fastFlow
+	x.Src, x.Dst = [4]byte(ip[12:16]), [4]byte(ip[16:20])
+	x.SrcPort, x.DstPort, x.Proto = binary.BigEndian.Uint16(l4[:]), binary.BigEndian.Uint16(l4[2:]), f.Proto
+	x.Gen = s.gen
+	x.Addr, x.Port, x.SNAT = v.addr4, v.port, true
+	x.IPSum, x.L4Sum = nat.Sums4(nat.AddrSum4(x.Src, v.addr4), x.SrcPort, v.port)
+	copy(x.MACs[:6], mac[:])
+	copy(x.MACs[6:], s.mac[PortIngress][:])
+	x.MaxLen = uint16(min(s.mtu[PortIngress], 0xffff))
+	x.RxPort, x.TxPort, x.Slot = d.RxPort, PortIngress, fastVIPSlot(v.id)
+	x.Encap, x.EncapSrc, x.OuterSum = false, [4]byte{}, 0
+	if w.fast.Offer(x) {
 		w.c.FastOffered++
 		w.fastPending = true
 	}

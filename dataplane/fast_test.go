@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"net/netip"
 	"testing"
 
 	"github.com/google/gopacket/layers"
@@ -16,8 +18,8 @@ type recordingFast struct {
 	limit   int // Offer refuses beyond this many queued flows when > 0
 	flushes int
 	err     error
-	// forwarded[ref] is what Forwarded reports: packets, bytes.
-	forwarded [][2]uint64
+	// forwarded[slot] is what Forwarded reports: packets, bytes.
+	forwarded map[uint32][2]uint64
 }
 
 func (r *recordingFast) Offer(f *FastFlow) bool {
@@ -30,17 +32,16 @@ func (r *recordingFast) Offer(f *FastFlow) bool {
 
 func (r *recordingFast) Flush() error { r.flushes++; return r.err }
 
-func (r *recordingFast) Forwarded(ref uint32) (uint64, uint64, bool) {
-	if int(ref) < len(r.forwarded) {
-		return r.forwarded[ref][0], r.forwarded[ref][1], true
-	}
-	return 0, 0, false
+func (r *recordingFast) Forwarded(slot uint32) (uint64, uint64, bool) {
+	c, ok := r.forwarded[slot]
+	return c[0], c[1], ok
 }
 
 // replayFast translates frame as a fast path holding flow f would: the
 // rewrite xdpprog's program makes, written here from FastFlow's fields
-// alone (addresses, port, TTL, the two sums, MACs, padding dropped). A
-// flow whose fields are wrong gives other bytes than the pipeline.
+// alone (destination or, SNAT, source address and port, TTL, the two
+// sums, MACs, padding dropped; or the encapsulation). A flow whose fields
+// are wrong gives other bytes than the pipeline.
 func replayFast(t *testing.T, frame []byte, f FastFlow) []byte {
 	t.Helper()
 	out := append([]byte(nil), frame...)
@@ -60,11 +61,15 @@ func replayFast(t *testing.T, frame []byte, f FastFlow) []byte {
 		binary.BigEndian.PutUint16(outer[10:], ^uint16(refSum(outer, 0)))
 		return append(append(append(append([]byte(nil), f.MACs[:]...), 0x08, 0x00), outer...), inner...)
 	}
-	copy(ip[16:20], f.Addr[:])
+	addr, port := 16, 22 // the destination's
+	if f.SNAT {
+		addr, port = 12, 20
+	}
+	copy(ip[addr:addr+4], f.Addr[:])
 	ip[8]--
 	binary.BigEndian.PutUint16(ip[10:], packet.ChecksumAdd(binary.BigEndian.Uint16(ip[10:]), f.IPSum))
 	if f.Port != 0 {
-		binary.BigEndian.PutUint16(ip[22:], f.Port)
+		binary.BigEndian.PutUint16(ip[port:], f.Port)
 	}
 	csum := 20 + 16
 	if f.Proto == packet.ProtoUDP {
@@ -137,8 +142,8 @@ func TestFastOffers(t *testing.T) {
 				if f.Gen != h.snap.Generation() || f.RxPort != PortIngress || f.TxPort != d.Port || f.MaxLen != maxLen {
 					t.Errorf("packet %d: flow %+v (generation %d, sent on port %d)", i, f, h.snap.Generation(), d.Port)
 				}
-				if b := h.snap.backends[f.Backend]; b.addr4 != f.Addr {
-					t.Errorf("packet %d: backend ref %d is %v, the flow goes to %v", i, f.Backend, b.addr4, f.Addr)
+				if b := h.snap.backends[f.Slot]; b.addr4 != f.Addr {
+					t.Errorf("packet %d: backend ref %d is %v, the flow goes to %v", i, f.Slot, b.addr4, f.Addr)
 				}
 			}
 			switch {
@@ -243,15 +248,24 @@ func TestFastHarvest(t *testing.T) {
 	other := newHarnessOf(t, h.snap, 1024)
 	nat := h.snap.vips[h.snap.byID[idNAT4]]
 	ref := nat.refs[0]
-	fast := &recordingFast{forwarded: make([][2]uint64, ref+1)}
+	fast := &recordingFast{forwarded: map[uint32][2]uint64{ref: {}, fastVIPSlot(idUDP4): {}}}
 	h.w.SetFastPath(fast, true)
 	other.w.SetFastPath(fast, false)
 	for _, x := range []*harness{h, other} {
 		x.w.Begin(x.snap, x.now, x.emit)
 	}
 	fast.forwarded[ref] = [2]uint64{10, 1000}
+	fast.forwarded[fastVIPSlot(idUDP4)] = [2]uint64{3, 300} // replies
 	h.w.Publish()
 	other.w.Publish()
+	if c := h.w.c.VIPs[idUDP4]; c.Packets != 3 || c.Bytes != 300 || h.w.c.Replies != 3 {
+		t.Errorf("UDP VIP after a harvest of its replies: %+v, %d replies", c, h.w.c.Replies)
+	}
+	for r, c := range h.w.c.Backends {
+		if uint32(r) != ref && c.Packets != 0 {
+			t.Errorf("backend %d counted %+v", r, c)
+		}
+	}
 	if c := h.w.c.Backends[ref]; c.Packets != 10 || c.Bytes != 1000 {
 		t.Errorf("backend %d after a harvest: %+v", ref, c)
 	}
@@ -277,5 +291,75 @@ func TestFastHarvest(t *testing.T) {
 	}
 	if c := h.w.Published().VIPs[idNAT4]; c.Packets != 15 {
 		t.Errorf("published VIP counters: %+v", c)
+	}
+}
+
+// TestFastOffersReplies checks what a worker offers for a NAT backend's
+// replies: every reply the fast path could translate alone, from the
+// first one (replies are no tracked flow), described so that replaying
+// the description gives the pipeline's own output byte for byte, counted
+// in its VIP's slot and sent out of the ingress port; and none of those
+// it could not (state flags, fragments, tagged, over the ingress MTU),
+// in the two-armed layout and the one-armed one.
+func TestFastOffersReplies(t *testing.T) {
+	be := func(s string) netip.Addr { return netip.MustParseAddr(s) }
+	for _, twoArmed := range []bool{true, false} {
+		spec := testSpec()
+		spec.TwoArmed = twoArmed
+		rx := PortEgress
+		if !twoArmed {
+			rx = PortIngress
+		}
+		for _, tc := range []struct {
+			name   string
+			p      pk
+			vip    int
+			offers bool
+		}{
+			{"tcp", pk{src: be("198.18.1.12"), dst: client4, sport: 8080, dport: 40001, flags: "A", payload: []byte("hello")}, idNAT4, true},
+			{"tcp, padded frame", pk{src: be("198.18.1.12"), dst: client4, sport: 8080, dport: 40002, flags: "A"}, idNAT4, true},
+			{"tcp, SYN-ACK", pk{src: be("198.18.1.12"), dst: client4, sport: 8080, dport: 40003, flags: "SA"}, idNAT4, false},
+			{"tcp, FIN", pk{src: be("198.18.1.12"), dst: client4, sport: 8080, dport: 40004, flags: "FA"}, idNAT4, false},
+			{"udp", pk{src: be("198.18.1.31"), dst: client4, sport: 7001, dport: 5000, proto: layers.IPProtocolUDP, payload: []byte("answer")}, idUDP4, true},
+			{"udp without checksum", pk{src: be("198.18.1.31"), dst: client4, sport: 7001, dport: 5001, proto: layers.IPProtocolUDP, udpNoCsum: true}, idUDP4, true},
+			{"every-port VIP, port kept", pk{src: be("198.18.1.42"), dst: client4, sport: 4443, dport: 5002, flags: "A"}, idAll4, true},
+			{"udp, first fragment", pk{src: be("198.18.1.31"), dst: client4, sport: 7001, dport: 5003, proto: layers.IPProtocolUDP, payload: make([]byte, 64), mf: true, noDF: true}, idUDP4, false},
+			{"over the ingress MTU", pk{src: be("198.18.1.12"), dst: client4, sport: 8080, dport: 40005, flags: "A", payload: make([]byte, 1500), noDF: true}, idNAT4, false},
+		} {
+			t.Run(fmt.Sprintf("two-armed=%v/%s", twoArmed, tc.name), func(t *testing.T) {
+				h := newHarness(t, spec)
+				fast := &recordingFast{}
+				h.w.SetFastPath(fast, false)
+				tc.p.srcMAC = macOf(1)
+				frame := build(t, tc.p)
+				for i := range 3 {
+					n := len(fast.flows)
+					d := h.runOn(rx, frame)
+					if d.Verdict != VerdictTX || d.Port != PortIngress {
+						t.Fatalf("reply %d: verdict %v %v on port %d", i, d.Verdict, d.Reason, d.Port)
+					}
+					if !tc.offers {
+						if len(fast.flows) != n {
+							t.Fatalf("reply %d offered: %+v", i, fast.flows[n:])
+						}
+						continue
+					}
+					if len(fast.flows) != n+1 {
+						t.Fatalf("reply %d offered %d times, want once", i, len(fast.flows)-n)
+					}
+					f := fast.flows[n]
+					if got := replayFast(t, frame, f); !bytes.Equal(got, d.frame()) {
+						t.Fatalf("reply %d: replaying offered flow %+v gives\n% x\nthe pipeline sent\n% x", i, f, got, d.frame())
+					}
+					if !f.SNAT || f.Encap || f.Gen != h.snap.Generation() || f.RxPort != rx || f.TxPort != PortIngress ||
+						f.MaxLen != 1500 || f.Slot != fastVIPSlot(uint16(tc.vip)) {
+						t.Errorf("reply %d: flow %+v (generation %d)", i, f, h.snap.Generation())
+					}
+				}
+				if got := h.w.c.FastOffered; got != uint64(len(fast.flows)) {
+					t.Errorf("FastOffered = %d, want %d", got, len(fast.flows))
+				}
+			})
+		}
 	}
 }

@@ -73,6 +73,9 @@ func (w *Worker) natReply4(d *Desc, frame []byte, f *packet.Frame) bool {
 		l4.Hdr = frame[f.L4Off : f.L3Off+f.L3Len]
 	}
 	w.sampleL4(frame, f)
+	if w.fast != nil {
+		w.offerReply(d, frame, f, v, mac) // before the frame is translated
+	}
 	nat.SNAT4(ip, l4, v.addr4, v.port) // and the TTL, checked above
 	setMACs(frame, mac, s.mac[PortIngress])
 	d.Len = f.L3Off + f.L3Len

@@ -153,12 +153,14 @@ type Worker struct {
 	lastState   conntrack.State
 	fastFlow    FastFlow
 	fastPending bool
-	// fastHarvest: this worker adds the fast path's per-backend counts to
-	// its counters (harvestFast), last at fastHarvested (w.now), having
-	// seen fastSeen[ref] (packets, bytes) of each reference by then.
+	// fastHarvest: this worker adds the fast path's counts to its
+	// counters (harvestFast), last at fastHarvested (w.now), having seen
+	// fastSeen[ref] (packets, bytes) of each backend reference and
+	// fastSeenVIP[id] of each VIP's replies by then.
 	fastHarvest   bool
 	fastHarvested int64
 	fastSeen      [][2]uint64
+	fastSeenVIP   [][2]uint64
 }
 
 // flowCount is a request for the live flows per backend reference, served

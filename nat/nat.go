@@ -44,12 +44,14 @@ func DNAT4Sum(ip packet.IPv4, l4 L4, addr [4]byte, sum uint32, port uint16) {
 	rewrite4(ip, l4, addr, sum, port, true)
 }
 
-// DNAT4Sums returns what DNAT4Sum(ip, l4, addr, sum, port) adds to the
-// IPv4 header checksum and to the TCP or UDP checksum of a packet whose
-// destination port is oldPort, unfolded: for a fast path that replays the
-// translation of one flow with the sums computed once (packet.ChecksumAdd
-// with them gives DNAT4Sum's checksums; TestDNAT4Sums).
-func DNAT4Sums(sum uint32, oldPort, port uint16) (ipSum, l4Sum uint32) {
+// Sums4 returns what DNAT4Sum(ip, l4, addr, sum, port) adds to the IPv4
+// header checksum and to the TCP or UDP checksum of a packet whose
+// destination port is oldPort, unfolded; and what SNAT4(ip, l4, addr,
+// port) adds to those of a packet whose source address's change to addr
+// adds sum and whose source port is oldPort. It is for a fast path that
+// replays the translation of one flow with the sums computed once
+// (packet.ChecksumAdd with them gives the rewrites' checksums; TestSums4).
+func Sums4(sum uint32, oldPort, port uint16) (ipSum, l4Sum uint32) {
 	if port == 0 {
 		port = oldPort
 	}

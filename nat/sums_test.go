@@ -8,11 +8,11 @@ import (
 	"github.com/vipd/vipd/packet"
 )
 
-// TestDNAT4Sums checks that adding DNAT4Sums' sums to the checksums of a
-// packet, as packet.ChecksumAdd does, gives exactly the checksums
-// DNAT4Sum writes: for random headers (every checksum value, the UDP
+// TestSums4 checks that adding Sums4's sums to the checksums of a packet,
+// as packet.ChecksumAdd does, gives exactly the checksums DNAT4Sum (odd
+// cases: SNAT4) writes: for random headers (every checksum value, the UDP
 // zero-checksum rules included), random addresses, ports kept and changed.
-func TestDNAT4Sums(t *testing.T) {
+func TestSums4(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 200_000 {
 		proto := uint8(packet.ProtoTCP)
@@ -33,22 +33,29 @@ func TestDNAT4Sums(t *testing.T) {
 		case 2:
 			binary.BigEndian.PutUint16(pkt[10:], 0xffff)
 		}
-		old := [4]byte(pkt[16:20])
+		snat := i%5 == 1
+		old, oldPort := [4]byte(pkt[16:20]), binary.BigEndian.Uint16(pkt[22:])
+		if snat {
+			old, oldPort = [4]byte(pkt[12:16]), binary.BigEndian.Uint16(pkt[20:])
+		}
 		addr := [4]byte{byte(r.Uint32()), byte(r.Uint32()), byte(r.Uint32()), byte(r.Uint32())}
 		port := uint16(r.Uint32())
 		if i%3 == 0 {
 			port = 0
 		}
-		oldPort := binary.BigEndian.Uint16(pkt[22:])
 		sum := AddrSum4(old, addr)
-		ipSum, l4Sum := DNAT4Sums(sum, oldPort, port)
+		ipSum, l4Sum := Sums4(sum, oldPort, port)
 
 		want := append([]byte(nil), pkt...)
-		DNAT4Sum(want[:20], L4{Proto: proto, Hdr: want[20:]}, addr, sum, port)
+		if snat {
+			SNAT4(want[:20], L4{Proto: proto, Hdr: want[20:]}, addr, port)
+		} else {
+			DNAT4Sum(want[:20], L4{Proto: proto, Hdr: want[20:]}, addr, sum, port)
+		}
 
 		ipc := packet.ChecksumAdd(binary.BigEndian.Uint16(pkt[10:]), ipSum)
 		if got := binary.BigEndian.Uint16(want[10:]); got != ipc {
-			t.Fatalf("case %d: header checksum %#04x, DNAT4Sum wrote %#04x", i, ipc, got)
+			t.Fatalf("case %d: header checksum %#04x, the rewrite wrote %#04x", i, ipc, got)
 		}
 		c := binary.BigEndian.Uint16(pkt[20+csumOff:])
 		l4c := c
@@ -59,7 +66,7 @@ func TestDNAT4Sums(t *testing.T) {
 			}
 		}
 		if got := binary.BigEndian.Uint16(want[20+csumOff:]); got != l4c {
-			t.Fatalf("case %d (proto %d, checksum %#04x): L4 checksum %#04x, DNAT4Sum wrote %#04x", i, proto, c, l4c, got)
+			t.Fatalf("case %d (proto %d, checksum %#04x): L4 checksum %#04x, the rewrite wrote %#04x", i, proto, c, l4c, got)
 		}
 	}
 }

@@ -89,12 +89,15 @@
 //     SYN or RST, which change the flow's state;
 //   - an entry for (source, destination, source port, destination port,
 //     protocol) in vipd_fast4 whose generation is the one in vipd_fastgen,
-//     which has not expired (bpf_ktime_get_ns), and whose MaxLen the
-//     total length does not exceed.
+//     which has not expired (bpf_ktime_get_ns), whose interface (In) is
+//     the one the frame came in on, and whose MaxLen the total length
+//     does not exceed.
 //
 // It then drops Ethernet padding (bpf_xdp_adjust_tail) as the pipeline
 // does, and either rewrites the frame as nat.DNAT4Sum does (destination
-// address and port, TTL, both checksums from sums computed ahead) or, for
+// address and port, TTL, both checksums from sums computed ahead), or as
+// nat.SNAT4 does for a NAT backend's reply (FastEntry4.SNAT: the source
+// address and port; natReply4 in package dataplane), or, for
 // a DSR flow (FastEntry4.Encap), makes room in front
 // (bpf_xdp_adjust_head) for an outer IPv4 header as encap.Encap4 writes
 // it; it writes the next hop's Ethernet addresses, counts the frame (in all and for its
@@ -114,10 +117,15 @@
 // state or a neighbour changes, and entries computed under the old one
 // are ignored from that moment.
 //
-//	vipd_fast4     LRU hash   src dst sport dport proto pad[3] → 40-byte entry  FastFlows entries
+//	vipd_fast4     LRU hash   src dst sport dport proto pad[3] → 56-byte entry  FastFlows entries
 //	vipd_fastgen   array      0 → generation                                     1 entry
 //	vipd_faststat  per-CPU    0 → frames, bytes forwarded                        1 entry
-//	vipd_fastref   array      backend ref → frames, bytes (mmapped by vipd)       MaxFastRefs entries
+//	vipd_fastref   array      counting slot → frames, bytes (mmapped by vipd)    MaxFastRefs entries
+//
+// A second program, for another interface, may share all four
+// (Options.ShareFast): a two-armed vipd's clients' packets arrive on one
+// interface, its NAT backends' replies on the other, and one map of flows
+// serves both, each entry for its interface (In).
 //
 // # Lifetime
 //

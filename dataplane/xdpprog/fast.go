@@ -35,9 +35,11 @@ type FastKey4 struct {
 }
 
 // FastEntry4 is what the program does to a frame of a FastKey4 flow: the
-// destination translation nat.DNAT4Sum makes, with the sums it adds to the
-// checksums computed ahead, or (Encap) the IPIP encapsulation
-// encap.Encap4 makes; and the Ethernet addresses of the next hop.
+// destination translation nat.DNAT4Sum makes, or (SNAT) the source
+// translation nat.SNAT4 makes, with the sums it adds to the checksums
+// computed ahead, or (Encap) the IPIP encapsulation encap.Encap4 makes;
+// and the Ethernet addresses of the next hop. Encap and SNAT exclude each
+// other (with both, Encap is done).
 type FastEntry4 struct {
 	// Gen is the generation the entry was computed under; the program
 	// uses it only while the generation set by Fast.SetGeneration equals
@@ -63,10 +65,19 @@ type FastEntry4 struct {
 	// Ifindex is the egress interface; 0 sends the frame back out of the
 	// one it arrived on (XDP_TX), any other index through bpf_redirect.
 	Ifindex uint32
-	// Ref is the backend's reference: the program counts the flow's
-	// frames in slot Ref of its per-backend counters (Fast.Forwarded),
-	// when Ref < MaxFastRefs.
+	// In is the interface the flow's frames arrive on: the program
+	// forwards a frame only when it came in there (0: on any interface),
+	// so that an entry written for one interface's program is not taken
+	// by another's sharing the map (Options.ShareFast).
+	In uint32
+	// Ref is the counting slot: the program counts the flow's frames in
+	// slot Ref of its counters (Fast.Forwarded), when Ref < MaxFastRefs.
 	Ref uint32
+	// SNAT translates the source address and port instead of the
+	// destination's, as nat.SNAT4 does (a NAT backend's reply, made to
+	// come from the VIP): Addr and Port are the new source, and IPSum
+	// and L4Sum what that change adds.
+	SNAT bool
 	// Encap wraps the frame's packet untouched in an outer IPv4 header
 	// from EncapSrc to Addr (protocol 4, DF, TTL encap.OuterTTL, the
 	// inner TOS) instead of translating it; Port, IPSum and L4Sum are then
@@ -97,16 +108,18 @@ const (
 	fvIfindex = 36 // u32, native
 	fvRef     = 40 // u32, native: the backend's reference, its slot in vipd_fastref
 	fvSrc     = 44 // [4]byte, network: the outer source (Encap)
-	fvMode    = 48 // u8: modeNAT or modeIPIP
-	fvOutSum  = 52 // u32, native: OuterSum (Encap)
+	fvMode    = 48 // u8: modeDNAT, modeIPIP or modeSNAT
+	fvOutSum  = 50 // u16, native: OuterSum, folded (Encap)
+	fvIn      = 52 // u32, native: In
 
 	fastValueSize = 56
 )
 
 // Values of fvMode.
 const (
-	modeNAT  = 0
+	modeDNAT = 0
 	modeIPIP = 1
+	modeSNAT = 2
 )
 
 // The frame offsets of an encapsulated frame's headers: Ethernet, the
@@ -118,10 +131,13 @@ const (
 	eTotLen = eInner + 2
 )
 
-// MaxFastRefs is the number of backend references the fast path counts
-// frames for (vipd_fastref): an entry whose Ref is larger is forwarded and
-// counted in the totals only, so vipd hands down no such flow.
-const MaxFastRefs = 1 << 18
+// MaxFastRefs is the number of counting slots of the fast path
+// (vipd_fastref): an entry whose Ref is larger is forwarded and counted
+// in the totals only, so vipd hands down no such flow. vipd counts a
+// backend's flows in the slot of its reference (below 1<<18) and a VIP's
+// NAT replies in one slot per VIP above those (1<<16 of them); package
+// dataplane's MaxFastRef and FastSlots, held equal by a daemon test.
+const MaxFastRefs = 1<<18 + 1<<16
 
 // fastRefSize is the size of a vipd_fastref slot: frames, then bytes.
 const fastRefSize = 16
@@ -171,10 +187,14 @@ func (v *FastEntry4) marshal() fastValue {
 	binary.NativeEndian.PutUint16(b[fvMaxLen:], v.MaxLen)
 	binary.NativeEndian.PutUint32(b[fvIfindex:], v.Ifindex)
 	binary.NativeEndian.PutUint32(b[fvRef:], v.Ref)
-	if v.Encap {
+	binary.NativeEndian.PutUint32(b[fvIn:], v.In)
+	switch {
+	case v.Encap:
 		b[fvMode] = modeIPIP
 		copy(b[fvSrc:fvSrc+4], v.EncapSrc[:])
-		binary.NativeEndian.PutUint32(b[fvOutSum:], v.OuterSum)
+		binary.NativeEndian.PutUint16(b[fvOutSum:], fold(v.OuterSum))
+	case v.SNAT:
+		b[fvMode] = modeSNAT
 	}
 	return b
 }
@@ -188,7 +208,7 @@ type FastStats struct {
 // Fast is the fast path's flow map. Its methods may be called from several
 // goroutines; each Writer is for one.
 type Fast struct {
-	flows, gen, stat *ebpf.Map
+	flows, gen, stat, ref *ebpf.Map
 	// refs is vipd_fastref, mapped into this process: reading a slot is a
 	// copy, not a system call.
 	refs *ebpf.Memory
@@ -420,6 +440,14 @@ func (b *builder) fast(name string, proto int32, next string) {
 		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),
 		asm.LoadMem(asm.R2, asm.R9, fvGen, asm.Word),
 		asm.JNE.Reg(asm.R1, asm.R2, steer),
+		// The interface it came in on, when the entry names one.
+		asm.LoadMem(asm.R2, asm.R9, fvIn, asm.Word),
+		asm.JEq.Imm(asm.R2, 0, name+"_any_in"),
+		asm.LoadMem(asm.R1, rCtx, mdIngressIfindex, asm.Word),
+		asm.JNE.Reg(asm.R1, asm.R2, steer),
+	)
+	b.label(name + "_any_in")
+	b.emit(
 		asm.FnKtimeGetNs.Call(),
 		asm.LoadMem(asm.R1, asm.R9, fvExpires, asm.DWord),
 		asm.JGE.Reg(asm.R0, asm.R1, steer),
@@ -458,32 +486,11 @@ func (b *builder) fast(name string, proto int32, next string) {
 	b.emit(
 		asm.StoreMem(asm.RFP, stackFastLen, asm.R3, asm.Word),
 		asm.LoadMem(asm.R1, asm.R9, fvMode, asm.Byte),
-		asm.JNE.Imm(asm.R1, modeNAT, name+"_ipip"),
+		asm.JEq.Imm(asm.R1, modeIPIP, name+"_ipip"),
+		asm.JEq.Imm(asm.R1, modeSNAT, name+"_snat"),
 	)
-	for off := int16(0); off < 12; off += 4 {
-		b.emit(
-			asm.LoadMem(asm.R1, asm.R9, fvMACs+off, asm.Word),
-			asm.StoreMem(rPkt, off, asm.R1, asm.Word),
-		)
-	}
-	b.emit(
-		asm.LoadMem(asm.R1, asm.R9, fvAddr, asm.Word),
-		asm.StoreMem(rPkt, fDst, asm.R1, asm.Word),
-		asm.LoadMem(asm.R1, rPkt, fTTL, asm.Byte),
-		asm.Sub.Imm(asm.R1, 1),
-		asm.StoreMem(rPkt, fTTL, asm.R1, asm.Byte),
-		asm.LoadMem(asm.R2, asm.R9, fvIPSum, asm.Half),
-	)
-	b.addToChecksum(fIPCsum, false, name+"_ipsum")
-	b.emit(
-		asm.LoadMem(asm.R1, asm.R9, fvPort, asm.Half),
-		asm.JEq.Imm(asm.R1, 0, name+"_port_kept"),
-		asm.StoreMem(rPkt, fDstPort, asm.R1, asm.Half),
-	)
-	b.label(name + "_port_kept")
-	b.emit(asm.LoadMem(asm.R2, asm.R9, fvL4Sum, asm.Half))
-	b.addToChecksum(csumOff, proto == protoUDP, name+"_l4sum")
-	b.emit(asm.Ja.Label(name + "_count"))
+	b.translate(name+"_dnat", name+"_count", fDst, fDstPort, csumOff, proto == protoUDP)
+	b.translate(name+"_snat", name+"_count", fSrc, fPorts, csumOff, proto == protoUDP)
 	b.ipip(name)
 	// Count it in this CPU's counters (no other CPU writes them), by the
 	// packet's total length as it arrived.
@@ -522,6 +529,41 @@ func (b *builder) fast(name string, proto int32, next string) {
 		asm.Mov.Imm(asm.R0, xdpTX),
 		asm.Return(),
 	)
+}
+
+// translate emits the address translation of the frame at rPkt, whose
+// Ethernet padding is gone, for the entry at R9, as nat's rewrite4 makes
+// it: the entry's MACs, its address at addrOff (the destination's or the
+// source's) and, unless 0, its port at portOff, the TTL decremented, and
+// the entry's sums added to the header checksum and to the TCP or UDP
+// one at csumOff (udp: 0, no checksum, stays 0). It is labelled name and
+// continues at count.
+func (b *builder) translate(name, count string, addrOff, portOff, csumOff int16, udp bool) {
+	b.label(name)
+	for off := int16(0); off < 12; off += 4 {
+		b.emit(
+			asm.LoadMem(asm.R1, asm.R9, fvMACs+off, asm.Word),
+			asm.StoreMem(rPkt, off, asm.R1, asm.Word),
+		)
+	}
+	b.emit(
+		asm.LoadMem(asm.R1, asm.R9, fvAddr, asm.Word),
+		asm.StoreMem(rPkt, addrOff, asm.R1, asm.Word),
+		asm.LoadMem(asm.R1, rPkt, fTTL, asm.Byte),
+		asm.Sub.Imm(asm.R1, 1),
+		asm.StoreMem(rPkt, fTTL, asm.R1, asm.Byte),
+		asm.LoadMem(asm.R2, asm.R9, fvIPSum, asm.Half),
+	)
+	b.addToChecksum(fIPCsum, false, name+"_ipsum")
+	b.emit(
+		asm.LoadMem(asm.R1, asm.R9, fvPort, asm.Half),
+		asm.JEq.Imm(asm.R1, 0, name+"_port_kept"),
+		asm.StoreMem(rPkt, portOff, asm.R1, asm.Half),
+	)
+	b.label(name + "_port_kept")
+	b.emit(asm.LoadMem(asm.R2, asm.R9, fvL4Sum, asm.Half))
+	b.addToChecksum(csumOff, udp, name+"_l4sum")
+	b.emit(asm.Ja.Label(count))
 }
 
 // ipip emits the encapsulation of the frame at rPkt, whose Ethernet
@@ -566,7 +608,7 @@ func (b *builder) ipip(name string) {
 		asm.StoreMem(rPkt, eOuter+16, asm.R2, asm.Word),
 		// The checksum: ^fold(OuterSum + TOS + total length), in host
 		// order, stored in network order.
-		asm.LoadMem(asm.R2, asm.R9, fvOutSum, asm.Word),
+		asm.LoadMem(asm.R2, asm.R9, fvOutSum, asm.Half),
 		asm.Add.Reg(asm.R2, asm.R1),
 		asm.Add.Reg(asm.R2, asm.R3),
 	)

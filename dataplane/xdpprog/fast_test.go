@@ -3,6 +3,7 @@ package xdpprog
 import (
 	"bytes"
 	"encoding/binary"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -31,6 +32,17 @@ func loadFast(t testing.TB, n int) *Program {
 		}
 	})
 	return p
+}
+
+// loIndex is the loopback interface's index: BPF_PROG_TEST_RUN's frames
+// come in on it (ingress_ifindex).
+func loIndex(t testing.TB) uint32 {
+	t.Helper()
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint32(lo.Index)
 }
 
 // monotonic is CLOCK_MONOTONIC in ns, bpf_ktime_get_ns's clock.
@@ -66,11 +78,24 @@ var (
 // nat.
 func fastEntry(t testing.TB, vport, port uint16, gen uint32) FastEntry4 {
 	sum := nat.AddrSum4(fastVIP.As4(), fastBackend.As4())
-	ipSum, l4Sum := nat.DNAT4Sums(sum, vport, port)
+	ipSum, l4Sum := nat.Sums4(sum, vport, port)
 	return FastEntry4{
 		Gen: gen, Expires: monotonic(t) + uint64(time.Minute),
 		Addr: fastBackend.As4(), Port: port, IPSum: ipSum, L4Sum: l4Sum,
 		MACs: fastMACs, MaxLen: 1500,
+	}
+}
+
+// snatEntry is the entry the pipeline would compute for a NAT backend's
+// reply from fastBackend:bport, made to come from fastVIP:vport (vport 0:
+// the port kept), as natReply4 does.
+func snatEntry(t testing.TB, bport, vport uint16, gen uint32) FastEntry4 {
+	sum := nat.AddrSum4(fastBackend.As4(), fastVIP.As4())
+	ipSum, l4Sum := nat.Sums4(sum, bport, vport)
+	return FastEntry4{
+		Gen: gen, Expires: monotonic(t) + uint64(time.Minute),
+		Addr: fastVIP.As4(), Port: vport, IPSum: ipSum, L4Sum: l4Sum,
+		MACs: fastMACs, MaxLen: 1500, SNAT: true,
 	}
 }
 
@@ -94,20 +119,32 @@ func put(t testing.TB, f *Fast, k FastKey4, v FastEntry4) {
 }
 
 // translated is what the pipeline makes of frame: nat.DNAT4Sum with the
-// entry's address, port and sum, and its MACs.
-func translated(frame []byte, v FastEntry4, vport uint16) []byte {
+// entry's address, port and sum (SNAT: nat.SNAT4 with its address and
+// port), and its MACs.
+func translated(frame []byte, v FastEntry4) []byte {
 	out := append([]byte(nil), frame...)
 	ip := out[14:]
-	sum := nat.AddrSum4([4]byte(ip[16:20]), v.Addr)
-	nat.DNAT4Sum(packet.IPv4(ip[:20]), nat.L4{Proto: ip[9], Hdr: ip[20:]}, v.Addr, sum, v.Port)
+	l4 := nat.L4{Proto: ip[9], Hdr: ip[20:]}
+	if v.SNAT {
+		nat.SNAT4(packet.IPv4(ip[:20]), l4, v.Addr, v.Port)
+	} else {
+		sum := nat.AddrSum4([4]byte(ip[16:20]), v.Addr)
+		nat.DNAT4Sum(packet.IPv4(ip[:20]), l4, v.Addr, sum, v.Port)
+	}
 	copy(out, v.MACs[:])
 	return out
 }
 
+// flowOf is what a frame the fast path sent must carry.
+type flowOf struct {
+	src, dst     netip.Addr
+	sport, dport uint16
+}
+
 // checkDecoded decodes a frame the fast path sent with gopacket and checks
-// every field against the flow, and both checksums against a fresh
-// computation.
-func checkDecoded(t *testing.T, out []byte, port uint16) {
+// every field against the flow, the TTL, and both checksums against a
+// fresh computation.
+func checkDecoded(t *testing.T, out []byte, flow flowOf) {
 	t.Helper()
 	pkt := gopacket.NewPacket(out, layers.LayerTypeEthernet, gopacket.Default)
 	eth, _ := pkt.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
@@ -118,8 +155,8 @@ func checkDecoded(t *testing.T, out []byte, port uint16) {
 	if !bytes.Equal(eth.DstMAC, fastMACs[:6]) || !bytes.Equal(eth.SrcMAC, fastMACs[6:]) {
 		t.Errorf("MACs %v → %v", eth.SrcMAC, eth.DstMAC)
 	}
-	if !ip.DstIP.Equal(fastBackend.AsSlice()) || !ip.SrcIP.Equal(netip.MustParseAddr(client4).AsSlice()) || ip.TTL != 63 {
-		t.Errorf("IPv4 %v → %v TTL %d", ip.SrcIP, ip.DstIP, ip.TTL)
+	if !ip.DstIP.Equal(flow.dst.AsSlice()) || !ip.SrcIP.Equal(flow.src.AsSlice()) || ip.TTL != 63 {
+		t.Errorf("IPv4 %v → %v TTL %d, want %v → %v TTL 63", ip.SrcIP, ip.DstIP, ip.TTL, flow.src, flow.dst)
 	}
 	hdr := append([]byte(nil), out[14:34]...)
 	binary.BigEndian.PutUint16(hdr[10:], 0)
@@ -127,22 +164,22 @@ func checkDecoded(t *testing.T, out []byte, port uint16) {
 		t.Errorf("IPv4 checksum %#04x, want %#04x", ip.Checksum, want)
 	}
 	l4 := append([]byte(nil), out[34:]...)
-	var dport uint16
+	var sport, dport uint16
 	var csum uint16
 	csumOff := 16
 	switch ip.Protocol {
 	case layers.IPProtocolTCP:
 		tcp := pkt.Layer(layers.LayerTypeTCP).(*layers.TCP)
-		dport, csum = uint16(tcp.DstPort), tcp.Checksum
+		sport, dport, csum = uint16(tcp.SrcPort), uint16(tcp.DstPort), tcp.Checksum
 	case layers.IPProtocolUDP:
 		udp := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP)
-		dport, csum, csumOff = uint16(udp.DstPort), udp.Checksum, 6
-		if csum == 0 {
-			return // none sent, none to check
-		}
+		sport, dport, csum, csumOff = uint16(udp.SrcPort), uint16(udp.DstPort), udp.Checksum, 6
 	}
-	if dport != port {
-		t.Errorf("destination port %d, want %d", dport, port)
+	if sport != flow.sport || dport != flow.dport {
+		t.Errorf("ports %d → %d, want %d → %d", sport, dport, flow.sport, flow.dport)
+	}
+	if ip.Protocol == layers.IPProtocolUDP && csum == 0 {
+		return // none sent, none to check
 	}
 	binary.BigEndian.PutUint16(l4[csumOff:], 0)
 	pseudo := append(append(append([]byte(nil), out[26:34]...), 0, byte(ip.Protocol)), byte(len(l4)>>8), byte(len(l4)))
@@ -196,46 +233,80 @@ func TestFastTranslates(t *testing.T) {
 		{"udp without checksum", udp, 53, 5353, true, nil},
 		{"udp unpadded", udp, 53, 5353, false, []byte("eighteen bytes....")},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			v := fastEntry(t, tc.vport, tc.port, 7)
-			wantPort := tc.port
-			if wantPort == 0 {
-				wantPort = tc.vport
+		for _, reply := range []bool{false, true} {
+			name := tc.name
+			if reply {
+				name = "reply " + name
 			}
-			for sport := uint16(1024); sport < 1024+2000; sport++ {
-				frame := pk{src: client4, dst: vip4, proto: tc.proto, sport: sport, dport: tc.vport, payload: tc.payload}.frame(t)
-				if tc.zeroUDP {
-					binary.BigEndian.PutUint16(frame[40:], 0)
-				}
-				put(t, f, keyOfFrame(frame), v)
-				verdict, out := runOut(t, p, frame)
-				if verdict != xdpTX {
-					t.Fatalf("sport %d: verdict %s, want XDP_TX", sport, verdictName(verdict))
-				}
-				want := translated(frame, v, tc.vport)
-				want = want[:14+binary.BigEndian.Uint16(want[16:])] // the pipeline drops Ethernet padding
-				if !bytes.Equal(out, want) {
-					t.Fatalf("sport %d: the fast path wrote\n% x\nthe pipeline's translation is\n% x", sport, out, want)
-				}
-				checkDecoded(t, out, wantPort)
-			}
-		})
+			t.Run(name, func(t *testing.T) { checkTranslates(t, p, tc.proto, tc.vport, tc.port, tc.zeroUDP, tc.payload, reply) })
+		}
+	}
+}
+
+// checkTranslates runs TestFastTranslates' case: 2,000 flows to VIP port
+// vport translated to backend port port (0: kept), or (reply) the
+// backend's replies from it made to come from the VIP.
+func checkTranslates(t *testing.T, p *Program, proto layers.IPProtocol, vport, port uint16, zeroUDP bool, payload []byte, reply bool) {
+	f := p.Fast()
+	bport := port
+	if bport == 0 {
+		bport = vport
+	}
+	v := fastEntry(t, vport, port, 7)
+	if reply && port == 0 {
+		v = snatEntry(t, bport, 0, 7) // an every-port VIP: the port kept both ways
+	} else if reply {
+		v = snatEntry(t, bport, vport, 7)
+	}
+	cli := netip.MustParseAddr(client4)
+	for cport := uint16(1024); cport < 1024+2000; cport++ {
+		in := pk{src: client4, dst: vip4, proto: proto, sport: cport, dport: vport, payload: payload}
+		want := flowOf{cli, fastBackend, cport, bport}
+		if reply {
+			in = pk{src: backend4, dst: client4, proto: proto, sport: bport, dport: cport, payload: payload}
+			want = flowOf{fastVIP, cli, vport, cport}
+		}
+		frame := in.frame(t)
+		if zeroUDP {
+			binary.BigEndian.PutUint16(frame[40:], 0)
+		}
+		put(t, f, keyOfFrame(frame), v)
+		verdict, out := runOut(t, p, frame)
+		if verdict != xdpTX {
+			t.Fatalf("client port %d: verdict %s, want XDP_TX", cport, verdictName(verdict))
+		}
+		w := translated(frame, v)
+		w = w[:14+binary.BigEndian.Uint16(w[16:])] // the pipeline drops Ethernet padding
+		if !bytes.Equal(out, w) {
+			t.Fatalf("client port %d: the fast path wrote\n% x\nthe pipeline's translation is\n% x", cport, out, w)
+		}
+		checkDecoded(t, out, want)
 	}
 }
 
 // TestFastChecksumSweep runs one flow's frames through the program with a
 // 16-bit payload word taking every value, so that the L4 checksum before
 // and after the translation takes every value too (0x0000 and 0xffff
-// included), and compares each with the pipeline's translation.
+// included), and compares each with the pipeline's translation: a
+// client's flow (DNAT) and a NAT backend's replies (SNAT).
 func TestFastChecksumSweep(t *testing.T) {
 	if testing.Short() {
-		t.Skip("131,072 program runs")
+		t.Skip("262,144 program runs")
 	}
 	p := loadFast(t, 16)
 	f := p.Fast()
-	for _, proto := range []layers.IPProtocol{tcp, udp} {
+	for _, c := range []struct {
+		proto layers.IPProtocol
+		reply bool
+	}{{tcp, false}, {udp, false}, {tcp, true}, {udp, true}} {
+		proto, reply := c.proto, c.reply
 		v := fastEntry(t, 80, beTCP, 0)
-		frame := pk{src: client4, dst: vip4, proto: proto, sport: client, dport: 80, payload: make([]byte, 18)}.frame(t)
+		in := pk{src: client4, dst: vip4, proto: proto, sport: client, dport: 80, payload: make([]byte, 18)}
+		if reply {
+			v = snatEntry(t, beTCP, 80, 0)
+			in = pk{src: backend4, dst: client4, proto: proto, sport: beTCP, dport: client, payload: make([]byte, 18)}
+		}
+		frame := in.frame(t)
 		put(t, f, keyOfFrame(frame), v)
 		word := 14 + 20 + 20 + 16 // the payload's last word (TCP)
 		csum := 14 + 20 + 16
@@ -254,9 +325,9 @@ func TestFastChecksumSweep(t *testing.T) {
 			}
 			binary.BigEndian.PutUint16(in[csum:], c)
 			verdict, out := runOut(t, p, in)
-			want := translated(in, v, 80)
+			want := translated(in, v)
 			if verdict != xdpTX || !bytes.Equal(out, want) {
-				t.Fatalf("%v, payload word %#04x: verdict %s\n% x\nwant\n% x", proto, x, verdictName(verdict), out, want)
+				t.Fatalf("%v (reply %v), payload word %#04x: verdict %s\n% x\nwant\n% x", proto, reply, x, verdictName(verdict), out, want)
 			}
 			got := binary.BigEndian.Uint16(out[csum:])
 			seen0, seenF = seen0 || got == 0, seenF || got == 0xffff
@@ -264,7 +335,7 @@ func TestFastChecksumSweep(t *testing.T) {
 		// An incremental update yields 0xffff only from a zero sum; UDP
 		// sends a computed 0 as 0xffff and never 0.
 		if proto == tcp && !seen0 || proto == udp && (seen0 || !seenF) {
-			t.Errorf("%v: checksums 0x0000 seen %v, 0xffff seen %v", proto, seen0, seenF)
+			t.Errorf("%v (reply %v): checksums 0x0000 seen %v, 0xffff seen %v", proto, reply, seen0, seenF)
 		}
 	}
 }
@@ -339,13 +410,15 @@ func TestFastDeclines(t *testing.T) {
 	tcpFrame := pk{src: client4, dst: vip4, proto: tcp, sport: client, dport: 80}.frame(t)
 	udpFrame := pk{src: client4, dst: vip4, proto: udp, sport: client, dport: 80}.frame(t)
 	entry := fastEntry(t, 80, beTCP, 2)
+	entry.In = loIndex(t) // where the test runs' frames come in
 	put(t, f, keyOfFrame(tcpFrame), entry)
 	put(t, f, keyOfFrame(udpFrame), entry)
 	// Flows whose entries are stale in one way each.
-	oldGen, expired, small := entry, entry, entry
+	oldGen, expired, small, elsewhere := entry, entry, entry, entry
 	oldGen.Gen = 1
 	expired.Expires = monotonic(t) - 1
 	small.MaxLen = 40
+	elsewhere.In = loIndex(t) + 1
 	flow := func(sport uint16, v FastEntry4) []byte {
 		fr := pk{src: client4, dst: vip4, proto: tcp, sport: sport, dport: 80}.frame(t)
 		put(t, f, keyOfFrame(fr), v)
@@ -367,6 +440,7 @@ func TestFastDeclines(t *testing.T) {
 		{"entry of an old generation", flow(2001, oldGen)},
 		{"entry expired", flow(2002, expired)},
 		{"longer than the entry's MTU", flow(2003, small)},
+		{"entry of another interface", flow(2004, elsewhere)},
 		{"SYN", edit(tcpFrame, func(b []byte) { b[47] |= 0x02 })},
 		{"FIN", edit(tcpFrame, func(b []byte) { b[47] |= 0x01 })},
 		{"RST", edit(tcpFrame, func(b []byte) { b[47] |= 0x04 })},
@@ -416,9 +490,48 @@ func TestFastRedirect(t *testing.T) {
 	v.Ifindex = 1 // loopback, always there
 	put(t, p.Fast(), keyOfFrame(frame), v)
 	verdict, out := runOut(t, p, frame)
-	want := translated(frame, v, 80)
+	want := translated(frame, v)
 	want = want[:14+binary.BigEndian.Uint16(want[16:])]
 	if verdict != xdpRedirect || !bytes.Equal(out, want) {
 		t.Fatalf("verdict %s, frame\n% x\nwant XDP_REDIRECT and\n% x", verdictName(verdict), out, want)
+	}
+}
+
+// TestFastShared loads a second program on the first one's fast path
+// maps (Options.ShareFast, a two-armed vipd's second interface): an entry
+// written through the first is forwarded by the second and counted in
+// the shared counters; a size other than the map's is refused.
+func TestFastShared(t *testing.T) {
+	p := loadFast(t, 16)
+	f := p.Fast()
+	if _, err := LoadWith(1, Options{FastFlows: 32, ShareFast: f}); err == nil {
+		t.Error("LoadWith shared a 16-flow map as 32 flows")
+	}
+	q, err := LoadWith(1, Options{FastFlows: 16, ShareFast: f})
+	if err != nil {
+		t.Fatalf("LoadWith shared: %v", err)
+	}
+	t.Cleanup(func() { q.Close() })
+	frame := pk{src: backend4, dst: client4, proto: tcp, sport: beTCP, dport: client}.frame(t)
+	v := snatEntry(t, beTCP, 80, 0)
+	v.In, v.Ref = loIndex(t), 9
+	put(t, f, keyOfFrame(frame), v)
+	verdict, out := runOut(t, q, frame)
+	want := translated(frame, v)
+	want = want[:14+binary.BigEndian.Uint16(want[16:])]
+	if verdict != xdpTX || !bytes.Equal(out, want) {
+		t.Fatalf("the second program: verdict %s\n% x\nwant XDP_TX and\n% x", verdictName(verdict), out, want)
+	}
+	if n, _, _ := q.Fast().Forwarded(9); n != 1 {
+		t.Errorf("the second program's view of slot 9: %d frames, want 1", n)
+	}
+	if st, err := f.Stats(); err != nil || st.Packets != 1 {
+		t.Errorf("the first program's totals: %+v, %v; want 1 frame", st, err)
+	}
+	if err := q.Fast().SetGeneration(1); err != nil {
+		t.Fatal(err)
+	}
+	if verdict, _ := runOut(t, p, frame); verdict == xdpTX {
+		t.Error("the first program forwarded an entry of the generation the second retired")
 	}
 }

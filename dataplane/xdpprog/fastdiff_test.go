@@ -24,8 +24,8 @@ func (o *offers) Forwarded(uint32) (uint64, uint64, bool) { return 0, 0, false }
 // receiving one is an interface to redirect to, here the loopback.
 func entryOf(t testing.TB, f dataplane.FastFlow) (FastKey4, FastEntry4) {
 	v := FastEntry4{Gen: f.Gen, Expires: monotonic(t) + 60e9, Addr: f.Addr, Port: f.Port,
-		IPSum: f.IPSum, L4Sum: f.L4Sum, MACs: f.MACs, MaxLen: f.MaxLen, Ref: f.Backend,
-		Encap: f.Encap, EncapSrc: f.EncapSrc, OuterSum: f.OuterSum}
+		IPSum: f.IPSum, L4Sum: f.L4Sum, MACs: f.MACs, MaxLen: f.MaxLen, Ref: f.Slot,
+		SNAT: f.SNAT, Encap: f.Encap, EncapSrc: f.EncapSrc, OuterSum: f.OuterSum}
 	if f.TxPort != f.RxPort {
 		v.Ifindex = 1
 	}
@@ -46,7 +46,8 @@ func runPipeline(w *dataplane.Worker, snap *dataplane.Snapshot, now int64, frame
 
 // TestFastAgreesWithPipeline is the fast path's differential test: for
 // every frame of the steering corpus that a worker, seeing it a second
-// time, offers to the fast path, the program given that offer must
+// time, offers to the fast path (a client's packet of a NAT or DSR VIP, a
+// NAT backend's reply), the program given that offer must
 // forward the frame exactly as the worker did; and for variants of it —
 // random bytes of the first 64 changed, the IPv4 header checksum made
 // valid again for half of them — the program must either leave the frame
@@ -79,9 +80,20 @@ func TestFastAgreesWithPipeline(t *testing.T) {
 				payload: make([]byte, j*7)}.frame(t))
 		}
 	}
+	// And NAT backends' replies of each IPv4 NAT VIP.
+	for i, b := range []struct {
+		src   string
+		proto layerProto
+		port  uint16
+	}{{"198.18.1.12", tcp, 8080}, {"198.18.1.31", udp, 7001}, {"198.18.1.43", tcp, 8443}, {"198.18.1.51", tcp, 80}, {"198.18.1.52", tcp, 8443}} {
+		for j := range 30 {
+			corpus = append(corpus, pk{src: b.src, dst: "198.18.0.1", proto: b.proto, sport: b.port, dport: uint16(50000 + 100*i + j),
+				payload: make([]byte, j*7)}.frame(t))
+		}
+	}
 	r := rand.New(rand.NewPCG(7, 7))
 	const variants = 40
-	handed, encapsulated, taken, declined := 0, 0, 0, 0
+	handed, encapsulated, replies, taken, declined := 0, 0, 0, 0, 0
 	for i, frame := range corpus {
 		if len(frame) < ethHdrLen {
 			continue
@@ -104,6 +116,9 @@ func TestFastAgreesWithPipeline(t *testing.T) {
 		k, v := entryOf(t, o.flows[len(o.flows)-1])
 		if v.Encap {
 			encapsulated++
+		}
+		if v.SNAT {
+			replies++
 		}
 		put(t, p.Fast(), k, v)
 		got, gotOut := runOut(t, p, frame)
@@ -138,9 +153,9 @@ func TestFastAgreesWithPipeline(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d frames of %d offered (%d of DSR VIPs); of their variants the program forwarded %d (all as the workers), left %d",
-		handed, len(corpus), encapsulated, taken, declined)
-	if handed < 150 || encapsulated < 25 || taken < 2000 {
+	t.Logf("%d frames of %d offered (%d of DSR VIPs, %d NAT replies); of their variants the program forwarded %d (all as the workers), left %d",
+		handed, len(corpus), encapsulated, replies, taken, declined)
+	if handed < 150 || encapsulated < 25 || replies < 140 || taken < 2000 {
 		t.Errorf("the corpus exercised too little: %d frames offered, %d variants forwarded", handed, taken)
 	}
 }

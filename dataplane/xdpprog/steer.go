@@ -17,9 +17,10 @@ const (
 
 // Offsets of the fields of struct xdp_md the program reads; each is a u32.
 const (
-	mdData         = 0
-	mdDataEnd      = 4
-	mdRxQueueIndex = 16
+	mdData           = 0
+	mdDataEnd        = 4
+	mdIngressIfindex = 12
+	mdRxQueueIndex   = 16
 )
 
 // Wire constants. Everything the Go statement of the steering rule

@@ -133,7 +133,7 @@ func TestFastLayout(t *testing.T) {
 		t.Errorf("key % x, want % x", k, want)
 	}
 	v := FastEntry4{Gen: 7, Expires: 9, Addr: [4]byte{1, 2, 3, 4}, Port: 8080, IPSum: 0x1fffe, L4Sum: 0x12345,
-		MACs: [12]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, MaxLen: 1480, Ifindex: 3, Ref: 5,
+		MACs: [12]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, MaxLen: 1480, Ifindex: 3, In: 0x10203, Ref: 5,
 		Encap: true, EncapSrc: [4]byte{5, 6, 7, 8}, OuterSum: 0xabcdef}
 	b := v.marshal()
 	ne := binary.NativeEndian
@@ -154,14 +154,23 @@ func TestFastLayout(t *testing.T) {
 		{"ref", uint64(ne.Uint32(b[fvRef:])), 5},
 		{"encap source", uint64(binary.BigEndian.Uint32(b[fvSrc:])), 0x05060708},
 		{"mode", uint64(b[fvMode]), modeIPIP},
-		{"outer sum", uint64(ne.Uint32(b[fvOutSum:])), 0xabcdef},
+		{"outer sum, folded", uint64(ne.Uint16(b[fvOutSum:])), 0xab + 0xcdef},
+		{"in", uint64(ne.Uint32(b[fvIn:])), 0x10203},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
 			t.Errorf("%s: %#x, want %#x", c.name, c.got, c.want)
 		}
 	}
-	if fvOutSum+4 > fastValueSize || fvGen%4 != 0 || fvExpires%8 != 0 {
-		t.Error("fields misaligned or past the value")
+	if fvIn+4 > fastValueSize || fvGen%4 != 0 || fvExpires%8 != 0 || fvIn%4 != 0 || fvOutSum%2 != 0 || fvMode >= fvOutSum {
+		t.Error("fields misaligned, overlapping or past the value")
+	}
+	v.Encap, v.SNAT = false, true
+	if b := v.marshal(); b[fvMode] != modeSNAT {
+		t.Errorf("SNAT mode %d, want %d", b[fvMode], modeSNAT)
+	}
+	v.SNAT = false
+	if b := v.marshal(); b[fvMode] != modeDNAT {
+		t.Errorf("DNAT mode %d, want %d", b[fvMode], modeDNAT)
 	}
 }

@@ -85,6 +85,12 @@ type Options struct {
 	// (least recently used ones make room for new ones); 0 builds the
 	// program without the fast path.
 	FastFlows int
+	// ShareFast, with FastFlows, makes the program use the fast path maps
+	// of another program (its Fast) rather than new ones: the program of
+	// a second interface then forwards the flows handed to either, each
+	// entry on its own interface (FastEntry4.In). FastFlows must be the
+	// map's size.
+	ShareFast *Fast
 }
 
 // MaxFastFlows bounds Options.FastFlows: the flow map is preallocated, at
@@ -119,7 +125,14 @@ func LoadWith(queues int, o Options) (*Program, error) {
 			},
 		},
 	}
-	coll, err := ebpf.NewCollection(spec)
+	var co ebpf.CollectionOptions
+	if f := o.ShareFast; f != nil {
+		if o.FastFlows == 0 || uint32(o.FastFlows) != f.flows.MaxEntries() {
+			return nil, fmt.Errorf("xdpprog: shared fast path of %d flows, want FastFlows %d", f.flows.MaxEntries(), o.FastFlows)
+		}
+		co.MapReplacements = map[string]*ebpf.Map{mapFast: f.flows, mapFastGen: f.gen, mapFastStat: f.stat, mapFastRef: f.ref}
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, co)
 	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -143,7 +156,7 @@ func LoadWith(queues int, o Options) (*Program, error) {
 			coll.Close()
 			return nil, fmt.Errorf("xdpprog: map the fast path's counters: %w", err)
 		}
-		p.fast = &Fast{flows: coll.Maps[mapFast], gen: coll.Maps[mapFastGen], stat: coll.Maps[mapFastStat], refs: refs}
+		p.fast = &Fast{flows: coll.Maps[mapFast], gen: coll.Maps[mapFastGen], stat: coll.Maps[mapFastStat], ref: coll.Maps[mapFastRef], refs: refs}
 	}
 	for _, m := range coll.Maps {
 		p.maps = append(p.maps, m)
