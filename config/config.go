@@ -26,6 +26,38 @@ const (
 	IOAFPacket IO = "afpacket" // raw AF_PACKET sockets, for NICs or kernels without XDP
 )
 
+// FastPathMode is whether the XDP fast path runs ([dataplane] fast_path).
+// The file may also say true (FastPathOn) or false (FastPathOff).
+type FastPathMode string
+
+const (
+	// FastPathAuto runs the fast path when the interfaces' drivers carry
+	// what XDP sends (XDP_TX, and bpf_redirect between the two interfaces
+	// when two-armed) as the kernel reports, and neither is a veth (which
+	// carries it only while its peer runs an XDP program, which vipd
+	// cannot see); otherwise, and where the refresh is not shorter than
+	// the conntrack timeouts, it stays off and says why.
+	FastPathAuto FastPathMode = "auto"
+	FastPathOn   FastPathMode = "on"
+	FastPathOff  FastPathMode = "off"
+)
+
+// decodeValue implements valueDecoder: "auto", "on", "off", true or false.
+func (m *FastPathMode) decodeValue(src any) error {
+	switch v := src.(type) {
+	case bool:
+		*m = map[bool]FastPathMode{true: FastPathOn, false: FastPathOff}[v]
+		return nil
+	case string:
+		switch FastPathMode(v) {
+		case FastPathAuto, FastPathOn, FastPathOff:
+			*m = FastPathMode(v)
+			return nil
+		}
+	}
+	return fmt.Errorf("must be %q, %q, %q, true or false, not %s", FastPathAuto, FastPathOn, FastPathOff, describe(src))
+}
+
 // XDPMode is how the XDP steering program is attached.
 type XDPMode string
 
@@ -76,8 +108,9 @@ type Dataplane struct {
 	// "afxdp" only): a worker hands each flow's translation or
 	// encapsulation down once it is past its handshake (a reply flow at
 	// its first reply), and the flow's later packets go back out without
-	// reaching vipd's socket. Off by default.
-	FastPath bool `toml:"fast_path"`
+	// reaching vipd's socket. FastPathAuto (the default) runs it where
+	// the interfaces can carry it (the daemon decides at start).
+	FastPath FastPathMode `toml:"fast_path"`
 	// FastPathFlows is how many flows the fast path holds; the least
 	// recently used make room for new ones (which then pass through the
 	// workers until handed down again). The map is allocated at start.

@@ -536,11 +536,19 @@ func TestBusyPollConfig(t *testing.T) {
 // TestFastPathRefreshOnlyWhenOn: the refresh must be shorter than the
 // conntrack timeouts only when the fast path is on; with it off, a short
 // timeout (1 s, which the e2e suite uses) is no error because of a knob
-// nothing uses.
+// nothing uses, and with auto (the default) a warning that it stays off.
 func TestFastPathRefreshOnlyWhenOn(t *testing.T) {
 	src := base + "\n[conntrack]\ntcp_closing_timeout = \"1s\"\n"
-	if _, _, err := Parse("off.toml", []byte(src)); err != nil {
-		t.Fatalf("fast path off, closing timeout 1s: %v", err)
+	cfg, warns, err := Parse("auto.toml", []byte(src))
+	if err != nil {
+		t.Fatalf("fast path auto, closing timeout 1s: %v", err)
+	}
+	if len(warns) != 1 || warns[0].Key != "dataplane.fast_path_refresh" || FastPathRefreshFits(&cfg.Dataplane, &cfg.Conntrack) {
+		t.Errorf("fast path auto, closing timeout 1s: warnings %v, want one that it stays off", warns)
+	}
+	off := strings.Replace(src, `ingress = "eth0"`, "ingress = \"eth0\"\nfast_path = false", 1)
+	if _, warns, err := Parse("off.toml", []byte(off)); err != nil || len(warns) != 0 {
+		t.Fatalf("fast path off, closing timeout 1s: %v, warnings %v", err, warns)
 	}
 	on := strings.Replace(src, `ingress = "eth0"`, "ingress = \"eth0\"\nfast_path = true", 1)
 	if _, _, err := Parse("on.toml", []byte(on)); err == nil || !strings.Contains(err.Error(), "fast_path_refresh") {
@@ -722,6 +730,39 @@ func TestTooManyBackends(t *testing.T) {
 		refused := err != nil && strings.Contains(err.Error(), "a VIP has at most 65535")
 		if refused != (n > hashing.MaxBackends) {
 			t.Errorf("%d backends: refused %v; err = %v", n, refused, err)
+		}
+	}
+}
+
+// TestFastPathMode: fast_path takes "auto", "on", "off", true and false,
+// and nothing else; it defaults to auto.
+func TestFastPathMode(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  FastPathMode
+		ok    bool
+	}{
+		{"", FastPathAuto, true},
+		{`"auto"`, FastPathAuto, true},
+		{`"on"`, FastPathOn, true},
+		{`"off"`, FastPathOff, true},
+		{"true", FastPathOn, true},
+		{"false", FastPathOff, true},
+		{`"yes"`, "", false},
+		{"1", "", false},
+	} {
+		src := base
+		if tc.value != "" {
+			src = strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nfast_path = "+tc.value, 1)
+		}
+		cfg, _, err := Parse("f.toml", []byte(src))
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("fast_path = %s: %v", tc.value, err)
+		case tc.ok && cfg.Dataplane.FastPath != tc.want:
+			t.Errorf("fast_path = %s: %q, want %q", tc.value, cfg.Dataplane.FastPath, tc.want)
+		case !tc.ok && (err == nil || !strings.Contains(err.Error(), "dataplane.fast_path")):
+			t.Errorf("fast_path = %s: %v, want an error naming the key", tc.value, err)
 		}
 	}
 }

@@ -11,6 +11,10 @@ import (
 	"time"
 )
 
+// valueDecoder is implemented by a type that reads itself from a TOML value
+// of more than one kind (FastPathMode: a string or a boolean).
+type valueDecoder interface{ decodeValue(src any) error }
+
 // defaulter is implemented by elements of arrays of tables, which come into
 // existence during decoding and so cannot be pre-filled with defaults.
 type defaulter interface{ setDefaults() }
@@ -22,6 +26,12 @@ type defaulter interface{ setDefaults() }
 // with its full, indexed key path, and decoding goes on.
 func (c *collector) decode(path string, src any, dst reflect.Value) {
 	if dst.CanAddr() {
+		if vd, ok := dst.Addr().Interface().(valueDecoder); ok {
+			if err := vd.decodeValue(src); err != nil {
+				c.errorf(path, "%v", err)
+			}
+			return
+		}
 		if tu, ok := dst.Addr().Interface().(encoding.TextUnmarshaler); ok {
 			s, ok := src.(string)
 			if !ok {

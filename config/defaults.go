@@ -19,6 +19,7 @@ const (
 	DefaultBusyPollUsecs     = 0 // off: README, "Busy polling, measured"
 	MaxBusyPollUsecs         = 1000
 	MaxBusyPollBudget        = 1024
+	DefaultFastPath          = FastPathAuto
 	DefaultFastPathFlows     = 1 << 18
 	MaxFastPathFlows         = 1 << 22 // xdpprog.MaxFastFlows
 	DefaultFastPathRefresh   = 2 * time.Second
@@ -74,6 +75,7 @@ func Default() Config {
 			BatchSize:          DefaultBatchSize,
 			XDPMode:            DefaultXDPMode,
 			BusyPollUsecs:      DefaultBusyPollUsecs,
+			FastPath:           DefaultFastPath,
 			FastPathFlows:      DefaultFastPathFlows,
 			FastPathRefresh:    Duration(DefaultFastPathRefresh),
 			FlowHashSeed:       DefaultFlowHashSeed,

@@ -20,8 +20,8 @@ func WriteSummary(w io.Writer, cfg *Config) error {
 	if d.BusyPollUsecs > 0 && d.IO == IOAFXDP {
 		busy = fmt.Sprintf(", busy poll %dµs budget %d", d.BusyPollUsecs, d.BusyPollBatch())
 	}
-	if d.FastPath && d.IO == IOAFXDP {
-		busy += fmt.Sprintf(", XDP fast path %d flows refreshed every %s", d.FastPathFlows, d.FastPathRefresh)
+	if d.FastPath != FastPathOff && d.IO == IOAFXDP {
+		busy += fmt.Sprintf(", XDP fast path %s: %d flows refreshed every %s", d.FastPath, d.FastPathFlows, d.FastPathRefresh)
 	}
 	fmt.Fprintf(tw, "dataplane: %s, ingress %s, egress %s, io %s, %d queue(s), batch %d%s\n",
 		arms, d.Ingress, d.EgressInterface(), d.IO, d.Queues, d.BatchSize, busy)

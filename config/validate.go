@@ -186,19 +186,28 @@ func (c *collector) validateFastPath(d *Dataplane, ct *Conntrack) {
 	if d.FastPathFlows < 1 || d.FastPathFlows > MaxFastPathFlows {
 		c.errorf(p+".fast_path_flows", "must be from 1 to %d flows, not %d", MaxFastPathFlows, d.FastPathFlows)
 	}
-	r := d.FastPathRefresh.D()
 	shortest := min(ct.TCPUnconfirmed, ct.TCPEstablished, ct.TCPClosing, ct.UDP)
 	switch {
-	case r < 100*time.Millisecond:
+	case d.FastPathRefresh.D() < 100*time.Millisecond:
 		c.errorf(p+".fast_path_refresh", "must be at least 100ms, not %s: every flow passes through a worker once per refresh", d.FastPathRefresh)
-	case d.FastPath && r >= shortest.D():
-		// Only with the fast path on: the default refresh must not make
-		// short timeouts an error where nothing uses it.
+	case FastPathRefreshFits(d, ct):
+	case d.FastPath == FastPathOn:
+		// An error only with the fast path on: the default refresh must
+		// not make short timeouts an error where nothing uses it.
 		c.errorf(p+".fast_path_refresh", "%s is not shorter than the shortest conntrack timeout of a flow past its handshake (%s): a flow could outlive its conntrack entry in the fast path", d.FastPathRefresh, shortest)
+	case d.FastPath == FastPathAuto && d.IO == IOAFXDP:
+		c.warnf(p+".fast_path_refresh", "%s is not shorter than the shortest conntrack timeout of a flow past its handshake (%s): fast_path = %q stays off; set a shorter refresh for it", d.FastPathRefresh, shortest, FastPathAuto)
 	}
-	if d.FastPath && d.IO == IOAFPacket {
+	if d.FastPath == FastPathOn && d.IO == IOAFPacket {
 		c.warnf(p+".fast_path", "applies to io = %q only: ignored with %q", IOAFXDP, IOAFPacket)
 	}
+}
+
+// FastPathRefreshFits reports whether the fast path's refresh is shorter
+// than every conntrack timeout a flow it holds can be under (see
+// validateFastPath): with fast_path = "auto" the fast path runs only then.
+func FastPathRefreshFits(d *Dataplane, ct *Conntrack) bool {
+	return d.FastPathRefresh.D() < min(ct.TCPUnconfirmed, ct.TCPEstablished, ct.TCPClosing, ct.UDP).D()
 }
 
 // MaxSocketPath is the longest admin socket path, in bytes: a Unix socket

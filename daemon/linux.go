@@ -134,10 +134,19 @@ func (p *LinuxPlatform) openAFXDP(dp *config.Dataplane) ([]dataplane.Queue, erro
 	if dp.TwoArmed() {
 		links = append(links, p.links[1])
 	}
+	var fl []fastLink
+	for _, l := range links {
+		f, err := xdpprog.InterfaceFeatures(l.Index)
+		fl = append(fl, fastLink{link: l, features: f, err: err})
+	}
+	fast, why := fastPathRuns(dp, &p.cfg.Conntrack, fl)
+	if !fast && dp.FastPath != config.FastPathOff {
+		p.log.Info("XDP fast path off", "fast_path", string(dp.FastPath), "why", why)
+	}
 	socks := make([][]*afxdp.Socket, len(links))
 	for li, l := range links {
 		var o xdpprog.Options
-		if dp.FastPath {
+		if fast {
 			// Clients' packets arrive on the ingress interface, NAT
 			// backends' replies on the egress one (two-armed): one map
 			// of flows for both programs, each entry for its interface.

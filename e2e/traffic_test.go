@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -173,6 +174,24 @@ func (l *dialLog) count() (conns, distinct int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.conns, len(l.local)
+}
+
+// TestFastPathAutoOnVeth: with the default fast_path ("auto") on the
+// testbed's veths, vipd leaves the fast path off and says why, and
+// forwards through the workers (the veths' peers run no XDP program, so
+// frames the program sent would be lost).
+func TestFastPathAutoOnVeth(t *testing.T) {
+	e := setup(t, testbed.Options{}, testbed.ConfigOptions{})
+	if _, err := e.upload(natURL, 1<<20); err != nil {
+		t.Fatalf("upload: %v", err)
+	}
+	log := e.v.Log()
+	if !strings.Contains(log, "XDP fast path off") || !strings.Contains(log, "is a veth") || strings.Contains(log, "XDP fast path on") {
+		t.Errorf("the log does not say the fast path is off on a veth:\n%s", tail(log, 40))
+	}
+	if n := e.metric("vipd_driver_events_total", "event", "fast_path_forwarded"); n != 0 {
+		t.Errorf("fast path forwarded %v frames", n)
+	}
 }
 
 // TestFastPath: with the XDP fast path on, uploads and downloads through

@@ -23,11 +23,14 @@ type Link struct {
 	// Addrs are the link's own addresses with their prefix lengths,
 	// unmasked (198.18.0.1/24) and sorted (SortPrefixes).
 	Addrs []netip.Prefix
+	// Kind is the kind of a virtual link (IFLA_INFO_KIND: "veth",
+	// "bond", "vlan"...), empty for a physical one.
+	Kind string
 }
 
 // Equal reports whether l and o are the same view of a link.
 func (l Link) Equal(o Link) bool {
-	return l.Index == o.Index && l.Name == o.Name && l.MAC == o.MAC && l.MTU == o.MTU && slices.Equal(l.Addrs, o.Addrs)
+	return l.Index == o.Index && l.Name == o.Name && l.MAC == o.MAC && l.MTU == o.MTU && l.Kind == o.Kind && slices.Equal(l.Addrs, o.Addrs)
 }
 
 // ErrNotFound is returned for an interface name the kernel does not know.
@@ -107,6 +110,9 @@ func FromMessages(lm []rtnetlink.LinkMessage, am []rtnetlink.AddressMessage) []L
 			l.MTU = int(a.MTU)
 			if len(a.Address) == 6 {
 				l.MAC = [6]byte(a.Address)
+			}
+			if a.Info != nil {
+				l.Kind = a.Info.Kind
 			}
 		}
 		byIndex[l.Index] = len(links)

@@ -56,7 +56,7 @@ func TestFromMessages(t *testing.T) {
 	lm := []rtnetlink.LinkMessage{
 		{Index: 1, Attributes: &rtnetlink.LinkAttributes{Name: "lo", MTU: 65536, Address: make(net.HardwareAddr, 6)}},
 		{Index: 2, Attributes: &rtnetlink.LinkAttributes{Name: "eth0", MTU: 9000, Address: net.HardwareAddr(macA[:])}},
-		{Index: 3, Attributes: &rtnetlink.LinkAttributes{Name: "tun0", MTU: 1420}}, // no L2 address
+		{Index: 3, Attributes: &rtnetlink.LinkAttributes{Name: "tun0", MTU: 1420, Info: &rtnetlink.LinkInfo{Kind: "tun"}}}, // no L2 address
 	}
 	am := []rtnetlink.AddressMessage{
 		{Family: unix.AF_INET6, PrefixLength: 64, Index: 2, Attributes: &rtnetlink.AddressAttributes{Address: net.ParseIP("2001:2::1")}},
@@ -73,7 +73,7 @@ func TestFromMessages(t *testing.T) {
 		{Index: 1, Name: "lo", MTU: 65536, Addrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/8")}},
 		{Index: 2, Name: "eth0", MAC: macA, MTU: 9000, Addrs: []netip.Prefix{
 			netip.MustParsePrefix("198.18.0.1/24"), netip.MustParsePrefix("2001:2::1/64")}},
-		{Index: 3, Name: "tun0", MTU: 1420, Addrs: []netip.Prefix{netip.MustParsePrefix("198.18.9.1/32")}},
+		{Index: 3, Name: "tun0", MTU: 1420, Kind: "tun", Addrs: []netip.Prefix{netip.MustParsePrefix("198.18.9.1/32")}},
 	}
 	if !slices.EqualFunc(got, want, Link.Equal) {
 		t.Errorf("FromMessages =\n%+v\nwant\n%+v", got, want)

@@ -1,0 +1,132 @@
+package xdpprog
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Features are the XDP actions an interface's driver supports, as the
+// kernel reports them (the netdev generic netlink family's xdp-features,
+// include/uapi/linux/netdev.h; Linux 6.3+). They may change while the
+// interface lives: a veth's FeatureNDOXmit follows its peer.
+type Features uint64
+
+// Bits of Features (enum netdev_xdp_act).
+const (
+	// FeatureBasic: XDP_ABORTED, XDP_DROP, XDP_PASS and XDP_TX in the
+	// driver (native mode).
+	FeatureBasic Features = 1
+	// FeatureRedirect: the driver carries out XDP_REDIRECT.
+	FeatureRedirect Features = 2
+	// FeatureNDOXmit: the interface takes frames other interfaces'
+	// programs redirect to it (ndo_xdp_xmit). A veth has it only while its
+	// peer can receive such frames, that is while the peer runs an XDP
+	// program (or has GRO on): the condition for XDP_TX on the veth too,
+	// since both hand the frame to the peer's NAPI.
+	FeatureNDOXmit Features = 4
+	// FeatureZeroCopy: AF_XDP zero-copy mode.
+	FeatureZeroCopy Features = 8
+)
+
+// ErrNoFeatures is returned (wrapped) by InterfaceFeatures on a kernel that
+// does not report XDP features (before Linux 6.3).
+var ErrNoFeatures = errors.New("the kernel does not report XDP features (netdev netlink family, Linux 6.3+)")
+
+// Constants of the netdev generic netlink family (include/uapi/linux/
+// netdev.h), which golang.org/x/sys/unix does not have.
+const (
+	netdevFamily         = "netdev"
+	netdevCmdDevGet      = 1
+	netdevAttrIfindex    = 1
+	netdevAttrXDPFeature = 3
+	genlIDCtrl           = 0x10 // GENL_ID_CTRL, the controller's family id
+	genlHeaderLen        = 4    // struct genlmsghdr: cmd, version, reserved
+)
+
+// InterfaceFeatures returns the XDP features of the interface with index
+// ifindex, in the network namespace of the calling thread.
+func InterfaceFeatures(ifindex int) (Features, error) {
+	c, err := netlink.Dial(unix.NETLINK_GENERIC, nil)
+	if err != nil {
+		return 0, fmt.Errorf("xdpprog: generic netlink: %w", err)
+	}
+	defer c.Close()
+	family, err := genlFamily(c, netdevFamily)
+	if err != nil {
+		return 0, err
+	}
+	ae := netlink.NewAttributeEncoder()
+	ae.Uint32(netdevAttrIfindex, uint32(ifindex))
+	attrs, err := ae.Encode()
+	if err != nil {
+		return 0, err
+	}
+	msgs, err := c.Execute(genlRequest(family, netdevCmdDevGet, attrs))
+	if err != nil {
+		return 0, fmt.Errorf("xdpprog: XDP features of interface %d: %w", ifindex, err)
+	}
+	for _, m := range msgs {
+		ad, err := genlAttributes(m)
+		if err != nil {
+			return 0, err
+		}
+		for ad.Next() {
+			if ad.Type() == netdevAttrXDPFeature {
+				return Features(ad.Uint64()), nil
+			}
+		}
+		if err := ad.Err(); err != nil {
+			return 0, fmt.Errorf("xdpprog: XDP features of interface %d: %w", ifindex, err)
+		}
+	}
+	return 0, fmt.Errorf("xdpprog: interface %d: %w", ifindex, ErrNoFeatures)
+}
+
+// genlFamily resolves a generic netlink family's id by name.
+func genlFamily(c *netlink.Conn, name string) (uint16, error) {
+	ae := netlink.NewAttributeEncoder()
+	ae.String(unix.CTRL_ATTR_FAMILY_NAME, name)
+	attrs, err := ae.Encode()
+	if err != nil {
+		return 0, err
+	}
+	msgs, err := c.Execute(genlRequest(genlIDCtrl, unix.CTRL_CMD_GETFAMILY, attrs))
+	if errors.Is(err, unix.ENOENT) {
+		return 0, fmt.Errorf("xdpprog: %w", ErrNoFeatures)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("xdpprog: generic netlink family %q: %w", name, err)
+	}
+	for _, m := range msgs {
+		ad, err := genlAttributes(m)
+		if err != nil {
+			return 0, err
+		}
+		for ad.Next() {
+			if ad.Type() == unix.CTRL_ATTR_FAMILY_ID {
+				return ad.Uint16(), nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("xdpprog: generic netlink family %q: no id in the answer", name)
+}
+
+// genlRequest is a generic netlink request: the generic header (command,
+// version 1) and then the attributes.
+func genlRequest(family uint16, cmd uint8, attrs []byte) netlink.Message {
+	return netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(family), Flags: netlink.Request},
+		Data:   append([]byte{cmd, 1, 0, 0}, attrs...),
+	}
+}
+
+// genlAttributes decodes the attributes of a generic netlink answer.
+func genlAttributes(m netlink.Message) (*netlink.AttributeDecoder, error) {
+	if len(m.Data) < genlHeaderLen {
+		return nil, fmt.Errorf("xdpprog: generic netlink answer of %d bytes", len(m.Data))
+	}
+	return netlink.NewAttributeDecoder(m.Data[genlHeaderLen:])
+}
