@@ -104,7 +104,7 @@ type Dataplane struct {
 	// poll moves to the rx ring; 0 means BatchSize.
 	BusyPollBudget int `toml:"busy_poll_budget"`
 	// FastPath forwards established IPv4 flows of NAT VIPs and of DSR
-	// VIPs with IPIP, and NAT backends' replies, in the XDP program (io =
+	// VIPs, and NAT backends' replies, in the XDP program (io =
 	// "afxdp" only): a worker hands each flow's translation or
 	// encapsulation down once it is past its handshake (a reply flow at
 	// its first reply), and the flow's later packets go back out without

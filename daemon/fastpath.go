@@ -108,6 +108,7 @@ func (f *fastWriter) Offer(x *dataplane.FastFlow) bool {
 		Addr: x.Addr, Port: x.Port, IPSum: x.IPSum, L4Sum: x.L4Sum,
 		MACs: x.MACs, MaxLen: x.MaxLen, In: f.ifindex[x.RxPort&1], Ref: x.Slot,
 		SNAT: x.SNAT, Encap: x.Encap, EncapSrc: x.EncapSrc, OuterSum: x.OuterSum,
+		GUE: x.GUE, GUESrcPort: x.GUESrcPort, GUEDstPort: x.GUEDstPort,
 	}
 	if x.TxPort != x.RxPort {
 		v.Ifindex = f.ifindex[x.TxPort&1]

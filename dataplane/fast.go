@@ -49,14 +49,18 @@ type FastFlow struct {
 	// (BackendSpec.Ref, below MaxFastRef), a reply flow by its VIP
 	// (fastVIPSlot).
 	Slot uint32
-	// Encap (a DSR VIP with IPIP encapsulation): the packets are wrapped
-	// untouched in an outer IPv4 header from EncapSrc to Addr, as
-	// encap.Encap4 does, instead of translated (Port, IPSum and L4Sum
-	// unused); OuterSum is encap.Outer4Sum of that header, and MaxLen
-	// the egress MTU less the outer header.
-	Encap    bool
-	EncapSrc [4]byte
-	OuterSum uint32
+	// Encap (a DSR VIP): the packets are wrapped untouched in an outer
+	// IPv4 header from EncapSrc to Addr, as encap.Encap4 does, instead of
+	// translated (Port, IPSum and L4Sum unused); OuterSum is
+	// encap.Outer4Sum of that header, and MaxLen the egress MTU less the
+	// outer headers. With GUE the outer header is of protocol UDP and a
+	// UDP header from GUESrcPort to GUEDstPort follows it, as
+	// encap.GUE4 writes them.
+	Encap                  bool
+	EncapSrc               [4]byte
+	OuterSum               uint32
+	GUE                    bool
+	GUESrcPort, GUEDstPort uint16
 }
 
 // MaxFastRef bounds the backend references whose flows go to a fast path,
@@ -163,7 +167,7 @@ func (w *Worker) fastDelta(slot uint32, seen *[2]uint64) (packets, bytes uint64,
 const stateFlags = packet.TCPFlagSYN | packet.TCPFlagFIN | packet.TCPFlagRST
 
 // offerFast hands the flow of p, which forwardClean just translated (NAT)
-// or encapsulated (DSR, IPIP) to backend b (ref) on port out with flags
+// or encapsulated (DSR: IPIP or GUE) to backend b (ref) on port out with flags
 // its TCP flags, to the fast path
 // when the fast path may forward the flow's next packets alone: a flow
 // conntrack found (not one this packet created, nor one that moved to
@@ -195,9 +199,17 @@ func (w *Worker) offerFast(d *Desc, p *pkt, v *vip, b *backend, ref uint32, out 
 	f.Gen = w.snap.gen
 	f.Addr, f.MACs, f.SNAT = b.addr4, b.macs, false
 	mtu := w.snap.mtu[out]
+	f.GUE, f.GUESrcPort, f.GUEDstPort = false, 0, 0
 	if f.Encap = v.mode == ModeDSR; f.Encap {
+		// The outer headers as wrap4 writes them for this flow.
 		f.Port, f.IPSum, f.L4Sum = 0, 0, 0
-		f.EncapSrc, f.OuterSum = v.encap4, encap.Outer4Sum(packet.ProtoIPIP, v.encap4, b.addr4)
+		proto := uint8(packet.ProtoIPIP)
+		f.EncapSrc = v.encapSrc4(p.hp)
+		if v.gue {
+			proto, f.EncapSrc = packet.ProtoUDP, v.encap4
+			f.GUE, f.GUESrcPort, f.GUEDstPort = true, encap.SourcePort(p.hp), v.guePort
+		}
+		f.OuterSum = encap.Outer4Sum(proto, f.EncapSrc, b.addr4)
 		mtu -= v.over
 	} else {
 		f.Port = b.port
@@ -240,6 +252,7 @@ func (w *Worker) offerReply(d *Desc, frame []byte, f *packet.Frame, v *vip, mac 
 	x.MaxLen = uint16(min(s.mtu[PortIngress], 0xffff))
 	x.RxPort, x.TxPort, x.Slot = d.RxPort, PortIngress, fastVIPSlot(v.id)
 	x.Encap, x.EncapSrc, x.OuterSum = false, [4]byte{}, 0
+	x.GUE, x.GUESrcPort, x.GUEDstPort = false, 0, 0
 	if w.fast.Offer(x) {
 		w.c.FastOffered++
 		w.fastPending = true

@@ -53,13 +53,22 @@ func replayFast(t *testing.T, frame []byte, f FastFlow) []byte {
 	}
 	if f.Encap {
 		// IPIP (RFC 2003): an outer header of the inner TOS, the total
-		// length, ID 0, DF, TTL 64, protocol 4, checksummed here.
+		// length, ID 0, DF, TTL 64, protocol 4, checksummed here. GUE:
+		// protocol 17, then UDP between the flow's ports, of the inner
+		// packet's length and 8, without a checksum.
 		inner := ip[:binary.BigEndian.Uint16(ip[2:])]
-		outer := []byte{0x45, inner[1], 0, 0, 0, 0, 0x40, 0, 64, 4, 0, 0}
-		binary.BigEndian.PutUint16(outer[2:], uint16(20+len(inner)))
+		var udp []byte
+		proto := byte(4)
+		if f.GUE {
+			proto = 17
+			udp = binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, f.GUESrcPort), f.GUEDstPort)
+			udp = append(binary.BigEndian.AppendUint16(udp, uint16(8+len(inner))), 0, 0)
+		}
+		outer := []byte{0x45, inner[1], 0, 0, 0, 0, 0x40, 0, 64, proto, 0, 0}
+		binary.BigEndian.PutUint16(outer[2:], uint16(20+len(udp)+len(inner)))
 		outer = append(append(outer, f.EncapSrc[:]...), f.Addr[:]...)
 		binary.BigEndian.PutUint16(outer[10:], ^uint16(refSum(outer, 0)))
-		return append(append(append(append([]byte(nil), f.MACs[:]...), 0x08, 0x00), outer...), inner...)
+		return append(append(append(append(append([]byte(nil), f.MACs[:]...), 0x08, 0x00), outer...), udp...), inner...)
 	}
 	addr, port := 16, 22 // the destination's
 	if f.SNAT {
@@ -86,6 +95,26 @@ func replayFast(t *testing.T, frame []byte, f FastFlow) []byte {
 	return out[:14+int(binary.BigEndian.Uint16(ip[2:]))]
 }
 
+// Two more DSR VIPs for the fast path's tests: GUE, and IPIP from a
+// source per flow.
+var (
+	vipGUE4 = netip.MustParseAddr("198.18.0.104")
+	vipSrc4 = netip.MustParseAddr("198.18.0.105")
+)
+
+// fastSpec is testSpec with vipGUE4 (TCP and UDP) and vipSrc4.
+func fastSpec() *Spec {
+	spec := testSpec()
+	spec.VIPs = append(spec.VIPs,
+		VIPSpec{ID: 20, Name: "gue4", Addr: vipGUE4, Port: 80, Proto: 6, Mode: ModeDSR, TableSize: 65537, EncapSrc: encap4,
+			Encap: EncapGUE, GUEPort: 7777, Backends: backends("198.18.1.6", 20, 0)},
+		VIPSpec{ID: 21, Name: "gue4u", Addr: vipGUE4, Port: 80, Proto: 17, Mode: ModeDSR, TableSize: 65537, EncapSrc: encap4,
+			Encap: EncapGUE, Backends: backends("198.18.1.6", 23, 0)},
+		VIPSpec{ID: 22, Name: "src4", Addr: vipSrc4, Port: 80, Proto: 6, Mode: ModeDSR, TableSize: 65537, EncapSrc: encap4,
+			EncapSrcPrefix: netip.MustParsePrefix("198.18.1.0/24"), Backends: backends("198.18.1.7", 26, 0)})
+	return spec
+}
+
 // TestFastOffers follows flows through their lives and checks what the
 // worker offers the fast path: not the packet that creates the flow, then
 // every packet that the fast path could forward alone, described so that
@@ -105,9 +134,12 @@ func TestFastOffers(t *testing.T) {
 		{"every-port vip, port kept", pk{src: client4, dst: vipAll4, sport: 40000, dport: 443, flags: "A"}, true},
 		{"dsr", pk{src: client4, dst: vipDSR4, sport: 40000, dport: 80, flags: "A"}, true},
 		{"dsr, padded frame, TOS", pk{src: client4, dst: vipDSR4, sport: 40001, dport: 80, flags: "A", tos: 0xb8}, true},
+		{"dsr, gue", pk{src: client4, dst: vipGUE4, sport: 40002, dport: 80, flags: "A", payload: []byte("data")}, true},
+		{"dsr, gue, udp", pk{src: client4, dst: vipGUE4, sport: 40003, dport: 80, proto: layers.IPProtocolUDP, payload: []byte("q")}, true},
+		{"dsr, source per flow", pk{src: client4, dst: vipSrc4, sport: 40004, dport: 80, flags: "A"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, testSpec())
+			h := newHarness(t, fastSpec())
 			fast := &recordingFast{}
 			h.w.SetFastPath(fast, false)
 			frame := build(t, tc.p)
@@ -138,6 +170,9 @@ func TestFastOffers(t *testing.T) {
 				maxLen := uint16(1500)
 				if f.Encap {
 					maxLen -= 20 // the outer header
+				}
+				if f.GUE {
+					maxLen -= 8 // and UDP
 				}
 				if f.Gen != h.snap.Generation() || f.RxPort != PortIngress || f.TxPort != d.Port || f.MaxLen != maxLen {
 					t.Errorf("packet %d: flow %+v (generation %d, sent on port %d)", i, f, h.snap.Generation(), d.Port)

@@ -110,7 +110,7 @@ func (w *Worker) forwardClean(d *Desc, p *pkt) {
 		eth := d.Buf[d.Off : d.Off+packet.EthernetSize]
 		setBackendMACs(eth, b)
 		binary.BigEndian.PutUint16(eth[12:], packet.EtherTypeIPv4)
-		if w.fast != nil && v.plain {
+		if w.fast != nil {
 			w.offerFast(d, p, v, b, ref, out, flags)
 		}
 	default:

@@ -179,9 +179,16 @@ func (v *vip) wrap4(buf []byte, at, n int, b *backend, h uint64) int {
 	if v.gue {
 		return encap.GUE4(buf, at, n, v.encap4, b.addr4, encap.SourcePort(h), v.guePort)
 	}
+	return encap.Encap4(buf, at, n, v.encapSrc4(h), b.addr4)
+}
+
+// encapSrc4 is the outer source of the IPIP packets of a flow of hash h:
+// EncapSrc, its host bits (srcBits4) taken from h when the VIP has a
+// source prefix.
+func (v *vip) encapSrc4(h uint64) [4]byte {
 	src := v.encap4
 	if v.srcBits4 != 0 {
 		binary.BigEndian.PutUint32(src[:], u32(src)&^v.srcBits4|uint32(h)&v.srcBits4)
 	}
-	return encap.Encap4(buf, at, n, src, b.addr4)
+	return src
 }

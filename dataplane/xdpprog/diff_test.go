@@ -51,6 +51,10 @@ func diffSpec() *dataplane.Spec {
 			{ID: 7, Name: "web4", Addr: a("198.18.0.104"), Port: 80, Proto: 6, Mode: dataplane.ModeNAT, TableSize: 251, Backends: be("198.18.1.5", 19, 0)},
 			{ID: 8, Name: "tls4", Addr: a("198.18.0.104"), Port: 443, Proto: 6, Mode: dataplane.ModeNAT, TableSize: 251, Backends: be("198.18.1.5", 22, 8443)},
 			{ID: 9, Name: "dns6", Addr: a("2001:2::102"), Port: 53, Proto: 17, Mode: dataplane.ModeNAT, TableSize: 251, Backends: be("2001:2:1::3", 25, 5353)},
+			{ID: 10, Name: "gue4", Addr: a("198.18.0.105"), Port: 80, Proto: 6, Mode: dataplane.ModeDSR, TableSize: 251, EncapSrc: a("198.18.1.1"),
+				Encap: dataplane.EncapGUE, Backends: be("198.18.1.6", 28, 0)},
+			{ID: 11, Name: "src4", Addr: a("198.18.0.106"), Port: 80, Proto: 6, Mode: dataplane.ModeDSR, TableSize: 251, EncapSrc: a("198.18.1.1"),
+				EncapSrcPrefix: netip.MustParsePrefix("198.18.1.0/28"), Backends: be("198.18.1.7", 31, 0)},
 		},
 	}
 }

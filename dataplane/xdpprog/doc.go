@@ -97,17 +97,19 @@
 // does, and either rewrites the frame as nat.DNAT4Sum does (destination
 // address and port, TTL, both checksums from sums computed ahead), or as
 // nat.SNAT4 does for a NAT backend's reply (FastEntry4.SNAT: the source
-// address and port; natReply4 in package dataplane), or, for
-// a DSR flow (FastEntry4.Encap), makes room in front
-// (bpf_xdp_adjust_head) for an outer IPv4 header as encap.Encap4 writes
-// it; it writes the next hop's Ethernet addresses, counts the frame (in all and for its
-// backend), and sends it back out (XDP_TX) or to the entry's interface
-// (bpf_redirect). The result is byte for byte the pipeline's (TestFastTranslates,
+// address and port; natReply4 in package dataplane), or, for a DSR flow
+// (FastEntry4.Encap), makes room in front (bpf_xdp_adjust_head) for an
+// outer IPv4 header as encap.Encap4 writes it (the flow's own source when
+// the VIP has a source prefix), or for the outer header and UDP as
+// encap.GUE4 does (FastEntry4.GUE); it writes the next hop's Ethernet
+// addresses, counts the frame (in all and for its backend), and sends it
+// back out (XDP_TX) or to the entry's interface (bpf_redirect). The result
+// is byte for byte the pipeline's (TestFastTranslates,
 // TestFastChecksumSweep); each condition has a frame that fails only it
 // (TestFastDeclines); and a differential test hands the program what a
-// worker offers for each frame of the steering corpus, then runs
-// thousands of variants of those frames through both: the program leaves
-// a variant alone or forwards it exactly as a worker does
+// worker offers for each frame of the steering corpus, then runs thousands
+// of variants of those frames through both: the program leaves a variant
+// alone or forwards it exactly as a worker does
 // (TestFastAgreesWithPipeline).
 //
 // Entries expire so that vipd keeps seeing each flow: the first frame

@@ -87,6 +87,12 @@ type FastEntry4 struct {
 	Encap    bool
 	EncapSrc [4]byte
 	OuterSum uint32
+	// GUE (with Encap) puts a UDP header from GUESrcPort to GUEDstPort,
+	// without a checksum, between the outer header (protocol UDP) and
+	// the packet, as encap.GUE4 does; MaxLen is then the egress MTU less
+	// both headers, and OuterSum encap.Outer4Sum for protocol UDP.
+	GUE                    bool
+	GUESrcPort, GUEDstPort uint16
 }
 
 // Layout of a fast map value (fastValueSize bytes). The program reads
@@ -108,9 +114,14 @@ const (
 	fvIfindex = 36 // u32, native
 	fvRef     = 40 // u32, native: the backend's reference, its slot in vipd_fastref
 	fvSrc     = 44 // [4]byte, network: the outer source (Encap)
-	fvMode    = 48 // u8: modeDNAT, modeIPIP or modeSNAT
+	fvMode    = 48 // u8: modeDNAT, modeIPIP, modeSNAT or modeGUE
 	fvOutSum  = 50 // u16, native: OuterSum, folded (Encap)
 	fvIn      = 52 // u32, native: In
+
+	// GUE's UDP ports (network order) take the translation's slots,
+	// which an encapsulation does not use.
+	fvGUEDstPort = fvPort
+	fvGUESrcPort = fvIPSum
 
 	fastValueSize = 56
 )
@@ -120,15 +131,15 @@ const (
 	modeDNAT = 0
 	modeIPIP = 1
 	modeSNAT = 2
+	modeGUE  = 3
 )
 
-// The frame offsets of an encapsulated frame's headers: Ethernet, the
-// outer IPv4 header, the inner packet's.
+// The frame offset of an encapsulated frame's outer IPv4 header, after
+// Ethernet; the inner packet follows it (IPIP) or the UDP header after it
+// (GUE).
 const (
-	eOuter  = ethHdrLen
-	eInner  = eOuter + ipv4MinLen
-	eTOS    = eInner + 1
-	eTotLen = eInner + 2
+	eOuter = ethHdrLen
+	udpHdr = 8 // a UDP header's size
 )
 
 // MaxFastRefs is the number of counting slots of the fast path
@@ -193,6 +204,11 @@ func (v *FastEntry4) marshal() fastValue {
 		b[fvMode] = modeIPIP
 		copy(b[fvSrc:fvSrc+4], v.EncapSrc[:])
 		binary.NativeEndian.PutUint16(b[fvOutSum:], fold(v.OuterSum))
+		if v.GUE {
+			b[fvMode] = modeGUE
+			binary.BigEndian.PutUint16(b[fvGUEDstPort:], v.GUEDstPort)
+			binary.BigEndian.PutUint16(b[fvGUESrcPort:], v.GUESrcPort)
+		}
 	case v.SNAT:
 		b[fvMode] = modeSNAT
 	}
@@ -352,7 +368,9 @@ func (b *builder) fast(name string, proto int32, next string) {
 		asm.LoadMem(rPkt, rCtx, mdData, asm.Word),
 		asm.LoadMem(rEnd, rCtx, mdDataEnd, asm.Word),
 	)
-	b.need(rPkt, fL4+l4Len, steer)
+	// The protocol first, within the IPv4 header: a frame too short for
+	// this protocol's header may be long enough for the next one's.
+	b.need(rPkt, fL4, steer)
 	b.emit(
 		asm.LoadMem(rT1, rPkt, fEthType, asm.Half),
 		asm.JNE.Imm(rT1, be16(etherTypeIPv4), steer),
@@ -360,6 +378,9 @@ func (b *builder) fast(name string, proto int32, next string) {
 		asm.JNE.Imm(rT1, 0x45, steer), // IPv4, no options
 		asm.LoadMem(rT1, rPkt, fProto, asm.Byte),
 		asm.JNE.Imm(rT1, proto, next),
+	)
+	b.need(rPkt, fL4+l4Len, steer)
+	b.emit(
 		asm.LoadMem(rT1, rPkt, fFrag, asm.Half),
 		asm.And.Imm(rT1, be16(0x3fff)), // MF, offset: a fragment
 		asm.JNE.Imm(rT1, 0, steer),
@@ -488,10 +509,12 @@ func (b *builder) fast(name string, proto int32, next string) {
 		asm.LoadMem(asm.R1, asm.R9, fvMode, asm.Byte),
 		asm.JEq.Imm(asm.R1, modeIPIP, name+"_ipip"),
 		asm.JEq.Imm(asm.R1, modeSNAT, name+"_snat"),
+		asm.JEq.Imm(asm.R1, modeGUE, name+"_gue"),
 	)
 	b.translate(name+"_dnat", name+"_count", fDst, fDstPort, csumOff, proto == protoUDP)
 	b.translate(name+"_snat", name+"_count", fSrc, fPorts, csumOff, proto == protoUDP)
-	b.ipip(name)
+	b.encapsulate(name+"_ipip", name+"_count", false)
+	b.encapsulate(name+"_gue", name+"_count", true)
 	// Count it in this CPU's counters (no other CPU writes them), by the
 	// packet's total length as it arrived.
 	b.label(name + "_count")
@@ -566,15 +589,23 @@ func (b *builder) translate(name, count string, addrOff, portOff, csumOff int16,
 	b.emit(asm.Ja.Label(count))
 }
 
-// ipip emits the encapsulation of the frame at rPkt, whose Ethernet
-// padding is gone, for the entry at R9: 20 bytes more in front
-// (bpf_xdp_adjust_head), then the next hop's Ethernet header and an outer
-// IPv4 header as encap.Encap4 writes it. It continues at name_count.
-func (b *builder) ipip(name string) {
-	b.label(name + "_ipip")
+// encapsulate emits the encapsulation of the frame at rPkt, whose
+// Ethernet padding is gone, for the entry at R9: room in front for an
+// outer IPv4 header (bpf_xdp_adjust_head), and with gue for a UDP header
+// after it, then the next hop's Ethernet header, the outer header as
+// encap.Encap4 writes it (protocol IPIP) or as encap.GUE4 does (protocol
+// UDP, then the entry's ports, the length, no checksum). It is labelled
+// name and continues at count.
+func (b *builder) encapsulate(name, count string, gue bool) {
+	over, proto := int16(ipv4MinLen), uint16(packet.ProtoIPIP)
+	if gue {
+		over, proto = ipv4MinLen+udpHdr, uint16(packet.ProtoUDP)
+	}
+	inner := eOuter + over // the inner packet's offset, after the move
+	b.label(name)
 	b.emit(
 		asm.Mov.Reg(asm.R1, rCtx),
-		asm.Mov.Imm(asm.R2, -ipv4MinLen),
+		asm.Mov.Imm(asm.R2, -int32(over)),
 		asm.FnXdpAdjustHead.Call(),
 		// Refused (no headroom): the frame has lost only its padding,
 		// which the pipeline drops too.
@@ -582,7 +613,7 @@ func (b *builder) ipip(name string) {
 		asm.LoadMem(rPkt, rCtx, mdData, asm.Word),
 		asm.LoadMem(rEnd, rCtx, mdDataEnd, asm.Word),
 	)
-	b.need(rPkt, eTotLen+2, lblSteer) // never fails: the frame grew
+	b.need(rPkt, int32(inner)+4, lblSteer) // never fails: the frame grew
 	for off := int16(0); off < 12; off += 4 {
 		b.emit(
 			asm.LoadMem(asm.R1, asm.R9, fvMACs+off, asm.Word),
@@ -591,17 +622,32 @@ func (b *builder) ipip(name string) {
 	}
 	b.emit(
 		asm.StoreImm(rPkt, fEthType, int64(be16(etherTypeIPv4)), asm.Half),
-		asm.LoadMem(asm.R1, rPkt, eTOS, asm.Byte),
-		asm.LoadMem(asm.R3, rPkt, eTotLen, asm.Half),
+		asm.LoadMem(asm.R1, rPkt, inner+1, asm.Byte), // the inner TOS
+		asm.LoadMem(asm.R3, rPkt, inner+2, asm.Half), // and total length
 		asm.HostTo(asm.BE, asm.R3, asm.Half),
-		asm.Add.Imm(asm.R3, ipv4MinLen), // the outer total length
+	)
+	if gue {
+		b.emit(
+			asm.LoadMem(asm.R2, asm.R9, fvGUESrcPort, asm.Half),
+			asm.StoreMem(rPkt, eOuter+ipv4MinLen, asm.R2, asm.Half),
+			asm.LoadMem(asm.R2, asm.R9, fvGUEDstPort, asm.Half),
+			asm.StoreMem(rPkt, eOuter+ipv4MinLen+2, asm.R2, asm.Half),
+			asm.Mov.Reg(asm.R2, asm.R3),
+			asm.Add.Imm(asm.R2, udpHdr), // the UDP length
+			asm.HostTo(asm.BE, asm.R2, asm.Half),
+			asm.StoreMem(rPkt, eOuter+ipv4MinLen+4, asm.R2, asm.Half),
+			asm.StoreImm(rPkt, eOuter+ipv4MinLen+6, 0, asm.Half), // no checksum
+		)
+	}
+	b.emit(
+		asm.Add.Imm(asm.R3, int32(over)), // the outer total length
 		asm.StoreImm(rPkt, eOuter, 0x45, asm.Byte),
 		asm.StoreMem(rPkt, eOuter+1, asm.R1, asm.Byte),
 		asm.Mov.Reg(asm.R2, asm.R3),
 		asm.HostTo(asm.BE, asm.R2, asm.Half),
 		asm.StoreMem(rPkt, eOuter+2, asm.R2, asm.Half),
 		asm.StoreImm(rPkt, eOuter+4, int64(be32(0x4000)), asm.Word), // ID 0, DF
-		asm.StoreImm(rPkt, eOuter+8, int64(be16(uint16(encap.OuterTTL)<<8|uint16(packet.ProtoIPIP))), asm.Half),
+		asm.StoreImm(rPkt, eOuter+8, int64(be16(uint16(encap.OuterTTL)<<8|proto)), asm.Half),
 		asm.LoadMem(asm.R2, asm.R9, fvSrc, asm.Word),
 		asm.StoreMem(rPkt, eOuter+12, asm.R2, asm.Word),
 		asm.LoadMem(asm.R2, asm.R9, fvAddr, asm.Word),
@@ -612,12 +658,12 @@ func (b *builder) ipip(name string) {
 		asm.Add.Reg(asm.R2, asm.R1),
 		asm.Add.Reg(asm.R2, asm.R3),
 	)
-	b.fold16(asm.R2, asm.R4, 2) // < 2^19 → < 2^16 + 8 → <= 0xffff
+	b.fold16(asm.R2, asm.R4, 2) // < 2^18 → < 2^16 + 4 → <= 0xffff
 	b.emit(
 		asm.Xor.Imm(asm.R2, 0xffff),
 		asm.HostTo(asm.BE, asm.R2, asm.Half),
 		asm.StoreMem(rPkt, eOuter+10, asm.R2, asm.Half),
-		asm.Ja.Label(name+"_count"),
+		asm.Ja.Label(count),
 	)
 }
 

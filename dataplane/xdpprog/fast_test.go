@@ -535,3 +535,43 @@ func TestFastShared(t *testing.T) {
 		t.Error("the first program forwarded an entry of the generation the second retired")
 	}
 }
+
+// TestFastShortFrames: frames without Ethernet padding (a veth carries
+// them), as short as their headers allow: a UDP frame shorter than a TCP
+// header would need is still forwarded (the protocol is read before the
+// length it needs is checked), and TCP or UDP cut short of its header is
+// not.
+func TestFastShortFrames(t *testing.T) {
+	p := loadFast(t, 16)
+	f := p.Fast()
+	for _, tc := range []struct {
+		name    string
+		proto   layers.IPProtocol
+		payload int
+		cut     int // bytes cut off the end of the unpadded frame
+		taken   bool
+	}{
+		{"udp, 2 bytes of data", udp, 2, 0, true},
+		{"udp, no data", udp, 0, 0, true},
+		{"udp, cut into its header", udp, 0, 1, false},
+		{"tcp, no data", tcp, 0, 0, true},
+		{"tcp, cut into its header", tcp, 0, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			frame := pk{src: client4, dst: vip4, proto: tc.proto, sport: client, dport: 80, payload: make([]byte, tc.payload)}.frame(t)
+			frame = frame[:14+int(binary.BigEndian.Uint16(frame[16:]))-tc.cut]
+			v := fastEntry(t, 80, beTCP, 0)
+			put(t, f, keyOfFrame(frame), v)
+			verdict, out := runOut(t, p, frame)
+			if !tc.taken {
+				if verdict == xdpTX || !bytes.Equal(out, frame) {
+					t.Fatalf("%d-byte frame: verdict %s, changed %v", len(frame), verdictName(verdict), !bytes.Equal(out, frame))
+				}
+				return
+			}
+			if want := translated(frame, v); verdict != xdpTX || !bytes.Equal(out, want) {
+				t.Fatalf("%d-byte frame: verdict %s\n% x\nwant XDP_TX and\n% x", len(frame), verdictName(verdict), out, want)
+			}
+		})
+	}
+}

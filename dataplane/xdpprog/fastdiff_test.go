@@ -2,9 +2,12 @@ package xdpprog
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
+	"net"
 	"testing"
 
+	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/dataplane"
@@ -25,7 +28,8 @@ func (o *offers) Forwarded(uint32) (uint64, uint64, bool) { return 0, 0, false }
 func entryOf(t testing.TB, f dataplane.FastFlow) (FastKey4, FastEntry4) {
 	v := FastEntry4{Gen: f.Gen, Expires: monotonic(t) + 60e9, Addr: f.Addr, Port: f.Port,
 		IPSum: f.IPSum, L4Sum: f.L4Sum, MACs: f.MACs, MaxLen: f.MaxLen, Ref: f.Slot,
-		SNAT: f.SNAT, Encap: f.Encap, EncapSrc: f.EncapSrc, OuterSum: f.OuterSum}
+		SNAT: f.SNAT, Encap: f.Encap, EncapSrc: f.EncapSrc, OuterSum: f.OuterSum,
+		GUE: f.GUE, GUESrcPort: f.GUESrcPort, GUEDstPort: f.GUEDstPort}
 	if f.TxPort != f.RxPort {
 		v.Ifindex = 1
 	}
@@ -74,7 +78,7 @@ func TestFastAgreesWithPipeline(t *testing.T) {
 		proto layerProto
 		port  uint16
 	}{{"198.18.0.100", tcp, 80}, {"198.18.0.102", udp, 7000}, {"198.18.0.103", tcp, 8443}, {"198.18.0.104", tcp, 80}, {"198.18.0.104", tcp, 443},
-		{"198.18.0.101", tcp, 80}} { // the last, DSR (IPIP)
+		{"198.18.0.101", tcp, 80}, {"198.18.0.105", tcp, 80}, {"198.18.0.106", tcp, 80}} { // the last three DSR: IPIP, GUE, IPIP from a source per flow
 		for j := range 30 {
 			corpus = append(corpus, pk{src: "198.18.0.1", dst: v.dst, proto: v.proto, sport: uint16(40000 + 100*i + j), dport: v.port,
 				payload: make([]byte, j*7)}.frame(t))
@@ -93,7 +97,7 @@ func TestFastAgreesWithPipeline(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(7, 7))
 	const variants = 40
-	handed, encapsulated, replies, taken, declined := 0, 0, 0, 0, 0
+	handed, encapsulated, gue, replies, taken, declined := 0, 0, 0, 0, 0, 0
 	for i, frame := range corpus {
 		if len(frame) < ethHdrLen {
 			continue
@@ -117,6 +121,9 @@ func TestFastAgreesWithPipeline(t *testing.T) {
 		if v.Encap {
 			encapsulated++
 		}
+		if v.GUE {
+			gue++
+		}
 		if v.SNAT {
 			replies++
 		}
@@ -125,6 +132,7 @@ func TestFastAgreesWithPipeline(t *testing.T) {
 		if (got != xdpTX && got != xdpRedirect) || verdict != dataplane.VerdictTX || !bytes.Equal(gotOut, out) {
 			t.Fatalf("frame %d, offered by the worker: program %s, worker %v\nprogram % x\nworker  % x", i, verdictName(got), verdict, gotOut, out)
 		}
+		checkOuter(t, gotOut)
 		for range variants {
 			x := append([]byte(nil), frame...)
 			for range 1 + r.IntN(2) {
@@ -153,9 +161,36 @@ func TestFastAgreesWithPipeline(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d frames of %d offered (%d of DSR VIPs, %d NAT replies); of their variants the program forwarded %d (all as the workers), left %d",
-		handed, len(corpus), encapsulated, replies, taken, declined)
-	if handed < 150 || encapsulated < 25 || replies < 140 || taken < 2000 {
+	t.Logf("%d frames of %d offered (%d of DSR VIPs, %d in GUE; %d NAT replies); of their variants the program forwarded %d (all as the workers), left %d",
+		handed, len(corpus), encapsulated, gue, replies, taken, declined)
+	if handed < 150 || encapsulated < 85 || gue < 28 || replies < 140 || taken < 2000 {
 		t.Errorf("the corpus exercised too little: %d frames offered, %d variants forwarded", handed, taken)
+	}
+}
+
+// checkOuter decodes a frame the fast path sent with gopacket and checks
+// its IPv4 header independently: length and checksum recomputed, and for
+// GUE the UDP header's length and zero checksum, and the inner packet's
+// version.
+func checkOuter(t *testing.T, frame []byte) {
+	t.Helper()
+	pkt := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.Default)
+	ip, _ := pkt.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
+	if ip == nil {
+		t.Fatalf("gopacket finds no IPv4 header in % x", frame)
+	}
+	if int(ip.Length) != len(frame)-14 {
+		t.Fatalf("IPv4 total length %d, the frame carries %d", ip.Length, len(frame)-14)
+	}
+	hdr := append([]byte(nil), frame[14:34]...)
+	binary.BigEndian.PutUint16(hdr[10:], 0)
+	if want := ^fold(sum16(hdr)); want != ip.Checksum {
+		t.Fatalf("IPv4 checksum %#04x, want %#04x", ip.Checksum, want)
+	}
+	if ip.Protocol == layers.IPProtocolUDP && ip.SrcIP.Equal(net.IPv4(198, 18, 1, 1)) { // GUE from the box
+		udp, _ := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP)
+		if udp == nil || int(udp.Length) != len(frame)-34 || udp.Checksum != 0 || udp.DstPort != 6080 || frame[42]>>4 != 4 {
+			t.Fatalf("GUE header %+v for an inner packet of %d bytes", udp, len(frame)-42)
+		}
 	}
 }

@@ -165,7 +165,12 @@ func TestFastLayout(t *testing.T) {
 	if fvIn+4 > fastValueSize || fvGen%4 != 0 || fvExpires%8 != 0 || fvIn%4 != 0 || fvOutSum%2 != 0 || fvMode >= fvOutSum {
 		t.Error("fields misaligned, overlapping or past the value")
 	}
-	v.Encap, v.SNAT = false, true
+	v.GUE, v.GUESrcPort, v.GUEDstPort = true, 0xc123, 6080
+	if b := v.marshal(); b[fvMode] != modeGUE || binary.BigEndian.Uint16(b[fvGUESrcPort:]) != 0xc123 ||
+		binary.BigEndian.Uint16(b[fvGUEDstPort:]) != 6080 || binary.BigEndian.Uint32(b[fvSrc:]) != 0x05060708 {
+		t.Errorf("GUE: mode %d, ports %#x → %d", b[fvMode], binary.BigEndian.Uint16(b[fvGUESrcPort:]), binary.BigEndian.Uint16(b[fvGUEDstPort:]))
+	}
+	v.Encap, v.GUE, v.SNAT = false, false, true
 	if b := v.marshal(); b[fvMode] != modeSNAT {
 		t.Errorf("SNAT mode %d, want %d", b[fvMode], modeSNAT)
 	}
