@@ -176,6 +176,31 @@ func (l *dialLog) count() (conns, distinct int) {
 	return l.conns, len(l.local)
 }
 
+// TestFastPathDSREncap: with the fast path on, uploads through the DSR
+// VIP in GUE and in IP in IP from a per-flow source arrive intact at the
+// backends (whose vipd-decap takes the XDP program's outer headers apart),
+// and most of the client's segments are forwarded by the fast path.
+func TestFastPathDSREncap(t *testing.T) {
+	for _, tc := range []struct{ name, keys string }{
+		{"gue", "encap = \"gue\"\n"},
+		{"ipip per-flow source", "encap_source_prefix = \"198.18.1.0/29\"\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setup(t, testbed.Options{XDPPeers: true}, testbed.ConfigOptions{FastPath: "1s", DSREncap: tc.keys})
+			sent := tcpOutSegs(t, e.bed.Client)
+			if _, err := e.upload(dsrURL, 8<<20); err != nil {
+				t.Fatalf("upload to the DSR VIP: %v", err)
+			}
+			segs := tcpOutSegs(t, e.bed.Client) - sent
+			fast := e.eventually(func(v float64) bool { return v >= segs/2 }, "vipd_driver_events_total", "event", "fast_path_forwarded")
+			t.Logf("the client sent %v segments, the fast path forwarded %v", segs, fast)
+			if fast < segs/2 || fast > segs*1.02+200 {
+				t.Errorf("the fast path forwarded %v of the client's %v segments, want from half to all", fast, segs)
+			}
+		})
+	}
+}
+
 // TestFastPathAutoOnVeth: with the default fast_path ("auto") on the
 // testbed's veths, vipd leaves the fast path off and says why, and
 // forwards through the workers (the veths' peers run no XDP program, so
