@@ -13,6 +13,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/vipd/vipd/internal/genl"
 	"github.com/vipd/vipd/internal/nstest"
 )
 
@@ -46,7 +47,7 @@ func ListNAPI(ns *nstest.NS, dev string) ([]NAPI, error) {
 			return err
 		}
 		defer c.Close()
-		fam, err := genlFamily(c, "netdev")
+		fam, err := genl.Family(c, "netdev")
 		if err != nil {
 			return err
 		}
@@ -56,18 +57,12 @@ func ListNAPI(ns *nstest.NS, dev string) ([]NAPI, error) {
 		if err != nil {
 			return err
 		}
-		msgs, err := c.Execute(netlink.Message{
-			Header: netlink.Header{Type: netlink.HeaderType(fam), Flags: netlink.Request | netlink.Dump},
-			Data:   append([]byte{netdevCmdNAPIGet, 1, 0, 0}, attrs...),
-		})
+		msgs, err := c.Execute(genl.Request(fam, netdevCmdNAPIGet, netlink.Dump, attrs))
 		if err != nil {
 			return fmt.Errorf("netdev napi-get: %w", err)
 		}
 		for _, m := range msgs {
-			if len(m.Data) < 4 {
-				continue
-			}
-			ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+			ad, err := genl.Attributes(m)
 			if err != nil {
 				return err
 			}
@@ -101,38 +96,6 @@ func ListNAPI(ns *nstest.NS, dev string) ([]NAPI, error) {
 		}
 	}
 	return out, nil
-}
-
-// genlFamily resolves a generic-netlink family's ID.
-func genlFamily(c *netlink.Conn, name string) (uint16, error) {
-	ae := netlink.NewAttributeEncoder()
-	ae.String(unix.CTRL_ATTR_FAMILY_NAME, name)
-	attrs, err := ae.Encode()
-	if err != nil {
-		return 0, err
-	}
-	msgs, err := c.Execute(netlink.Message{
-		Header: netlink.Header{Type: unix.GENL_ID_CTRL, Flags: netlink.Request},
-		Data:   append([]byte{unix.CTRL_CMD_GETFAMILY, 1, 0, 0}, attrs...),
-	})
-	if err != nil {
-		return 0, fmt.Errorf("genl family %s: %w", name, err)
-	}
-	for _, m := range msgs {
-		if len(m.Data) < 4 {
-			continue
-		}
-		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
-		if err != nil {
-			return 0, err
-		}
-		for ad.Next() {
-			if ad.Type() == unix.CTRL_ATTR_FAMILY_ID {
-				return ad.Uint16(), nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("genl family %s: no id", name)
 }
 
 // NAPIThreadName is the name the kernel gives a threaded NAPI's kthread

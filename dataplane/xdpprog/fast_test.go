@@ -77,25 +77,24 @@ var (
 // fastVIP:vport translated to fastBackend:port, with the sums of package
 // nat.
 func fastEntry(t testing.TB, vport, port uint16, gen uint32) FastEntry4 {
-	sum := nat.AddrSum4(fastVIP.As4(), fastBackend.As4())
-	ipSum, l4Sum := nat.Sums4(sum, vport, port)
-	return FastEntry4{
-		Gen: gen, Expires: monotonic(t) + uint64(time.Minute),
-		Addr: fastBackend.As4(), Port: port, IPSum: ipSum, L4Sum: l4Sum,
-		MACs: fastMACs, MaxLen: 1500,
-	}
+	return natEntry(t, fastVIP.As4(), fastBackend.As4(), vport, port, gen, false)
 }
 
 // snatEntry is the entry the pipeline would compute for a NAT backend's
 // reply from fastBackend:bport, made to come from fastVIP:vport (vport 0:
 // the port kept), as natReply4 does.
 func snatEntry(t testing.TB, bport, vport uint16, gen uint32) FastEntry4 {
-	sum := nat.AddrSum4(fastBackend.As4(), fastVIP.As4())
-	ipSum, l4Sum := nat.Sums4(sum, bport, vport)
+	return natEntry(t, fastBackend.As4(), fastVIP.As4(), bport, vport, gen, true)
+}
+
+// natEntry is an entry translating address old and port oldPort to addr
+// and port (0: kept): the destination's, or with snat the source's.
+func natEntry(t testing.TB, old, addr [4]byte, oldPort, port uint16, gen uint32, snat bool) FastEntry4 {
+	ipSum, l4Sum := nat.Sums4(nat.AddrSum4(old, addr), oldPort, port)
 	return FastEntry4{
 		Gen: gen, Expires: monotonic(t) + uint64(time.Minute),
-		Addr: fastVIP.As4(), Port: vport, IPSum: ipSum, L4Sum: l4Sum,
-		MACs: fastMACs, MaxLen: 1500, SNAT: true,
+		Addr: addr, Port: port, IPSum: ipSum, L4Sum: l4Sum,
+		MACs: fastMACs, MaxLen: 1500, SNAT: snat,
 	}
 }
 

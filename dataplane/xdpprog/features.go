@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/mdlayher/netlink"
+	"github.com/vipd/vipd/internal/genl"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,12 +39,9 @@ var ErrNoFeatures = errors.New("the kernel does not report XDP features (netdev 
 // Constants of the netdev generic netlink family (include/uapi/linux/
 // netdev.h), which golang.org/x/sys/unix does not have.
 const (
-	netdevFamily         = "netdev"
 	netdevCmdDevGet      = 1
 	netdevAttrIfindex    = 1
 	netdevAttrXDPFeature = 3
-	genlIDCtrl           = 0x10 // GENL_ID_CTRL, the controller's family id
-	genlHeaderLen        = 4    // struct genlmsghdr: cmd, version, reserved
 )
 
 // InterfaceFeatures returns the XDP features of the interface with index
@@ -54,9 +52,12 @@ func InterfaceFeatures(ifindex int) (Features, error) {
 		return 0, fmt.Errorf("xdpprog: generic netlink: %w", err)
 	}
 	defer c.Close()
-	family, err := genlFamily(c, netdevFamily)
+	family, err := genl.Family(c, "netdev")
+	if errors.Is(err, genl.ErrNoFamily) {
+		return 0, fmt.Errorf("xdpprog: %w", ErrNoFeatures)
+	}
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("xdpprog: %w", err)
 	}
 	ae := netlink.NewAttributeEncoder()
 	ae.Uint32(netdevAttrIfindex, uint32(ifindex))
@@ -64,12 +65,12 @@ func InterfaceFeatures(ifindex int) (Features, error) {
 	if err != nil {
 		return 0, err
 	}
-	msgs, err := c.Execute(genlRequest(family, netdevCmdDevGet, attrs))
+	msgs, err := c.Execute(genl.Request(family, netdevCmdDevGet, 0, attrs))
 	if err != nil {
 		return 0, fmt.Errorf("xdpprog: XDP features of interface %d: %w", ifindex, err)
 	}
 	for _, m := range msgs {
-		ad, err := genlAttributes(m)
+		ad, err := genl.Attributes(m)
 		if err != nil {
 			return 0, err
 		}
@@ -83,50 +84,4 @@ func InterfaceFeatures(ifindex int) (Features, error) {
 		}
 	}
 	return 0, fmt.Errorf("xdpprog: interface %d: %w", ifindex, ErrNoFeatures)
-}
-
-// genlFamily resolves a generic netlink family's id by name.
-func genlFamily(c *netlink.Conn, name string) (uint16, error) {
-	ae := netlink.NewAttributeEncoder()
-	ae.String(unix.CTRL_ATTR_FAMILY_NAME, name)
-	attrs, err := ae.Encode()
-	if err != nil {
-		return 0, err
-	}
-	msgs, err := c.Execute(genlRequest(genlIDCtrl, unix.CTRL_CMD_GETFAMILY, attrs))
-	if errors.Is(err, unix.ENOENT) {
-		return 0, fmt.Errorf("xdpprog: %w", ErrNoFeatures)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("xdpprog: generic netlink family %q: %w", name, err)
-	}
-	for _, m := range msgs {
-		ad, err := genlAttributes(m)
-		if err != nil {
-			return 0, err
-		}
-		for ad.Next() {
-			if ad.Type() == unix.CTRL_ATTR_FAMILY_ID {
-				return ad.Uint16(), nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("xdpprog: generic netlink family %q: no id in the answer", name)
-}
-
-// genlRequest is a generic netlink request: the generic header (command,
-// version 1) and then the attributes.
-func genlRequest(family uint16, cmd uint8, attrs []byte) netlink.Message {
-	return netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(family), Flags: netlink.Request},
-		Data:   append([]byte{cmd, 1, 0, 0}, attrs...),
-	}
-}
-
-// genlAttributes decodes the attributes of a generic netlink answer.
-func genlAttributes(m netlink.Message) (*netlink.AttributeDecoder, error) {
-	if len(m.Data) < genlHeaderLen {
-		return nil, fmt.Errorf("xdpprog: generic netlink answer of %d bytes", len(m.Data))
-	}
-	return netlink.NewAttributeDecoder(m.Data[genlHeaderLen:])
 }
