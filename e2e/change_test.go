@@ -37,10 +37,38 @@ func (e *env) slowDownload(url string, n int64, rate int, backend chan<- string)
 	return nil
 }
 
+// withFastPath runs f as two subtests: the workers alone, and with the
+// XDP fast path forwarding established flows (every snapshot the change
+// publishes retires the handed-down flows, which the workers hand down
+// again as conntrack has them). refresh is the fast path's.
+func withFastPath(t *testing.T, refresh string, f func(t *testing.T, o testbed.Options, co testbed.ConfigOptions)) {
+	t.Run("workers", func(t *testing.T) { f(t, testbed.Options{}, testbed.ConfigOptions{}) })
+	t.Run("fast path", func(t *testing.T) {
+		f(t, testbed.Options{XDPPeers: true}, testbed.ConfigOptions{FastPath: refresh})
+	})
+}
+
+// fastPathUsed fails the test when the fast path was on (co) but
+// forwarded fewer than min frames: a fast path variant must exercise it.
+func (e *env) fastPathUsed(co testbed.ConfigOptions, min float64) {
+	e.t.Helper()
+	if co.FastPath == "" {
+		return
+	}
+	n := e.metric("vipd_driver_events_total", "event", "fast_path_forwarded")
+	e.t.Logf("the fast path forwarded %v frames", n)
+	if n < min {
+		e.t.Errorf("the fast path forwarded %v frames, want at least %v", n, min)
+	}
+}
+
 // TestFailover: a backend killed mid-run stops receiving new connections
 // within the health-check bound; transfers on the other backends complete.
-func TestFailover(t *testing.T) {
-	e := setup(t, testbed.Options{}, testbed.ConfigOptions{Health: testbed.FastHealth})
+func TestFailover(t *testing.T) { withFastPath(t, "2s", testFailover) }
+
+func testFailover(t *testing.T, o testbed.Options, co testbed.ConfigOptions) {
+	co.Health = testbed.FastHealth
+	e := setup(t, o, co)
 	time.Sleep(500 * time.Millisecond) // first checks
 	// Transfers in flight, ~2.5 s each at 4 MiB/s.
 	type xfer struct {
@@ -107,13 +135,17 @@ func TestFailover(t *testing.T) {
 		t.Errorf("killed backend state: %+v", b)
 	}
 	t.Logf("%d connections after the kill; bound %v", len(attempts), bound)
+	e.fastPathUsed(co, 10000) // most of 60 MiB of transfers' segments
 }
 
 // TestDrain: a backend drained by its own health check (503 + X-Drain)
 // finishes its in-flight 64 MiB transfer and gets no new connection; its
 // active flows then go to zero.
-func TestDrain(t *testing.T) {
-	e := setup(t, testbed.Options{}, testbed.ConfigOptions{Health: testbed.FastHealth, ClosingTimeout: "1s"})
+func TestDrain(t *testing.T) { withFastPath(t, "500ms", testDrain) }
+
+func testDrain(t *testing.T, o testbed.Options, co testbed.ConfigOptions) {
+	co.Health, co.ClosingTimeout = testbed.FastHealth, "1s"
+	e := setup(t, o, co)
 	time.Sleep(500 * time.Millisecond)
 	be := make(chan string, 1)
 	done := make(chan error, 1)
@@ -147,6 +179,7 @@ func TestDrain(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("the draining backend's transfer failed: %v", err)
 	}
+	e.fastPathUsed(co, 20000) // most of the 64 MiB's 46,000 segments
 	deadline = time.Now().Add(10 * time.Second)
 	for {
 		st, err := e.v.State()
