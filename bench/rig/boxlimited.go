@@ -294,6 +294,10 @@ func runBox(parent *Scope, sc BoxScenario, o Options) (bench.BoxResult, []boxWin
 			if sc.FastPath {
 				extra = append(extra, "fast_path = true")
 				r.Sink.XDPPass(s, SinkIf)
+			} else {
+				// The userspace rows: the workers forward every packet,
+				// whatever "auto" would decide on another rig.
+				extra = append(extra, `fast_path = "off"`)
 			}
 			if sc.NAPIDefer {
 				Sysfs(s, r.Box, BoxIn, "napi_defer_hard_irqs", "2")
