@@ -147,7 +147,8 @@ func Run(parent *Scope, sc Scenario, o Options) (bench.RigResult, *bench.Section
 		case sc.Kind == bench.KindVIPD:
 			// AF_PACKET mode requires it; AF_XDP mode does not care.
 			r.Box.Sysctl(s, "net.ipv4.ip_forward", "0")
-			box = StartVIPD(s, r, o.VIPD, Placement{CPUs: boxCPUs}, sc.IO, dir)
+			// The workers forward every packet (no XDP fast path).
+			box = StartVIPD(s, r, o.VIPD, Placement{CPUs: boxCPUs}, sc.IO, dir, `fast_path = "off"`)
 			if sc.Mode == "dsr" {
 				tr.Dst = VIPDSR
 			}
