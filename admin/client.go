@@ -106,7 +106,11 @@ func WriteStatus(w io.Writer, st *State) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "vipd %s  io %s  workers %d  config %s (loaded %s)  snapshot %d\n",
 		st.Version, st.IO, st.Workers, st.ConfigFile, st.LoadedAt.Format(time.RFC3339), st.Generation)
-	fmt.Fprintf(tw, "conntrack %d/%d flows\n", st.Conntrack.Entries, st.Conntrack.Capacity)
+	fast := "off"
+	if st.FastPath {
+		fast = "on"
+	}
+	fmt.Fprintf(tw, "conntrack %d/%d flows  XDP fast path %s\n", st.Conntrack.Entries, st.Conntrack.Capacity, fast)
 	fmt.Fprintf(tw, "Prot\tVIP:Port\tMode\tScheduler\tFlags\t\t\t\n")
 	fmt.Fprintf(tw, "  ->\tBackend:Port\tWeight\tForward\tHealth\tActiveFlows\tNewFlows\tPackets\n")
 	for _, v := range st.VIPs {

@@ -29,7 +29,8 @@ var (
 	dICMPRelay   = desc("icmp_relay_total", "ICMP errors about flows the receiving worker does not hold: handed on to the next worker (handed), received from another (received), steered by Maglev because the next inbox was full (not_relayed).", "result")
 	dL4Sampled   = desc("l4_checksum_sampled_total", "Transport checksums verified on a sample of NAT'ed packets (one in 64).")
 	dL4Bad       = desc("l4_checksum_bad_total", "Sampled NAT'ed packets whose transport checksum was wrong: typically a local sender with TX checksum offload on its veth (README, host preparation).")
-	dFastOffered = desc("fast_path_offered_total", "Established NAT flows handed to the XDP fast path (renewals included).")
+	dFastOffered = desc("fast_path_offered_total", "Flows handed to the XDP fast path: established client flows of NAT and DSR VIPs, NAT backends' reply flows (renewals included).")
+	dFastOn      = desc("fast_path_on", "1 while the XDP fast path runs ([dataplane] fast_path on, or auto finding the interfaces able at start), else 0.")
 	dFastErrors  = desc("fast_path_flush_errors_total", "Hand-overs of offered flows to the XDP fast path that failed (the flows stay with the workers).")
 	dFragments   = desc("fragments_out_total", "Fragments vipd made from packets too big for the egress MTU with DF clear.")
 	dReplies     = desc("nat_replies_total", "NAT replies translated back to their VIP.")
@@ -172,6 +173,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dAllDown, v, vip)
 	}
 	gauge(dGeneration, float64(m.Generation))
+	gauge(dFastOn, map[bool]float64{true: 1}[m.FastPath])
 	for event, v := range m.TunnelProber {
 		counter(dTunProbe, v, event)
 	}

@@ -17,6 +17,9 @@ type State struct {
 	Generation uint64          `json:"generation"`
 	IO         string          `json:"io"`
 	Workers    int             `json:"workers"`
+	// FastPath: the XDP fast path runs (fast_path "on", or "auto" found
+	// the interfaces able at start).
+	FastPath bool `json:"fast_path"`
 	VIPs       []VIPState      `json:"vips"`
 	Conntrack  conntrack.Stats `json:"conntrack"`
 	// BGP is the speaker's state; nil without [bgp].
@@ -105,6 +108,7 @@ type Metrics struct {
 	Reloads              map[string]uint64 // by result: ok, error
 	AllDown              map[string]uint64 // events per VIP name
 	Generation           uint64
+	FastPath             bool        // the XDP fast path runs
 	BGP                  *BGPMetrics // nil without [bgp]
 	// PreviousUntil: when each VIP's previous backend set (previous_owner)
 	// expires, for the VIPs that have one; StateErrors counts failed reads

@@ -124,6 +124,8 @@ type Daemon struct {
 	neighborVIPs []netip.Addr
 	// +checklocks:mu
 	gen uint64
+	// fastOn: the workers have an XDP fast path (set once, at start).
+	fastOn atomic.Bool
 	// prev holds the previous backend sets (previous.go); prevNext is
 	// when the earliest published one expires, prevTimer fires then.
 	// +checklocks:mu
@@ -327,6 +329,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		if fp != nil {
 			if f := fp.FastPath(i); f != nil {
 				workers[i].SetFastPath(f, i == 0) // one worker counts the fast path's packets
+				d.fastOn.Store(true)
 			}
 		}
 	}

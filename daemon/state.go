@@ -47,7 +47,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 	defer d.mu.Unlock()
 	st := &admin.State{
 		Version: d.opts.Version, ConfigFile: d.opts.ConfigPath, LoadedAt: d.loadedAt,
-		Generation: d.gen, IO: string(d.cfg.Dataplane.IO), Workers: len(workers),
+		Generation: d.gen, IO: string(d.cfg.Dataplane.IO), Workers: len(workers), FastPath: d.fastOn.Load(),
 		Conntrack: ct.Stats(), BGP: d.bgpStateLocked(peers),
 	}
 	for i := range d.cfg.VIPs {
@@ -192,6 +192,7 @@ func (d *Daemon) Metrics() *admin.Metrics {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	m.Generation = d.gen
+	m.FastPath = d.fastOn.Load()
 	m.StateErrors = d.stateErrors.Load()
 	m.PreviousUntil = map[string]time.Time{}
 	now := time.Now()

@@ -217,6 +217,9 @@ func TestFastPathAutoOnVeth(t *testing.T) {
 	if n := e.metric("vipd_driver_events_total", "event", "fast_path_forwarded"); n != 0 {
 		t.Errorf("fast path forwarded %v frames", n)
 	}
+	if on := e.metric("vipd_fast_path_on"); on != 0 {
+		t.Errorf("vipd_fast_path_on = %v, want 0", on)
+	}
 }
 
 // TestFastPath: with the XDP fast path on, uploads and downloads through
@@ -275,6 +278,9 @@ func TestFastPath(t *testing.T) {
 			}
 			if offered == 0 || errs != 0 {
 				t.Errorf("%v flows offered, %v flush errors", offered, errs)
+			}
+			if st, err := e.v.State(); err != nil || !st.FastPath || e.metric("vipd_fast_path_on") != 1 {
+				t.Errorf("state and metric do not say the fast path runs: %v", err)
 			}
 			// The VIP's packet counter covers what the fast path
 			// forwarded too: it reaches what the ends received.
