@@ -14,14 +14,14 @@ type State struct {
 	ConfigFile string    `json:"config_file"`
 	LoadedAt   time.Time `json:"loaded_at"`
 	// Generation counts the snapshots published since start.
-	Generation uint64          `json:"generation"`
-	IO         string          `json:"io"`
-	Workers    int             `json:"workers"`
+	Generation uint64 `json:"generation"`
+	IO         string `json:"io"`
+	Workers    int    `json:"workers"`
 	// FastPath: the XDP fast path runs (fast_path "on", or "auto" found
 	// the interfaces able at start).
-	FastPath bool `json:"fast_path"`
-	VIPs       []VIPState      `json:"vips"`
-	Conntrack  conntrack.Stats `json:"conntrack"`
+	FastPath  bool            `json:"fast_path"`
+	VIPs      []VIPState      `json:"vips"`
+	Conntrack conntrack.Stats `json:"conntrack"`
 	// BGP is the speaker's state; nil without [bgp].
 	BGP *BGPState `json:"bgp,omitempty"`
 }
