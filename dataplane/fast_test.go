@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/google/gopacket/layers"
@@ -396,5 +397,45 @@ func TestFastOffersReplies(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestFastGeneration: a snapshot keeps its predecessor's generation, and
+// so the fast path its handed-down flows, when it changes only what new
+// flows get (a weight, a drain); it moves on when established flows'
+// packets would be forwarded otherwise (a backend down, a MAC, the
+// clients' router).
+func TestFastGeneration(t *testing.T) {
+	spec := testSpec()
+	prev, err := NewSnapshot(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := func(s *Spec) *BackendSpec { return &s.VIPs[0].Backends[1] }
+	for _, tc := range []struct {
+		name  string
+		edit  func(*Spec)
+		moves bool
+	}{
+		{"weight", func(s *Spec) { backend(s).Weight = 7 }, false},
+		{"draining", func(s *Spec) { backend(s).State = BackendDraining }, false},
+		{"down", func(s *Spec) { backend(s).State = BackendDown }, true},
+		{"up again", func(s *Spec) { backend(s).State = BackendUp }, true},
+		{"backend MAC", func(s *Spec) { backend(s).MAC[5]++ }, true},
+		{"clients' router", func(s *Spec) { s.ClientGateway4[5]++ }, true},
+		{"egress MTU", func(s *Spec) { s.MTU[PortEgress] = 1400 }, true},
+	} {
+		next := *spec
+		next.VIPs = slices.Clone(spec.VIPs)
+		next.VIPs[0].Backends = slices.Clone(spec.VIPs[0].Backends)
+		tc.edit(&next)
+		s, err := NewSnapshotFrom(prev, &next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if moved := s.Generation() != prev.Generation(); moved != tc.moves || s.Generation() > prev.Generation()+1 {
+			t.Errorf("%s: generation %d after %d, want it to move: %v", tc.name, s.Generation(), prev.Generation(), tc.moves)
+		}
+		spec, prev = &next, s
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"net/netip"
 	"slices"
 
@@ -181,17 +182,21 @@ type BackendSpec struct {
 // plane builds a new one for every change and publishes it atomically;
 // workers pick up the current one at the start of each batch.
 type Snapshot struct {
-	// gen numbers the snapshots NewSnapshotFrom builds one from another
-	// (1 for the first): the generation of the fast path's entries.
-	gen      uint32
-	seed     uint64
-	twoArmed bool
-	mac      [2][6]byte
-	mtu      [2]int
-	addr4    [2][4]byte
-	has4     [2]bool
-	addr6    [2][16]byte
-	has6     [2]bool
+	// gen numbers the states of the snapshots NewSnapshotFrom builds one
+	// from another (1 for the first) that a handed-down flow's packets
+	// depend on (fastState, its hash): the generation of the fast path's
+	// entries. A snapshot that changes only what new flows get (weights,
+	// slow start, drains) keeps its predecessor's.
+	gen       uint32
+	fastState uint64
+	seed      uint64
+	twoArmed  bool
+	mac       [2][6]byte
+	mtu       [2]int
+	addr4     [2][4]byte
+	has4      [2]bool
+	addr6     [2][16]byte
+	has6      [2]bool
 
 	vips     []vip
 	backends []backend // indexed by Ref; live == false for holes
@@ -540,7 +545,6 @@ func NewSnapshot(spec *Spec) (*Snapshot, error) { return NewSnapshotFrom(nil, sp
 // Spec, or any slice it holds, once it has been passed here.
 func NewSnapshotFrom(prev *Snapshot, spec *Spec) (*Snapshot, error) {
 	s := &Snapshot{
-		gen:       1,
 		seed:      spec.Seed,
 		twoArmed:  spec.TwoArmed,
 		mac:       spec.MAC,
@@ -581,7 +585,6 @@ func NewSnapshotFrom(prev *Snapshot, spec *Spec) (*Snapshot, error) {
 	var same []bool
 	steady := false
 	if prev != nil {
-		s.gen = prev.gen + 1
 		same = make([]bool, n)
 		// The backends' macs hold the egress port's MAC: a change of
 		// either is no steady one.
@@ -607,6 +610,7 @@ func NewSnapshotFrom(prev *Snapshot, spec *Spec) (*Snapshot, error) {
 			return nil, err
 		}
 		s.index()
+		s.setGeneration(prev)
 		return s, nil
 	}
 	s.backends = make([]backend, maxRef+1)
@@ -631,12 +635,113 @@ func NewSnapshotFrom(prev *Snapshot, spec *Spec) (*Snapshot, error) {
 		}
 	}
 	s.index()
+	s.setGeneration(prev)
 	return s, nil
 }
 
-// Generation returns the snapshot's number in its line (see gen): the
-// generation a fast path must use while this snapshot is the current one.
+// Generation returns the snapshot's generation (see gen): the one a fast
+// path must use while this snapshot is the current one.
 func (s *Snapshot) Generation() uint32 { return s.gen }
+
+// setGeneration sets fastState and gen: prev's generation when the state
+// is prev's, else the next one.
+func (s *Snapshot) setGeneration(prev *Snapshot) {
+	s.fastState = s.fastStateHash()
+	switch {
+	case prev == nil:
+		s.gen = 1
+	case prev.fastState == s.fastState:
+		s.gen = prev.gen
+	default:
+		s.gen = prev.gen + 1
+	}
+}
+
+// fastSeed keys fastStateHash for the process's life.
+var fastSeed = maphash.MakeSeed()
+
+// fastStateHash hashes everything a worker reads to forward a packet of an
+// established flow, or a NAT reply, as it does (and so everything a fast
+// path entry is computed from, or whose change makes the worker decide
+// otherwise): the ports' MACs, MTUs and addresses, the clients' next
+// hops, the box's own addresses, each VIP's addressing, mode and
+// encapsulation and whether it gives previous-owner hints, each backend
+// reference's holder, address, port, MACs and whether it keeps its
+// flows. Not the Maglev tables, weights or schedulers, which only pick
+// the backends of new flows, nor a drain (a draining backend keeps its
+// flows).
+func (s *Snapshot) fastStateHash() uint64 {
+	type ports struct {
+		seed                       uint64
+		twoArmed                   bool
+		mac                        [2][6]byte
+		mtu                        [2]int
+		addr4                      [2][4]byte
+		has4                       [2]bool
+		addr6                      [2][16]byte
+		has6                       [2]bool
+		gw4, gw6                   [6]byte
+		vips, backends, neighbours int
+	}
+	type vipState struct {
+		id             uint16
+		v6, srcHash    bool
+		addr4, encap4  [4]byte
+		addr6, encap6  [16]byte
+		port, guePort  uint16
+		proto          uint8
+		mode           Mode
+		over           int
+		plain, gue     bool
+		srcBits4       uint32
+		srcBits6       uint64
+		hints, prevUDP bool
+	}
+	type backendState struct {
+		live, keeps bool
+		vip         int32
+		addr4       [4]byte
+		addr6       [16]byte
+		port        uint16
+		macs        [12]byte
+		epoch       uint32
+	}
+	type neighbour struct {
+		addr netip.Addr
+		mac  [6]byte
+	}
+	h := maphash.Comparable(fastSeed, ports{s.seed, s.twoArmed, s.mac, s.mtu, s.addr4, s.has4, s.addr6, s.has6,
+		s.gw4, s.gw6, len(s.vips), len(s.backends), len(s.neighbors)})
+	add := func(x uint64) { h = (h ^ x) * 0x9e3779b97f4a7c15 } // in order
+	for _, p := range s.onLink4 {
+		add(maphash.Comparable(fastSeed, p))
+	}
+	for _, p := range s.onLink6 {
+		add(maphash.Comparable(fastSeed, p))
+	}
+	for _, a := range s.local {
+		add(maphash.Comparable(fastSeed, a))
+	}
+	var nb uint64 // in any order: a map's
+	for a, m := range s.neighbors {
+		nb += maphash.Comparable(fastSeed, neighbour{a, m})
+	}
+	add(nb)
+	for i := range s.vips {
+		v := &s.vips[i]
+		add(maphash.Comparable(fastSeed, vipState{v.id, v.v6, v.srcHash, v.addr4, v.encap4, v.addr6, v.encap6, v.port, v.guePort,
+			v.proto, v.mode, v.over, v.plain, v.gue, v.srcBits4, v.srcBits6, v.prev != nil, v.prevUDP}))
+	}
+	for ref := range s.backends {
+		b := &s.backends[ref]
+		var epoch uint32
+		if ref < len(s.epochs) {
+			epoch = s.epochs[ref]
+		}
+		add(maphash.Comparable(fastSeed, backendState{b.live, b.keepsFlows(), b.vip, b.addr4, b.addr6, b.port, b.macs, epoch}))
+	}
+	return h
+}
 
 // index fills byID from vips.
 func (s *Snapshot) index() {

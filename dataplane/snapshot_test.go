@@ -220,8 +220,32 @@ func TestSnapshotFromMatchesScratch(t *testing.T) {
 					if werr != nil {
 						continue // the daemon keeps prev: so does the chain
 					}
-					if got.gen != prev.gen+1 || want.gen != 1 {
-						t.Fatalf("seed %d step %d: generations %d after %d, from scratch %d", seed, step, got.gen, prev.gen, want.gen)
+					// The generation moves exactly when the state of the
+					// established flows does: never for what only picks
+					// new flows' backends, always for what changes how
+					// their packets are forwarded, and alike whether the
+					// snapshot was built from its predecessor or anew.
+					wantGen := prev.gen + 1
+					if got.fastState == prev.fastState {
+						wantGen = prev.gen
+					}
+					if got.gen != wantGen || want.gen != 1 || got.fastState != want.fastState {
+						t.Fatalf("seed %d step %d (%s): generation %d after %d, from scratch %d; state %#x, from scratch %#x",
+							seed, step, kind, got.gen, prev.gen, want.gen, got.fastState, want.fastState)
+					}
+					switch same := got.fastState == prev.fastState; kind {
+					case "nothing", "weight", "table size", "name":
+						if !same {
+							t.Fatalf("seed %d step %d: a %q change moved the fast path's generation", seed, step, kind)
+						}
+					case "state", "remove vip", "swap vips":
+						// Up ↔ draining keeps the flows, down does not; a
+						// lone VIP is not removed; a swap may swap a VIP
+						// with itself.
+					default:
+						if same {
+							t.Fatalf("seed %d step %d: a %q change kept the fast path's generation", seed, step, kind)
+						}
 					}
 					want.gen = got.gen // the one field that tells them apart
 					compareSnapshots(t, r, got, want)

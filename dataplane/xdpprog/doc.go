@@ -115,9 +115,10 @@
 // Entries expire so that vipd keeps seeing each flow: the first frame
 // after an entry's Expires goes through the pipeline, which tracks the
 // flow as alive and renews the entry. A generation retires every entry at
-// once: vipd moves to a new one whenever the configuration, a backend's
-// state or a neighbour changes, and entries computed under the old one
-// are ignored from that moment.
+// once: vipd moves to a new one whenever what established flows' packets
+// become changes (a backend down, an address, a MAC, a VIP's settings;
+// not a weight or a drain), and entries computed under the old one are
+// ignored from that moment.
 //
 //	vipd_fast4     LRU hash   src dst sport dport proto pad[3] → 56-byte entry  FastFlows entries
 //	vipd_fastgen   array      0 → generation                                     1 entry
