@@ -240,10 +240,12 @@ const maglevSpares = 32
 
 // vipBuild is what a VIP was built from.
 type vipBuild struct {
-	spec   VIPSpec // as given; its Backends are the caller's, immutable
-	maxRef uint32  // the largest Ref of spec.Backends
-	table  *maglevTable
-	prev   *maglevTable // of spec.Previous, nil if none
+	// fastState hashes the VIP's part of Snapshot.fastState.
+	fastState uint64
+	spec      VIPSpec // as given; its Backends are the caller's, immutable
+	maxRef    uint32  // the largest Ref of spec.Backends
+	table     *maglevTable
+	prev      *maglevTable // of spec.Previous, nil if none
 }
 
 // maglevTable is a Maglev table with the inputs it was built from.
@@ -610,7 +612,7 @@ func NewSnapshotFrom(prev *Snapshot, spec *Spec) (*Snapshot, error) {
 			return nil, err
 		}
 		s.index()
-		s.setGeneration(prev)
+		s.setGeneration(prev, spec, same)
 		return s, nil
 	}
 	s.backends = make([]backend, maxRef+1)
@@ -635,7 +637,7 @@ func NewSnapshotFrom(prev *Snapshot, spec *Spec) (*Snapshot, error) {
 		}
 	}
 	s.index()
-	s.setGeneration(prev)
+	s.setGeneration(prev, spec, nil)
 	return s, nil
 }
 
@@ -644,9 +646,11 @@ func NewSnapshotFrom(prev *Snapshot, spec *Spec) (*Snapshot, error) {
 func (s *Snapshot) Generation() uint32 { return s.gen }
 
 // setGeneration sets fastState and gen: prev's generation when the state
-// is prev's, else the next one.
-func (s *Snapshot) setGeneration(prev *Snapshot) {
-	s.fastState = s.fastStateHash()
+// is prev's, else the next one. kept[i] (nil: none) says VIP i and its
+// backends are prev's VIP i's, whose part of the hash is reused: a health
+// event rehashes one VIP, not all (BenchmarkPublishFlap).
+func (s *Snapshot) setGeneration(prev *Snapshot, spec *Spec, kept []bool) {
+	s.fastState = s.fastStateHash(prev, spec, kept)
 	switch {
 	case prev == nil:
 		s.gen = 1
@@ -665,12 +669,12 @@ var fastSeed = maphash.MakeSeed()
 // path entry is computed from, or whose change makes the worker decide
 // otherwise): the ports' MACs, MTUs and addresses, the clients' next
 // hops, the box's own addresses, each VIP's addressing, mode and
-// encapsulation and whether it gives previous-owner hints, each backend
-// reference's holder, address, port, MACs and whether it keeps its
-// flows. Not the Maglev tables, weights or schedulers, which only pick
-// the backends of new flows, nor a drain (a draining backend keeps its
-// flows).
-func (s *Snapshot) fastStateHash() uint64 {
+// encapsulation and whether it gives previous-owner hints, each of its
+// backends' reference, address, port, MACs, epoch and whether it keeps
+// its flows. Not the Maglev tables, weights or schedulers, which only
+// pick the backends of new flows, nor a drain (a draining backend keeps
+// its flows). Each VIP's part is kept in its vipBuild.
+func (s *Snapshot) fastStateHash(prev *Snapshot, spec *Spec, kept []bool) uint64 {
 	type ports struct {
 		seed                       uint64
 		twoArmed                   bool
@@ -682,29 +686,6 @@ func (s *Snapshot) fastStateHash() uint64 {
 		has6                       [2]bool
 		gw4, gw6                   [6]byte
 		vips, backends, neighbours int
-	}
-	type vipState struct {
-		id             uint16
-		v6, srcHash    bool
-		addr4, encap4  [4]byte
-		addr6, encap6  [16]byte
-		port, guePort  uint16
-		proto          uint8
-		mode           Mode
-		over           int
-		plain, gue     bool
-		srcBits4       uint32
-		srcBits6       uint64
-		hints, prevUDP bool
-	}
-	type backendState struct {
-		live, keeps bool
-		vip         int32
-		addr4       [4]byte
-		addr6       [16]byte
-		port        uint16
-		macs        [12]byte
-		epoch       uint32
 	}
 	type neighbour struct {
 		addr netip.Addr
@@ -728,17 +709,58 @@ func (s *Snapshot) fastStateHash() uint64 {
 	}
 	add(nb)
 	for i := range s.vips {
-		v := &s.vips[i]
-		add(maphash.Comparable(fastSeed, vipState{v.id, v.v6, v.srcHash, v.addr4, v.encap4, v.addr6, v.encap6, v.port, v.guePort,
-			v.proto, v.mode, v.over, v.plain, v.gue, v.srcBits4, v.srcBits6, v.prev != nil, v.prevUDP}))
+		if kept != nil && kept[i] {
+			s.build[i].fastState = prev.build[i].fastState
+		} else {
+			s.build[i].fastState = s.vipFastState(i, spec.VIPs[i].Backends)
+		}
+		add(s.build[i].fastState)
 	}
-	for ref := range s.backends {
+	return h
+}
+
+// vipFastState is VIP i's part of fastStateHash, with its backends bs.
+func (s *Snapshot) vipFastState(i int, bs []BackendSpec) uint64 {
+	type vipState struct {
+		i              int
+		id             uint16
+		v6, srcHash    bool
+		addr4, encap4  [4]byte
+		addr6, encap6  [16]byte
+		port, guePort  uint16
+		proto          uint8
+		mode           Mode
+		over           int
+		plain, gue     bool
+		srcBits4       uint32
+		srcBits6       uint64
+		hints, prevUDP bool
+		backends       int
+	}
+	type backendState struct {
+		ref         uint32
+		live, keeps bool
+		vip         int32
+		addr4       [4]byte
+		addr6       [16]byte
+		port        uint16
+		macs        [12]byte
+		epoch       uint32
+	}
+	v := &s.vips[i]
+	h := maphash.Comparable(fastSeed, vipState{i, v.id, v.v6, v.srcHash, v.addr4, v.encap4, v.addr6, v.encap6, v.port, v.guePort,
+		v.proto, v.mode, v.over, v.plain, v.gue, v.srcBits4, v.srcBits6, v.prev != nil, v.prevUDP, len(bs)})
+	for _, bsp := range bs {
+		ref := bsp.Ref
+		if int(ref) >= len(s.backends) {
+			continue
+		}
 		b := &s.backends[ref]
 		var epoch uint32
-		if ref < len(s.epochs) {
+		if int(ref) < len(s.epochs) {
 			epoch = s.epochs[ref]
 		}
-		add(maphash.Comparable(fastSeed, backendState{b.live, b.keepsFlows(), b.vip, b.addr4, b.addr6, b.port, b.macs, epoch}))
+		h = (h ^ maphash.Comparable(fastSeed, backendState{ref, b.live, b.keepsFlows(), b.vip, b.addr4, b.addr6, b.port, b.macs, epoch})) * 0x9e3779b97f4a7c15
 	}
 	return h
 }
