@@ -189,14 +189,7 @@ type Snapshot struct {
 	// slow start, drains) keeps its predecessor's.
 	gen       uint32
 	fastState uint64
-	seed      uint64
-	twoArmed  bool
-	mac       [2][6]byte
-	mtu       [2]int
-	addr4     [2][4]byte
-	has4      [2]bool
-	addr6     [2][16]byte
-	has6      [2]bool
+	portSettings
 
 	vips     []vip
 	backends []backend // indexed by Ref; live == false for holes
@@ -232,6 +225,19 @@ type Snapshot struct {
 	// steady: built from a previous snapshot with the same addressing
 	// (SteeringUnchanged).
 	steady bool
+}
+
+// portSettings is the flow hash seed and the ports' settings: the part of a
+// Snapshot that fastStateHash takes whole.
+type portSettings struct {
+	seed     uint64
+	twoArmed bool
+	mac      [2][6]byte
+	mtu      [2]int
+	addr4    [2][4]byte
+	has4     [2]bool
+	addr6    [2][16]byte
+	has6     [2]bool
 }
 
 // maglevSpares bounds Snapshot.spares: each holds a table of TableSize
@@ -547,14 +553,11 @@ func NewSnapshot(spec *Spec) (*Snapshot, error) { return NewSnapshotFrom(nil, sp
 // Spec, or any slice it holds, once it has been passed here.
 func NewSnapshotFrom(prev *Snapshot, spec *Spec) (*Snapshot, error) {
 	s := &Snapshot{
-		seed:      spec.Seed,
-		twoArmed:  spec.TwoArmed,
-		mac:       spec.MAC,
-		mtu:       spec.MTU,
-		gw4:       spec.ClientGateway4,
-		gw6:       spec.ClientGateway6,
-		neighbors: spec.Neighbors,
-		local:     spec.localAddrs(),
+		portSettings: portSettings{seed: spec.Seed, twoArmed: spec.TwoArmed, mac: spec.MAC, mtu: spec.MTU},
+		gw4:          spec.ClientGateway4,
+		gw6:          spec.ClientGateway6,
+		neighbors:    spec.Neighbors,
+		local:        spec.localAddrs(),
 	}
 	for _, p := range spec.ClientOnLink {
 		if p.Addr().Is4() {
@@ -675,15 +678,8 @@ var fastSeed = maphash.MakeSeed()
 // pick the backends of new flows, nor a drain (a draining backend keeps
 // its flows). Each VIP's part is kept in its vipBuild.
 func (s *Snapshot) fastStateHash(prev *Snapshot, spec *Spec, kept []bool) uint64 {
-	type ports struct {
-		seed                       uint64
-		twoArmed                   bool
-		mac                        [2][6]byte
-		mtu                        [2]int
-		addr4                      [2][4]byte
-		has4                       [2]bool
-		addr6                      [2][16]byte
-		has6                       [2]bool
+	type box struct {
+		portSettings
 		gw4, gw6                   [6]byte
 		vips, backends, neighbours int
 	}
@@ -691,8 +687,7 @@ func (s *Snapshot) fastStateHash(prev *Snapshot, spec *Spec, kept []bool) uint64
 		addr netip.Addr
 		mac  [6]byte
 	}
-	h := maphash.Comparable(fastSeed, ports{s.seed, s.twoArmed, s.mac, s.mtu, s.addr4, s.has4, s.addr6, s.has6,
-		s.gw4, s.gw6, len(s.vips), len(s.backends), len(s.neighbors)})
+	h := maphash.Comparable(fastSeed, box{s.portSettings, s.gw4, s.gw6, len(s.vips), len(s.backends), len(s.neighbors)})
 	add := func(x uint64) { h = (h ^ x) * 0x9e3779b97f4a7c15 } // in order
 	for _, p := range s.onLink4 {
 		add(maphash.Comparable(fastSeed, p))
