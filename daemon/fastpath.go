@@ -28,8 +28,10 @@ type fastLink struct {
 // (ndo_xdp_xmit) and makes them (XDP_REDIRECT), so that clients' packets
 // cross one way and replies the other. A veth is never taken on trust:
 // it delivers what XDP sends only while its peer runs an XDP program of
-// its own, which vipd cannot see, and its features say yes with GRO on
-// the peer too, where frames sent with XDP_TX were lost (nstest.XDPPass).
+// its own, which vipd cannot see; its redirect-target feature follows
+// the peer (TestInterfaceFeatures), but drivers/net/veth.c also sets it
+// for a peer with GRO on alone, where frames sent with XDP_TX were lost
+// here (nstest.XDPPass).
 func fastPathRuns(dp *config.Dataplane, ct *config.Conntrack, links []fastLink) (bool, string) {
 	switch {
 	case dp.IO != config.IOAFXDP:

@@ -24,9 +24,9 @@ const (
 	FeatureRedirect Features = 2
 	// FeatureNDOXmit: the interface takes frames other interfaces'
 	// programs redirect to it (ndo_xdp_xmit). A veth has it only while its
-	// peer can receive such frames, that is while the peer runs an XDP
-	// program (or has GRO on): the condition for XDP_TX on the veth too,
-	// since both hand the frame to the peer's NAPI.
+	// peer runs an XDP program (TestInterfaceFeatures) or, by
+	// drivers/net/veth.c, has GRO on: while the peer's NAPI runs, which
+	// XDP_TX on the veth needs too.
 	FeatureNDOXmit Features = 4
 	// FeatureZeroCopy: AF_XDP zero-copy mode.
 	FeatureZeroCopy Features = 8
