@@ -167,14 +167,13 @@ func (w *Worker) fastDelta(slot uint32, seen *[2]uint64) (packets, bytes uint64,
 const stateFlags = packet.TCPFlagSYN | packet.TCPFlagFIN | packet.TCPFlagRST
 
 // offerFast hands the flow of p, which forwardClean just translated (NAT)
-// or encapsulated (DSR: IPIP or GUE) to backend b (ref) on port out with flags
-// its TCP flags, to the fast path
-// when the fast path may forward the flow's next packets alone: a flow
-// conntrack found (not one this packet created, nor one that moved to
-// another backend), not closing, this packet without stateFlags, of a VIP
-// without previous-owner hints, arriving on the ingress port. So a TCP
-// connection's handshake ACK is the first packet offered, a UDP flow's
-// second datagram.
+// or encapsulated (DSR: IPIP or GUE) to backend b (ref) on port out with
+// flags its TCP flags, to the fast path when the fast path may forward
+// the flow's next packets alone: a flow conntrack found (not one this
+// packet created, nor one that moved to another backend), not closing,
+// this packet without stateFlags, of a VIP without previous-owner hints,
+// arriving on the ingress port. So a TCP connection's handshake ACK is
+// the first packet offered, a UDP flow's second datagram.
 //
 // What the packets the fast path forwards would have done here is only to
 // renew the flow's conntrack entry and raise its proof level (conntrack's
@@ -190,19 +189,18 @@ func (w *Worker) offerFast(d *Desc, p *pkt, v *vip, b *backend, ref uint32, out 
 		flags&stateFlags != 0 || v.prev != nil || d.RxPort != PortIngress || ref >= MaxFastRef {
 		return
 	}
-	f := &w.fastFlow
 	ip := (*[packet.IPv4MinSize]byte)(p.l3)
+	mtu := w.snap.mtu[out]
+	f := &w.fastFlow
 	// The header is translated already: the destination was the VIP's
 	// address, which classify found v by.
-	f.Src, f.Dst = [4]byte(ip[12:16]), v.addr4
-	f.SrcPort, f.DstPort, f.Proto = p.key.SrcPort, p.key.DstPort, p.f.Proto
-	f.Gen = w.snap.gen
-	f.Addr, f.MACs, f.SNAT = b.addr4, b.macs, false
-	mtu := w.snap.mtu[out]
-	f.GUE, f.GUESrcPort, f.GUEDstPort = false, 0, 0
-	if f.Encap = v.mode == ModeDSR; f.Encap {
+	*f = FastFlow{
+		Src: [4]byte(ip[12:16]), Dst: v.addr4, SrcPort: p.key.SrcPort, DstPort: p.key.DstPort, Proto: p.f.Proto,
+		Gen: w.snap.gen, Addr: b.addr4, MACs: b.macs, RxPort: d.RxPort, TxPort: out, Slot: ref,
+	}
+	if v.mode == ModeDSR {
 		// The outer headers as wrap4 writes them for this flow.
-		f.Port, f.IPSum, f.L4Sum = 0, 0, 0
+		f.Encap = true
 		proto := uint8(packet.ProtoIPIP)
 		f.EncapSrc = v.encapSrc4(p.hp)
 		if v.gue {
@@ -214,14 +212,9 @@ func (w *Worker) offerFast(d *Desc, p *pkt, v *vip, b *backend, ref uint32, out 
 	} else {
 		f.Port = b.port
 		f.IPSum, f.L4Sum = nat.Sums4(b.dnat4, p.key.DstPort, b.port)
-		f.EncapSrc, f.OuterSum = [4]byte{}, 0
 	}
 	f.MaxLen = uint16(min(mtu, 0xffff))
-	f.RxPort, f.TxPort, f.Slot = d.RxPort, out, ref
-	if w.fast.Offer(f) {
-		w.c.FastOffered++
-		w.fastPending = true
-	}
+	w.offer(f)
 }
 
 // offerReply hands the flow of a NAT backend's reply, which natReply4 is
@@ -235,25 +228,28 @@ func (w *Worker) offerFast(d *Desc, p *pkt, v *vip, b *backend, ref uint32, out 
 // bounds how long a learned client MAC may stay stale there.
 func (w *Worker) offerReply(d *Desc, frame []byte, f *packet.Frame, v *vip, mac [6]byte) {
 	s := w.snap
-	if f.Frag || !f.HasL4 || f.VLAN || f.L3Off != packet.EthernetSize || f.L4Off != f.L3Off+packet.IPv4MinSize ||
+	if f.Frag || !f.HasL4 || f.L3Off != packet.EthernetSize || f.L4Off != f.L3Off+packet.IPv4MinSize ||
 		!isTCPUDP(f.Proto) || tcpFlags(frame, f)&stateFlags != 0 || f.L3Len > s.mtu[PortIngress] {
 		return
 	}
 	ip := (*[packet.IPv4MinSize]byte)(frame[f.L3Off:])
 	l4 := (*[4]byte)(frame[f.L4Off:])
 	x := &w.fastFlow
-	x.Src, x.Dst = [4]byte(ip[12:16]), [4]byte(ip[16:20])
-	x.SrcPort, x.DstPort, x.Proto = binary.BigEndian.Uint16(l4[:]), binary.BigEndian.Uint16(l4[2:]), f.Proto
-	x.Gen = s.gen
-	x.Addr, x.Port, x.SNAT = v.addr4, v.port, true
+	*x = FastFlow{
+		Src: [4]byte(ip[12:16]), Dst: [4]byte(ip[16:20]),
+		SrcPort: binary.BigEndian.Uint16(l4[:]), DstPort: binary.BigEndian.Uint16(l4[2:]), Proto: f.Proto,
+		Gen: s.gen, Addr: v.addr4, Port: v.port, SNAT: true,
+		MaxLen: uint16(min(s.mtu[PortIngress], 0xffff)), RxPort: d.RxPort, TxPort: PortIngress, Slot: fastVIPSlot(v.id),
+	}
 	x.IPSum, x.L4Sum = nat.Sums4(nat.AddrSum4(x.Src, v.addr4), x.SrcPort, v.port)
 	copy(x.MACs[:6], mac[:])
 	copy(x.MACs[6:], s.mac[PortIngress][:])
-	x.MaxLen = uint16(min(s.mtu[PortIngress], 0xffff))
-	x.RxPort, x.TxPort, x.Slot = d.RxPort, PortIngress, fastVIPSlot(v.id)
-	x.Encap, x.EncapSrc, x.OuterSum = false, [4]byte{}, 0
-	x.GUE, x.GUESrcPort, x.GUEDstPort = false, 0, 0
-	if w.fast.Offer(x) {
+	w.offer(x)
+}
+
+// offer queues f with the fast path and counts it.
+func (w *Worker) offer(f *FastFlow) {
+	if w.fast.Offer(f) {
 		w.c.FastOffered++
 		w.fastPending = true
 	}
