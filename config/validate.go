@@ -186,7 +186,7 @@ func (c *collector) validateFastPath(d *Dataplane, ct *Conntrack) {
 	if d.FastPathFlows < 1 || d.FastPathFlows > MaxFastPathFlows {
 		c.errorf(p+".fast_path_flows", "must be from 1 to %d flows, not %d", MaxFastPathFlows, d.FastPathFlows)
 	}
-	shortest := min(ct.TCPUnconfirmed, ct.TCPEstablished, ct.TCPClosing, ct.UDP)
+	shortest := shortestFlowTimeout(ct)
 	switch {
 	case d.FastPathRefresh.D() < 100*time.Millisecond:
 		c.errorf(p+".fast_path_refresh", "must be at least 100ms, not %s: every flow passes through a worker once per refresh", d.FastPathRefresh)
@@ -207,7 +207,14 @@ func (c *collector) validateFastPath(d *Dataplane, ct *Conntrack) {
 // than every conntrack timeout a flow it holds can be under (see
 // validateFastPath): with fast_path = "auto" the fast path runs only then.
 func FastPathRefreshFits(d *Dataplane, ct *Conntrack) bool {
-	return d.FastPathRefresh.D() < min(ct.TCPUnconfirmed, ct.TCPEstablished, ct.TCPClosing, ct.UDP).D()
+	return d.FastPathRefresh.D() < shortestFlowTimeout(ct).D()
+}
+
+// shortestFlowTimeout is the shortest conntrack timeout a flow the fast
+// path holds can be under: Unconfirmed, Established, UDP, and Closing
+// after a FIN it leaves to the workers.
+func shortestFlowTimeout(ct *Conntrack) Duration {
+	return min(ct.TCPUnconfirmed, ct.TCPEstablished, ct.TCPClosing, ct.UDP)
 }
 
 // MaxSocketPath is the longest admin socket path, in bytes: a Unix socket

@@ -136,8 +136,10 @@ func (p *LinuxPlatform) openAFXDP(dp *config.Dataplane) ([]dataplane.Queue, erro
 	}
 	var fl []fastLink
 	for _, l := range links {
-		f, err := xdpprog.InterfaceFeatures(l.Index)
-		fl = append(fl, fastLink{link: l, features: f, err: err})
+		fl = append(fl, fastLink{link: l})
+		if dp.FastPath == config.FastPathAuto { // the only mode that asks
+			fl[len(fl)-1].features, fl[len(fl)-1].err = xdpprog.InterfaceFeatures(l.Index)
+		}
 	}
 	fast, why := fastPathRuns(dp, &p.cfg.Conntrack, fl)
 	if !fast && dp.FastPath != config.FastPathOff {
