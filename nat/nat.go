@@ -134,56 +134,66 @@ func rewrite4(ip packet.IPv4, l4 L4, addr [4]byte, sum uint32, port uint16, dst 
 
 // DNAT6 is DNAT4 for IPv6 (which has no header checksum; TCP, UDP and
 // ICMPv6 all cover the addresses through the pseudo-header); the hop limit
-// is the caller's.
+// is the caller's. As in DNAT4, the transport checksum is updated once for
+// the address and the port (Sums6).
 func DNAT6(ip packet.IPv6, l4 L4, addr *[16]byte, port uint16) {
-	fixPseudo6(l4, ip.DestinationAddress(), addr)
+	rewrite6(l4, ip.DestinationAddress(), addr, dstPortOff, port)
 	ip.SetDestinationAddress(addr)
-	if l4.Hdr != nil && port != 0 {
-		setPort(l4, dstPortOff, port)
-	}
 }
 
 // SNAT6 is SNAT4 for IPv6.
 func SNAT6(ip packet.IPv6, l4 L4, addr *[16]byte, port uint16) {
-	fixPseudo6(l4, ip.SourceAddress(), addr)
+	rewrite6(l4, ip.SourceAddress(), addr, srcPortOff, port)
 	ip.SetSourceAddress(addr)
-	if l4.Hdr != nil && port != 0 {
-		setPort(l4, srcPortOff, port)
-	}
 }
 
-// fixPseudo6 updates the transport checksum for an address change; it must
-// run before the address is overwritten, since old points into the packet.
-func fixPseudo6(l4 L4, old, new *[16]byte) {
+// Sums6 returns what DNAT6 (SNAT6) adds to the TCP or UDP checksum of a
+// packet whose destination (source) address old becomes addr and whose
+// port on that side, oldPort, becomes port (0: kept), unfolded. It is for
+// a fast path that replays one flow's translation with the sum computed
+// once (packet.ChecksumAdd with it gives the rewrite's checksum;
+// TestSums6).
+func Sums6(old, addr *[16]byte, oldPort, port uint16) uint32 {
+	if port == 0 {
+		port = oldPort
+	}
+	s := uint32(^oldPort) + uint32(port)
+	for i := 0; i < 16; i += 2 {
+		s += uint32(^binary.BigEndian.Uint16(old[i:])) + uint32(binary.BigEndian.Uint16(addr[i:]))
+	}
+	return s // at most 17 × 2 × 0xffff: no overflow
+}
+
+// rewrite6 updates the transport header of an IPv6 packet whose address
+// old (at the side of portOff) becomes addr: the port at portOff to port
+// (unless 0) and the checksum, once for both; it must run before the
+// address is overwritten, since old points into the packet.
+func rewrite6(l4 L4, old, addr *[16]byte, portOff int, port uint16) {
 	if l4.Hdr == nil {
 		return
 	}
+	var csOff int
 	switch l4.Proto {
 	case packet.ProtoTCP:
-		packet.TCP(l4.Hdr).UpdatePseudoHeaderAddress6(old, new)
+		csOff = tcpCsumOff
 	case packet.ProtoUDP:
-		packet.UDP(l4.Hdr).UpdatePseudoHeaderAddress6(old, new)
+		csOff = udpCsumOff
 	case packet.ProtoICMPv6:
 		ic := packet.ICMPv6(l4.Hdr)
-		ic.SetChecksum(packet.ChecksumUpdate128(ic.Checksum(), old, new))
+		ic.SetChecksum(packet.ChecksumUpdate128(ic.Checksum(), old, addr))
+		return
+	default:
+		return
 	}
-}
-
-func setPort(l4 L4, off int, port uint16) {
-	switch l4.Proto {
-	case packet.ProtoTCP:
-		t := packet.TCP(l4.Hdr)
-		if off == srcPortOff {
-			t.SetSourcePortWithChecksumUpdate(port)
-		} else {
-			t.SetDestinationPortWithChecksumUpdate(port)
-		}
-	case packet.ProtoUDP:
-		u := packet.UDP(l4.Hdr)
-		if off == srcPortOff {
-			u.SetSourcePortWithChecksumUpdate(port)
-		} else {
-			u.SetDestinationPortWithChecksumUpdate(port)
-		}
+	h := l4.Hdr[:csOff+2]
+	pp := (*[2]byte)(h[portOff:])
+	oldP := binary.BigEndian.Uint16(pp[:])
+	if port != 0 {
+		binary.BigEndian.PutUint16(pp[:], port)
 	}
+	c := binary.BigEndian.Uint16(h[csOff:])
+	if l4.Proto == packet.ProtoUDP && c == 0 {
+		return // no checksum: stays so (not valid over IPv6; the caller's to refuse)
+	}
+	binary.BigEndian.PutUint16(h[csOff:], nonZeroUDP(l4.Proto, packet.ChecksumAdd(c, Sums6(old, addr, oldP, port))))
 }
