@@ -353,11 +353,12 @@ const (
 	stackFastLen  = -64
 )
 
-// fast emits the fast path for one transport protocol, at the start of the
-// program: any frame it does not forward continues at lblSteer with
-// nothing changed; a frame of another protocol continues at next. R6
-// holds the context; R7–R9 are the fast path's until it steers.
-func (b *builder) fast(name string, proto int32, next string) {
+// fast emits the IPv4 fast path for one transport protocol, at the start
+// of the program: any frame it does not forward continues at lblSteer with
+// nothing changed; a frame of another protocol continues at next, one of
+// another EtherType at notIPv4. R6 holds the context; R7–R9 are the fast
+// path's until it steers.
+func (b *builder) fast(name string, proto int32, next, notIPv4 string) {
 	steer := lblSteer
 	l4Len, csumOff := int32(udpLen), int16(fUDPCsum)
 	if proto == protoTCP {
@@ -373,7 +374,7 @@ func (b *builder) fast(name string, proto int32, next string) {
 	b.need(rPkt, fL4, steer)
 	b.emit(
 		asm.LoadMem(rT1, rPkt, fEthType, asm.Half),
-		asm.JNE.Imm(rT1, be16(etherTypeIPv4), steer),
+		asm.JNE.Imm(rT1, be16(etherTypeIPv4), notIPv4),
 		asm.LoadMem(rT1, rPkt, fVersIHL, asm.Byte),
 		asm.JNE.Imm(rT1, 0x45, steer), // IPv4, no options
 		asm.LoadMem(rT1, rPkt, fProto, asm.Byte),
@@ -450,6 +451,35 @@ func (b *builder) fast(name string, proto int32, next string) {
 		asm.StoreImm(asm.RFP, stackFastKey+12, int64(proto), asm.Byte),
 	)
 	b.lookup(mapFast, stackFastKey)
+	b.fastCommit(name, fL4+l4Len, func() {
+		b.emit(
+			asm.LoadMem(asm.R3, rPkt, fTotLen, asm.Half),
+			asm.HostTo(asm.BE, asm.R3, asm.Half),
+		)
+	})
+	b.emit(
+		asm.LoadMem(asm.R1, asm.R9, fvMode, asm.Byte),
+		asm.JEq.Imm(asm.R1, modeIPIP, name+"_ipip"),
+		asm.JEq.Imm(asm.R1, modeSNAT, name+"_snat"),
+		asm.JEq.Imm(asm.R1, modeGUE, name+"_gue"),
+	)
+	b.translate(name+"_dnat", name+"_count", fDst, fDstPort, csumOff, proto == protoUDP)
+	b.translate(name+"_snat", name+"_count", fSrc, fPorts, csumOff, proto == protoUDP)
+	b.encapsulate(name+"_ipip", name+"_count", false)
+	b.encapsulate(name+"_gue", name+"_count", true)
+	b.fastCount(name + "_count")
+}
+
+// fastCommit emits what follows the flow map's lookup (R0: the entry or
+// 0) for every family: the entry must be of the current generation, for
+// the interface the frame came in on (when it names one), unexpired, and
+// the packet's length, which loadLen puts in R3 from the frame at rPkt,
+// within its MaxLen; the Ethernet padding after the packet goes, and the
+// verifier is told again that minLen bytes of the frame are there. Then
+// the frame is committed: R9 holds the entry, the length waits on the
+// stack (stackFastLen) for fastCount, and what follows changes the frame.
+func (b *builder) fastCommit(name string, minLen int32, loadLen func()) {
+	steer := lblSteer
 	b.emit(
 		asm.JEq.Imm(asm.R0, 0, steer),
 		asm.Mov.Reg(asm.R9, asm.R0), // the entry, past the next calls
@@ -472,12 +502,13 @@ func (b *builder) fast(name string, proto int32, next string) {
 		asm.FnKtimeGetNs.Call(),
 		asm.LoadMem(asm.R1, asm.R9, fvExpires, asm.DWord),
 		asm.JGE.Reg(asm.R0, asm.R1, steer),
-		asm.LoadMem(asm.R3, rPkt, fTotLen, asm.Half),
-		asm.HostTo(asm.BE, asm.R3, asm.Half),
+	)
+	loadLen()
+	b.emit(
 		asm.LoadMem(asm.R1, asm.R9, fvMaxLen, asm.Half),
 		asm.JGT.Reg(asm.R3, asm.R1, steer),
 	)
-	// Ethernet padding after the IPv4 packet goes, as the pipeline drops
+	// Ethernet padding after the IP packet goes, as the pipeline drops
 	// it (bpf_xdp_adjust_tail, which invalidates the packet pointers);
 	// if the kernel refuses, nothing has changed yet.
 	b.emit(
@@ -493,31 +524,25 @@ func (b *builder) fast(name string, proto int32, next string) {
 		asm.LoadMem(rEnd, rCtx, mdDataEnd, asm.Word),
 	)
 	// The bound again for the verifier, which forgot it with the
-	// pointers: the frame has not shrunk below the total length checked
+	// pointers: the frame has not shrunk below the length checked
 	// above, so this never steers a changed frame.
-	b.need(rPkt, fL4+l4Len, steer)
-	b.emit(
-		asm.LoadMem(asm.R3, rPkt, fTotLen, asm.Half),
-		asm.HostTo(asm.BE, asm.R3, asm.Half),
-	)
+	b.need(rPkt, minLen, steer)
+	loadLen()
 	b.label(name + "_unpadded")
 	// Committed: from here on the frame is changed and forwarded. The
-	// total length waits on the stack for the counters, since the
-	// encapsulation moves the packet.
-	b.emit(
-		asm.StoreMem(asm.RFP, stackFastLen, asm.R3, asm.Word),
-		asm.LoadMem(asm.R1, asm.R9, fvMode, asm.Byte),
-		asm.JEq.Imm(asm.R1, modeIPIP, name+"_ipip"),
-		asm.JEq.Imm(asm.R1, modeSNAT, name+"_snat"),
-		asm.JEq.Imm(asm.R1, modeGUE, name+"_gue"),
-	)
-	b.translate(name+"_dnat", name+"_count", fDst, fDstPort, csumOff, proto == protoUDP)
-	b.translate(name+"_snat", name+"_count", fSrc, fPorts, csumOff, proto == protoUDP)
-	b.encapsulate(name+"_ipip", name+"_count", false)
-	b.encapsulate(name+"_gue", name+"_count", true)
+	// length waits on the stack for the counters, since an encapsulation
+	// moves the packet.
+	b.emit(asm.StoreMem(asm.RFP, stackFastLen, asm.R3, asm.Word))
+}
+
+// fastCount emits, labelled name, the end of a forwarded frame for the
+// entry at R9: it is counted by its length on the stack (stackFastLen),
+// in this CPU's counters and in the entry's counting slot, and sent out
+// of the entry's interface (XDP_TX, or bpf_redirect).
+func (b *builder) fastCount(name string) {
 	// Count it in this CPU's counters (no other CPU writes them), by the
-	// packet's total length as it arrived.
-	b.label(name + "_count")
+	// packet's length as it arrived.
+	b.label(name)
 	b.emit(asm.StoreImm(asm.RFP, stackFastZero, 0, asm.Word))
 	b.lookup(mapFastStat, stackFastZero)
 	b.emit(
@@ -531,7 +556,7 @@ func (b *builder) fast(name string, proto int32, next string) {
 		asm.StoreMem(asm.R0, fsBytes, asm.R1, asm.DWord),
 	)
 	b.label(name + "_counted")
-	// And in the backend's slot, which frames of other CPUs share: atomic
+	// And in the entry's slot, which frames of other CPUs share: atomic
 	// adds. A reference past the array is counted in the totals only.
 	b.emit(
 		asm.LoadMem(asm.R1, asm.R9, fvRef, asm.Word),

@@ -531,8 +531,8 @@ func instructions(fast bool) asm.Instructions {
 	var b builder
 	b.emit(asm.Mov.Reg(rCtx, asm.R1).WithSymbol(progName))
 	if fast {
-		b.fast("fast_tcp", protoTCP, "fast_udp")
-		b.fast("fast_udp", protoUDP, lblSteer)
+		b.fast("fast_tcp", protoTCP, "fast_udp", lblSteer)
+		b.fast("fast_udp", protoUDP, lblSteer, lblSteer)
 	}
 	b.label(lblSteer)
 	b.emit(asm.Mov.Imm(rKind, kindNone))
