@@ -103,10 +103,22 @@
 // the VIP has a source prefix), or for the outer header and UDP as
 // encap.GUE4 does (FastEntry4.GUE); it writes the next hop's Ethernet
 // addresses, counts the frame (in all and for its backend), and sends it
-// back out (XDP_TX) or to the entry's interface (bpf_redirect). The result
-// is byte for byte the pipeline's (TestFastTranslates,
-// TestFastChecksumSweep); each condition has a frame that fails only it
-// (TestFastDeclines); and a differential test hands the program what a
+// back out (XDP_TX) or to the entry's interface (bpf_redirect).
+//
+// IPv6 frames of a NAT VIP's flows and of its backends' replies take the
+// same way through vipd_fast6 (FastKey6, FastEntry6): untagged, the fixed
+// header directly followed by TCP or UDP (no extension headers, so no
+// fragments), hop limit above 1, a payload length that covers the
+// transport header and fits the frame, the same TCP and UDP length
+// checks, a UDP checksum that is not 0 (which IPv6 forbids: the pipeline
+// drops it), and the same entry conditions with MaxLen against 40 + the
+// payload length; the rewrite is nat.DNAT6's or nat.SNAT6's (address,
+// port, the transport checksum from nat.Sums6, computed ahead) and the hop
+// limit decremented. There is no IPv6 encapsulation in the fast path.
+//
+// The result is byte for byte the pipeline's (TestFastTranslates,
+// TestFastChecksumSweep, and their IPv6 twins); each condition has a
+// frame that fails only it (TestFastDeclines, TestFastDeclines6); and a differential test hands the program what a
 // worker offers for each frame of the steering corpus, then runs thousands
 // of variants of those frames through both: the program leaves a variant
 // alone or forwards it exactly as a worker does
@@ -121,11 +133,12 @@
 // ignored from that moment.
 //
 //	vipd_fast4     LRU hash   src dst sport dport proto pad[3] → 56-byte entry  FastFlows entries
+//	vipd_fast6     LRU hash   the same, 16-byte addresses      → 72-byte entry  FastFlows entries
 //	vipd_fastgen   array      0 → generation                                     1 entry
 //	vipd_faststat  per-CPU    0 → frames, bytes forwarded                        1 entry
 //	vipd_fastref   array      counting slot → frames, bytes (mmapped by vipd)    MaxFastRefs entries
 //
-// A second program, for another interface, may share all four
+// A second program, for another interface, may share all five
 // (Options.ShareFast): a two-armed vipd's clients' packets arrive on one
 // interface, its NAT backends' replies on the other, and one map of flows
 // serves both, each entry for its interface (In).

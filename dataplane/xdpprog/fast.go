@@ -18,6 +18,7 @@ import (
 // Map names of the fast path.
 const (
 	mapFast     = "vipd_fast4"
+	mapFast6    = "vipd_fast6"
 	mapFastGen  = "vipd_fastgen"
 	mapFastStat = "vipd_faststat"
 	mapFastRef  = "vipd_fastref"
@@ -95,6 +96,34 @@ type FastEntry4 struct {
 	GUESrcPort, GUEDstPort uint16
 }
 
+// FastKey6 is FastKey4 for IPv6: the key of the fast path's IPv6 flow
+// map.
+type FastKey6 struct {
+	Src, Dst         [16]byte
+	SrcPort, DstPort uint16
+	Proto            uint8
+}
+
+// FastEntry6 is FastEntry4 for an IPv6 flow of a NAT VIP: the destination
+// translation nat.DNAT6 makes, or (SNAT) the source translation nat.SNAT6
+// makes, the hop limit decremented, and the next hop's Ethernet
+// addresses. IPv6 has no header checksum: L4Sum (nat.Sums6) is all the
+// rewrite adds. There is no IPv6 encapsulation in the fast path.
+type FastEntry6 struct {
+	Gen     uint32
+	Expires uint64
+	Addr    [16]byte
+	Port    uint16
+	L4Sum   uint32
+	MACs    [12]byte
+	// MaxLen is the largest IPv6 packet (40 + payload length) the
+	// program forwards: the egress MTU.
+	MaxLen      uint16
+	Ifindex, In uint32
+	Ref         uint32
+	SNAT        bool
+}
+
 // Layout of a fast map value (fastValueSize bytes). The program reads
 // fields by these offsets; Go writes them in marshal. Fields the program
 // compares or adds in native order are native; the ones it copies into
@@ -124,6 +153,11 @@ const (
 	fvGUESrcPort = fvIPSum
 
 	fastValueSize = 56
+
+	// An IPv6 entry's value is an IPv4 one (fvAddr, fvIPSum, fvSrc and
+	// fvOutSum unused) followed by the 16-byte address.
+	fvAddr6        = fastValueSize // [16]byte, network
+	fastValueSize6 = fvAddr6 + 16
 )
 
 // Values of fvMode.
@@ -166,6 +200,40 @@ const (
 type fastKey [16]byte
 
 type fastValue [fastValueSize]byte
+
+// fastKey6 is the IPv6 binary key: source, destination, ports, protocol,
+// three zero bytes.
+type fastKey6 [40]byte
+
+type fastValue6 [fastValueSize6]byte
+
+func (k FastKey6) marshal() fastKey6 {
+	var b fastKey6
+	copy(b[0:16], k.Src[:])
+	copy(b[16:32], k.Dst[:])
+	binary.BigEndian.PutUint16(b[32:], k.SrcPort)
+	binary.BigEndian.PutUint16(b[34:], k.DstPort)
+	b[36] = k.Proto
+	return b
+}
+
+func (v *FastEntry6) marshal() fastValue6 {
+	var b fastValue6
+	binary.NativeEndian.PutUint32(b[fvGen:], v.Gen)
+	binary.NativeEndian.PutUint64(b[fvExpires:], v.Expires)
+	copy(b[fvMACs:fvMACs+12], v.MACs[:])
+	binary.BigEndian.PutUint16(b[fvPort:], v.Port)
+	binary.BigEndian.PutUint16(b[fvL4Sum:], fold(v.L4Sum))
+	binary.NativeEndian.PutUint16(b[fvMaxLen:], v.MaxLen)
+	binary.NativeEndian.PutUint32(b[fvIfindex:], v.Ifindex)
+	binary.NativeEndian.PutUint32(b[fvRef:], v.Ref)
+	binary.NativeEndian.PutUint32(b[fvIn:], v.In)
+	if v.SNAT {
+		b[fvMode] = modeSNAT
+	}
+	copy(b[fvAddr6:], v.Addr[:])
+	return b
+}
 
 func (k FastKey4) marshal() fastKey {
 	var b fastKey
@@ -224,7 +292,7 @@ type FastStats struct {
 // Fast is the fast path's flow map. Its methods may be called from several
 // goroutines; each Writer is for one.
 type Fast struct {
-	flows, gen, stat, ref *ebpf.Map
+	flows, flows6, gen, stat, ref *ebpf.Map
 	// refs is vipd_fastref, mapped into this process: reading a slot is a
 	// copy, not a system call.
 	refs *ebpf.Memory
@@ -276,14 +344,18 @@ func (f *Fast) Stats() (FastStats, error) {
 // Writer puts entries into the flow map in batches, from buffers it keeps,
 // so that a worker can hand over its flows without allocating.
 type Writer struct {
-	f    *Fast
-	keys []fastKey
-	vals []fastValue
+	f     *Fast
+	keys  []fastKey
+	vals  []fastValue
+	keys6 []fastKey6
+	vals6 []fastValue6
 }
 
-// NewWriter returns a Writer that holds up to n entries between Flushes.
+// NewWriter returns a Writer that holds up to n entries of each family
+// between Flushes.
 func (f *Fast) NewWriter(n int) *Writer {
-	return &Writer{f: f, keys: make([]fastKey, 0, n), vals: make([]fastValue, 0, n)}
+	return &Writer{f: f, keys: make([]fastKey, 0, n), vals: make([]fastValue, 0, n),
+		keys6: make([]fastKey6, 0, n), vals6: make([]fastValue6, 0, n)}
 }
 
 // Add queues an entry; it reports false, queuing nothing, when n are
@@ -297,20 +369,37 @@ func (w *Writer) Add(k FastKey4, v *FastEntry4) bool {
 	return true
 }
 
-// Flush writes the queued entries with one system call and empties the
-// queue, whether or not the kernel took them all. An entry replaces the
-// flow's previous one, counters included.
+// Add6 is Add for an IPv6 flow.
+func (w *Writer) Add6(k FastKey6, v *FastEntry6) bool {
+	if len(w.keys6) == cap(w.keys6) {
+		return false
+	}
+	w.keys6 = append(w.keys6, k.marshal())
+	w.vals6 = append(w.vals6, v.marshal())
+	return true
+}
+
+// Flush writes the queued entries with one system call per family and
+// empties the queue, whether or not the kernel took them all. An entry
+// replaces the flow's previous one.
 func (w *Writer) Flush() error {
-	if len(w.keys) == 0 {
-		return nil
+	var err, err6 error
+	if n := len(w.keys); n > 0 {
+		if _, err = w.f.flows.BatchUpdate(w.keys, w.vals, nil); err != nil {
+			err = fmt.Errorf("xdpprog: put %d fast flows: %w", n, err)
+		}
+		w.keys, w.vals = w.keys[:0], w.vals[:0]
 	}
-	n := len(w.keys)
-	_, err := w.f.flows.BatchUpdate(w.keys, w.vals, nil)
-	w.keys, w.vals = w.keys[:0], w.vals[:0]
-	if err != nil {
-		return fmt.Errorf("xdpprog: put %d fast flows: %w", n, err)
+	if n := len(w.keys6); n > 0 {
+		if _, err6 = w.f.flows6.BatchUpdate(w.keys6, w.vals6, nil); err6 != nil {
+			err6 = fmt.Errorf("xdpprog: put %d IPv6 fast flows: %w", n, err6)
+		}
+		w.keys6, w.vals6 = w.keys6[:0], w.vals6[:0]
 	}
-	return nil
+	if err == nil {
+		return err6
+	}
+	return err
 }
 
 // Offsets in the frame of the fields the fast path reads (untagged
@@ -343,6 +432,25 @@ const (
 	tcpStateFlags = 0x07
 )
 
+// Offsets in the frame of the fields the IPv6 fast path reads (untagged
+// Ethernet, then the fixed IPv6 header, then TCP or UDP).
+const (
+	f6Vers    = fIP + 0 // version in the high nibble
+	f6PayLen  = fIP + 4
+	f6Next    = fIP + 6
+	f6Hop     = fIP + 7
+	f6Src     = fIP + 8
+	f6Dst     = fIP + 24
+	f6L4      = fIP + ipv6HdrLen
+	f6Ports   = f6L4
+	f6DstPort = f6L4 + 2
+	f6TCPOff  = f6L4 + 12
+	f6TCPFlag = f6L4 + 13
+	f6UDPLen  = f6L4 + 4
+	f6TCPCsum = f6L4 + 16
+	f6UDPCsum = f6L4 + 6
+)
+
 // stackFastKey is where the fast path builds its 16-byte key, below the
 // steering keys (which it does not touch: it runs first); stackFastZero
 // a word for the keys of the array maps; stackFastLen the total length of
@@ -351,6 +459,7 @@ const (
 	stackFastKey  = -56
 	stackFastZero = -60
 	stackFastLen  = -64
+	stackFastKey6 = -104 // 40 bytes, below stackFastLen
 )
 
 // fast emits the IPv4 fast path for one transport protocol, at the start
@@ -468,6 +577,132 @@ func (b *builder) fast(name string, proto int32, next, notIPv4 string) {
 	b.encapsulate(name+"_ipip", name+"_count", false)
 	b.encapsulate(name+"_gue", name+"_count", true)
 	b.fastCount(name + "_count")
+}
+
+// fast6 is fast for IPv6: a NAT VIP's flow (DNAT) or a NAT backend's
+// replies (SNAT), no extension headers, no encapsulation. A frame of
+// another protocol continues at next.
+func (b *builder) fast6(name string, proto int32, next string) {
+	steer := lblSteer
+	l4Len, csumOff := int32(udpLen), int16(f6UDPCsum)
+	if proto == protoTCP {
+		l4Len, csumOff = tcpMinLen, f6TCPCsum
+	}
+	b.label(name)
+	b.emit(
+		asm.LoadMem(rPkt, rCtx, mdData, asm.Word),
+		asm.LoadMem(rEnd, rCtx, mdDataEnd, asm.Word),
+	)
+	b.need(rPkt, f6L4, steer)
+	b.emit(
+		asm.LoadMem(rT1, rPkt, fEthType, asm.Half),
+		asm.JNE.Imm(rT1, be16(etherTypeIPv6), steer),
+		asm.LoadMem(rT1, rPkt, f6Vers, asm.Byte),
+		asm.And.Imm(rT1, 0xf0),
+		asm.JNE.Imm(rT1, 0x60, steer),
+		// The transport header right after the fixed header: no
+		// extension headers (a fragment has one).
+		asm.LoadMem(rT1, rPkt, f6Next, asm.Byte),
+		asm.JNE.Imm(rT1, proto, next),
+	)
+	b.need(rPkt, f6L4+l4Len, steer)
+	b.emit(
+		asm.LoadMem(rT1, rPkt, f6Hop, asm.Byte),
+		asm.JLE.Imm(rT1, 1, steer), // vipd answers Time Exceeded
+		// The payload length (rT2, the L4 length) covers the transport
+		// header and no more than the frame holds, as packet.Parse
+		// requires.
+		asm.LoadMem(rT2, rPkt, f6PayLen, asm.Half),
+		asm.HostTo(asm.BE, rT2, asm.Half),
+		asm.JLT.Imm(rT2, l4Len, steer),
+		asm.Mov.Reg(rT1, rEnd),
+		asm.Sub.Reg(rT1, rPkt),
+		asm.Sub.Imm(rT1, f6L4),
+		asm.JGT.Reg(rT2, rT1, steer),
+	)
+	if proto == protoTCP {
+		b.emit(
+			asm.LoadMem(rT1, rPkt, f6TCPOff, asm.Byte),
+			asm.RSh.Imm(rT1, 4),
+			asm.LSh.Imm(rT1, 2),
+			asm.JLT.Imm(rT1, tcpMinLen, steer),
+			asm.JGT.Reg(rT1, rT2, steer),
+			asm.LoadMem(rT1, rPkt, f6TCPFlag, asm.Byte),
+			asm.And.Imm(rT1, tcpStateFlags),
+			asm.JNE.Imm(rT1, 0, steer),
+		)
+	} else {
+		// UDP length within the payload; a zero checksum, which IPv6
+		// forbids (RFC 8200 §8.1), is the pipeline's to drop.
+		b.emit(
+			asm.LoadMem(rT1, rPkt, f6UDPLen, asm.Half),
+			asm.HostTo(asm.BE, rT1, asm.Half),
+			asm.JLT.Imm(rT1, udpLen, steer),
+			asm.JGT.Reg(rT1, rT2, steer),
+			asm.LoadMem(rT1, rPkt, f6UDPCsum, asm.Half),
+			asm.JEq.Imm(rT1, 0, steer),
+		)
+	}
+	// The key: addresses and ports as on the wire, protocol, zero pad.
+	for off := int16(0); off < 32; off += 4 {
+		b.emit(
+			asm.LoadMem(rT1, rPkt, f6Src+off, asm.Word),
+			asm.StoreMem(asm.RFP, stackFastKey6+off, rT1, asm.Word),
+		)
+	}
+	b.emit(
+		asm.LoadMem(rT1, rPkt, f6Ports, asm.Word),
+		asm.StoreMem(asm.RFP, stackFastKey6+32, rT1, asm.Word),
+		asm.StoreImm(asm.RFP, stackFastKey6+36, 0, asm.Word),
+		asm.StoreImm(asm.RFP, stackFastKey6+36, int64(proto), asm.Byte),
+	)
+	b.lookup(mapFast6, stackFastKey6)
+	b.fastCommit(name, f6L4+l4Len, func() {
+		b.emit(
+			asm.LoadMem(asm.R3, rPkt, f6PayLen, asm.Half),
+			asm.HostTo(asm.BE, asm.R3, asm.Half),
+			asm.Add.Imm(asm.R3, ipv6HdrLen),
+		)
+	})
+	b.emit(
+		asm.LoadMem(asm.R1, asm.R9, fvMode, asm.Byte),
+		asm.JEq.Imm(asm.R1, modeSNAT, name+"_snat"),
+	)
+	b.translate6(name+"_dnat", name+"_count", f6Dst, f6DstPort, csumOff, proto == protoUDP)
+	b.translate6(name+"_snat", name+"_count", f6Src, f6Ports, csumOff, proto == protoUDP)
+	b.fastCount(name + "_count")
+}
+
+// translate6 is translate for IPv6, as nat's rewrite6 makes it: the
+// entry's MACs, its 16-byte address at addrOff, its port (unless 0) at
+// portOff, the hop limit decremented, and its sum added to the TCP or UDP
+// checksum at csumOff (udp: a computed 0 is sent as 0xffff).
+func (b *builder) translate6(name, count string, addrOff, portOff, csumOff int16, udp bool) {
+	b.label(name)
+	for off := int16(0); off < 12; off += 4 {
+		b.emit(
+			asm.LoadMem(asm.R1, asm.R9, fvMACs+off, asm.Word),
+			asm.StoreMem(rPkt, off, asm.R1, asm.Word),
+		)
+	}
+	for off := int16(0); off < 16; off += 4 {
+		b.emit(
+			asm.LoadMem(asm.R1, asm.R9, fvAddr6+off, asm.Word),
+			asm.StoreMem(rPkt, addrOff+off, asm.R1, asm.Word),
+		)
+	}
+	b.emit(
+		asm.LoadMem(asm.R1, rPkt, f6Hop, asm.Byte),
+		asm.Sub.Imm(asm.R1, 1),
+		asm.StoreMem(rPkt, f6Hop, asm.R1, asm.Byte),
+		asm.LoadMem(asm.R1, asm.R9, fvPort, asm.Half),
+		asm.JEq.Imm(asm.R1, 0, name+"_port_kept"),
+		asm.StoreMem(rPkt, portOff, asm.R1, asm.Half),
+	)
+	b.label(name + "_port_kept")
+	b.emit(asm.LoadMem(asm.R2, asm.R9, fvL4Sum, asm.Half))
+	b.addToChecksum(csumOff, udp, name+"_l4sum")
+	b.emit(asm.Ja.Label(count))
 }
 
 // fastCommit emits what follows the flow map's lookup (R0: the entry or

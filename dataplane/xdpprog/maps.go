@@ -77,6 +77,7 @@ func specs(queues, fast int) map[string]*ebpf.MapSpec {
 	}
 	if fast > 0 {
 		m[mapFast] = &ebpf.MapSpec{Name: mapFast, Type: ebpf.LRUHash, KeySize: uint32(len(fastKey{})), ValueSize: fastValueSize, MaxEntries: uint32(fast)}
+		m[mapFast6] = &ebpf.MapSpec{Name: mapFast6, Type: ebpf.LRUHash, KeySize: uint32(len(fastKey6{})), ValueSize: fastValueSize6, MaxEntries: uint32(fast)}
 		m[mapFastGen] = &ebpf.MapSpec{Name: mapFastGen, Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1}
 		m[mapFastStat] = &ebpf.MapSpec{Name: mapFastStat, Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: fastStatSize, MaxEntries: 1}
 		m[mapFastRef] = &ebpf.MapSpec{Name: mapFastRef, Type: ebpf.Array, KeySize: 4, ValueSize: fastRefSize, MaxEntries: MaxFastRefs, Flags: unix.BPF_F_MMAPABLE}

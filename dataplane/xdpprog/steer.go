@@ -531,8 +531,10 @@ func instructions(fast bool) asm.Instructions {
 	var b builder
 	b.emit(asm.Mov.Reg(rCtx, asm.R1).WithSymbol(progName))
 	if fast {
-		b.fast("fast_tcp", protoTCP, "fast_udp", lblSteer)
+		b.fast("fast_tcp", protoTCP, "fast_udp", "fast6_tcp")
 		b.fast("fast_udp", protoUDP, lblSteer, lblSteer)
+		b.fast6("fast6_tcp", protoTCP, "fast6_udp")
+		b.fast6("fast6_udp", protoUDP, lblSteer)
 	}
 	b.label(lblSteer)
 	b.emit(asm.Mov.Imm(rKind, kindNone))

@@ -130,7 +130,7 @@ func LoadWith(queues int, o Options) (*Program, error) {
 		if o.FastFlows == 0 || uint32(o.FastFlows) != f.flows.MaxEntries() {
 			return nil, fmt.Errorf("xdpprog: shared fast path of %d flows, want FastFlows %d", f.flows.MaxEntries(), o.FastFlows)
 		}
-		co.MapReplacements = map[string]*ebpf.Map{mapFast: f.flows, mapFastGen: f.gen, mapFastStat: f.stat, mapFastRef: f.ref}
+		co.MapReplacements = map[string]*ebpf.Map{mapFast: f.flows, mapFast6: f.flows6, mapFastGen: f.gen, mapFastStat: f.stat, mapFastRef: f.ref}
 	}
 	coll, err := ebpf.NewCollectionWithOptions(spec, co)
 	if err != nil {
@@ -156,7 +156,7 @@ func LoadWith(queues int, o Options) (*Program, error) {
 			coll.Close()
 			return nil, fmt.Errorf("xdpprog: map the fast path's counters: %w", err)
 		}
-		p.fast = &Fast{flows: coll.Maps[mapFast], gen: coll.Maps[mapFastGen], stat: coll.Maps[mapFastStat], ref: coll.Maps[mapFastRef], refs: refs}
+		p.fast = &Fast{flows: coll.Maps[mapFast], flows6: coll.Maps[mapFast6], gen: coll.Maps[mapFastGen], stat: coll.Maps[mapFastStat], ref: coll.Maps[mapFastRef], refs: refs}
 	}
 	for _, m := range coll.Maps {
 		p.maps = append(p.maps, m)

@@ -1,0 +1,323 @@
+package xdpprog
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/vipd/vipd/nat"
+	"github.com/vipd/vipd/packet"
+)
+
+var (
+	fastVIP6     = netip.MustParseAddr(vip6)
+	fastBackend6 = netip.MustParseAddr(backend6)
+)
+
+// natEntry6 is the IPv6 entry translating address old and port oldPort
+// to addr and port (0: kept), the destination's or with snat the
+// source's, with the sum of package nat.
+func natEntry6(t testing.TB, old, addr netip.Addr, oldPort, port uint16, gen uint32, snat bool) FastEntry6 {
+	o, a := old.As16(), addr.As16()
+	return FastEntry6{
+		Gen: gen, Expires: monotonic(t) + uint64(time.Minute),
+		Addr: a, Port: port, L4Sum: nat.Sums6(&o, &a, oldPort, port),
+		MACs: fastMACs, MaxLen: 1500, SNAT: snat,
+	}
+}
+
+func keyOfFrame6(f []byte) FastKey6 {
+	return FastKey6{
+		Src: [16]byte(f[22:38]), Dst: [16]byte(f[38:54]),
+		SrcPort: binary.BigEndian.Uint16(f[54:]), DstPort: binary.BigEndian.Uint16(f[56:]),
+		Proto: f[20],
+	}
+}
+
+func put6(t testing.TB, f *Fast, k FastKey6, v FastEntry6) {
+	t.Helper()
+	w := f.NewWriter(1)
+	if !w.Add6(k, &v) {
+		t.Fatal("Add6 refused one entry")
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// translated6 is what the pipeline makes of an IPv6 frame (forward6,
+// natReply6): nat.DNAT6 (SNAT: nat.SNAT6) with the entry's address and
+// port, the hop limit decremented, its MACs, and the frame cut at the end
+// of the IPv6 packet.
+func translated6(frame []byte, v FastEntry6) []byte {
+	out := append([]byte(nil), frame...)
+	ip := packet.IPv6(out[14:54])
+	l4 := nat.L4{Proto: out[20], Hdr: out[54 : 54+ip.PayloadLength()]}
+	if v.SNAT {
+		nat.SNAT6(ip, l4, &v.Addr, v.Port)
+	} else {
+		nat.DNAT6(ip, l4, &v.Addr, v.Port)
+	}
+	ip.DecHopLimit()
+	copy(out, v.MACs[:])
+	return out[:54+ip.PayloadLength()]
+}
+
+// checkDecoded6 decodes an IPv6 frame the fast path sent with gopacket
+// and checks its addresses, hop limit, ports and transport checksum
+// against a fresh computation.
+func checkDecoded6(t *testing.T, out []byte, flow flowOf) {
+	t.Helper()
+	pkt := gopacket.NewPacket(out, layers.LayerTypeEthernet, gopacket.Default)
+	eth, _ := pkt.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
+	ip, _ := pkt.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
+	if eth == nil || ip == nil {
+		t.Fatalf("gopacket cannot decode the output: %v", pkt.ErrorLayer())
+	}
+	if !bytes.Equal(eth.DstMAC, fastMACs[:6]) || !bytes.Equal(eth.SrcMAC, fastMACs[6:]) {
+		t.Errorf("MACs %v → %v", eth.SrcMAC, eth.DstMAC)
+	}
+	if !ip.DstIP.Equal(flow.dst.AsSlice()) || !ip.SrcIP.Equal(flow.src.AsSlice()) || ip.HopLimit != 63 {
+		t.Errorf("IPv6 %v → %v hop limit %d, want %v → %v hop limit 63", ip.SrcIP, ip.DstIP, ip.HopLimit, flow.src, flow.dst)
+	}
+	if int(ip.Length) != len(out)-54 {
+		t.Errorf("payload length %d in a frame of %d bytes", ip.Length, len(out))
+	}
+	l4 := append([]byte(nil), out[54:]...)
+	var sport, dport, csum uint16
+	csumOff := 16
+	switch ip.NextHeader {
+	case layers.IPProtocolTCP:
+		tcp := pkt.Layer(layers.LayerTypeTCP).(*layers.TCP)
+		sport, dport, csum = uint16(tcp.SrcPort), uint16(tcp.DstPort), tcp.Checksum
+	case layers.IPProtocolUDP:
+		udp := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP)
+		sport, dport, csum, csumOff = uint16(udp.SrcPort), uint16(udp.DstPort), udp.Checksum, 6
+	default:
+		t.Fatalf("next header %v", ip.NextHeader)
+	}
+	if sport != flow.sport || dport != flow.dport {
+		t.Errorf("ports %d → %d, want %d → %d", sport, dport, flow.sport, flow.dport)
+	}
+	binary.BigEndian.PutUint16(l4[csumOff:], 0)
+	pseudo := append(append([]byte(nil), out[22:54]...), 0, 0, byte(len(l4)>>8), byte(len(l4)), 0, 0, 0, byte(ip.NextHeader))
+	want := ^fold(sum16(pseudo) + sum16(l4))
+	if ip.NextHeader == layers.IPProtocolUDP && want == 0 {
+		want = 0xffff
+	}
+	if csum != want {
+		t.Errorf("%v checksum %#04x, want %#04x", ip.NextHeader, csum, want)
+	}
+}
+
+// TestFastTranslates6 is TestFastTranslates for IPv6: a NAT VIP's
+// client flows (DNAT) and its backend's replies (SNAT), TCP and UDP,
+// ports changed and kept, 2,000 client ports each, every frame byte for
+// byte the pipeline's translation, decoded by gopacket, and counted by
+// its IPv6 length (40 + payload length, as vipd counts).
+func TestFastTranslates6(t *testing.T) {
+	p := loadFast(t, 1<<16)
+	f := p.Fast()
+	if err := f.SetGeneration(3); err != nil {
+		t.Fatal(err)
+	}
+	var frames, nbytes uint64
+	for _, tc := range []struct {
+		name        string
+		proto       layers.IPProtocol
+		vport, port uint16
+		payload     []byte
+		trailer     int // bytes after the IPv6 packet, which the pipeline drops
+	}{
+		{"tcp port changed", tcp, 80, beTCP, nil, 0},
+		{"tcp port kept", tcp, 80, 0, nil, 0},
+		{"tcp with trailing bytes", tcp, 80, beTCP, make([]byte, 100), 6},
+		{"udp port changed", udp, 53, 5353, nil, 0},
+		{"udp port kept", udp, 53, 0, nil, 0},
+		{"udp with trailing bytes", udp, 53, 5353, []byte("eighteen bytes...."), 3},
+	} {
+		for _, reply := range []bool{false, true} {
+			name := tc.name
+			if reply {
+				name = "reply " + name
+			}
+			t.Run(name, func(t *testing.T) {
+				bport := tc.port
+				if bport == 0 {
+					bport = tc.vport
+				}
+				v := natEntry6(t, fastVIP6, fastBackend6, tc.vport, tc.port, 3, false)
+				if reply {
+					vport := tc.vport
+					if tc.port == 0 {
+						vport = 0 // an every-port VIP: the port kept both ways
+					}
+					v = natEntry6(t, fastBackend6, fastVIP6, bport, vport, 3, true)
+				}
+				cli := netip.MustParseAddr(client6)
+				for cport := uint16(1024); cport < 1024+2000; cport++ {
+					in := pk{src: client6, dst: vip6, proto: tc.proto, sport: cport, dport: tc.vport, payload: tc.payload}
+					want := flowOf{cli, fastBackend6, cport, bport}
+					if reply {
+						in = pk{src: backend6, dst: client6, proto: tc.proto, sport: bport, dport: cport, payload: tc.payload}
+						want = flowOf{fastVIP6, cli, tc.vport, cport}
+					}
+					frame := append(in.frame(t), make([]byte, tc.trailer)...)
+					put6(t, f, keyOfFrame6(frame), v)
+					verdict, out := runOut(t, p, frame)
+					if verdict != xdpTX {
+						t.Fatalf("client port %d: verdict %s, want XDP_TX", cport, verdictName(verdict))
+					}
+					if w := translated6(frame, v); !bytes.Equal(out, w) {
+						t.Fatalf("client port %d: the fast path wrote\n% x\nthe pipeline's translation is\n% x", cport, out, w)
+					}
+					checkDecoded6(t, out, want)
+					frames++
+					nbytes += uint64(40 + binary.BigEndian.Uint16(frame[18:]))
+				}
+			})
+		}
+	}
+	if st, err := f.Stats(); err != nil || st != (FastStats{Packets: frames, Bytes: nbytes}) {
+		t.Errorf("Stats = %+v, %v; want %d frames, %d bytes", st, err, frames, nbytes)
+	}
+}
+
+// TestFastChecksumSweep6 is TestFastChecksumSweep for IPv6: every value
+// of the transport checksum before and after the translation.
+func TestFastChecksumSweep6(t *testing.T) {
+	if testing.Short() {
+		t.Skip("262,144 program runs")
+	}
+	p := loadFast(t, 16)
+	f := p.Fast()
+	for _, c := range []struct {
+		proto layers.IPProtocol
+		reply bool
+	}{{tcp, false}, {udp, false}, {tcp, true}, {udp, true}} {
+		proto, reply := c.proto, c.reply
+		v := natEntry6(t, fastVIP6, fastBackend6, 80, beTCP, 0, false)
+		in := pk{src: client6, dst: vip6, proto: proto, sport: client, dport: 80, payload: make([]byte, 18)}
+		if reply {
+			v = natEntry6(t, fastBackend6, fastVIP6, beTCP, 80, 0, true)
+			in = pk{src: backend6, dst: client6, proto: proto, sport: beTCP, dport: client, payload: make([]byte, 18)}
+		}
+		frame := in.frame(t)
+		put6(t, f, keyOfFrame6(frame), v)
+		word := 54 + 20 + 16 // the payload's last word (TCP)
+		csum := 54 + 16
+		if proto == udp {
+			word, csum = 54+8+16, 54+6
+		}
+		base := binary.BigEndian.Uint16(frame[csum:])
+		seen0, seenF := false, false
+		for x := range 1 << 16 {
+			in := append([]byte(nil), frame...)
+			binary.BigEndian.PutUint16(in[word:], uint16(x))
+			c := packet.ChecksumAdd(base, uint32(x))
+			if proto == udp && c == 0 {
+				c = 0xffff
+			}
+			binary.BigEndian.PutUint16(in[csum:], c)
+			verdict, out := runOut(t, p, in)
+			if want := translated6(in, v); verdict != xdpTX || !bytes.Equal(out, want) {
+				t.Fatalf("%v (reply %v), payload word %#04x: verdict %s\n% x\nwant\n% x", proto, reply, x, verdictName(verdict), out, want)
+			}
+			got := binary.BigEndian.Uint16(out[csum:])
+			seen0, seenF = seen0 || got == 0, seenF || got == 0xffff
+		}
+		if proto == tcp && !seen0 || proto == udp && (seen0 || !seenF) {
+			t.Errorf("%v (reply %v): checksums 0x0000 seen %v, 0xffff seen %v", proto, reply, seen0, seenF)
+		}
+	}
+}
+
+// TestFastDeclines6 is TestFastDeclines for IPv6: each frame, of a flow
+// with an entry, differs from one the program forwards by one defect,
+// and must come out unchanged and not sent.
+func TestFastDeclines6(t *testing.T) {
+	p := loadFast(t, 16)
+	f := p.Fast()
+	if err := f.SetGeneration(2); err != nil {
+		t.Fatal(err)
+	}
+	tcpFrame := pk{src: client6, dst: vip6, proto: tcp, sport: client, dport: 80}.frame(t)
+	udpFrame := pk{src: client6, dst: vip6, proto: udp, sport: client, dport: 80}.frame(t)
+	entry := natEntry6(t, fastVIP6, fastBackend6, 80, beTCP, 2, false)
+	entry.In = loIndex(t)
+	put6(t, f, keyOfFrame6(tcpFrame), entry)
+	put6(t, f, keyOfFrame6(udpFrame), entry)
+	// A v4 entry of the same ports: an IPv6 frame never takes it.
+	put(t, f, FastKey4{SrcPort: client, DstPort: 80, Proto: 6}, fastEntry(t, 80, beTCP, 2))
+	oldGen, expired, small, elsewhere := entry, entry, entry, entry
+	oldGen.Gen = 1
+	expired.Expires = monotonic(t) - 1
+	small.MaxLen = 40 + 20 + 3 // the frames carry 4 bytes of data
+	elsewhere.In = loIndex(t) + 1
+	flow := func(sport uint16, v FastEntry6) []byte {
+		fr := pk{src: client6, dst: vip6, proto: tcp, sport: sport, dport: 80}.frame(t)
+		put6(t, f, keyOfFrame6(fr), v)
+		return fr
+	}
+	edit := func(base []byte, fn func(b []byte)) []byte {
+		b := append([]byte(nil), base...)
+		fn(b)
+		return b
+	}
+	// An entry for the key a frame with extension headers would have if
+	// the program read the ports past them.
+	withExt := func(q pk) []byte {
+		fr := q.frame(t)
+		put6(t, f, FastKey6{Src: fastKeyAddr(client6), Dst: fastKeyAddr(vip6), SrcPort: client, DstPort: 80, Proto: 6}, entry)
+		return fr
+	}
+	cases := []struct {
+		name  string
+		frame []byte
+	}{
+		{"no entry", pk{src: client6, dst: vip6, proto: tcp, sport: client + 1, dport: 80}.frame(t)},
+		{"entry of an old generation", flow(2001, oldGen)},
+		{"entry expired", flow(2002, expired)},
+		{"longer than the entry's MTU", flow(2003, small)},
+		{"entry of another interface", flow(2004, elsewhere)},
+		{"SYN", edit(tcpFrame, func(b []byte) { b[67] |= 0x02 })},
+		{"FIN", edit(tcpFrame, func(b []byte) { b[67] |= 0x01 })},
+		{"RST", edit(tcpFrame, func(b []byte) { b[67] |= 0x04 })},
+		{"hop limit 1", edit(tcpFrame, func(b []byte) { b[21] = 1 })},
+		{"hop limit 0", edit(tcpFrame, func(b []byte) { b[21] = 0 })},
+		{"version 4", edit(tcpFrame, func(b []byte) { b[14] = 0x40 | b[14]&0x0f })},
+		{"payload length past the frame", edit(tcpFrame, func(b []byte) { binary.BigEndian.PutUint16(b[18:], 25) })},
+		{"payload length short of TCP", edit(tcpFrame, func(b []byte) { binary.BigEndian.PutUint16(b[18:], 19) })},
+		{"TCP data offset 4", edit(tcpFrame, func(b []byte) { b[66] = 4 << 4 })},
+		{"TCP data offset past the packet", edit(tcpFrame, func(b []byte) { b[66] = 7 << 4 })}, // 28 > 24 bytes
+		{"UDP length 7", edit(udpFrame, func(b []byte) { binary.BigEndian.PutUint16(b[58:], 7) })},
+		{"UDP length past the packet", edit(udpFrame, func(b []byte) { binary.BigEndian.PutUint16(b[58:], 13) })},
+		{"UDP without checksum", edit(udpFrame, func(b []byte) { binary.BigEndian.PutUint16(b[60:], 0) })},
+		{"cut to the TCP header", tcpFrame[:54+19]},
+		{"fragment header", withExt(pk{src: client6, dst: vip6, proto: tcp, sport: client, dport: 80, frag6: true})},
+		{"hop-by-hop options", withExt(pk{src: client6, dst: vip6, proto: tcp, sport: client, dport: 80, hopByHop: true})},
+		{"VLAN tag", pk{vlan: true, src: client6, dst: vip6, proto: tcp, sport: client, dport: 80}.frame(t)},
+	}
+	for _, fr := range [][]byte{tcpFrame, udpFrame} {
+		if v, _ := runOut(t, p, fr); v != xdpTX {
+			t.Fatalf("the unchanged frame: verdict %s, want XDP_TX", verdictName(v))
+		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v, out := runOut(t, p, tc.frame)
+			if v == xdpTX || v == xdpRedirect && out[0] == fastMACs[0] && out[5] == fastMACs[5] {
+				t.Fatalf("verdict %s: the fast path took it", verdictName(v))
+			}
+			if !bytes.Equal(out, tc.frame) {
+				t.Errorf("verdict %s, frame changed:\n% x\nwas\n% x", verdictName(v), out, tc.frame)
+			}
+		})
+	}
+}
+
+func fastKeyAddr(s string) [16]byte { return netip.MustParseAddr(s).As16() }
