@@ -91,6 +91,7 @@ type fastWriter struct {
 	// by another one than they came in on.
 	ifindex [2]uint32
 	v       xdpprog.FastEntry4
+	v6      xdpprog.FastEntry6
 }
 
 func newFastWriter(f *xdpprog.Fast, n int, refresh int64, ifindex [2]uint32) (*fastWriter, error) {
@@ -104,6 +105,9 @@ func newFastWriter(f *xdpprog.Fast, n int, refresh int64, ifindex [2]uint32) (*f
 
 // Offer implements dataplane.FastPath.
 func (f *fastWriter) Offer(x *dataplane.FastFlow) bool {
+	if x.V6 {
+		return f.offer6(x)
+	}
 	v := &f.v
 	*v = xdpprog.FastEntry4{
 		Gen: x.Gen, Expires: uint64(f.mono + dataplane.Nanotime() + f.refresh),
@@ -116,6 +120,20 @@ func (f *fastWriter) Offer(x *dataplane.FastFlow) bool {
 		v.Ifindex = f.ifindex[x.TxPort&1]
 	}
 	return f.w.Add(xdpprog.FastKey4{Src: x.Src, Dst: x.Dst, SrcPort: x.SrcPort, DstPort: x.DstPort, Proto: x.Proto}, v)
+}
+
+// offer6 is Offer for an IPv6 flow.
+func (f *fastWriter) offer6(x *dataplane.FastFlow) bool {
+	v := &f.v6
+	*v = xdpprog.FastEntry6{
+		Gen: x.Gen, Expires: uint64(f.mono + dataplane.Nanotime() + f.refresh),
+		Addr: x.Addr6, Port: x.Port, L4Sum: x.L4Sum,
+		MACs: x.MACs, MaxLen: x.MaxLen, In: f.ifindex[x.RxPort&1], Ref: x.Slot, SNAT: x.SNAT,
+	}
+	if x.TxPort != x.RxPort {
+		v.Ifindex = f.ifindex[x.TxPort&1]
+	}
+	return f.w.Add6(xdpprog.FastKey6{Src: x.Src6, Dst: x.Dst6, SrcPort: x.SrcPort, DstPort: x.DstPort, Proto: x.Proto}, v)
 }
 
 // Flush implements dataplane.FastPath.

@@ -33,6 +33,8 @@ func TestZeroAllocs(t *testing.T) {
 		{"nat6 hit", spec, build(t, pk{src: client6, dst: vipNAT6, sport: 1, dport: 80, flags: "A"}), PortIngress, false, false},
 		{"dsr6 hit", spec, build(t, pk{src: client6, dst: vipDSR6, sport: 1, dport: 80, flags: "A"}), PortIngress, false, false},
 		{"nat6 reply", spec, build(t, pk{src: netip.MustParseAddr("2001:2:1::11"), dst: client6, sport: 8080, dport: 1, flags: "A"}), PortEgress, false, false},
+		{"nat6 hit, fast path", spec, build(t, pk{src: client6, dst: vipNAT6, sport: 1, dport: 80, flags: "A"}), PortIngress, false, true},
+		{"nat6 reply, fast path", spec, build(t, pk{src: netip.MustParseAddr("2001:2:1::11"), dst: client6, sport: 8080, dport: 1, flags: "A"}), PortEgress, false, true},
 		{"udp fragment", spec, build(t, pk{src: client4, dst: vipUDP4, sport: 1, dport: 7000, proto: layers.IPProtocolUDP, mf: true, noDF: true}), PortIngress, false, false},
 		{"frag-needed", tooBig, build(t, pk{src: client4, dst: vipDSR4, sport: 1, dport: 80, flags: "A", payload: payloadOf(1400)}), PortIngress, false, false},
 		{"packet too big", tooBig, build(t, pk{src: client6, dst: vipDSR6, sport: 1, dport: 80, flags: "A", payload: payloadOf(1400)}), PortIngress, false, false},

@@ -10,11 +10,12 @@ import (
 	"github.com/vipd/vipd/packet"
 )
 
-// FastFlow is an IPv4 flow a worker hands to a fast path: how its packets
-// are translated or encapsulated, as the worker just did it to one of
-// them. It is a client's tracked flow of a NAT or DSR VIP (forwardClean),
-// or the replies of a NAT backend to one client (SNAT; natReply4).
-// Everything is in host order except the addresses and MACs.
+// FastFlow is a flow a worker hands to a fast path: how its packets are
+// translated or encapsulated, as the worker just did it to one of them.
+// It is a client's tracked flow of a NAT or DSR VIP (forwardClean), or the
+// replies of a NAT backend to one client (SNAT; natReply4); over IPv6
+// (V6), of a NAT VIP only (forward6, natReply6). Everything is in host
+// order except the addresses and MACs.
 type FastFlow struct {
 	// The flow as it arrives: source, destination, ports, protocol (6 or
 	// 17). A client's flow goes from the client to the VIP, a reply
@@ -61,6 +62,12 @@ type FastFlow struct {
 	OuterSum               uint32
 	GUE                    bool
 	GUESrcPort, GUEDstPort uint16
+	// V6: an IPv6 flow, whose addresses are Src6, Dst6 and Addr6 (Src,
+	// Dst and Addr unused); L4Sum is then nat.Sums6, IPSum unused,
+	// MaxLen the longest IPv6 packet (40 + payload length), and the
+	// packets are translated, never encapsulated.
+	V6                bool
+	Src6, Dst6, Addr6 [16]byte
 }
 
 // MaxFastRef bounds the backend references whose flows go to a fast path,
@@ -245,6 +252,57 @@ func (w *Worker) offerReply(d *Desc, frame []byte, f *packet.Frame, v *vip, mac 
 	copy(x.MACs[:6], mac[:])
 	copy(x.MACs[6:], s.mac[PortIngress][:])
 	w.offer(x)
+}
+
+// offerFast6 is offerFast for an IPv6 flow of a NAT VIP, which forward6
+// just translated: on top of offerFast's conditions, the frame is
+// untagged and carries TCP or UDP right after the fixed header (no
+// extension headers), as the fast path requires.
+func (w *Worker) offerFast6(d *Desc, frame []byte, p *pkt, v *vip, b *backend, ref uint32, out uint8) {
+	f := &p.f
+	flags := tcpFlags(frame, f)
+	if w.lastState == 0 || w.lastState == conntrack.StateClosing ||
+		flags&stateFlags != 0 || v.prev != nil || d.RxPort != PortIngress || ref >= MaxFastRef ||
+		!plain6(f) {
+		return
+	}
+	x := &w.fastFlow
+	*x = FastFlow{
+		V6: true, Src6: p.key.Src, Dst6: v.addr6, SrcPort: p.key.SrcPort, DstPort: p.key.DstPort, Proto: f.Proto,
+		Gen: w.snap.gen, Addr6: b.addr6, Port: b.port, MACs: b.macs,
+		MaxLen: uint16(min(w.snap.mtu[out], 0xffff)), RxPort: d.RxPort, TxPort: out, Slot: ref,
+	}
+	x.L4Sum = nat.Sums6(&x.Dst6, &x.Addr6, p.key.DstPort, b.port)
+	w.offer(x)
+}
+
+// offerReply6 is offerReply for a NAT backend's IPv6 reply, which
+// natReply6 is about to translate: untagged, TCP or UDP right after the
+// fixed header, TCP without stateFlags, within the ingress MTU.
+func (w *Worker) offerReply6(d *Desc, frame []byte, f *packet.Frame, v *vip, mac [6]byte) {
+	s := w.snap
+	if !plain6(f) || tcpFlags(frame, f)&stateFlags != 0 || f.L3Len > s.mtu[PortIngress] {
+		return
+	}
+	ip := f.IPv6(frame)
+	l4 := (*[4]byte)(frame[f.L4Off:])
+	x := &w.fastFlow
+	*x = FastFlow{
+		V6: true, Src6: *ip.SourceAddress(), Dst6: *ip.DestinationAddress(),
+		SrcPort: binary.BigEndian.Uint16(l4[:]), DstPort: binary.BigEndian.Uint16(l4[2:]), Proto: f.Proto,
+		Gen: s.gen, Addr6: v.addr6, Port: v.port, SNAT: true,
+		MaxLen: uint16(min(s.mtu[PortIngress], 0xffff)), RxPort: d.RxPort, TxPort: PortIngress, Slot: fastVIPSlot(v.id),
+	}
+	x.L4Sum = nat.Sums6(&x.Src6, &x.Addr6, x.SrcPort, v.port)
+	copy(x.MACs[:6], mac[:])
+	copy(x.MACs[6:], s.mac[PortIngress][:])
+	w.offer(x)
+}
+
+// plain6 reports an IPv6 frame the fast path can take: untagged, TCP or
+// UDP directly after the fixed header, which excludes fragments.
+func plain6(f *packet.Frame) bool {
+	return !f.Frag && f.HasL4 && f.L3Off == packet.EthernetSize && f.L4Off == f.L3Off+packet.IPv6Size && isTCPUDP(f.Proto)
 }
 
 // offer queues f with the fast path and counts it.

@@ -45,6 +45,9 @@ func (r *recordingFast) Forwarded(slot uint32) (uint64, uint64, bool) {
 // are wrong gives other bytes than the pipeline.
 func replayFast(t *testing.T, frame []byte, f FastFlow) []byte {
 	t.Helper()
+	if f.V6 {
+		return replayFast6(t, frame, f)
+	}
 	out := append([]byte(nil), frame...)
 	ip := out[14:]
 	src, dst := [4]byte(ip[12:16]), [4]byte(ip[16:20])
@@ -96,17 +99,76 @@ func replayFast(t *testing.T, frame []byte, f FastFlow) []byte {
 	return out[:14+int(binary.BigEndian.Uint16(ip[2:]))]
 }
 
-// Two more DSR VIPs for the fast path's tests: GUE, and IPIP from a
-// source per flow.
+// replayFast6 is replayFast for an IPv6 flow (V6): the untagged frame's
+// destination (SNAT: source) address and port, the hop limit, the
+// transport checksum by the flow's sum, the MACs, and the frame cut at
+// the end of the IPv6 packet.
+func replayFast6(t *testing.T, frame []byte, f FastFlow) []byte {
+	t.Helper()
+	out := append([]byte(nil), frame...)
+	ip := out[14:]
+	src, dst := [16]byte(ip[8:24]), [16]byte(ip[24:40])
+	sport, dport := binary.BigEndian.Uint16(ip[40:]), binary.BigEndian.Uint16(ip[42:])
+	if src != f.Src6 || dst != f.Dst6 || sport != f.SrcPort || dport != f.DstPort || ip[6] != f.Proto || f.Encap {
+		t.Fatalf("frame %v:%d → %v:%d next header %d is not flow %+v", netip.AddrFrom16(src), sport, netip.AddrFrom16(dst), dport, ip[6], f)
+	}
+	addr, port := 24, 42 // the destination's
+	if f.SNAT {
+		addr, port = 8, 40
+	}
+	copy(ip[addr:addr+16], f.Addr6[:])
+	ip[7]--
+	if f.Port != 0 {
+		binary.BigEndian.PutUint16(ip[port:], f.Port)
+	}
+	csum := 40 + 16
+	if f.Proto == packet.ProtoUDP {
+		csum = 40 + 6
+	}
+	c := packet.ChecksumAdd(binary.BigEndian.Uint16(ip[csum:]), f.L4Sum)
+	if f.Proto == packet.ProtoUDP && c == 0 {
+		c = 0xffff
+	}
+	binary.BigEndian.PutUint16(ip[csum:], c)
+	copy(out, f.MACs[:])
+	return out[:14+40+int(binary.BigEndian.Uint16(ip[4:]))]
+}
+
+// withHopByHop returns an IPv6 frame with an empty Hop-by-Hop Options
+// header (a PadN option) inserted after the fixed header: the same flow,
+// which the pipeline forwards and the fast path cannot take.
+func withHopByHop(frame []byte) []byte {
+	out := append([]byte(nil), frame[:54]...)
+	out = append(out, frame[20], 0, 1, 4, 0, 0, 0, 0)
+	out = append(out, frame[54:]...)
+	out[20] = 0 // Hop-by-Hop
+	binary.BigEndian.PutUint16(out[18:], binary.BigEndian.Uint16(frame[18:])+8)
+	return out
+}
+
+// More VIPs for the fast path's tests: DSR in GUE, and IPIP from a
+// source per flow; IPv6 UDP and every-port NAT.
 var (
 	vipGUE4 = netip.MustParseAddr("198.18.0.104")
 	vipSrc4 = netip.MustParseAddr("198.18.0.105")
+	vipUDP6 = netip.MustParseAddr("2001:2::102")
+	vipAll6 = netip.MustParseAddr("2001:2::103")
 )
 
-// fastSpec is testSpec with vipGUE4 (TCP and UDP) and vipSrc4.
+const (
+	idUDP6 = 23
+	idAll6 = 24
+)
+
+// fastSpec is testSpec with vipGUE4 (TCP and UDP), vipSrc4, vipUDP6 and
+// vipAll6.
 func fastSpec() *Spec {
 	spec := testSpec()
 	spec.VIPs = append(spec.VIPs,
+		VIPSpec{ID: idUDP6, Name: "udp6", Addr: vipUDP6, Port: 7000, Proto: 17, Mode: ModeNAT, TableSize: 65537,
+			Backends: backends("2001:2:1::3", 29, 7001)},
+		VIPSpec{ID: idAll6, Name: "all6", Addr: vipAll6, Port: 0, Proto: 6, Mode: ModeNAT, TableSize: 65537,
+			Backends: backends("2001:2:1::4", 32, 0)},
 		VIPSpec{ID: 20, Name: "gue4", Addr: vipGUE4, Port: 80, Proto: 6, Mode: ModeDSR, TableSize: 65537, EncapSrc: encap4,
 			Encap: EncapGUE, GUEPort: 7777, Backends: backends("198.18.1.6", 20, 0)},
 		VIPSpec{ID: 21, Name: "gue4u", Addr: vipGUE4, Port: 80, Proto: 17, Mode: ModeDSR, TableSize: 65537, EncapSrc: encap4,
@@ -138,6 +200,11 @@ func TestFastOffers(t *testing.T) {
 		{"dsr, gue", pk{src: client4, dst: vipGUE4, sport: 40002, dport: 80, flags: "A", payload: []byte("data")}, true},
 		{"dsr, gue, udp", pk{src: client4, dst: vipGUE4, sport: 40003, dport: 80, proto: layers.IPProtocolUDP, payload: []byte("q")}, true},
 		{"dsr, source per flow", pk{src: client4, dst: vipSrc4, sport: 40004, dport: 80, flags: "A"}, true},
+		{"tcp6", pk{src: client6, dst: vipNAT6, sport: 40000, dport: 80, flags: "A", payload: []byte("data")}, true},
+		{"udp6", pk{src: client6, dst: vipUDP6, sport: 40000, dport: 7000, proto: layers.IPProtocolUDP, payload: []byte("dns?")}, true},
+		{"every-port vip6, port kept", pk{src: client6, dst: vipAll6, sport: 40000, dport: 443, flags: "A"}, true},
+		{"dsr6", pk{src: client6, dst: vipDSR6, sport: 40000, dport: 80, flags: "A"}, false},
+		{"tcp6, VLAN tag", pk{src: client6, dst: vipNAT6, sport: 40001, dport: 80, flags: "A", vlan: 7}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, fastSpec())
@@ -178,8 +245,8 @@ func TestFastOffers(t *testing.T) {
 				if f.Gen != h.snap.Generation() || f.RxPort != PortIngress || f.TxPort != d.Port || f.MaxLen != maxLen {
 					t.Errorf("packet %d: flow %+v (generation %d, sent on port %d)", i, f, h.snap.Generation(), d.Port)
 				}
-				if b := h.snap.backends[f.Slot]; b.addr4 != f.Addr {
-					t.Errorf("packet %d: backend ref %d is %v, the flow goes to %v", i, f.Slot, b.addr4, f.Addr)
+				if b := h.snap.backends[f.Slot]; !f.V6 && b.addr4 != f.Addr || f.V6 && b.addr6 != f.Addr6 {
+					t.Errorf("packet %d: backend ref %d is %v %v, the flow goes to %v %v", i, f.Slot, b.addr4, b.addr6, f.Addr, f.Addr6)
 				}
 			}
 			switch {
@@ -192,6 +259,31 @@ func TestFastOffers(t *testing.T) {
 				t.Errorf("FastOffered = %d, want %d", got, len(fast.flows))
 			}
 		})
+	}
+}
+
+// TestFastOffersNoExtHeaders6: an IPv6 flow whose frames carry an
+// extension header (Hop-by-Hop here) is forwarded by the pipeline and
+// never offered: the fast path reads the transport header right after the
+// fixed one. (A NAT reply with one goes to the kernel: see natReply6.)
+func TestFastOffersNoExtHeaders6(t *testing.T) {
+	h := newHarness(t, fastSpec())
+	fast := &recordingFast{}
+	h.w.SetFastPath(fast, false)
+	p := pk{src: client6, dst: vipNAT6, sport: 40000, dport: 80, flags: "A", payload: []byte("data")}
+	frame := withHopByHop(build(t, p))
+	for i := range 4 {
+		h.now += 1e9
+		if d := h.run(frame)[0]; d.Verdict != VerdictTX {
+			t.Fatalf("packet %d: verdict %v %v", i, d.Verdict, d.Reason)
+		}
+	}
+	if len(fast.flows) != 0 {
+		t.Fatalf("offered %+v", fast.flows)
+	}
+	// The same flow without the header is offered.
+	if d := h.run(build(t, p))[0]; d.Verdict != VerdictTX || len(fast.flows) != 1 {
+		t.Fatalf("without the header: verdict %v %v, %d offers", d.Verdict, d.Reason, len(fast.flows))
 	}
 }
 
@@ -340,7 +432,7 @@ func TestFastHarvest(t *testing.T) {
 func TestFastOffersReplies(t *testing.T) {
 	be := func(s string) netip.Addr { return netip.MustParseAddr(s) }
 	for _, twoArmed := range []bool{true, false} {
-		spec := testSpec()
+		spec := fastSpec()
 		spec.TwoArmed = twoArmed
 		rx := PortEgress
 		if !twoArmed {
@@ -361,6 +453,10 @@ func TestFastOffersReplies(t *testing.T) {
 			{"every-port VIP, port kept", pk{src: be("198.18.1.42"), dst: client4, sport: 4443, dport: 5002, flags: "A"}, idAll4, true},
 			{"udp, first fragment", pk{src: be("198.18.1.31"), dst: client4, sport: 7001, dport: 5003, proto: layers.IPProtocolUDP, payload: make([]byte, 64), mf: true, noDF: true}, idUDP4, false},
 			{"over the ingress MTU", pk{src: be("198.18.1.12"), dst: client4, sport: 8080, dport: 40005, flags: "A", payload: make([]byte, 1500), noDF: true}, idNAT4, false},
+			{"tcp6", pk{src: be("2001:2:1::12"), dst: client6, sport: 8080, dport: 40001, flags: "A", payload: []byte("hello")}, idNAT6, true},
+			{"tcp6, FIN", pk{src: be("2001:2:1::12"), dst: client6, sport: 8080, dport: 40002, flags: "FA"}, idNAT6, false},
+			{"udp6", pk{src: be("2001:2:1::32"), dst: client6, sport: 7001, dport: 5000, proto: layers.IPProtocolUDP, payload: []byte("answer")}, idUDP6, true},
+			{"every-port VIP6, port kept", pk{src: be("2001:2:1::42"), dst: client6, sport: 4443, dport: 5002, flags: "A"}, idAll6, true},
 		} {
 			t.Run(fmt.Sprintf("two-armed=%v/%s", twoArmed, tc.name), func(t *testing.T) {
 				h := newHarness(t, spec)

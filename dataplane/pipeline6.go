@@ -86,6 +86,9 @@ func (w *Worker) forward6(d *Desc, frame []byte, p *pkt, v *vip, b *backend, ref
 	ip.DecHopLimit()
 	setBackendMACs(frame, b)
 	d.Len = f.L3Off + f.L3Len
+	if w.fast != nil {
+		w.offerFast6(d, frame, p, v, b, ref, out)
+	}
 	w.tx(d, out)
 }
 
@@ -292,6 +295,9 @@ func (w *Worker) natReply6(d *Desc, frame []byte, f *packet.Frame) bool {
 		return true
 	}
 	w.sampleL4(frame, f)
+	if w.fast != nil {
+		w.offerReply6(d, frame, f, v, mac) // before the frame is translated
+	}
 	nat.SNAT6(ip, l4Of(frame, f), &v.addr6, v.port)
 	ip.DecHopLimit()
 	setMACs(frame, mac, s.mac[PortIngress])

@@ -39,6 +39,7 @@ func diffSpec() *dataplane.Spec {
 		Addr4:    [2]netip.Addr{a("198.18.0.254"), a("198.18.1.1")},
 		// Replies go to the clients through this router.
 		ClientGateway4: [6]byte{2, 0, 0, 0, 0, 0x20},
+		ClientGateway6: [6]byte{2, 0, 0, 0, 0, 0x20},
 		Addr6:          [2]netip.Addr{a("2001:2::254"), a("2001:2:1::254")},
 		Local:          []netip.Addr{a("127.0.0.1"), a("198.18.9.1"), a("::1"), a("2001:2:9::1")},
 		VIPs: []dataplane.VIPSpec{

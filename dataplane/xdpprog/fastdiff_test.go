@@ -36,6 +36,16 @@ func entryOf(t testing.TB, f dataplane.FastFlow) (FastKey4, FastEntry4) {
 	return FastKey4{Src: f.Src, Dst: f.Dst, SrcPort: f.SrcPort, DstPort: f.DstPort, Proto: f.Proto}, v
 }
 
+// entryOf6 is entryOf for an IPv6 flow (f.V6).
+func entryOf6(t testing.TB, f dataplane.FastFlow) (FastKey6, FastEntry6) {
+	v := FastEntry6{Gen: f.Gen, Expires: monotonic(t) + 60e9, Addr: f.Addr6, Port: f.Port,
+		L4Sum: f.L4Sum, MACs: f.MACs, MaxLen: f.MaxLen, Ref: f.Slot, SNAT: f.SNAT}
+	if f.TxPort != f.RxPort {
+		v.Ifindex = 1
+	}
+	return FastKey6{Src: f.Src6, Dst: f.Dst6, SrcPort: f.SrcPort, DstPort: f.DstPort, Proto: f.Proto}, v
+}
+
 // runPipeline runs frame through worker w, received on the ingress port at
 // now (ns), and returns the verdict and the frame as the worker left it.
 func runPipeline(w *dataplane.Worker, snap *dataplane.Snapshot, now int64, frame []byte) (dataplane.Verdict, []byte) {
@@ -84,6 +94,23 @@ func TestFastAgreesWithPipeline(t *testing.T) {
 				payload: make([]byte, j*7)}.frame(t))
 		}
 	}
+	// Client packets of its IPv6 NAT VIPs, and their backends' replies.
+	for i, v := range []struct {
+		src, dst     string
+		proto        layerProto
+		sport, dport uint16
+	}{{client6, "2001:2::100", tcp, 0, 80}, {client6, "2001:2::102", udp, 0, 53},
+		{"2001:2:1::12", client6, tcp, 8080, 0}, {"2001:2:1::32", client6, udp, 5353, 0}} {
+		for j := range 30 {
+			sport, dport := v.sport, v.dport
+			if sport == 0 {
+				sport = uint16(41000 + 100*i + j)
+			} else {
+				dport = uint16(51000 + 100*i + j)
+			}
+			corpus = append(corpus, pk{src: v.src, dst: v.dst, proto: v.proto, sport: sport, dport: dport, payload: make([]byte, j*7)}.frame(t))
+		}
+	}
 	// And NAT backends' replies of each IPv4 NAT VIP.
 	for i, b := range []struct {
 		src   string
@@ -97,7 +124,7 @@ func TestFastAgreesWithPipeline(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(7, 7))
 	const variants = 40
-	handed, encapsulated, gue, replies, taken, declined := 0, 0, 0, 0, 0, 0
+	handed, encapsulated, gue, replies, v6, taken, declined := 0, 0, 0, 0, 0, 0, 0
 	for i, frame := range corpus {
 		if len(frame) < ethHdrLen {
 			continue
@@ -117,22 +144,33 @@ func TestFastAgreesWithPipeline(t *testing.T) {
 			continue
 		}
 		handed++
-		k, v := entryOf(t, o.flows[len(o.flows)-1])
-		if v.Encap {
+		f := o.flows[len(o.flows)-1]
+		if f.Encap {
 			encapsulated++
 		}
-		if v.GUE {
+		if f.GUE {
 			gue++
 		}
-		if v.SNAT {
+		if f.SNAT {
 			replies++
 		}
-		put(t, p.Fast(), k, v)
+		if f.V6 {
+			v6++
+			k, v := entryOf6(t, f)
+			put6(t, p.Fast(), k, v)
+		} else {
+			k, v := entryOf(t, f)
+			put(t, p.Fast(), k, v)
+		}
 		got, gotOut := runOut(t, p, frame)
 		if (got != xdpTX && got != xdpRedirect) || verdict != dataplane.VerdictTX || !bytes.Equal(gotOut, out) {
 			t.Fatalf("frame %d, offered by the worker: program %s, worker %v\nprogram % x\nworker  % x", i, verdictName(got), verdict, gotOut, out)
 		}
-		checkOuter(t, gotOut)
+		if f.V6 {
+			checkTransport6(t, gotOut, sum6(frame) == 0xffff)
+		} else {
+			checkOuter(t, gotOut)
+		}
 		for range variants {
 			x := append([]byte(nil), frame...)
 			for range 1 + r.IntN(2) {
@@ -161,9 +199,9 @@ func TestFastAgreesWithPipeline(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d frames of %d offered (%d of DSR VIPs, %d in GUE; %d NAT replies); of their variants the program forwarded %d (all as the workers), left %d",
-		handed, len(corpus), encapsulated, gue, replies, taken, declined)
-	if handed < 150 || encapsulated < 85 || gue < 28 || replies < 140 || taken < 2000 {
+	t.Logf("%d frames of %d offered (%d of DSR VIPs, %d in GUE; %d NAT replies; %d IPv6); of their variants the program forwarded %d (all as the workers), left %d",
+		handed, len(corpus), encapsulated, gue, replies, v6, taken, declined)
+	if handed < 150 || encapsulated < 85 || gue < 28 || replies < 140 || v6 < 110 || taken < 2000 {
 		t.Errorf("the corpus exercised too little: %d frames offered, %d variants forwarded", handed, taken)
 	}
 }
@@ -193,4 +231,34 @@ func checkOuter(t *testing.T, frame []byte) {
 			t.Fatalf("GUE header %+v for an inner packet of %d bytes", udp, len(frame)-42)
 		}
 	}
+}
+
+// checkTransport6 decodes an IPv6 frame the fast path sent with gopacket
+// and checks its payload length against the frame and, when the frame it
+// came from had a valid one (the corpus has frames that do not, which
+// the pipeline forwards as they are), its TCP or UDP checksum from
+// scratch.
+func checkTransport6(t *testing.T, frame []byte, valid bool) {
+	t.Helper()
+	pkt := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.Default)
+	ip, _ := pkt.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
+	if ip == nil || (ip.NextHeader != layers.IPProtocolTCP && ip.NextHeader != layers.IPProtocolUDP) {
+		t.Fatalf("gopacket finds no IPv6 TCP or UDP packet in % x", frame)
+	}
+	if int(ip.Length) != len(frame)-54 {
+		t.Fatalf("IPv6 payload length %d, the frame carries %d", ip.Length, len(frame)-54)
+	}
+	if s := sum6(frame); valid && s != 0xffff {
+		t.Fatalf("%v checksum does not verify (sum %#04x)", ip.NextHeader, s)
+	}
+}
+
+// sum6 is the folded sum over the pseudo-header and the TCP or UDP
+// segment of an untagged IPv6 frame without extension headers, cut at its
+// payload length: 0xffff when the checksum verifies.
+func sum6(frame []byte) uint16 {
+	n := int(binary.BigEndian.Uint16(frame[18:]))
+	l4 := frame[54 : 54+n]
+	pseudo := append(append([]byte(nil), frame[22:54]...), 0, 0, byte(n>>8), byte(n), 0, 0, 0, frame[20])
+	return fold(sum16(pseudo) + sum16(l4))
 }
