@@ -201,6 +201,35 @@ func TestFastPathDSREncap(t *testing.T) {
 	}
 }
 
+// TestFastPathIPv6: with the fast path on, an upload and a download
+// through the IPv6 NAT VIP arrive intact, and most of both ends' segments
+// (the client's translated to the backend, the backend's replies to the
+// client, redirected between the interfaces) are forwarded by the fast
+// path rather than by a worker.
+func TestFastPathIPv6(t *testing.T) {
+	e := setup(t, testbed.Options{IPv6: true, XDPPeers: true}, testbed.ConfigOptions{IPv6: true, FastPath: "1s"})
+	url := "http://[" + testbed.VIPNAT6.String() + "]"
+	const size = 16 << 20
+	beforeFast := e.metric("vipd_driver_events_total", "event", "fast_path_forwarded")
+	beforeClient, beforeBackends := tcpOutSegs(t, e.bed.Client), tcpOutSegs(t, e.backendNS()...)
+	if _, err := e.upload(url, size); err != nil {
+		t.Fatalf("upload: %v", err)
+	}
+	if _, err := e.download(url, size); err != nil {
+		t.Fatalf("download: %v", err)
+	}
+	client, backends := tcpOutSegs(t, e.bed.Client)-beforeClient, tcpOutSegs(t, e.backendNS()...)-beforeBackends
+	fast := e.eventually(func(v float64) bool { return v-beforeFast >= (client+backends)/2 },
+		"vipd_driver_events_total", "event", "fast_path_forwarded") - beforeFast
+	t.Logf("the client sent %v segments, the backends %v; the fast path forwarded %v", client, backends, fast)
+	if fast < (client+backends)/2 || fast > (client+backends)*1.02 {
+		t.Errorf("the fast path forwarded %v frames, want from half to all of the %v + %v segments of both ends", fast, client, backends)
+	}
+	if offered := e.metric("vipd_fast_path_offered_total"); offered == 0 {
+		t.Error("no flow offered")
+	}
+}
+
 // TestFastPathAutoOnVeth: with the default fast_path ("auto") on the
 // testbed's veths, vipd leaves the fast path off and says why, and
 // forwards through the workers (the veths' peers run no XDP program, so
