@@ -112,9 +112,9 @@ type Dataplane struct {
 	// the interfaces can carry it (the daemon decides at start).
 	FastPath FastPathMode `toml:"fast_path"`
 	// FastPathFlows is how many flows the fast path holds per address
-	// family (one map each); the least
-	// recently used make room for new ones (which then pass through the
-	// workers until handed down again). The maps are allocated at start.
+	// family (one map each); the least recently used make room for new
+	// ones (which then pass through the workers until handed down
+	// again). The maps are allocated at start.
 	FastPathFlows int `toml:"fast_path_flows"`
 	// FastPathRefresh is how long a flow's entry in the fast path serves
 	// before the flow's next packet goes through a worker again, which
