@@ -129,6 +129,7 @@ func (f *fastWriter) offer6(x *dataplane.FastFlow) bool {
 		Gen: x.Gen, Expires: uint64(f.mono + dataplane.Nanotime() + f.refresh),
 		Addr: x.Addr6, Port: x.Port, L4Sum: x.L4Sum,
 		MACs: x.MACs, MaxLen: x.MaxLen, In: f.ifindex[x.RxPort&1], Ref: x.Slot, SNAT: x.SNAT,
+		Encap: x.Encap, EncapSrc: x.EncapSrc6, FlowLabel: x.FlowLabel,
 	}
 	if x.TxPort != x.RxPort {
 		v.Ifindex = f.ifindex[x.TxPort&1]

@@ -63,11 +63,14 @@ type FastFlow struct {
 	GUE                    bool
 	GUESrcPort, GUEDstPort uint16
 	// V6: an IPv6 flow, whose addresses are Src6, Dst6 and Addr6 (Src,
-	// Dst and Addr unused); L4Sum is then nat.Sums6, IPSum unused,
-	// MaxLen the longest IPv6 packet (40 + payload length), and the
-	// packets are translated, never encapsulated.
+	// Dst and Addr unused); L4Sum is then nat.Sums6, IPSum unused, and
+	// MaxLen the longest IPv6 packet (40 + payload length). An IPv6
+	// Encap is IPv6 in IPv6 from EncapSrc6 with flow label FlowLabel,
+	// as encap.Encap6 writes it (no GUE).
 	V6                bool
 	Src6, Dst6, Addr6 [16]byte
+	EncapSrc6         [16]byte
+	FlowLabel         uint32
 }
 
 // MaxFastRef bounds the backend references whose flows go to a fast path,
@@ -273,6 +276,27 @@ func (w *Worker) offerFast6(d *Desc, frame []byte, p *pkt, v *vip, b *backend, r
 		MaxLen: uint16(min(w.snap.mtu[out], 0xffff)), RxPort: d.RxPort, TxPort: out, Slot: ref,
 	}
 	x.L4Sum = nat.Sums6(&x.Dst6, &x.Addr6, p.key.DstPort, b.port)
+	w.offer(x)
+}
+
+// offerEncap6 is offerFast6 for a DSR VIP's IPv6 flow that encap6 just
+// wrapped in IPv6 in IPv6 (not GUE, no hint) toward backend b (ref) with
+// flow label label; h is the flow's hash (the source's host bits).
+func (w *Worker) offerEncap6(d *Desc, frame []byte, f *packet.Frame, v *vip, b *backend, ref uint32, out uint8, label uint32, h uint64) {
+	if w.lastState == 0 || w.lastState == conntrack.StateClosing ||
+		tcpFlags(frame, f)&stateFlags != 0 || v.prev != nil || d.RxPort != PortIngress || ref >= MaxFastRef ||
+		!plain6(f) {
+		return
+	}
+	ip := f.IPv6(frame)
+	l4 := (*[4]byte)(frame[f.L4Off:])
+	x := &w.fastFlow
+	*x = FastFlow{
+		V6: true, Src6: *ip.SourceAddress(), Dst6: v.addr6,
+		SrcPort: binary.BigEndian.Uint16(l4[:]), DstPort: binary.BigEndian.Uint16(l4[2:]), Proto: f.Proto,
+		Gen: w.snap.gen, Addr6: b.addr6, MACs: b.macs, Encap: true, EncapSrc6: v.encapSrc6(h), FlowLabel: label & 0xfffff,
+		MaxLen: uint16(min(w.snap.mtu[out]-v.over, 0xffff)), RxPort: d.RxPort, TxPort: out, Slot: ref,
+	}
 	w.offer(x)
 }
 

@@ -109,8 +109,19 @@ func replayFast6(t *testing.T, frame []byte, f FastFlow) []byte {
 	ip := out[14:]
 	src, dst := [16]byte(ip[8:24]), [16]byte(ip[24:40])
 	sport, dport := binary.BigEndian.Uint16(ip[40:]), binary.BigEndian.Uint16(ip[42:])
-	if src != f.Src6 || dst != f.Dst6 || sport != f.SrcPort || dport != f.DstPort || ip[6] != f.Proto || f.Encap {
+	if src != f.Src6 || dst != f.Dst6 || sport != f.SrcPort || dport != f.DstPort || ip[6] != f.Proto || f.GUE {
 		t.Fatalf("frame %v:%d → %v:%d next header %d is not flow %+v", netip.AddrFrom16(src), sport, netip.AddrFrom16(dst), dport, ip[6], f)
+	}
+	if f.Encap {
+		// IPv6 in IPv6 (RFC 2473): version 6, the inner traffic class,
+		// the flow's label, the inner packet's length, next header 41,
+		// hop limit 64, the flow's outer source, the backend.
+		inner := ip[:40+int(binary.BigEndian.Uint16(ip[4:]))]
+		tc := binary.BigEndian.Uint32(inner) >> 20 & 0xff
+		outer := binary.BigEndian.AppendUint32(nil, 6<<28|tc<<20|f.FlowLabel&0xfffff)
+		outer = binary.BigEndian.AppendUint16(outer, uint16(len(inner)))
+		outer = append(append(append(outer, 41, 64), f.EncapSrc6[:]...), f.Addr6[:]...)
+		return append(append(append(append([]byte(nil), f.MACs[:]...), 0x86, 0xdd), outer...), inner...)
 	}
 	addr, port := 24, 42 // the destination's
 	if f.SNAT {
@@ -153,11 +164,16 @@ var (
 	vipSrc4 = netip.MustParseAddr("198.18.0.105")
 	vipUDP6 = netip.MustParseAddr("2001:2::102")
 	vipAll6 = netip.MustParseAddr("2001:2::103")
+	vipGUE6 = netip.MustParseAddr("2001:2::104")
+	vipSrc6 = netip.MustParseAddr("2001:2::105")
 )
 
 const (
 	idUDP6 = 23
 	idAll6 = 24
+	idGUE6 = 25
+	idSrc6 = 26
+	idSrcU = 27
 )
 
 // fastSpec is testSpec with vipGUE4 (TCP and UDP), vipSrc4, vipUDP6 and
@@ -169,6 +185,12 @@ func fastSpec() *Spec {
 			Backends: backends("2001:2:1::3", 29, 7001)},
 		VIPSpec{ID: idAll6, Name: "all6", Addr: vipAll6, Port: 0, Proto: 6, Mode: ModeNAT, TableSize: 65537,
 			Backends: backends("2001:2:1::4", 32, 0)},
+		VIPSpec{ID: idGUE6, Name: "gue6", Addr: vipGUE6, Port: 80, Proto: 6, Mode: ModeDSR, TableSize: 65537, EncapSrc: encap6,
+			Encap: EncapGUE, Backends: backends("2001:2:1::5", 35, 0)},
+		VIPSpec{ID: idSrc6, Name: "src6", Addr: vipSrc6, Port: 80, Proto: 6, Mode: ModeDSR, TableSize: 65537, EncapSrc: encap6,
+			EncapSrcPrefix: netip.MustParsePrefix("2001:2:1::/120"), Backends: backends("2001:2:1::6", 38, 0)},
+		VIPSpec{ID: idSrcU, Name: "src6u", Addr: vipSrc6, Port: 80, Proto: 17, Mode: ModeDSR, TableSize: 65537, EncapSrc: encap6,
+			Backends: backends("2001:2:1::7", 41, 0)},
 		VIPSpec{ID: 20, Name: "gue4", Addr: vipGUE4, Port: 80, Proto: 6, Mode: ModeDSR, TableSize: 65537, EncapSrc: encap4,
 			Encap: EncapGUE, GUEPort: 7777, Backends: backends("198.18.1.6", 20, 0)},
 		VIPSpec{ID: 21, Name: "gue4u", Addr: vipGUE4, Port: 80, Proto: 17, Mode: ModeDSR, TableSize: 65537, EncapSrc: encap4,
@@ -203,7 +225,10 @@ func TestFastOffers(t *testing.T) {
 		{"tcp6", pk{src: client6, dst: vipNAT6, sport: 40000, dport: 80, flags: "A", payload: []byte("data")}, true},
 		{"udp6", pk{src: client6, dst: vipUDP6, sport: 40000, dport: 7000, proto: layers.IPProtocolUDP, payload: []byte("dns?")}, true},
 		{"every-port vip6, port kept", pk{src: client6, dst: vipAll6, sport: 40000, dport: 443, flags: "A"}, true},
-		{"dsr6", pk{src: client6, dst: vipDSR6, sport: 40000, dport: 80, flags: "A"}, false},
+		{"dsr6", pk{src: client6, dst: vipDSR6, sport: 40000, dport: 80, flags: "A"}, true},
+		{"dsr6, udp", pk{src: client6, dst: vipSrc6, sport: 40001, dport: 80, proto: layers.IPProtocolUDP, payload: []byte("q")}, true},
+		{"dsr6, source per flow", pk{src: client6, dst: vipSrc6, sport: 40002, dport: 80, flags: "A"}, true},
+		{"dsr6, gue", pk{src: client6, dst: vipGUE6, sport: 40003, dport: 80, flags: "A"}, false},
 		{"tcp6, VLAN tag", pk{src: client6, dst: vipNAT6, sport: 40001, dport: 80, flags: "A", vlan: 7}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -236,8 +261,10 @@ func TestFastOffers(t *testing.T) {
 					t.Fatalf("packet %d: replaying offered flow %+v gives\n% x\nthe pipeline sent\n% x", i, f, got, d.frame())
 				}
 				maxLen := uint16(1500)
-				if f.Encap {
-					maxLen -= 20 // the outer header
+				if f.Encap && f.V6 {
+					maxLen -= 40 // the outer header
+				} else if f.Encap {
+					maxLen -= 20
 				}
 				if f.GUE {
 					maxLen -= 8 // and UDP

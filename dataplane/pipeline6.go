@@ -137,6 +137,9 @@ func (w *Worker) encap6(d *Desc, frame []byte, f *packet.Frame, e *l2, v *vip, b
 	d.Off = o - e.hlen
 	d.Len = e.hlen + over + f.L3Len
 	e.write(d.Buf[d.Off:], b.mac, s.mac[out], packet.EtherTypeIPv6)
+	if w.fast != nil && !v.gue && w.hint < 0 {
+		w.offerEncap6(d, frame, f, v, b, ref, out, label, h)
+	}
 	w.tx(d, out)
 }
 
@@ -353,10 +356,17 @@ func (v *vip) wrap6(buf []byte, at, n int, b *backend, label uint32, h uint64) i
 	if v.gue {
 		return encap.GUE6(buf, at, n, &v.encap6, &b.addr6, label, encap.SourcePort(h), v.guePort)
 	}
+	src := v.encapSrc6(h)
+	return encap.Encap6(buf, at, n, &src, &b.addr6, label)
+}
+
+// encapSrc6 is encapSrc4 for IPv6: EncapSrc, its host bits (srcBits6,
+// within the low 64) taken from h when the VIP has a source prefix.
+func (v *vip) encapSrc6(h uint64) [16]byte {
 	src := v.encap6
 	if v.srcBits6 != 0 {
 		lo := binary.BigEndian.Uint64(src[8:])
 		binary.BigEndian.PutUint64(src[8:], lo&^v.srcBits6|h&v.srcBits6)
 	}
-	return encap.Encap6(buf, at, n, &src, &b.addr6, label)
+	return src
 }

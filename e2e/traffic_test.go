@@ -205,11 +205,25 @@ func TestFastPathDSREncap(t *testing.T) {
 // through the IPv6 NAT VIP arrive intact, and most of both ends' segments
 // (the client's translated to the backend, the backend's replies to the
 // client, redirected between the interfaces) are forwarded by the fast
-// path rather than by a worker.
+// path rather than by a worker; so are most of the client's segments of
+// an upload through the IPv6 DSR VIP (IPv6 in IPv6, which the backends'
+// vipd-decap takes apart).
 func TestFastPathIPv6(t *testing.T) {
 	e := setup(t, testbed.Options{IPv6: true, XDPPeers: true}, testbed.ConfigOptions{IPv6: true, FastPath: "1s"})
-	url := "http://[" + testbed.VIPNAT6.String() + "]"
 	const size = 16 << 20
+	dsr := "http://[" + testbed.VIPDSR6.String() + "]"
+	before := e.metric("vipd_driver_events_total", "event", "fast_path_forwarded")
+	sent := tcpOutSegs(t, e.bed.Client)
+	if _, err := e.upload(dsr, size/2); err != nil {
+		t.Fatalf("upload to the DSR VIP: %v", err)
+	}
+	segs := tcpOutSegs(t, e.bed.Client) - sent
+	enc := e.eventually(func(v float64) bool { return v-before >= segs/2 }, "vipd_driver_events_total", "event", "fast_path_forwarded") - before
+	t.Logf("DSR upload: the client sent %v segments, the fast path forwarded %v", segs, enc)
+	if enc < segs/2 || enc > segs*1.02+200 {
+		t.Errorf("the fast path forwarded %v of the client's %v segments to the DSR VIP, want from half to all", enc, segs)
+	}
+	url := "http://[" + testbed.VIPNAT6.String() + "]"
 	beforeFast := e.metric("vipd_driver_events_total", "event", "fast_path_forwarded")
 	beforeClient, beforeBackends := tcpOutSegs(t, e.bed.Client), tcpOutSegs(t, e.backendNS()...)
 	if _, err := e.upload(url, size); err != nil {

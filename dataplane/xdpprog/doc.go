@@ -105,8 +105,9 @@
 // addresses, counts the frame (in all and for its backend), and sends it
 // back out (XDP_TX) or to the entry's interface (bpf_redirect).
 //
-// IPv6 frames of a NAT VIP's flows and of its backends' replies take the
-// same way through vipd_fast6 (FastKey6, FastEntry6): untagged, the fixed
+// IPv6 frames of a NAT VIP's flows and of its backends' replies, and of
+// a DSR VIP's flows in IPv6 in IPv6, take the same way through vipd_fast6
+// (FastKey6, FastEntry6): untagged, the fixed
 // header directly followed by TCP or UDP (no extension headers, so no
 // fragments), hop limit above 1, a payload length that covers the
 // transport header and fits the frame, the same TCP and UDP length
@@ -114,7 +115,10 @@
 // drops it), and the same entry conditions with MaxLen against 40 + the
 // payload length; the rewrite is nat.DNAT6's or nat.SNAT6's (address,
 // port, the transport checksum from nat.Sums6, computed ahead) and the hop
-// limit decremented. There is no IPv6 encapsulation in the fast path.
+// limit decremented, or the outer header encap.Encap6 writes (the inner
+// traffic class, the flow's label and outer source; TestFastEncap6). GUE
+// over IPv6, whose UDP checksum covers the whole packet, stays with the
+// workers.
 //
 // The result is byte for byte the pipeline's (TestFastTranslates,
 // TestFastChecksumSweep, and their IPv6 twins); each condition has a

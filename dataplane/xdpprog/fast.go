@@ -104,24 +104,35 @@ type FastKey6 struct {
 	Proto            uint8
 }
 
-// FastEntry6 is FastEntry4 for an IPv6 flow of a NAT VIP: the destination
-// translation nat.DNAT6 makes, or (SNAT) the source translation nat.SNAT6
-// makes, the hop limit decremented, and the next hop's Ethernet
-// addresses. IPv6 has no header checksum: L4Sum (nat.Sums6) is all the
-// rewrite adds. There is no IPv6 encapsulation in the fast path.
+// FastEntry6 is FastEntry4 for an IPv6 flow: of a NAT VIP, the
+// destination translation nat.DNAT6 makes, or (SNAT) the source
+// translation nat.SNAT6 makes, the hop limit decremented; or (Encap) of
+// a DSR VIP, the IPv6-in-IPv6 encapsulation encap.Encap6 makes; and the
+// next hop's Ethernet addresses. IPv6 has no header checksum: L4Sum
+// (nat.Sums6) is all a translation adds.
 type FastEntry6 struct {
 	Gen     uint32
 	Expires uint64
-	Addr    [16]byte
-	Port    uint16
-	L4Sum   uint32
-	MACs    [12]byte
+	// Addr is the new destination (the backend; with SNAT the new
+	// source, the VIP); Port as in FastEntry4.
+	Addr  [16]byte
+	Port  uint16
+	L4Sum uint32
+	MACs  [12]byte
 	// MaxLen is the largest IPv6 packet (40 + payload length) the
-	// program forwards: the egress MTU.
+	// program forwards: the egress MTU, less the outer header with
+	// Encap.
 	MaxLen      uint16
 	Ifindex, In uint32
 	Ref         uint32
 	SNAT        bool
+	// Encap wraps the packet untouched in an outer IPv6 header from
+	// EncapSrc to Addr (next header 41, hop limit encap.OuterTTL, the
+	// inner traffic class, flow label FlowLabel's low 20 bits), as
+	// encap.Encap6 does; Port, L4Sum and SNAT are then unused.
+	Encap     bool
+	EncapSrc  [16]byte
+	FlowLabel uint32
 }
 
 // Layout of a fast map value (fastValueSize bytes). The program reads
@@ -154,10 +165,13 @@ const (
 
 	fastValueSize = 56
 
-	// An IPv6 entry's value is an IPv4 one (fvAddr, fvIPSum, fvSrc and
-	// fvOutSum unused) followed by the 16-byte address.
+	// An IPv6 entry's value is an IPv4 one (fvIPSum, fvSrc and fvOutSum
+	// unused; fvAddr holds the flow label) followed by the 16-byte
+	// address and the outer source.
+	fvLabel6       = fvAddr        // u32, native: FlowLabel&0xfffff (Encap)
 	fvAddr6        = fastValueSize // [16]byte, network
-	fastValueSize6 = fvAddr6 + 16
+	fvSrc6         = fvAddr6 + 16  // [16]byte, network: the outer source (Encap)
+	fastValueSize6 = fvSrc6 + 16
 )
 
 // Values of fvMode.
@@ -228,7 +242,12 @@ func (v *FastEntry6) marshal() fastValue6 {
 	binary.NativeEndian.PutUint32(b[fvIfindex:], v.Ifindex)
 	binary.NativeEndian.PutUint32(b[fvRef:], v.Ref)
 	binary.NativeEndian.PutUint32(b[fvIn:], v.In)
-	if v.SNAT {
+	switch {
+	case v.Encap:
+		b[fvMode] = modeIPIP
+		binary.NativeEndian.PutUint32(b[fvLabel6:], v.FlowLabel&0xfffff)
+		copy(b[fvSrc6:], v.EncapSrc[:])
+	case v.SNAT:
 		b[fvMode] = modeSNAT
 	}
 	copy(b[fvAddr6:], v.Addr[:])
@@ -579,9 +598,9 @@ func (b *builder) fast(name string, proto int32, next, notIPv4 string) {
 	b.fastCount(name + "_count")
 }
 
-// fast6 is fast for IPv6: a NAT VIP's flow (DNAT) or a NAT backend's
-// replies (SNAT), no extension headers, no encapsulation. A frame of
-// another protocol continues at next.
+// fast6 is fast for IPv6: a NAT VIP's flow (DNAT), a NAT backend's
+// replies (SNAT), or a DSR VIP's flow in IPv6 in IPv6; no extension
+// headers. A frame of another protocol continues at next.
 func (b *builder) fast6(name string, proto int32, next string) {
 	steer := lblSteer
 	l4Len, csumOff := int32(udpLen), int16(f6UDPCsum)
@@ -667,10 +686,66 @@ func (b *builder) fast6(name string, proto int32, next string) {
 	b.emit(
 		asm.LoadMem(asm.R1, asm.R9, fvMode, asm.Byte),
 		asm.JEq.Imm(asm.R1, modeSNAT, name+"_snat"),
+		asm.JEq.Imm(asm.R1, modeIPIP, name+"_ipip"),
 	)
 	b.translate6(name+"_dnat", name+"_count", f6Dst, f6DstPort, csumOff, proto == protoUDP)
 	b.translate6(name+"_snat", name+"_count", f6Src, f6Ports, csumOff, proto == protoUDP)
+	b.encapsulate6(name+"_ipip", name+"_count")
 	b.fastCount(name + "_count")
+}
+
+// encapsulate6 is encapsulate for IPv6 in IPv6: room in front for an
+// outer IPv6 header, the next hop's Ethernet header, and the outer header
+// as encap.Encap6 writes it (version 6, the inner traffic class, the
+// entry's flow label, the inner packet's length, next header 41, hop
+// limit encap.OuterTTL, the entry's source and destination).
+func (b *builder) encapsulate6(name, count string) {
+	const over = ipv6HdrLen
+	inner := int16(eOuter + over) // the inner packet's offset, after the move
+	b.label(name)
+	b.emit(
+		asm.Mov.Reg(asm.R1, rCtx),
+		asm.Mov.Imm(asm.R2, -over),
+		asm.FnXdpAdjustHead.Call(),
+		asm.JNE.Imm(asm.R0, 0, lblSteer), // as in encapsulate
+		asm.LoadMem(rPkt, rCtx, mdData, asm.Word),
+		asm.LoadMem(rEnd, rCtx, mdDataEnd, asm.Word),
+	)
+	b.need(rPkt, int32(inner)+8, lblSteer) // never fails: the frame grew
+	for off := int16(0); off < 12; off += 4 {
+		b.emit(
+			asm.LoadMem(asm.R1, asm.R9, fvMACs+off, asm.Word),
+			asm.StoreMem(rPkt, off, asm.R1, asm.Word),
+		)
+	}
+	for off := int16(0); off < 16; off += 4 {
+		b.emit(
+			asm.LoadMem(asm.R1, asm.R9, fvSrc6+off, asm.Word),
+			asm.StoreMem(rPkt, eOuter+8+off, asm.R1, asm.Word),
+			asm.LoadMem(asm.R1, asm.R9, fvAddr6+off, asm.Word),
+			asm.StoreMem(rPkt, eOuter+24+off, asm.R1, asm.Word),
+		)
+	}
+	b.emit(
+		asm.StoreImm(rPkt, fEthType, int64(be16(etherTypeIPv6)), asm.Half),
+		// Version 6, the inner traffic class, the entry's label.
+		asm.LoadMem(asm.R1, rPkt, inner, asm.Word),
+		asm.HostTo(asm.BE, asm.R1, asm.Word),
+		asm.And.Imm(asm.R1, 0x0ff00000),
+		asm.LoadMem(asm.R2, asm.R9, fvLabel6, asm.Word),
+		asm.Or.Reg(asm.R1, asm.R2),
+		asm.Or.Imm(asm.R1, 0x60000000),
+		asm.HostTo(asm.BE, asm.R1, asm.Word),
+		asm.StoreMem(rPkt, eOuter, asm.R1, asm.Word),
+		// The payload length: the inner packet, 40 + its own.
+		asm.LoadMem(asm.R1, rPkt, inner+4, asm.Half),
+		asm.HostTo(asm.BE, asm.R1, asm.Half),
+		asm.Add.Imm(asm.R1, ipv6HdrLen),
+		asm.HostTo(asm.BE, asm.R1, asm.Half),
+		asm.StoreMem(rPkt, eOuter+4, asm.R1, asm.Half),
+		asm.StoreImm(rPkt, eOuter+6, int64(be16(uint16(packet.ProtoIPv6)<<8|encap.OuterTTL)), asm.Half),
+		asm.Ja.Label(count),
+	)
 }
 
 // translate6 is translate for IPv6, as nat's rewrite6 makes it: the

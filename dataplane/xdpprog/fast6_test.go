@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+	"github.com/vipd/vipd/encap"
 	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
 )
@@ -321,3 +322,72 @@ func TestFastDeclines6(t *testing.T) {
 }
 
 func fastKeyAddr(s string) [16]byte { return netip.MustParseAddr(s).As16() }
+
+// TestFastEncap6 runs frames of DSR flows through the program with an
+// IPv6-in-IPv6 entry: each must leave byte for byte as encap.Encap6
+// wraps it (the pipeline's encap6; padding after the inner packet
+// dropped), the outer header decoded by gopacket (traffic class copied,
+// the entry's flow label, length, next header 41, hop limit 64,
+// addresses) and the inner packet intact; counted by the inner packet's
+// length, as the pipeline counts a DSR packet.
+func TestFastEncap6(t *testing.T) {
+	p := loadFast(t, 1<<10)
+	f := p.Fast()
+	esrc, be := netip.MustParseAddr("2001:2:1::fe"), fastBackend6
+	var frames, nbytes uint64
+	for i, tc := range []struct {
+		name    string
+		proto   layers.IPProtocol
+		tc      uint8
+		label   uint32
+		payload []byte
+		trailer int
+	}{
+		{"tcp", tcp, 0, 0x12345, nil, 0},
+		{"tcp, traffic class, label", tcp, 0xb8, 0xfffff, make([]byte, 300), 0},
+		{"udp, trailing bytes", udp, 0x01, 1, []byte("x"), 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := pk{src: client6, dst: vip6, proto: tc.proto, sport: uint16(3000 + i), dport: 80, payload: tc.payload}.frame(t)
+			// The traffic class: the inner header's bits 4-11.
+			w := binary.BigEndian.Uint32(in[14:])
+			binary.BigEndian.PutUint32(in[14:], w&^0x0ff00000|uint32(tc.tc)<<20)
+			in = append(in, make([]byte, tc.trailer)...)
+			v := FastEntry6{Gen: 0, Expires: monotonic(t) + uint64(time.Minute), Addr: be.As16(), MACs: fastMACs,
+				MaxLen: 1460, Ref: 3, Encap: true, EncapSrc: esrc.As16(), FlowLabel: tc.label}
+			put6(t, f, keyOfFrame6(in), v)
+			verdict, out := runOut(t, p, in)
+			n := 40 + int(binary.BigEndian.Uint16(in[18:]))
+			buf := make([]byte, 14+40+n)
+			copy(buf[54:], in[14:14+n])
+			o := encap.Encap6(buf, 54, n, &v.EncapSrc, &v.Addr, v.FlowLabel)
+			copy(buf[o-14:], fastMACs[:])
+			binary.BigEndian.PutUint16(buf[o-2:], 0x86dd)
+			if verdict != xdpTX || !bytes.Equal(out, buf) {
+				t.Fatalf("verdict %s\n% x\nwant XDP_TX and\n% x", verdictName(verdict), out, buf)
+			}
+			pkt := gopacket.NewPacket(out, layers.LayerTypeEthernet, gopacket.Default)
+			outer, _ := pkt.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
+			if outer == nil || outer.TrafficClass != tc.tc || outer.FlowLabel != tc.label&0xfffff || int(outer.Length) != n ||
+				outer.NextHeader != layers.IPProtocolIPv6 || outer.HopLimit != 64 ||
+				!outer.SrcIP.Equal(esrc.AsSlice()) || !outer.DstIP.Equal(be.AsSlice()) {
+				t.Fatalf("outer header %+v", outer)
+			}
+			if !bytes.Equal(out[54:], in[14:14+n]) {
+				t.Fatal("the inner packet changed")
+			}
+			frames++
+			nbytes += uint64(n)
+		})
+	}
+	if got, b, ok := f.Forwarded(3); !ok || got != frames || b != nbytes {
+		t.Errorf("Forwarded(3) = %d, %d, %v; want %d, %d", got, b, ok, frames, nbytes)
+	}
+	// Too long for the entry's MaxLen (the egress MTU less 40): declined.
+	big := pk{src: client6, dst: vip6, proto: tcp, sport: 3999, dport: 80, payload: make([]byte, 1401)}.frame(t)
+	v := FastEntry6{Expires: monotonic(t) + uint64(time.Minute), Addr: be.As16(), MACs: fastMACs, MaxLen: 1460, Encap: true}
+	put6(t, f, keyOfFrame6(big), v)
+	if verdict, out := runOut(t, p, big); verdict == xdpTX || !bytes.Equal(out, big) {
+		t.Errorf("a %d-byte packet for a MaxLen of 1460: verdict %s", len(big)-14, verdictName(verdict))
+	}
+}

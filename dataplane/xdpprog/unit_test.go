@@ -179,3 +179,35 @@ func TestFastLayout(t *testing.T) {
 		t.Errorf("DNAT mode %d, want %d", b[fvMode], modeDNAT)
 	}
 }
+
+// TestFastLayout6 pins the IPv6 key and entry layouts.
+func TestFastLayout6(t *testing.T) {
+	src, dst := netip.MustParseAddr("2001:2::1").As16(), netip.MustParseAddr("2001:2::100").As16()
+	k := FastKey6{Src: src, Dst: dst, SrcPort: 0x1234, DstPort: 80, Proto: 17}.marshal()
+	var want fastKey6
+	copy(want[0:], src[:])
+	copy(want[16:], dst[:])
+	want[32], want[33], want[35], want[36] = 0x12, 0x34, 80, 17
+	if k != want {
+		t.Errorf("key % x, want % x", k, want)
+	}
+	addr, esrc := netip.MustParseAddr("2001:2:1::11").As16(), netip.MustParseAddr("2001:2:1::fe").As16()
+	v := FastEntry6{Gen: 7, Expires: 9, Addr: addr, Port: 8080, L4Sum: 0x12345, MACs: [12]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12},
+		MaxLen: 1460, Ifindex: 3, In: 4, Ref: 5, Encap: true, EncapSrc: esrc, FlowLabel: 0xfff12345}
+	b := v.marshal()
+	ne := binary.NativeEndian
+	if ne.Uint32(b[fvGen:]) != 7 || ne.Uint64(b[fvExpires:]) != 9 || b[fvMACs+11] != 12 ||
+		binary.BigEndian.Uint16(b[fvPort:]) != 8080 || binary.BigEndian.Uint16(b[fvL4Sum:]) != 0x2346 ||
+		ne.Uint16(b[fvMaxLen:]) != 1460 || ne.Uint32(b[fvIfindex:]) != 3 || ne.Uint32(b[fvIn:]) != 4 || ne.Uint32(b[fvRef:]) != 5 ||
+		b[fvMode] != modeIPIP || ne.Uint32(b[fvLabel6:]) != 0x12345 ||
+		[16]byte(b[fvAddr6:fvAddr6+16]) != addr || [16]byte(b[fvSrc6:fvSrc6+16]) != esrc {
+		t.Errorf("entry % x", b)
+	}
+	if fvAddr6%4 != 0 || fvSrc6%4 != 0 || fvSrc6+16 != fastValueSize6 {
+		t.Error("IPv6 fields misaligned or past the value")
+	}
+	v.Encap, v.SNAT = false, true
+	if b := v.marshal(); b[fvMode] != modeSNAT || ne.Uint32(b[fvLabel6:]) != 0 {
+		t.Errorf("SNAT: mode %d", b[fvMode])
+	}
+}
