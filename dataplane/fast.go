@@ -12,10 +12,10 @@ import (
 
 // FastFlow is a flow a worker hands to a fast path: how its packets are
 // translated or encapsulated, as the worker just did it to one of them.
-// It is a client's tracked flow of a NAT or DSR VIP (forwardClean), or the
-// replies of a NAT backend to one client (SNAT; natReply4); over IPv6
-// (V6), of a NAT VIP only (forward6, natReply6). Everything is in host
-// order except the addresses and MACs.
+// It is a client's tracked flow of a NAT or DSR VIP (forwardClean;
+// over IPv6, V6, forward6 and encap6), or the replies of a NAT backend to
+// one client (SNAT; natReply4, natReply6). Everything is in host order
+// except the addresses and MACs.
 type FastFlow struct {
 	// The flow as it arrives: source, destination, ports, protocol (6 or
 	// 17). A client's flow goes from the client to the VIP, a reply
@@ -195,8 +195,7 @@ const stateFlags = packet.TCPFlagSYN | packet.TCPFlagFIN | packet.TCPFlagRST
 // Closing and no longer offered, and its entry serves at most a refresh
 // more, within the closing timeout, for the backend conntrack still pins.
 func (w *Worker) offerFast(d *Desc, p *pkt, v *vip, b *backend, ref uint32, out uint8, flags uint8) {
-	if w.lastState == 0 || w.lastState == conntrack.StateClosing ||
-		flags&stateFlags != 0 || v.prev != nil || d.RxPort != PortIngress || ref >= MaxFastRef {
+	if !w.mayHandDown(d, v, ref, flags) {
 		return
 	}
 	ip := (*[packet.IPv4MinSize]byte)(p.l3)
@@ -225,6 +224,15 @@ func (w *Worker) offerFast(d *Desc, p *pkt, v *vip, b *backend, ref uint32, out 
 	}
 	f.MaxLen = uint16(min(mtu, 0xffff))
 	w.offer(f)
+}
+
+// mayHandDown reports whether the client flow of VIP v to backend ref,
+// whose packet d with TCP flags flags a worker just forwarded after
+// looking the flow up in conntrack, may go to the fast path: see
+// offerFast.
+func (w *Worker) mayHandDown(d *Desc, v *vip, ref uint32, flags uint8) bool {
+	return w.lastState != 0 && w.lastState != conntrack.StateClosing &&
+		flags&stateFlags == 0 && v.prev == nil && d.RxPort == PortIngress && ref < MaxFastRef
 }
 
 // offerReply hands the flow of a NAT backend's reply, which natReply4 is
@@ -263,10 +271,7 @@ func (w *Worker) offerReply(d *Desc, frame []byte, f *packet.Frame, v *vip, mac 
 // extension headers), as the fast path requires.
 func (w *Worker) offerFast6(d *Desc, frame []byte, p *pkt, v *vip, b *backend, ref uint32, out uint8) {
 	f := &p.f
-	flags := tcpFlags(frame, f)
-	if w.lastState == 0 || w.lastState == conntrack.StateClosing ||
-		flags&stateFlags != 0 || v.prev != nil || d.RxPort != PortIngress || ref >= MaxFastRef ||
-		!plain6(f) {
+	if !plain6(f) || !w.mayHandDown(d, v, ref, tcpFlags(frame, f)) {
 		return
 	}
 	x := &w.fastFlow
@@ -283,9 +288,7 @@ func (w *Worker) offerFast6(d *Desc, frame []byte, p *pkt, v *vip, b *backend, r
 // wrapped in IPv6 in IPv6 (not GUE, no hint) toward backend b (ref) with
 // flow label label; h is the flow's hash (the source's host bits).
 func (w *Worker) offerEncap6(d *Desc, frame []byte, f *packet.Frame, v *vip, b *backend, ref uint32, out uint8, label uint32, h uint64) {
-	if w.lastState == 0 || w.lastState == conntrack.StateClosing ||
-		tcpFlags(frame, f)&stateFlags != 0 || v.prev != nil || d.RxPort != PortIngress || ref >= MaxFastRef ||
-		!plain6(f) {
+	if !plain6(f) || !w.mayHandDown(d, v, ref, tcpFlags(frame, f)) {
 		return
 	}
 	ip := f.IPv6(frame)
