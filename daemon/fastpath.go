@@ -81,7 +81,9 @@ type fastPlatform interface {
 type fastWriter struct {
 	fast *xdpprog.Fast
 	w    *xdpprog.Writer
-	// refresh is the entries' lifetime (fast_path_refresh), in ns.
+	// refresh is the entries' lifetime (fast_path_refresh), in ns, less
+	// the program's clock slack (xdpprog.Fast.ClockSlack): so no entry
+	// serves longer than fast_path_refresh after it was written.
 	refresh int64
 	// mono is CLOCK_MONOTONIC (bpf_ktime_get_ns's clock) minus
 	// dataplane.Nanotime, both read at the start: Go's monotonic clock
@@ -100,6 +102,7 @@ func newFastWriter(f *xdpprog.Fast, n int, refresh int64, ifindex [2]uint32) (*f
 		return nil, err
 	}
 	mono := ts.Nano() - dataplane.Nanotime()
+	refresh -= int64(f.ClockSlack()) // fast_path_refresh is at least 100 ms, the slack 20
 	return &fastWriter{fast: f, w: f.NewWriter(n), refresh: refresh, mono: mono, ifindex: ifindex}, nil
 }
 

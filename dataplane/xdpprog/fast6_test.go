@@ -256,7 +256,7 @@ func TestFastDeclines6(t *testing.T) {
 	put(t, f, FastKey4{SrcPort: client, DstPort: 80, Proto: 6}, fastEntry(t, 80, beTCP, 2))
 	oldGen, expired, small, elsewhere := entry, entry, entry, entry
 	oldGen.Gen = 1
-	expired.Expires = monotonic(t) - 1
+	expired.Expires = monotonic(t) - uint64(f.ClockSlack()) - 1
 	small.MaxLen = 40 + 20 + 3 // the frames carry 4 bytes of data
 	elsewhere.In = loIndex(t) + 1
 	flow := func(sport uint16, v FastEntry6) []byte {

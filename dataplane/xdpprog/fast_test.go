@@ -415,7 +415,7 @@ func TestFastDeclines(t *testing.T) {
 	// Flows whose entries are stale in one way each.
 	oldGen, expired, small, elsewhere := entry, entry, entry, entry
 	oldGen.Gen = 1
-	expired.Expires = monotonic(t) - 1
+	expired.Expires = monotonic(t) - uint64(f.ClockSlack()) - 1
 	small.MaxLen = 40
 	elsewhere.In = loIndex(t) + 1
 	flow := func(sport uint16, v FastEntry4) []byte {

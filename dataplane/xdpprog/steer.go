@@ -129,6 +129,9 @@ func be32(v uint32) int32 {
 type builder struct {
 	insns   asm.Instructions
 	pending string
+	// clock is the helper the fast path reads the time with
+	// (fastClock).
+	clock asm.BuiltinFunc
 }
 
 func (b *builder) label(name string) {
@@ -526,9 +529,9 @@ func (b *builder) classify() {
 }
 
 // instructions returns the steering program, with the fast path in front
-// of it when fast is set.
-func instructions(fast bool) asm.Instructions {
-	var b builder
+// of it when fast is set, reading the time with clock (fastClock).
+func instructions(fast bool, clock asm.BuiltinFunc) asm.Instructions {
+	b := builder{clock: clock}
 	b.emit(asm.Mov.Reg(rCtx, asm.R1).WithSymbol(progName))
 	if fast {
 		b.fast("fast_tcp", protoTCP, "fast_udp", "fast6_tcp")

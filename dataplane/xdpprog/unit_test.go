@@ -30,7 +30,7 @@ func checkReferences(t *testing.T, fast bool) {
 	if fast {
 		n = 1
 	}
-	insns := instructions(fast)
+	insns := instructions(fast, fastClock())
 	symbols := make(map[string]int)
 	for i, ins := range insns {
 		if s := ins.Symbol(); s != "" {

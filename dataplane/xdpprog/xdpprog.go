@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 )
 
@@ -91,6 +92,9 @@ type Options struct {
 	// entry on its own interface (FastEntry4.In). FastFlows must be the
 	// map's size.
 	ShareFast *Fast
+	// clock, when set, is the fast path's clock helper instead of
+	// fastClock's choice (tests and benchmarks compare the two).
+	clock asm.BuiltinFunc
 }
 
 // MaxFastFlows bounds Options.FastFlows: the flow map is preallocated, at
@@ -114,13 +118,17 @@ func LoadWith(queues int, o Options) (*Program, error) {
 	if o.FastFlows < 0 || o.FastFlows > MaxFastFlows {
 		return nil, fmt.Errorf("xdpprog: %d fast flows, want 0..%d", o.FastFlows, MaxFastFlows)
 	}
+	clock := o.clock
+	if clock == 0 {
+		clock = fastClock()
+	}
 	spec := &ebpf.CollectionSpec{
 		Maps: specs(queues, o.FastFlows),
 		Programs: map[string]*ebpf.ProgramSpec{
 			progName: {
 				Name:         progName,
 				Type:         ebpf.XDP,
-				Instructions: instructions(o.FastFlows > 0),
+				Instructions: instructions(o.FastFlows > 0, clock),
 				// No GPL-only helper is called, so no license is claimed.
 			},
 		},
@@ -157,6 +165,9 @@ func LoadWith(queues int, o Options) (*Program, error) {
 			return nil, fmt.Errorf("xdpprog: map the fast path's counters: %w", err)
 		}
 		p.fast = &Fast{flows: coll.Maps[mapFast], flows6: coll.Maps[mapFast6], gen: coll.Maps[mapFastGen], stat: coll.Maps[mapFastStat], ref: coll.Maps[mapFastRef], refs: refs}
+		if clock == asm.FnKtimeGetCoarseNs {
+			p.fast.slack = CoarseClockSlack
+		}
 	}
 	for _, m := range coll.Maps {
 		p.maps = append(p.maps, m)
