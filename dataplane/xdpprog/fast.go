@@ -466,9 +466,6 @@ const (
 	fL4      = fIP + ipv4MinLen
 	fPorts   = fL4     // source port, destination port
 	fDstPort = fL4 + 2 //
-	fTCPOff  = fL4 + 12
-	fTCPFlag = fL4 + 13
-	fUDPLen  = fL4 + 4
 	fTCPCsum = fL4 + 16
 	fUDPCsum = fL4 + 6
 
@@ -492,9 +489,6 @@ const (
 	f6L4      = fIP + ipv6HdrLen
 	f6Ports   = f6L4
 	f6DstPort = f6L4 + 2
-	f6TCPOff  = f6L4 + 12
-	f6TCPFlag = f6L4 + 13
-	f6UDPLen  = f6L4 + 4
 	f6TCPCsum = f6L4 + 16
 	f6UDPCsum = f6L4 + 6
 )
@@ -556,28 +550,7 @@ func (b *builder) fast(name string, proto int32, next, notIPv4 string) {
 		asm.JGT.Reg(rT2, rT1, steer),
 		asm.Sub.Imm(rT2, ipv4MinLen), // rT2 = the L4 length
 	)
-	if proto == protoTCP {
-		// Data offset: 5 words at least, within the L4 length; flags
-		// that change the flow's state go to vipd.
-		b.emit(
-			asm.LoadMem(rT1, rPkt, fTCPOff, asm.Byte),
-			asm.RSh.Imm(rT1, 4),
-			asm.LSh.Imm(rT1, 2),
-			asm.JLT.Imm(rT1, tcpMinLen, steer),
-			asm.JGT.Reg(rT1, rT2, steer),
-			asm.LoadMem(rT1, rPkt, fTCPFlag, asm.Byte),
-			asm.And.Imm(rT1, tcpStateFlags),
-			asm.JNE.Imm(rT1, 0, steer),
-		)
-	} else {
-		// UDP length: the header at least, within the L4 length.
-		b.emit(
-			asm.LoadMem(rT1, rPkt, fUDPLen, asm.Half),
-			asm.HostTo(asm.BE, rT1, asm.Half),
-			asm.JLT.Imm(rT1, udpLen, steer),
-			asm.JGT.Reg(rT1, rT2, steer),
-		)
-	}
+	b.l4Checks(fL4, proto)
 	// The IPv4 header checksum must verify, as the pipeline requires of
 	// what it forwards this way: the five words and their carries folded
 	// to 16 bits give 0xffff.
@@ -668,25 +641,11 @@ func (b *builder) fast6(name string, proto int32, next string) {
 		asm.Sub.Imm(rT1, f6L4),
 		asm.JGT.Reg(rT2, rT1, steer),
 	)
-	if proto == protoTCP {
+	b.l4Checks(f6L4, proto)
+	if proto == protoUDP {
+		// A zero checksum, which IPv6 forbids (RFC 8200 §8.1), is the
+		// pipeline's to drop.
 		b.emit(
-			asm.LoadMem(rT1, rPkt, f6TCPOff, asm.Byte),
-			asm.RSh.Imm(rT1, 4),
-			asm.LSh.Imm(rT1, 2),
-			asm.JLT.Imm(rT1, tcpMinLen, steer),
-			asm.JGT.Reg(rT1, rT2, steer),
-			asm.LoadMem(rT1, rPkt, f6TCPFlag, asm.Byte),
-			asm.And.Imm(rT1, tcpStateFlags),
-			asm.JNE.Imm(rT1, 0, steer),
-		)
-	} else {
-		// UDP length within the payload; a zero checksum, which IPv6
-		// forbids (RFC 8200 §8.1), is the pipeline's to drop.
-		b.emit(
-			asm.LoadMem(rT1, rPkt, f6UDPLen, asm.Half),
-			asm.HostTo(asm.BE, rT1, asm.Half),
-			asm.JLT.Imm(rT1, udpLen, steer),
-			asm.JGT.Reg(rT1, rT2, steer),
 			asm.LoadMem(rT1, rPkt, f6UDPCsum, asm.Half),
 			asm.JEq.Imm(rT1, 0, steer),
 		)
@@ -732,21 +691,9 @@ func (b *builder) encapsulate6(name, count string) {
 	const over = ipv6HdrLen
 	inner := int16(eOuter + over) // the inner packet's offset, after the move
 	b.label(name)
-	b.emit(
-		asm.Mov.Reg(asm.R1, rCtx),
-		asm.Mov.Imm(asm.R2, -over),
-		asm.FnXdpAdjustHead.Call(),
-		asm.JNE.Imm(asm.R0, 0, lblSteer), // as in encapsulate
-		asm.LoadMem(rPkt, rCtx, mdData, asm.Word),
-		asm.LoadMem(rEnd, rCtx, mdDataEnd, asm.Word),
-	)
+	b.pushHead(over)
 	b.need(rPkt, int32(inner)+8, lblSteer) // never fails: the frame grew
-	for off := int16(0); off < 12; off += 4 {
-		b.emit(
-			asm.LoadMem(asm.R1, asm.R9, fvMACs+off, asm.Word),
-			asm.StoreMem(rPkt, off, asm.R1, asm.Word),
-		)
-	}
+	b.copyMACs()
 	for off := int16(0); off < 16; off += 4 {
 		b.emit(
 			asm.LoadMem(asm.R1, asm.R9, fvSrc6+off, asm.Word),
@@ -783,12 +730,7 @@ func (b *builder) encapsulate6(name, count string) {
 // checksum at csumOff (udp: a computed 0 is sent as 0xffff).
 func (b *builder) translate6(name, count string, addrOff, portOff, csumOff int16, udp bool) {
 	b.label(name)
-	for off := int16(0); off < 12; off += 4 {
-		b.emit(
-			asm.LoadMem(asm.R1, asm.R9, fvMACs+off, asm.Word),
-			asm.StoreMem(rPkt, off, asm.R1, asm.Word),
-		)
-	}
+	b.copyMACs()
 	for off := int16(0); off < 16; off += 4 {
 		b.emit(
 			asm.LoadMem(asm.R1, asm.R9, fvAddr6+off, asm.Word),
@@ -799,6 +741,59 @@ func (b *builder) translate6(name, count string, addrOff, portOff, csumOff int16
 		asm.LoadMem(asm.R1, rPkt, f6Hop, asm.Byte),
 		asm.Sub.Imm(asm.R1, 1),
 		asm.StoreMem(rPkt, f6Hop, asm.R1, asm.Byte),
+	)
+	b.portAndSum(name, portOff, csumOff, udp)
+	b.emit(asm.Ja.Label(count))
+}
+
+// Offsets within a TCP or UDP header that l4Checks reads.
+const (
+	tcpDataOff = 12 // data offset, in the high nibble
+	tcpFlags   = 13
+	udpLenOff  = 4
+)
+
+// l4Checks emits the transport header's checks for a frame whose TCP or
+// UDP header is at l4 and whose L4 length is in rT2: a TCP data offset
+// of 5 words at least, within the L4 length, and none of the flags that
+// change the flow's state (those segments go to vipd); a UDP length of
+// the header at least, within the L4 length.
+func (b *builder) l4Checks(l4 int16, proto int32) {
+	if proto == protoTCP {
+		b.emit(
+			asm.LoadMem(rT1, rPkt, l4+tcpDataOff, asm.Byte),
+			asm.RSh.Imm(rT1, 4),
+			asm.LSh.Imm(rT1, 2),
+			asm.JLT.Imm(rT1, tcpMinLen, lblSteer),
+			asm.JGT.Reg(rT1, rT2, lblSteer),
+			asm.LoadMem(rT1, rPkt, l4+tcpFlags, asm.Byte),
+			asm.And.Imm(rT1, tcpStateFlags),
+			asm.JNE.Imm(rT1, 0, lblSteer),
+		)
+		return
+	}
+	b.emit(
+		asm.LoadMem(rT1, rPkt, l4+udpLenOff, asm.Half),
+		asm.HostTo(asm.BE, rT1, asm.Half),
+		asm.JLT.Imm(rT1, udpLen, lblSteer),
+		asm.JGT.Reg(rT1, rT2, lblSteer),
+	)
+}
+
+// copyMACs writes the entry's (R9) Ethernet addresses into the frame.
+func (b *builder) copyMACs() {
+	for off := int16(0); off < 12; off += 4 {
+		b.emit(
+			asm.LoadMem(asm.R1, asm.R9, fvMACs+off, asm.Word),
+			asm.StoreMem(rPkt, off, asm.R1, asm.Word),
+		)
+	}
+}
+
+// portAndSum writes the entry's port at portOff unless it is 0, and adds
+// its L4 sum to the TCP or UDP checksum at csumOff (addToChecksum).
+func (b *builder) portAndSum(name string, portOff, csumOff int16, udp bool) {
+	b.emit(
 		asm.LoadMem(asm.R1, asm.R9, fvPort, asm.Half),
 		asm.JEq.Imm(asm.R1, 0, name+"_port_kept"),
 		asm.StoreMem(rPkt, portOff, asm.R1, asm.Half),
@@ -806,7 +801,21 @@ func (b *builder) translate6(name, count string, addrOff, portOff, csumOff int16
 	b.label(name + "_port_kept")
 	b.emit(asm.LoadMem(asm.R2, asm.R9, fvL4Sum, asm.Half))
 	b.addToChecksum(csumOff, udp, name+"_l4sum")
-	b.emit(asm.Ja.Label(count))
+}
+
+// pushHead makes room for over bytes in front of the frame
+// (bpf_xdp_adjust_head) and reloads the packet pointers; refused (no
+// headroom), the frame has lost only its padding, which the pipeline
+// drops too, and goes to the steering rule.
+func (b *builder) pushHead(over int32) {
+	b.emit(
+		asm.Mov.Reg(asm.R1, rCtx),
+		asm.Mov.Imm(asm.R2, -over),
+		asm.FnXdpAdjustHead.Call(),
+		asm.JNE.Imm(asm.R0, 0, lblSteer),
+		asm.LoadMem(rPkt, rCtx, mdData, asm.Word),
+		asm.LoadMem(rEnd, rCtx, mdDataEnd, asm.Word),
+	)
 }
 
 // fastCommit emits what follows the flow map's lookup (R0: the entry or
@@ -927,12 +936,7 @@ func (b *builder) fastCount(name string) {
 // continues at count.
 func (b *builder) translate(name, count string, addrOff, portOff, csumOff int16, udp bool) {
 	b.label(name)
-	for off := int16(0); off < 12; off += 4 {
-		b.emit(
-			asm.LoadMem(asm.R1, asm.R9, fvMACs+off, asm.Word),
-			asm.StoreMem(rPkt, off, asm.R1, asm.Word),
-		)
-	}
+	b.copyMACs()
 	b.emit(
 		asm.LoadMem(asm.R1, asm.R9, fvAddr, asm.Word),
 		asm.StoreMem(rPkt, addrOff, asm.R1, asm.Word),
@@ -942,14 +946,7 @@ func (b *builder) translate(name, count string, addrOff, portOff, csumOff int16,
 		asm.LoadMem(asm.R2, asm.R9, fvIPSum, asm.Half),
 	)
 	b.addToChecksum(fIPCsum, false, name+"_ipsum")
-	b.emit(
-		asm.LoadMem(asm.R1, asm.R9, fvPort, asm.Half),
-		asm.JEq.Imm(asm.R1, 0, name+"_port_kept"),
-		asm.StoreMem(rPkt, portOff, asm.R1, asm.Half),
-	)
-	b.label(name + "_port_kept")
-	b.emit(asm.LoadMem(asm.R2, asm.R9, fvL4Sum, asm.Half))
-	b.addToChecksum(csumOff, udp, name+"_l4sum")
+	b.portAndSum(name, portOff, csumOff, udp)
 	b.emit(asm.Ja.Label(count))
 }
 
@@ -967,23 +964,9 @@ func (b *builder) encapsulate(name, count string, gue bool) {
 	}
 	inner := eOuter + over // the inner packet's offset, after the move
 	b.label(name)
-	b.emit(
-		asm.Mov.Reg(asm.R1, rCtx),
-		asm.Mov.Imm(asm.R2, -int32(over)),
-		asm.FnXdpAdjustHead.Call(),
-		// Refused (no headroom): the frame has lost only its padding,
-		// which the pipeline drops too.
-		asm.JNE.Imm(asm.R0, 0, lblSteer),
-		asm.LoadMem(rPkt, rCtx, mdData, asm.Word),
-		asm.LoadMem(rEnd, rCtx, mdDataEnd, asm.Word),
-	)
+	b.pushHead(int32(over))
 	b.need(rPkt, int32(inner)+4, lblSteer) // never fails: the frame grew
-	for off := int16(0); off < 12; off += 4 {
-		b.emit(
-			asm.LoadMem(asm.R1, asm.R9, fvMACs+off, asm.Word),
-			asm.StoreMem(rPkt, off, asm.R1, asm.Word),
-		)
-	}
+	b.copyMACs()
 	b.emit(
 		asm.StoreImm(rPkt, fEthType, int64(be16(etherTypeIPv4)), asm.Half),
 		asm.LoadMem(asm.R1, rPkt, inner+1, asm.Byte), // the inner TOS
