@@ -121,7 +121,8 @@
 // workers.
 //
 // The result is byte for byte the pipeline's (TestFastTranslates,
-// TestFastChecksumSweep, and their IPv6 twins); each condition has a
+// TestFastTranslates6, TestFastEncap6, TestFastChecksumSweep for both
+// families); each condition has a
 // frame that fails only it (TestFastDeclines, TestFastDeclines6); and a differential test hands the program what a
 // worker offers for each frame of the steering corpus, then runs thousands
 // of variants of those frames through both: the program leaves a variant

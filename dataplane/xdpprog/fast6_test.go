@@ -188,55 +188,6 @@ func TestFastTranslates6(t *testing.T) {
 	}
 }
 
-// TestFastChecksumSweep6 is TestFastChecksumSweep for IPv6: every value
-// of the transport checksum before and after the translation.
-func TestFastChecksumSweep6(t *testing.T) {
-	if testing.Short() {
-		t.Skip("262,144 program runs")
-	}
-	p := loadFast(t, 16)
-	f := p.Fast()
-	for _, c := range []struct {
-		proto layers.IPProtocol
-		reply bool
-	}{{tcp, false}, {udp, false}, {tcp, true}, {udp, true}} {
-		proto, reply := c.proto, c.reply
-		v := natEntry6(t, fastVIP6, fastBackend6, 80, beTCP, 0, false)
-		in := pk{src: client6, dst: vip6, proto: proto, sport: client, dport: 80, payload: make([]byte, 18)}
-		if reply {
-			v = natEntry6(t, fastBackend6, fastVIP6, beTCP, 80, 0, true)
-			in = pk{src: backend6, dst: client6, proto: proto, sport: beTCP, dport: client, payload: make([]byte, 18)}
-		}
-		frame := in.frame(t)
-		put6(t, f, keyOfFrame6(frame), v)
-		word := 54 + 20 + 16 // the payload's last word (TCP)
-		csum := 54 + 16
-		if proto == udp {
-			word, csum = 54+8+16, 54+6
-		}
-		base := binary.BigEndian.Uint16(frame[csum:])
-		seen0, seenF := false, false
-		for x := range 1 << 16 {
-			in := append([]byte(nil), frame...)
-			binary.BigEndian.PutUint16(in[word:], uint16(x))
-			c := packet.ChecksumAdd(base, uint32(x))
-			if proto == udp && c == 0 {
-				c = 0xffff
-			}
-			binary.BigEndian.PutUint16(in[csum:], c)
-			verdict, out := runOut(t, p, in)
-			if want := translated6(in, v); verdict != xdpTX || !bytes.Equal(out, want) {
-				t.Fatalf("%v (reply %v), payload word %#04x: verdict %s\n% x\nwant\n% x", proto, reply, x, verdictName(verdict), out, want)
-			}
-			got := binary.BigEndian.Uint16(out[csum:])
-			seen0, seenF = seen0 || got == 0, seenF || got == 0xffff
-		}
-		if proto == tcp && !seen0 || proto == udp && (seen0 || !seenF) {
-			t.Errorf("%v (reply %v): checksums 0x0000 seen %v, 0xffff seen %v", proto, reply, seen0, seenF)
-		}
-	}
-}
-
 // TestFastDeclines6 is TestFastDeclines for IPv6: each frame, of a flow
 // with an entry, differs from one the program forwards by one defect,
 // and must come out unchanged and not sent.
@@ -276,10 +227,7 @@ func TestFastDeclines6(t *testing.T) {
 		put6(t, f, FastKey6{Src: fastKeyAddr(client6), Dst: fastKeyAddr(vip6), SrcPort: client, DstPort: 80, Proto: 6}, entry)
 		return fr
 	}
-	cases := []struct {
-		name  string
-		frame []byte
-	}{
+	cases := []declined{
 		{"no entry", pk{src: client6, dst: vip6, proto: tcp, sport: client + 1, dport: 80}.frame(t)},
 		{"entry of an old generation", flow(2001, oldGen)},
 		{"entry expired", flow(2002, expired)},
@@ -303,22 +251,7 @@ func TestFastDeclines6(t *testing.T) {
 		{"hop-by-hop options", withExt(pk{src: client6, dst: vip6, proto: tcp, sport: client, dport: 80, hopByHop: true})},
 		{"VLAN tag", pk{vlan: true, src: client6, dst: vip6, proto: tcp, sport: client, dport: 80}.frame(t)},
 	}
-	for _, fr := range [][]byte{tcpFrame, udpFrame} {
-		if v, _ := runOut(t, p, fr); v != xdpTX {
-			t.Fatalf("the unchanged frame: verdict %s, want XDP_TX", verdictName(v))
-		}
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			v, out := runOut(t, p, tc.frame)
-			if v == xdpTX || v == xdpRedirect && out[0] == fastMACs[0] && out[5] == fastMACs[5] {
-				t.Fatalf("verdict %s: the fast path took it", verdictName(v))
-			}
-			if !bytes.Equal(out, tc.frame) {
-				t.Errorf("verdict %s, frame changed:\n% x\nwas\n% x", verdictName(v), out, tc.frame)
-			}
-		})
-	}
+	checkDeclines(t, p, [][]byte{tcpFrame, udpFrame}, cases)
 }
 
 func fastKeyAddr(s string) [16]byte { return netip.MustParseAddr(s).As16() }

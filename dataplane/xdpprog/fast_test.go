@@ -287,30 +287,52 @@ func checkTranslates(t *testing.T, p *Program, proto layers.IPProtocol, vport, p
 // 16-bit payload word taking every value, so that the L4 checksum before
 // and after the translation takes every value too (0x0000 and 0xffff
 // included), and compares each with the pipeline's translation: a
-// client's flow (DNAT) and a NAT backend's replies (SNAT).
+// client's flow (DNAT) and a NAT backend's replies (SNAT), IPv4 and IPv6.
 func TestFastChecksumSweep(t *testing.T) {
 	if testing.Short() {
-		t.Skip("262,144 program runs")
+		t.Skip("524,288 program runs")
 	}
 	p := loadFast(t, 16)
 	f := p.Fast()
 	for _, c := range []struct {
-		proto layers.IPProtocol
-		reply bool
-	}{{tcp, false}, {udp, false}, {tcp, true}, {udp, true}} {
-		proto, reply := c.proto, c.reply
-		v := fastEntry(t, 80, beTCP, 0)
-		in := pk{src: client4, dst: vip4, proto: proto, sport: client, dport: 80, payload: make([]byte, 18)}
+		proto     layers.IPProtocol
+		reply, v6 bool
+	}{{tcp, false, false}, {udp, false, false}, {tcp, true, false}, {udp, true, false},
+		{tcp, false, true}, {udp, false, true}, {tcp, true, true}, {udp, true, true}} {
+		proto, reply, v6 := c.proto, c.reply, c.v6
+		cli, vip, be := client4, vip4, backend4
+		if v6 {
+			cli, vip, be = client6, vip6, backend6
+		}
+		in := pk{src: cli, dst: vip, proto: proto, sport: client, dport: 80, payload: make([]byte, 18)}
 		if reply {
-			v = snatEntry(t, beTCP, 80, 0)
-			in = pk{src: backend4, dst: client4, proto: proto, sport: beTCP, dport: client, payload: make([]byte, 18)}
+			in = pk{src: be, dst: cli, proto: proto, sport: beTCP, dport: client, payload: make([]byte, 18)}
 		}
 		frame := in.frame(t)
-		put(t, f, keyOfFrame(frame), v)
-		word := 14 + 20 + 20 + 16 // the payload's last word (TCP)
-		csum := 14 + 20 + 16
+		var translate func([]byte) []byte
+		switch {
+		case v6:
+			v := natEntry6(t, fastVIP6, fastBackend6, 80, beTCP, 0, false)
+			if reply {
+				v = natEntry6(t, fastBackend6, fastVIP6, beTCP, 80, 0, true)
+			}
+			put6(t, f, keyOfFrame6(frame), v)
+			translate = func(b []byte) []byte { return translated6(b, v) }
+		default:
+			v := fastEntry(t, 80, beTCP, 0)
+			if reply {
+				v = snatEntry(t, beTCP, 80, 0)
+			}
+			put(t, f, keyOfFrame(frame), v)
+			translate = func(b []byte) []byte { return translated(b, v) }
+		}
+		l4 := 14 + 20
+		if v6 {
+			l4 = 14 + 40
+		}
+		word, csum := l4+20+16, l4+16 // the payload's last word (TCP)
 		if proto == udp {
-			word, csum = 14+20+8+16, 14+20+6
+			word, csum = l4+8+16, l4+6
 		}
 		base := binary.BigEndian.Uint16(frame[csum:])
 		seen0, seenF := false, false
@@ -324,9 +346,8 @@ func TestFastChecksumSweep(t *testing.T) {
 			}
 			binary.BigEndian.PutUint16(in[csum:], c)
 			verdict, out := runOut(t, p, in)
-			want := translated(in, v)
-			if verdict != xdpTX || !bytes.Equal(out, want) {
-				t.Fatalf("%v (reply %v), payload word %#04x: verdict %s\n% x\nwant\n% x", proto, reply, x, verdictName(verdict), out, want)
+			if want := translate(in); verdict != xdpTX || !bytes.Equal(out, want) {
+				t.Fatalf("%v (reply %v, IPv6 %v), payload word %#04x: verdict %s\n% x\nwant\n% x", proto, reply, v6, x, verdictName(verdict), out, want)
 			}
 			got := binary.BigEndian.Uint16(out[csum:])
 			seen0, seenF = seen0 || got == 0, seenF || got == 0xffff
@@ -334,7 +355,7 @@ func TestFastChecksumSweep(t *testing.T) {
 		// An incremental update yields 0xffff only from a zero sum; UDP
 		// sends a computed 0 as 0xffff and never 0.
 		if proto == tcp && !seen0 || proto == udp && (seen0 || !seenF) {
-			t.Errorf("%v (reply %v): checksums 0x0000 seen %v, 0xffff seen %v", proto, reply, seen0, seenF)
+			t.Errorf("%v (reply %v, IPv6 %v): checksums 0x0000 seen %v, 0xffff seen %v", proto, reply, v6, seen0, seenF)
 		}
 	}
 }
@@ -431,10 +452,7 @@ func TestFastDeclines(t *testing.T) {
 	header := func(base []byte, fn func(b []byte)) []byte {
 		return edit(base, func(b []byte) { fn(b); reChecksum(b) })
 	}
-	cases := []struct {
-		name  string
-		frame []byte
-	}{
+	cases := []declined{
 		{"no entry", pk{src: client4, dst: vip4, proto: tcp, sport: client + 1, dport: 80}.frame(t)},
 		{"entry of an old generation", flow(2001, oldGen)},
 		{"entry expired", flow(2002, expired)},
@@ -459,9 +477,21 @@ func TestFastDeclines(t *testing.T) {
 		{"VLAN tag", pk{vlan: true, src: client4, dst: vip4, proto: tcp, sport: client, dport: 80}.frame(t)},
 		{"IPv6", pk{src: client6, dst: vip6, proto: tcp, sport: client, dport: 80}.frame(t)},
 	}
-	// The untouched frames are forwarded: the cases differ from them by
-	// their defect alone.
-	for _, fr := range [][]byte{tcpFrame, udpFrame} {
+	checkDeclines(t, p, [][]byte{tcpFrame, udpFrame}, cases)
+}
+
+// declined is a frame the fast path must leave alone.
+type declined struct {
+	name  string
+	frame []byte
+}
+
+// checkDeclines runs TestFastDeclines' frames: the untouched frames are
+// forwarded (the cases differ from them by their defect alone), and
+// every case comes out unchanged, not sent.
+func checkDeclines(t *testing.T, p *Program, untouched [][]byte, cases []declined) {
+	t.Helper()
+	for _, fr := range untouched {
 		if v, _ := runOut(t, p, fr); v != xdpTX {
 			t.Fatalf("the unchanged frame: verdict %s, want XDP_TX", verdictName(v))
 		}
