@@ -111,11 +111,15 @@ type Dataplane struct {
 	// reaching vipd's socket. FastPathAuto (the default) runs it where
 	// the interfaces can carry it (the daemon decides at start).
 	FastPath FastPathMode `toml:"fast_path"`
-	// FastPathFlows is how many flows the fast path holds per address
-	// family (one map each); the least recently used make room for new
-	// ones (which then pass through the workers until handed down
-	// again). The maps are allocated at start.
+	// FastPathFlows is how many IPv4 flows the fast path holds; the
+	// least recently used make room for new ones (which then pass
+	// through the workers until handed down again). The map is allocated
+	// at start.
 	FastPathFlows int `toml:"fast_path_flows"`
+	// FastPathFlows6 is how many IPv6 flows the fast path holds (their
+	// own map, allocated at start); 0 keeps IPv6 flows in the workers and
+	// saves the map's memory on a box without IPv6 VIPs.
+	FastPathFlows6 int `toml:"fast_path_flows6"`
 	// FastPathRefresh is how long a flow's entry in the fast path serves
 	// before the flow's next packet goes through a worker again, which
 	// renews it: so conntrack sees the flow alive, and per-flow state

@@ -67,6 +67,8 @@ func TestValidationErrors(t *testing.T) {
 		{"batch larger than ring", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nrx_ring_size = 64\nbatch_size = 128 #!", 1), "dataplane.batch_size", "larger than rx_ring_size"},
 		{"zero queues", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nqueues = 0 #!", 1), "dataplane.queues", "from 1 to"},
 		{"no fast path flows", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nfast_path_flows = 0 #!", 1), "dataplane.fast_path_flows", "from 1 to 4194304 flows, not 0"},
+		{"negative IPv6 fast path flows", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nfast_path_flows6 = -1 #!", 1), "dataplane.fast_path_flows6", "from 0 (no IPv6 in the fast path) to 4194304 flows, not -1"},
+		{"too many IPv6 fast path flows", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nfast_path_flows6 = 4194305 #!", 1), "dataplane.fast_path_flows6", "not 4194305"},
 		{"fast path refresh too short", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nfast_path_refresh = \"10ms\" #!", 1), "dataplane.fast_path_refresh", "at least 100ms"},
 		{"fast path refresh past closing", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nfast_path = true\nfast_path_refresh = \"30s\" #!", 1), "dataplane.fast_path_refresh", "not shorter than the shortest conntrack timeout of a flow past its handshake (30s)"},
 		{"negative busy poll", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nbusy_poll_usecs = -1 #!", 1), "dataplane.busy_poll_usecs", "must be 0 (off) or from 1 to 1000 microseconds, not -1"},

@@ -77,6 +77,7 @@ func Default() Config {
 			BusyPollUsecs:      DefaultBusyPollUsecs,
 			FastPath:           DefaultFastPath,
 			FastPathFlows:      DefaultFastPathFlows,
+			FastPathFlows6:     DefaultFastPathFlows,
 			FastPathRefresh:    Duration(DefaultFastPathRefresh),
 			FlowHashSeed:       DefaultFlowHashSeed,
 			StateFile:          DefaultStateFile,

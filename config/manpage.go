@@ -16,7 +16,7 @@ import (
 
 var (
 	exampleTable = regexp.MustCompile(`^(?:# )?\[\[?([a-z_.]+)\]\]?\s*$`)
-	exampleKey   = regexp.MustCompile(`^(?:# ?)?([a-z_]+) = ([^#]*?)\s*(?:#\s*(.*))?$`)
+	exampleKey   = regexp.MustCompile(`^(?:# ?)?([a-z_][a-z0-9_]*) = ([^#]*?)\s*(?:#\s*(.*))?$`)
 )
 
 // exampleDocs returns the documentation of every table and key of example

@@ -21,7 +21,7 @@ func WriteSummary(w io.Writer, cfg *Config) error {
 		busy = fmt.Sprintf(", busy poll %dµs budget %d", d.BusyPollUsecs, d.BusyPollBatch())
 	}
 	if d.FastPath != FastPathOff && d.IO == IOAFXDP {
-		busy += fmt.Sprintf(", XDP fast path %s: %d flows refreshed every %s", d.FastPath, d.FastPathFlows, d.FastPathRefresh)
+		busy += fmt.Sprintf(", XDP fast path %s: %d IPv4 + %d IPv6 flows refreshed every %s", d.FastPath, d.FastPathFlows, d.FastPathFlows6, d.FastPathRefresh)
 	}
 	fmt.Fprintf(tw, "dataplane: %s, ingress %s, egress %s, io %s, %d queue(s), batch %d%s\n",
 		arms, d.Ingress, d.EgressInterface(), d.IO, d.Queues, d.BatchSize, busy)

@@ -186,6 +186,9 @@ func (c *collector) validateFastPath(d *Dataplane, ct *Conntrack) {
 	if d.FastPathFlows < 1 || d.FastPathFlows > MaxFastPathFlows {
 		c.errorf(p+".fast_path_flows", "must be from 1 to %d flows, not %d", MaxFastPathFlows, d.FastPathFlows)
 	}
+	if d.FastPathFlows6 < 0 || d.FastPathFlows6 > MaxFastPathFlows {
+		c.errorf(p+".fast_path_flows6", "must be from 0 (no IPv6 in the fast path) to %d flows, not %d", MaxFastPathFlows, d.FastPathFlows6)
+	}
 	shortest := shortestFlowTimeout(ct)
 	switch {
 	case d.FastPathRefresh.D() < 100*time.Millisecond:

@@ -143,5 +143,8 @@ func (f *fastWriter) offer6(x *dataplane.FastFlow) bool {
 // Flush implements dataplane.FastPath.
 func (f *fastWriter) Flush() error { return f.w.Flush() }
 
+// IPv6 implements dataplane.FastPath.
+func (f *fastWriter) IPv6() bool { return f.fast.IPv6() }
+
 // Forwarded implements dataplane.FastPath.
 func (f *fastWriter) Forwarded(slot uint32) (uint64, uint64, bool) { return f.fast.Forwarded(slot) }

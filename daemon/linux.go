@@ -152,7 +152,7 @@ func (p *LinuxPlatform) openAFXDP(dp *config.Dataplane) ([]dataplane.Queue, erro
 			// Clients' packets arrive on the ingress interface, NAT
 			// backends' replies on the egress one (two-armed): one map
 			// of flows for both programs, each entry for its interface.
-			o.FastFlows, o.ShareFast = dp.FastPathFlows, p.fast
+			o.FastFlows, o.FastFlows6, o.ShareFast = dp.FastPathFlows, dp.FastPathFlows6, p.fast
 		}
 		prog, err := xdpprog.LoadWith(dp.Queues, o)
 		if err != nil {
@@ -173,7 +173,7 @@ func (p *LinuxPlatform) openAFXDP(dp *config.Dataplane) ([]dataplane.Queue, erro
 			}
 		}
 		if prog.Fast() != nil {
-			p.log.Info("XDP fast path on", "interface", l.Name, "flows", dp.FastPathFlows, "refresh", dp.FastPathRefresh.D().String())
+			p.log.Info("XDP fast path on", "interface", l.Name, "flows", dp.FastPathFlows, "flows6", dp.FastPathFlows6, "refresh", dp.FastPathRefresh.D().String())
 		}
 		for q := 0; q < dp.Queues; q++ {
 			s, err := afxdp.Open(l.Index, q, opts)

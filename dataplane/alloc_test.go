@@ -93,6 +93,7 @@ type countingFast struct{ n int }
 func (c *countingFast) Offer(*FastFlow) bool                    { c.n++; return true }
 func (c *countingFast) Flush() error                            { return nil }
 func (c *countingFast) Forwarded(uint32) (uint64, uint64, bool) { return 0, 0, false }
+func (c *countingFast) IPv6() bool                              { return true }
 
 // poolEmitter hands out preallocated frames and discards what is emitted.
 type poolEmitter struct {

@@ -101,6 +101,9 @@ type FastPath interface {
 	// in counting slot since it started (ok false when it has no count
 	// for slot). Any goroutine may call it.
 	Forwarded(slot uint32) (packets, bytes uint64, ok bool)
+	// IPv6 reports whether it takes IPv6 flows: without, the worker
+	// offers none (and spends nothing describing them).
+	IPv6() bool
 }
 
 // SetFastPath gives the worker a fast path for its flows; nil, the
@@ -109,7 +112,10 @@ type FastPath interface {
 // Replies for NAT replies), at most once a second: give it to one worker
 // of those that share the fast path, or the packets are counted more than
 // once. Call it before Run.
-func (w *Worker) SetFastPath(f FastPath, harvest bool) { w.fast, w.fastHarvest = f, harvest }
+func (w *Worker) SetFastPath(f FastPath, harvest bool) {
+	w.fast, w.fastHarvest = f, harvest
+	w.fast6 = f != nil && f.IPv6()
+}
 
 // fastHarvestEvery is how often the harvesting worker reads the fast
 // path's per-backend counters: a read costs a copy per backend reference.

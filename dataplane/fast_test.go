@@ -21,6 +21,7 @@ type recordingFast struct {
 	err     error
 	// forwarded[slot] is what Forwarded reports: packets, bytes.
 	forwarded map[uint32][2]uint64
+	no6       bool // IPv6 reports false
 }
 
 func (r *recordingFast) Offer(f *FastFlow) bool {
@@ -32,6 +33,7 @@ func (r *recordingFast) Offer(f *FastFlow) bool {
 }
 
 func (r *recordingFast) Flush() error { r.flushes++; return r.err }
+func (r *recordingFast) IPv6() bool   { return !r.no6 }
 
 func (r *recordingFast) Forwarded(slot uint32) (uint64, uint64, bool) {
 	c, ok := r.forwarded[slot]
@@ -311,6 +313,41 @@ func TestFastOffersNoExtHeaders6(t *testing.T) {
 	// The same flow without the header is offered.
 	if d := h.run(build(t, p))[0]; d.Verdict != VerdictTX || len(fast.flows) != 1 {
 		t.Fatalf("without the header: verdict %v %v, %d offers", d.Verdict, d.Reason, len(fast.flows))
+	}
+}
+
+// TestFastOffersNoIPv6: to a fast path without IPv6 a worker offers no
+// IPv6 flow (NAT, its replies, DSR) and still offers IPv4 ones.
+func TestFastOffersNoIPv6(t *testing.T) {
+	h := newHarness(t, fastSpec())
+	fast := &recordingFast{no6: true}
+	h.w.SetFastPath(fast, false)
+	for _, c := range []struct {
+		p  pk
+		rx uint8
+	}{
+		{pk{src: client6, dst: vipNAT6, sport: 40000, dport: 80, flags: "A"}, PortIngress},
+		{pk{src: client6, dst: vipDSR6, sport: 40000, dport: 80, flags: "A"}, PortIngress},
+		{pk{src: netip.MustParseAddr("2001:2:1::12"), dst: client6, sport: 8080, dport: 40000, flags: "A"}, PortEgress},
+	} {
+		frame := build(t, c.p)
+		for i := range 3 {
+			h.now += 1e9
+			if d := h.runOn(c.rx, frame); d.Verdict != VerdictTX {
+				t.Fatalf("%v packet %d: verdict %v %v", c.p.dst, i, d.Verdict, d.Reason)
+			}
+		}
+	}
+	if len(fast.flows) != 0 {
+		t.Fatalf("offered %+v", fast.flows)
+	}
+	frame := build(t, pk{src: client4, dst: vipNAT4, sport: 40000, dport: 80, flags: "A"})
+	for range 2 {
+		h.now += 1e9
+		h.run(frame)
+	}
+	if len(fast.flows) != 1 || fast.flows[0].V6 {
+		t.Fatalf("IPv4 flow: %d offers", len(fast.flows))
 	}
 }
 

@@ -86,7 +86,7 @@ func (w *Worker) forward6(d *Desc, frame []byte, p *pkt, v *vip, b *backend, ref
 	ip.DecHopLimit()
 	setBackendMACs(frame, b)
 	d.Len = f.L3Off + f.L3Len
-	if w.fast != nil {
+	if w.fast6 {
 		w.offerFast6(d, frame, p, v, b, ref, out)
 	}
 	w.tx(d, out)
@@ -137,7 +137,7 @@ func (w *Worker) encap6(d *Desc, frame []byte, f *packet.Frame, e *l2, v *vip, b
 	d.Off = o - e.hlen
 	d.Len = e.hlen + over + f.L3Len
 	e.write(d.Buf[d.Off:], b.mac, s.mac[out], packet.EtherTypeIPv6)
-	if w.fast != nil && !v.gue && w.hint < 0 {
+	if w.fast6 && !v.gue && w.hint < 0 {
 		w.offerEncap6(d, frame, f, v, b, ref, out, label, h)
 	}
 	w.tx(d, out)
@@ -298,7 +298,7 @@ func (w *Worker) natReply6(d *Desc, frame []byte, f *packet.Frame) bool {
 		return true
 	}
 	w.sampleL4(frame, f)
-	if w.fast != nil {
+	if w.fast6 {
 		w.offerReply6(d, frame, f, v, mac) // before the frame is translated
 	}
 	nat.SNAT6(ip, l4Of(frame, f), &v.addr6, v.port)

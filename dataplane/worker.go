@@ -150,6 +150,7 @@ type Worker struct {
 	// packet (0 for a new or re-picked flow); room to describe a flow;
 	// whether flows were offered since the last flush.
 	fast        FastPath
+	fast6       bool // fast takes IPv6 flows
 	lastState   conntrack.State
 	fastFlow    FastFlow
 	fastPending bool

@@ -60,7 +60,7 @@ func BenchmarkFast(b *testing.B) {
 	}{{"coarse", asm.FnKtimeGetCoarseNs}, {"fine", asm.FnKtimeGetNs}} {
 		b.Run(clock.name, func(b *testing.B) {
 			needRoot(b)
-			p, err := LoadWith(1, Options{FastFlows: 16, clock: clock.fn})
+			p, err := LoadWith(1, Options{FastFlows: 16, FastFlows6: 16, clock: clock.fn})
 			skipIfDenied(b, "BPF", err)
 			if err != nil {
 				b.Fatalf("LoadWith: %v", err)

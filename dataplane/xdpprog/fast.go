@@ -357,6 +357,17 @@ func fastClock() asm.BuiltinFunc {
 // (100), doubled for margin.
 const CoarseClockSlack = 20 * time.Millisecond
 
+// IPv6 reports whether the fast path takes IPv6 flows (Options.FastFlows6).
+func (f *Fast) IPv6() bool { return f.flows6 != nil }
+
+// flows6Size is the IPv6 map's size, 0 for none.
+func (f *Fast) flows6Size() int {
+	if f.flows6 == nil {
+		return 0
+	}
+	return int(f.flows6.MaxEntries())
+}
+
 // ClockSlack is how late the program may read the time: CoarseClockSlack
 // with the coarse clock, else 0. An entry that must not serve past T gets
 // Expires T - ClockSlack.
@@ -400,10 +411,13 @@ type Writer struct {
 }
 
 // NewWriter returns a Writer that holds up to n entries of each family
-// between Flushes.
+// between Flushes (no IPv6 ones without IPv6 in the fast path).
 func (f *Fast) NewWriter(n int) *Writer {
-	return &Writer{f: f, keys: make([]fastKey, 0, n), vals: make([]fastValue, 0, n),
-		keys6: make([]fastKey6, 0, n), vals6: make([]fastValue6, 0, n)}
+	w := &Writer{f: f, keys: make([]fastKey, 0, n), vals: make([]fastValue, 0, n)}
+	if f.IPv6() {
+		w.keys6, w.vals6 = make([]fastKey6, 0, n), make([]fastValue6, 0, n)
+	}
+	return w
 }
 
 // Add queues an entry; it reports false, queuing nothing, when n are
@@ -417,7 +431,8 @@ func (w *Writer) Add(k FastKey4, v *FastEntry4) bool {
 	return true
 }
 
-// Add6 is Add for an IPv6 flow.
+// Add6 is Add for an IPv6 flow; false, always, without IPv6 in the fast
+// path.
 func (w *Writer) Add6(k FastKey6, v *FastEntry6) bool {
 	if len(w.keys6) == cap(w.keys6) {
 		return false

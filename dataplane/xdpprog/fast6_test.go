@@ -324,3 +324,45 @@ func TestFastEncap6(t *testing.T) {
 		t.Errorf("a %d-byte packet for a MaxLen of 1460: verdict %s", len(big)-14, verdictName(verdict))
 	}
 }
+
+// TestFastWithoutIPv6: a fast path loaded without IPv6 (FastFlows6 0)
+// has no IPv6 map, refuses IPv6 entries, leaves IPv6 frames to the
+// steering rule and still forwards IPv4 ones; a program sharing it must
+// ask for no IPv6 either.
+func TestFastWithoutIPv6(t *testing.T) {
+	needRoot(t)
+	p, err := LoadWith(1, Options{FastFlows: 16})
+	skipIfDenied(t, "BPF", err)
+	if err != nil {
+		t.Fatalf("LoadWith: %v", err)
+	}
+	defer p.Close()
+	f := p.Fast()
+	if f.IPv6() {
+		t.Fatal("IPv6() with FastFlows6 0")
+	}
+	frame6 := pk{src: client6, dst: vip6, proto: tcp, sport: client, dport: 80}.frame(t)
+	v6 := natEntry6(t, fastVIP6, fastBackend6, 80, beTCP, 0, false)
+	if w := f.NewWriter(4); w.Add6(keyOfFrame6(frame6), &v6) {
+		t.Error("Add6 queued an IPv6 entry")
+	}
+	if verdict, out := runOut(t, p, frame6); verdict == xdpTX || !bytes.Equal(out, frame6) {
+		t.Errorf("IPv6 frame: verdict %s", verdictName(verdict))
+	}
+	frame4 := pk{src: client4, dst: vip4, proto: tcp, sport: client, dport: 80}.frame(t)
+	put(t, f, keyOfFrame(frame4), fastEntry(t, 80, beTCP, 0))
+	if verdict, _ := runOut(t, p, frame4); verdict != xdpTX {
+		t.Errorf("IPv4 frame: verdict %s, want XDP_TX", verdictName(verdict))
+	}
+	if _, err := LoadWith(1, Options{FastFlows: 16, FastFlows6: 16, ShareFast: f}); err == nil {
+		t.Error("a program shared a fast path without IPv6 as one with it")
+	}
+	q, err := LoadWith(1, Options{FastFlows: 16, ShareFast: f})
+	if err != nil {
+		t.Fatalf("LoadWith shared: %v", err)
+	}
+	q.Close()
+	if _, err := LoadWith(1, Options{FastFlows6: 16}); err == nil {
+		t.Error("IPv6 fast flows without IPv4 ones were accepted")
+	}
+}

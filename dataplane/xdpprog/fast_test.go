@@ -21,7 +21,7 @@ import (
 func loadFast(t testing.TB, n int) *Program {
 	t.Helper()
 	needRoot(t)
-	p, err := LoadWith(1, Options{FastFlows: n})
+	p, err := LoadWith(1, Options{FastFlows: n, FastFlows6: n})
 	skipIfDenied(t, "BPF", err)
 	if err != nil {
 		t.Fatalf("LoadWith: %v", err)
@@ -533,10 +533,10 @@ func TestFastRedirect(t *testing.T) {
 func TestFastShared(t *testing.T) {
 	p := loadFast(t, 16)
 	f := p.Fast()
-	if _, err := LoadWith(1, Options{FastFlows: 32, ShareFast: f}); err == nil {
+	if _, err := LoadWith(1, Options{FastFlows: 32, FastFlows6: 16, ShareFast: f}); err == nil {
 		t.Error("LoadWith shared a 16-flow map as 32 flows")
 	}
-	q, err := LoadWith(1, Options{FastFlows: 16, ShareFast: f})
+	q, err := LoadWith(1, Options{FastFlows: 16, FastFlows6: 16, ShareFast: f})
 	if err != nil {
 		t.Fatalf("LoadWith shared: %v", err)
 	}

@@ -21,6 +21,7 @@ type offers struct{ flows []dataplane.FastFlow }
 func (o *offers) Offer(f *dataplane.FastFlow) bool        { o.flows = append(o.flows, *f); return true }
 func (o *offers) Flush() error                            { return nil }
 func (o *offers) Forwarded(uint32) (uint64, uint64, bool) { return 0, 0, false }
+func (o *offers) IPv6() bool                              { return true }
 
 // entryOf is the program's entry for a flow a worker offered, as the
 // daemon makes it (daemon/fastpath.go): an egress port other than the

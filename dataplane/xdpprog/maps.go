@@ -60,7 +60,7 @@ func replyKeyOf(addr addrKey, proto uint8, port uint16) replyKey {
 
 // specs returns the maps of a program whose XSKMAP has queues slots and
 // whose fast path holds fast flows (none: no fast path maps).
-func specs(queues, fast int) map[string]*ebpf.MapSpec {
+func specs(queues, fast, fast6 int) map[string]*ebpf.MapSpec {
 	hash := func(name string, keySize, max int) *ebpf.MapSpec {
 		return &ebpf.MapSpec{Name: name, Type: ebpf.Hash, KeySize: uint32(keySize), ValueSize: 1, MaxEntries: uint32(max)}
 	}
@@ -77,7 +77,9 @@ func specs(queues, fast int) map[string]*ebpf.MapSpec {
 	}
 	if fast > 0 {
 		m[mapFast] = &ebpf.MapSpec{Name: mapFast, Type: ebpf.LRUHash, KeySize: uint32(len(fastKey{})), ValueSize: fastValueSize, MaxEntries: uint32(fast)}
-		m[mapFast6] = &ebpf.MapSpec{Name: mapFast6, Type: ebpf.LRUHash, KeySize: uint32(len(fastKey6{})), ValueSize: fastValueSize6, MaxEntries: uint32(fast)}
+		if fast6 > 0 {
+			m[mapFast6] = &ebpf.MapSpec{Name: mapFast6, Type: ebpf.LRUHash, KeySize: uint32(len(fastKey6{})), ValueSize: fastValueSize6, MaxEntries: uint32(fast6)}
+		}
 		m[mapFastGen] = &ebpf.MapSpec{Name: mapFastGen, Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1}
 		m[mapFastStat] = &ebpf.MapSpec{Name: mapFastStat, Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: fastStatSize, MaxEntries: 1}
 		m[mapFastRef] = &ebpf.MapSpec{Name: mapFastRef, Type: ebpf.Array, KeySize: 4, ValueSize: fastRefSize, MaxEntries: MaxFastRefs, Flags: unix.BPF_F_MMAPABLE}

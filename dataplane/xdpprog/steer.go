@@ -529,15 +529,22 @@ func (b *builder) classify() {
 }
 
 // instructions returns the steering program, with the fast path in front
-// of it when fast is set, reading the time with clock (fastClock).
-func instructions(fast bool, clock asm.BuiltinFunc) asm.Instructions {
+// of it when fast is set (and its IPv6 block with fast6), reading the time
+// with clock (fastClock).
+func instructions(fast, fast6 bool, clock asm.BuiltinFunc) asm.Instructions {
 	b := builder{clock: clock}
 	b.emit(asm.Mov.Reg(rCtx, asm.R1).WithSymbol(progName))
 	if fast {
-		b.fast("fast_tcp", protoTCP, "fast_udp", "fast6_tcp")
+		notIPv4 := lblSteer
+		if fast6 {
+			notIPv4 = "fast6_tcp"
+		}
+		b.fast("fast_tcp", protoTCP, "fast_udp", notIPv4)
 		b.fast("fast_udp", protoUDP, lblSteer, lblSteer)
-		b.fast6("fast6_tcp", protoTCP, "fast6_udp")
-		b.fast6("fast6_udp", protoUDP, lblSteer)
+		if fast6 {
+			b.fast6("fast6_tcp", protoTCP, "fast6_udp")
+			b.fast6("fast6_udp", protoUDP, lblSteer)
+		}
 	}
 	b.label(lblSteer)
 	b.emit(asm.Mov.Imm(rKind, kindNone))

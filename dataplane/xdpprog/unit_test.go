@@ -30,7 +30,7 @@ func checkReferences(t *testing.T, fast bool) {
 	if fast {
 		n = 1
 	}
-	insns := instructions(fast, fastClock())
+	insns := instructions(fast, fast, fastClock())
 	symbols := make(map[string]int)
 	for i, ins := range insns {
 		if s := ins.Symbol(); s != "" {
@@ -40,7 +40,7 @@ func checkReferences(t *testing.T, fast bool) {
 			symbols[s] = i
 		}
 	}
-	specs := specs(1, n)
+	specs := specs(1, n, n)
 	used := make(map[string]bool)
 	for i, ins := range insns {
 		ref := ins.Reference()

@@ -86,11 +86,15 @@ type Options struct {
 	// (least recently used ones make room for new ones); 0 builds the
 	// program without the fast path.
 	FastFlows int
+	// FastFlows6, with FastFlows, is the number of IPv6 flows (its own
+	// map); 0 builds the fast path without IPv6 (no map, IPv6 frames go
+	// to the steering rule).
+	FastFlows6 int
 	// ShareFast, with FastFlows, makes the program use the fast path maps
 	// of another program (its Fast) rather than new ones: the program of
 	// a second interface then forwards the flows handed to either, each
-	// entry on its own interface (FastEntry4.In). FastFlows must be the
-	// map's size.
+	// entry on its own interface (FastEntry4.In). FastFlows and
+	// FastFlows6 must be the maps' sizes.
 	ShareFast *Fast
 	// clock, when set, is the fast path's clock helper instead of
 	// fastClock's choice (tests and benchmarks compare the two).
@@ -118,27 +122,34 @@ func LoadWith(queues int, o Options) (*Program, error) {
 	if o.FastFlows < 0 || o.FastFlows > MaxFastFlows {
 		return nil, fmt.Errorf("xdpprog: %d fast flows, want 0..%d", o.FastFlows, MaxFastFlows)
 	}
+	if o.FastFlows6 < 0 || o.FastFlows6 > MaxFastFlows || o.FastFlows == 0 && o.FastFlows6 != 0 {
+		return nil, fmt.Errorf("xdpprog: %d IPv6 fast flows (%d IPv4), want 0..%d with IPv4 ones", o.FastFlows6, o.FastFlows, MaxFastFlows)
+	}
 	clock := o.clock
 	if clock == 0 {
 		clock = fastClock()
 	}
 	spec := &ebpf.CollectionSpec{
-		Maps: specs(queues, o.FastFlows),
+		Maps: specs(queues, o.FastFlows, o.FastFlows6),
 		Programs: map[string]*ebpf.ProgramSpec{
 			progName: {
 				Name:         progName,
 				Type:         ebpf.XDP,
-				Instructions: instructions(o.FastFlows > 0, clock),
+				Instructions: instructions(o.FastFlows > 0, o.FastFlows6 > 0, clock),
 				// No GPL-only helper is called, so no license is claimed.
 			},
 		},
 	}
 	var co ebpf.CollectionOptions
 	if f := o.ShareFast; f != nil {
-		if o.FastFlows == 0 || uint32(o.FastFlows) != f.flows.MaxEntries() {
-			return nil, fmt.Errorf("xdpprog: shared fast path of %d flows, want FastFlows %d", f.flows.MaxEntries(), o.FastFlows)
+		if o.FastFlows == 0 || uint32(o.FastFlows) != f.flows.MaxEntries() || o.FastFlows6 != f.flows6Size() {
+			return nil, fmt.Errorf("xdpprog: shared fast path of %d and %d IPv6 flows, want FastFlows %d and FastFlows6 %d",
+				f.flows.MaxEntries(), f.flows6Size(), o.FastFlows, o.FastFlows6)
 		}
-		co.MapReplacements = map[string]*ebpf.Map{mapFast: f.flows, mapFast6: f.flows6, mapFastGen: f.gen, mapFastStat: f.stat, mapFastRef: f.ref}
+		co.MapReplacements = map[string]*ebpf.Map{mapFast: f.flows, mapFastGen: f.gen, mapFastStat: f.stat, mapFastRef: f.ref}
+		if f.flows6 != nil {
+			co.MapReplacements[mapFast6] = f.flows6
+		}
 	}
 	coll, err := ebpf.NewCollectionWithOptions(spec, co)
 	if err != nil {
