@@ -138,12 +138,12 @@
 // ignored from that moment.
 //
 //	vipd_fast4     LRU hash   src dst sport dport proto pad[3] → 56-byte entry  FastFlows entries
-//	vipd_fast6     LRU hash   the same, 16-byte addresses      → 72-byte entry  FastFlows entries
+//	vipd_fast6     LRU hash   the same, 16-byte addresses      → 88-byte entry  FastFlows6 entries (none for 0)
 //	vipd_fastgen   array      0 → generation                                     1 entry
 //	vipd_faststat  per-CPU    0 → frames, bytes forwarded                        1 entry
 //	vipd_fastref   array      counting slot → frames, bytes (mmapped by vipd)    MaxFastRefs entries
 //
-// A second program, for another interface, may share all five
+// A second program, for another interface, may share them all
 // (Options.ShareFast): a two-armed vipd's clients' packets arrive on one
 // interface, its NAT backends' replies on the other, and one map of flows
 // serves both, each entry for its interface (In).
