@@ -271,41 +271,30 @@ func (w *Worker) offerReply(d *Desc, frame []byte, f *packet.Frame, v *vip, mac 
 	w.offer(x)
 }
 
-// offerFast6 is offerFast for an IPv6 flow of a NAT VIP, which forward6
-// just translated: on top of offerFast's conditions, the frame is
-// untagged and carries TCP or UDP right after the fixed header (no
-// extension headers), as the fast path requires.
+// offerFast6 is offerFast for an IPv6 flow, which forward6 just
+// translated (NAT) or encap6 wrapped in IPv6 in IPv6 (DSR; not GUE, whose
+// UDP checksum covers the whole packet): on top of offerFast's
+// conditions, the frame is untagged and carries TCP or UDP right after
+// the fixed header (no extension headers), as the fast path requires.
 func (w *Worker) offerFast6(d *Desc, frame []byte, p *pkt, v *vip, b *backend, ref uint32, out uint8) {
 	f := &p.f
-	if !plain6(f) || !w.mayHandDown(d, v, ref, tcpFlags(frame, f)) {
+	if v.gue || !plain6(f) || !w.mayHandDown(d, v, ref, tcpFlags(frame, f)) {
 		return
 	}
+	s := w.snap
 	x := &w.fastFlow
 	*x = FastFlow{
 		V6: true, Src6: p.key.Src, Dst6: v.addr6, SrcPort: p.key.SrcPort, DstPort: p.key.DstPort, Proto: f.Proto,
-		Gen: w.snap.gen, Addr6: b.addr6, Port: b.port, MACs: b.macs,
-		MaxLen: uint16(min(w.snap.mtu[out], 0xffff)), RxPort: d.RxPort, TxPort: out, Slot: ref,
+		Gen: s.gen, Addr6: b.addr6, MACs: b.macs, RxPort: d.RxPort, TxPort: out, Slot: ref,
 	}
-	x.L4Sum = nat.Sums6(&x.Dst6, &x.Addr6, p.key.DstPort, b.port)
-	w.offer(x)
-}
-
-// offerEncap6 is offerFast6 for a DSR VIP's IPv6 flow that encap6 just
-// wrapped in IPv6 in IPv6 (not GUE, no hint) toward backend b (ref) with
-// flow label label; h is the flow's hash (the source's host bits).
-func (w *Worker) offerEncap6(d *Desc, frame []byte, f *packet.Frame, v *vip, b *backend, ref uint32, out uint8, label uint32, h uint64) {
-	if !plain6(f) || !w.mayHandDown(d, v, ref, tcpFlags(frame, f)) {
-		return
+	mtu := s.mtu[out]
+	if v.mode == ModeDSR {
+		x.Encap, x.EncapSrc6, x.FlowLabel = true, v.encapSrc6(p.hp), s.flowLabel6(&x.Src6, ref)&0xfffff
+		mtu -= v.over
+	} else {
+		x.Port, x.L4Sum = b.port, nat.Sums6(&x.Dst6, &x.Addr6, p.key.DstPort, b.port)
 	}
-	ip := f.IPv6(frame)
-	l4 := (*[4]byte)(frame[f.L4Off:])
-	x := &w.fastFlow
-	*x = FastFlow{
-		V6: true, Src6: *ip.SourceAddress(), Dst6: v.addr6,
-		SrcPort: binary.BigEndian.Uint16(l4[:]), DstPort: binary.BigEndian.Uint16(l4[2:]), Proto: f.Proto,
-		Gen: w.snap.gen, Addr6: b.addr6, MACs: b.macs, Encap: true, EncapSrc6: v.encapSrc6(h), FlowLabel: label & 0xfffff,
-		MaxLen: uint16(min(w.snap.mtu[out]-v.over, 0xffff)), RxPort: d.RxPort, TxPort: out, Slot: ref,
-	}
+	x.MaxLen = uint16(min(mtu, 0xffff))
 	w.offer(x)
 }
 

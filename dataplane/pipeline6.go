@@ -72,6 +72,9 @@ func (w *Worker) forward6(d *Desc, frame []byte, p *pkt, v *vip, b *backend, ref
 	out := s.egress()
 	if v.mode == ModeDSR {
 		w.encap6(d, frame, f, &e, v, b, out, ref, p.hp)
+		if w.fast6 && d.Verdict == VerdictTX {
+			w.offerFast6(d, frame, p, v, b, ref, out)
+		}
 		return
 	}
 	if len(s.onLink6) > 0 && d.RxPort == PortIngress {
@@ -124,7 +127,7 @@ func (w *Worker) encap6(d *Desc, frame []byte, f *packet.Frame, e *l2, v *vip, b
 		return
 	}
 	ip := f.IPv6(frame)
-	label := uint32(hashing.Src6(ip.SourceAddress(), s.seed) ^ uint64(ref))
+	label := s.flowLabel6(ip.SourceAddress(), ref)
 	var o int
 	switch {
 	case v.plain:
@@ -137,9 +140,6 @@ func (w *Worker) encap6(d *Desc, frame []byte, f *packet.Frame, e *l2, v *vip, b
 	d.Off = o - e.hlen
 	d.Len = e.hlen + over + f.L3Len
 	e.write(d.Buf[d.Off:], b.mac, s.mac[out], packet.EtherTypeIPv6)
-	if w.fast6 && !v.gue && w.hint < 0 {
-		w.offerEncap6(d, frame, f, v, b, ref, out, label, h)
-	}
 	w.tx(d, out)
 }
 
@@ -358,6 +358,14 @@ func (v *vip) wrap6(buf []byte, at, n int, b *backend, label uint32, h uint64) i
 	}
 	src := v.encapSrc6(h)
 	return encap.Encap6(buf, at, n, &src, &b.addr6, label)
+}
+
+// flowLabel6 is the outer flow label of the IPv6 encapsulation of a
+// client src's packets to backend ref: a hash of both, so that a backend's
+// NIC can spread the tunnels over its queues (RFC 6438) while each
+// client's packets stay in order (encap.Encap6 keeps its low 20 bits).
+func (s *Snapshot) flowLabel6(src *[16]byte, ref uint32) uint32 {
+	return uint32(hashing.Src6(src, s.seed) ^ uint64(ref))
 }
 
 // encapSrc6 is encapSrc4 for IPv6: EncapSrc, its host bits (srcBits6,
