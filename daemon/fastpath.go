@@ -113,14 +113,11 @@ func (f *fastWriter) Offer(x *dataplane.FastFlow) bool {
 	}
 	v := &f.v
 	*v = xdpprog.FastEntry4{
-		Gen: x.Gen, Expires: uint64(f.mono + dataplane.Nanotime() + f.refresh),
+		Gen: x.Gen, Expires: f.expires(),
 		Addr: x.Addr, Port: x.Port, IPSum: x.IPSum, L4Sum: x.L4Sum,
 		MACs: x.MACs, MaxLen: x.MaxLen, In: f.ifindex[x.RxPort&1], Ref: x.Slot,
 		SNAT: x.SNAT, Encap: x.Encap, EncapSrc: x.EncapSrc, OuterSum: x.OuterSum,
-		GUE: x.GUE, GUESrcPort: x.GUESrcPort, GUEDstPort: x.GUEDstPort,
-	}
-	if x.TxPort != x.RxPort {
-		v.Ifindex = f.ifindex[x.TxPort&1]
+		GUE: x.GUE, GUESrcPort: x.GUESrcPort, GUEDstPort: x.GUEDstPort, Ifindex: f.egress(x),
 	}
 	return f.w.Add(xdpprog.FastKey4{Src: x.Src, Dst: x.Dst, SrcPort: x.SrcPort, DstPort: x.DstPort, Proto: x.Proto}, v)
 }
@@ -129,15 +126,25 @@ func (f *fastWriter) Offer(x *dataplane.FastFlow) bool {
 func (f *fastWriter) offer6(x *dataplane.FastFlow) bool {
 	v := &f.v6
 	*v = xdpprog.FastEntry6{
-		Gen: x.Gen, Expires: uint64(f.mono + dataplane.Nanotime() + f.refresh),
+		Gen: x.Gen, Expires: f.expires(),
 		Addr: x.Addr6, Port: x.Port, L4Sum: x.L4Sum,
 		MACs: x.MACs, MaxLen: x.MaxLen, In: f.ifindex[x.RxPort&1], Ref: x.Slot, SNAT: x.SNAT,
-		Encap: x.Encap, EncapSrc: x.EncapSrc6, FlowLabel: x.FlowLabel,
-	}
-	if x.TxPort != x.RxPort {
-		v.Ifindex = f.ifindex[x.TxPort&1]
+		Encap: x.Encap, EncapSrc: x.EncapSrc6, FlowLabel: x.FlowLabel, Ifindex: f.egress(x),
 	}
 	return f.w.Add6(xdpprog.FastKey6{Src: x.Src6, Dst: x.Dst6, SrcPort: x.SrcPort, DstPort: x.DstPort, Proto: x.Proto}, v)
+}
+
+// expires is an entry's Expires written now: the program's clock, a
+// refresh from now.
+func (f *fastWriter) expires() uint64 { return uint64(f.mono + dataplane.Nanotime() + f.refresh) }
+
+// egress is the interface an entry sends x's packets by: 0 (XDP_TX) when
+// they leave by the one they came in on.
+func (f *fastWriter) egress(x *dataplane.FastFlow) uint32 {
+	if x.TxPort == x.RxPort {
+		return 0
+	}
+	return f.ifindex[x.TxPort&1]
 }
 
 // Flush implements dataplane.FastPath.
