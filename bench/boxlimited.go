@@ -59,8 +59,13 @@ type BoxResult struct {
 	// FramesPerBatch: vipd's vipd_worker_batch_size sum/count, the
 	// forwarder's frames over its batches; NaN for the kernel.
 	FramesPerBatch float64
-	NAPIThreads    int // receive NAPI kthreads found and pinned
-	Restarts       int // trafgen restarts
+	// WorkerShare: frames vipd's workers took per packet forwarded (its
+	// batch-size histogram's sum over the sink's count): near 1 without
+	// the XDP fast path; with it, the flows' first packets and each
+	// entry's renewal once per fast_path_refresh. NaN but for vipd.
+	WorkerShare float64
+	NAPIThreads int // receive NAPI kthreads found and pinned
+	Restarts    int // trafgen restarts
 	// Rounds holds, when the table ran in rounds (every row once per
 	// round, in turn), each round's medians, NaN for a round that failed;
 	// the row's other figures pool the windows of all rounds. BoxRatios
@@ -208,12 +213,12 @@ func flowsPhrase(n int) string {
 
 // WriteBoxTable writes the box-limited table in Markdown.
 func (r *Report) WriteBoxTable(w io.Writer) {
-	fmt.Fprintln(w, "| box path | flows | forwarded kpps, median (min–max) | offered kpps | lost at box (ring full / rx path / socket, kpps) | limited by | box CPU user / sys / softirq / idle (not the box's) | box process user ns/pkt | box process sys ns/pkt | NAPI thread ns/pkt | box CPU busy ns/pkt | frames per batch | vs bare fwd: pps | vs bare fwd: user ns/pkt |")
+	fmt.Fprintln(w, "| box path | flows | forwarded kpps, median (min–max) | offered kpps | lost at box (ring full / rx path / socket, kpps) | limited by | box CPU user / sys / softirq / idle (not the box's) | box process user ns/pkt | box process sys ns/pkt | NAPI thread ns/pkt | box CPU busy ns/pkt | frames per batch | through workers | vs bare fwd: pps | vs bare fwd: user ns/pkt |")
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for i := range r.Box {
 		x := &r.Box[i]
 		if x.Err != "" {
-			fmt.Fprintf(w, "| %s | %s | failed: %s | | | | | | | | | | | |\n", x.Name, flowsLabel(x.Flows), oneLine(x.Err))
+			fmt.Fprintf(w, "| %s | %s | failed: %s | | | | | | | | | | | | |\n", x.Name, flowsLabel(x.Flows), oneLine(x.Err))
 			continue
 		}
 		vsPPS, vsNs := "", ""
@@ -225,11 +230,11 @@ func (r *Report) WriteBoxTable(w io.Writer) {
 			fpb = fmt.Sprintf("%.1f", x.FramesPerBatch)
 		}
 		c := x.CPU
-		fmt.Fprintf(w, "| %s | %s | **%s** (%s–%s) | %s | %s (%s / %s / %s) | %s | %s / %s / %s / %s (%s) | %s | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(w, "| %s | %s | **%s** (%s–%s) | %s | %s (%s / %s / %s) | %s | %s / %s / %s / %s (%s) | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			x.Name, flowsLabel(x.Flows), kpps1(x.Forwarded.Median), kpps1(x.Forwarded.Min), kpps1(x.Forwarded.Max),
 			kpps1(x.Offered.Median), pct1(Ratio(max(x.Lost.Median, 0), x.Offered.Median)), kpps(x.RingDrops), kpps(x.RxDrops), kpps(x.SockDrops),
 			x.Limit(), pct(c.User), pct(c.Sys), pct(c.SoftIRQ), pct(c.Idle), pctOrDash(x.Others),
-			nsOrDash(x.UserNs), nsOrDash(x.SysNs), nsOrDash(x.NAPINs), nsOrDash(x.BusyNs), fpb, vsPPS, vsNs)
+			nsOrDash(x.UserNs), nsOrDash(x.SysNs), nsOrDash(x.NAPINs), nsOrDash(x.BusyNs), fpb, pct1(x.WorkerShare), vsPPS, vsNs)
 	}
 }
 
@@ -309,7 +314,8 @@ const BoxTableIntro = "What limits this table: **the box's CPU**. One queue; the
 	"process nor the NAPI kthreads — other tasks on this shared machine. Process and NAPI ns/pkt: " +
 	"/proc/PID/stat CPU time (10 ms ticks) per packet forwarded; the box's transmit into the sink's veth, and the sink's " +
 	"receive, run on the box CPU too. Frames per batch: vipd's vipd_worker_batch_size histogram (sum/count), the " +
-	"forwarder's own batch counter. Ratios are to the bare forwarder with the same flows, in the same run; when the table ran " +
+	"forwarder's own batch counter. Through workers: the frames vipd's workers took (that histogram's sum) per packet forwarded, " +
+	"near 100% without the XDP fast path; with it, each flow's first packets and one per fast_path_refresh that renews its entry. Ratios are to the bare forwarder with the same flows, in the same run; when the table ran " +
 	"in rounds (every row once per round, in turn), each round's ratio pairs the two rows' windows of that round, and a cell " +
 	"gives the median over the rounds and, in parentheses, the lowest and highest."
 

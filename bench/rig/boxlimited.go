@@ -246,7 +246,7 @@ func runRounds(rows []BoxScenario, rounds int, run func(BoxScenario) (bench.BoxR
 func runBox(parent *Scope, sc BoxScenario, o Options) (bench.BoxResult, []boxWindow, *bench.Section) {
 	o.Defaults()
 	res := bench.BoxResult{Name: sc.Name, Kind: sc.Kind, Mode: sc.Mode, IO: sc.IO, Flows: sc.Flows, Procs: sc.Procs, FrameSize: sc.FrameSize, BatchSize: sc.BatchSize,
-		UserNs: math.NaN(), SysNs: math.NaN(), NAPINs: math.NaN(), BusyNs: math.NaN(), FramesPerBatch: math.NaN()}
+		UserNs: math.NaN(), SysNs: math.NaN(), NAPINs: math.NaN(), BusyNs: math.NaN(), FramesPerBatch: math.NaN(), WorkerShare: math.NaN()}
 	s := parent.Child()
 	defer s.Close()
 	var prof *bench.Section
@@ -420,6 +420,10 @@ type boxWindow struct {
 	others                         float64
 	userNs, sysNs, napiNs          float64
 	busyNs, framesPerBatch         float64
+	// workerShare: the frames vipd's workers took (its batch-size
+	// histogram's sum) per packet forwarded; below 1 with the XDP fast
+	// path, which forwards the rest in the kernel.
+	workerShare float64
 }
 
 // deltaBox turns two samples into one window's figures; the box's CPU
@@ -434,6 +438,7 @@ func deltaBox(a, b boxSample) boxWindow {
 		rx:     (b.box.RxDropped - a.box.RxDropped) / dt,
 		cpu:    SplitBetween(a.cpu, b.cpu),
 		userNs: math.NaN(), sysNs: math.NaN(), napiNs: math.NaN(), framesPerBatch: math.NaN(),
+		workerShare: math.NaN(),
 	}
 	w.lost = w.off - w.fwd
 	busy := b.cpu.Total() - b.cpu.Idle - b.cpu.IOWait - (a.cpu.Total() - a.cpu.Idle - a.cpu.IOWait)
@@ -459,6 +464,9 @@ func deltaBox(a, b boxSample) boxWindow {
 	if a.hasBoxc && b.hasBoxc {
 		w.sock = (b.boxc.SockDrops - a.boxc.SockDrops) / dt
 		w.framesPerBatch = FramesPerBatch(a.boxc, b.boxc)
+		if b.boxc.BatchCount > a.boxc.BatchCount && pkts > 0 {
+			w.workerShare = (b.boxc.BatchFrames - a.boxc.BatchFrames) / pkts
+		}
 	}
 	return w
 }
@@ -519,4 +527,5 @@ func summarizeBox(res *bench.BoxResult, ws []boxWindow) {
 	res.NAPINs = med(func(w boxWindow) float64 { return w.napiNs })
 	res.BusyNs = med(func(w boxWindow) float64 { return w.busyNs })
 	res.FramesPerBatch = med(func(w boxWindow) float64 { return w.framesPerBatch })
+	res.WorkerShare = med(func(w boxWindow) float64 { return w.workerShare })
 }

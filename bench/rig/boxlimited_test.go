@@ -56,6 +56,8 @@ func TestDeltaBox(t *testing.T) {
 		// 190 busy ticks = 1.9 s
 		{"busy ns/pkt", w.busyNs, 4750},
 		{"frames per batch", w.framesPerBatch, 64},
+		// 400,000 frames through the workers for 400,000 forwarded
+		{"through workers", w.workerShare, 1},
 		{"user share", w.cpu.User, 0.5},
 		// busy 190 − own (80 + 20 + 60) = 30 of 200 ticks
 		{"others", w.others, 0.15},
@@ -67,7 +69,7 @@ func TestDeltaBox(t *testing.T) {
 	// Without a box process (nftables) its figures are NaN, not 0.
 	a.hasProc, b.hasProc, a.hasBoxc, b.hasBoxc = false, false, false, false
 	w = deltaBox(a, b)
-	if !math.IsNaN(w.userNs) || !math.IsNaN(w.sysNs) || !math.IsNaN(w.framesPerBatch) || math.IsNaN(w.napiNs) {
+	if !math.IsNaN(w.userNs) || !math.IsNaN(w.sysNs) || !math.IsNaN(w.framesPerBatch) || !math.IsNaN(w.workerShare) || math.IsNaN(w.napiNs) {
 		t.Errorf("no process: user %v sys %v fpb %v napi %v", w.userNs, w.sysNs, w.framesPerBatch, w.napiNs)
 	}
 }
