@@ -22,7 +22,7 @@ const (
 	DefaultFastPath          = FastPathAuto
 	DefaultFastPathFlows     = 1 << 18
 	MaxFastPathFlows         = 1 << 22 // xdpprog.MaxFastFlows
-	DefaultFastPathRefresh   = 2 * time.Second
+	DefaultFastPathRefresh   = 5 * time.Second // each handed-down flow passes one packet a refresh through a worker
 	DefaultFlowHashSeed      = 0x5f1b_7a3c_9e2d_4b60 // any fixed value: what matters is that every instance uses the same one
 	DefaultConntrackCapacity = 1 << 20
 	DefaultTCPUnestablished  = 30 * time.Second

@@ -44,6 +44,9 @@ type BoxScenario struct {
 	// gives the sink's veth an XDP_PASS program so that it takes frames
 	// the box's XDP program redirects to it (nstest.XDPPass).
 	FastPath bool
+	// FastPathRefresh, when positive, sets vipd's fast_path_refresh
+	// (with FastPath), overriding its default.
+	FastPathRefresh time.Duration
 }
 
 // Label is the row's name with its flow count, what -only matches.
@@ -95,6 +98,16 @@ func BusyPollRows(rows []BoxScenario, usecs int, napiDefer bool) []BoxScenario {
 		suffix += " + NAPI defer"
 	}
 	return variantRows(rows, vipdXDP, suffix, func(sc *BoxScenario) { sc.BusyPoll, sc.NAPIDefer = usecs, napiDefer })
+}
+
+// FastPathRefreshRows returns, for every vipd row of rows with the fast
+// path, the same row with fast_path_refresh set to d: the rows
+// -fast-path-refresh adds. Each handed-down flow sends one packet a
+// refresh through the workers, which the rows' "through workers" column
+// shows.
+func FastPathRefreshRows(rows []BoxScenario, d time.Duration) []BoxScenario {
+	return variantRows(rows, func(sc BoxScenario) bool { return vipdXDP(sc) && sc.FastPath },
+		", refresh "+d.String(), func(sc *BoxScenario) { sc.FastPathRefresh = d })
 }
 
 // ProcsRows returns, for the bare forwarder's rows and every vipd AF_XDP
@@ -293,6 +306,9 @@ func runBox(parent *Scope, sc BoxScenario, o Options) (bench.BoxResult, []boxWin
 			}
 			if sc.FastPath {
 				extra = append(extra, "fast_path = true")
+				if sc.FastPathRefresh > 0 {
+					extra = append(extra, fmt.Sprintf("fast_path_refresh = %q", sc.FastPathRefresh.String()))
+				}
 				r.Sink.XDPPass(s, SinkIf)
 			} else {
 				// The userspace rows: the workers forward every packet,

@@ -277,3 +277,32 @@ func TestRunRounds(t *testing.T) {
 		t.Errorf("one round: %+v", one[0])
 	}
 }
+
+// TestFastPathRefreshRows: -fast-path-refresh copies the fast path rows
+// alone (vipd NAT and DSR at 1 and 64k flows), which pair with the base
+// forwarder rows, and the rig's vipd configuration takes the refresh.
+func TestFastPathRefreshRows(t *testing.T) {
+	base := BoxScenarios()
+	rows := FastPathRefreshRows(base, 10*time.Second)
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want 4: %+v", len(rows), rows)
+	}
+	checkCopiedRows(t, base, rows, ", refresh 10s")
+	for _, sc := range rows {
+		if sc.Kind != bench.KindVIPD || !sc.FastPath || sc.FastPathRefresh != 10*time.Second || sc.Profile {
+			t.Errorf("row %+v", sc)
+		}
+	}
+	for _, sc := range base {
+		if sc.FastPathRefresh != 0 {
+			t.Errorf("a base row sets the refresh: %+v", sc)
+		}
+	}
+	cfg, _, err := config.Parse("rig.toml", []byte(VIPDConfig("afxdp", 1, "fast_path = true", `fast_path_refresh = "10s"`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Dataplane.FastPathRefresh.D() != 10*time.Second {
+		t.Errorf("refresh %v", cfg.Dataplane.FastPathRefresh)
+	}
+}

@@ -53,6 +53,8 @@ func main() {
 	procsRows := flag.Int("procs-rows", 0, "also run the bare forwarder's and every vipd AF_XDP box-limited row with GOMAXPROCS set to this for the box's program (0: no such rows), to compare with the default of one P besides the workers; the rows are named \"..., GOMAXPROCS=N\"")
 	batchSize := flag.Int("batch-size", 0, "also run the bare forwarder's and every vipd AF_XDP box-limited row with the box program's batch size (frames per receive call) set to this (0: no such rows; the default rows use config.DefaultBatchSize); the rows are named \"..., batch N\"")
 	frameSize := flag.Int("frame-size", 0, "also run the bare forwarder's and every vipd box-limited row with the box program's frame size set to this, 2048 or 4096 (0: no such rows; the default rows pick by the interfaces' MTUs); the rows are named \"..., frame N B\"")
+	var refreshes durations
+	flag.Var(&refreshes, "fast-path-refresh", "also run every vipd fast path box-limited row with fast_path_refresh set to each of these (comma-separated durations, e.g. 2s,10s); the rows are named \"..., refresh D\"")
 	busyDefer := flag.Bool("busy-poll-napi-defer", false, "in the -busy-poll rows, also set the box veth's napi_defer_hard_irqs=2 and gro_flush_timeout=200000")
 	flag.Parse()
 	var filter *regexp.Regexp
@@ -115,6 +117,9 @@ func main() {
 		}
 		if *batchSize > 0 {
 			rows = append(rows, rig.BatchSizeRows(base, *batchSize)...)
+		}
+		for _, d := range refreshes {
+			rows = append(rows, rig.FastPathRefreshRows(base, d)...)
 		}
 		runRig(rep, root, rig.Options{
 			Window: *window, Reps: *reps, Threaded: *threaded, GenProcs: *genProcs,
@@ -388,4 +393,30 @@ func fatal(err error) {
 	fmt.Fprintln(os.Stderr, "bench:", err)
 	scope.Close()
 	os.Exit(1)
+}
+
+// durations is a flag holding a comma-separated list of durations, each
+// above zero.
+type durations []time.Duration
+
+func (d *durations) String() string {
+	var s []string
+	for _, x := range *d {
+		s = append(s, x.String())
+	}
+	return strings.Join(s, ",")
+}
+
+func (d *durations) Set(v string) error {
+	for _, f := range strings.Split(v, ",") {
+		x, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil {
+			return err
+		}
+		if x <= 0 {
+			return fmt.Errorf("%s: not above zero", f)
+		}
+		*d = append(*d, x)
+	}
+	return nil
 }
