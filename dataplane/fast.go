@@ -327,11 +327,30 @@ func plain6(f *packet.Frame) bool {
 	return !f.Frag && f.HasL4 && f.L3Off == packet.EthernetSize && f.L4Off == f.L3Off+packet.IPv6Size && isTCPUDP(f.Proto)
 }
 
-// offer queues f with the fast path and counts it.
+// offerRepeat is how long after offering a flow a worker does not offer
+// it again unchanged (ns). The entry is written when the batch ends, but
+// the frames the program sent to the worker before that — the rest of a
+// burst that arrived with the packet that handed the flow down or renewed
+// it, often dozens — still come through the worker, and each would write
+// the same entry again (a map update of the kernel's each). They come
+// within a ring's worth of frames: well under this. A flow's entry lasts
+// fast_path_refresh, at least 100 ms, so one not written again for this
+// long is written again by the flow's next packet after it.
+const offerRepeat = int64(10 * time.Millisecond)
+
+// offer queues f with the fast path and counts it, unless it is the
+// flow's offer of under offerRepeat ago, unchanged (the last one
+// offered from the same receive port, where a burst's frames follow each
+// other).
 func (w *Worker) offer(f *FastFlow) {
+	p := f.RxPort & 1
+	if *f == w.lastOffer[p] && w.now-w.lastOfferAt[p] < offerRepeat {
+		return
+	}
 	if w.fast.Offer(f) {
 		w.c.FastOffered++
 		w.fastPending = true
+		w.lastOffer[p], w.lastOfferAt[p] = *f, w.now
 	}
 }
 

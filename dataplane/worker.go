@@ -154,6 +154,10 @@ type Worker struct {
 	lastState   conntrack.State
 	fastFlow    FastFlow
 	fastPending bool
+	// lastOffer is the flow last offered per receive port, at
+	// lastOfferAt (w.now): see offer.
+	lastOffer   [2]FastFlow
+	lastOfferAt [2]int64
 	// fastHarvest: this worker adds the fast path's counts to its
 	// counters (harvestFast), last at fastHarvested (w.now), having seen
 	// fastSeen[ref] (packets, bytes) of each backend reference and

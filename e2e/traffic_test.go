@@ -244,6 +244,55 @@ func TestFastPathIPv6(t *testing.T) {
 	}
 }
 
+// TestFastPathRenewal: a flow the fast path carries for several of its
+// refreshes is handed down again about once a refresh in each direction,
+// and otherwise stays in the kernel. The workers see the flow's
+// handshake, its end, and per renewal the packet after the entry expired
+// with the rest of its burst that arrives before the worker has written
+// the entry again (the paced reader here opens the window 100 KB at a
+// time: measured at about 30 frames a renewal), which the worker does
+// not hand down again (offerRepeat: measured 361 hand-downs for 12
+// refreshes before it, 23 after). The fast path forwards the rest, and
+// the transfer completes, paced over about twelve refreshes.
+func TestFastPathRenewal(t *testing.T) {
+	const refresh = 250 * time.Millisecond
+	e := setup(t, testbed.Options{XDPPeers: true}, testbed.ConfigOptions{FastPath: refresh.String()})
+	if _, err := e.download(natURL, 1<<10); err != nil { // neighbours resolved, backends up
+		t.Fatalf("first download: %v", err)
+	}
+	rx0, off0 := e.metric("vipd_rx_frames_total"), e.metric("vipd_fast_path_offered_total")
+	fast0 := e.metric("vipd_driver_events_total", "event", "fast_path_forwarded")
+	segs0 := tcpOutSegs(t, e.bed.Client) + tcpOutSegs(t, e.backendNS()...)
+	start := time.Now()
+	be := make(chan string, 1)
+	if err := e.slowDownload(natURL, 6<<20, 2<<20, be); err != nil { // about 3 s
+		t.Fatalf("paced download from %s: %v", <-be, err)
+	}
+	took := time.Since(start)
+	segs := tcpOutSegs(t, e.bed.Client) + tcpOutSegs(t, e.backendNS()...) - segs0
+	// The workers publish their counters every 100 ms; the fast path's
+	// are harvested within a second.
+	time.Sleep(300 * time.Millisecond)
+	rx := e.metric("vipd_rx_frames_total") - rx0
+	off := e.metric("vipd_fast_path_offered_total") - off0
+	fast := e.eventually(func(v float64) bool { return v-fast0+rx >= segs*0.98 },
+		"vipd_driver_events_total", "event", "fast_path_forwarded") - fast0
+	periods := float64(took / refresh)
+	t.Logf("%v over %.0f refreshes: %v segments from both ends; the workers took %v frames and handed down %v flows, the fast path forwarded %v",
+		took.Round(time.Millisecond), periods, segs, rx, off, fast)
+	// Two flows (the client's, the backend's replies), each handed down
+	// after its first packets and renewed at its first packet after each
+	// expiry: one a period at most, fewer when a packet renews it late.
+	if off < periods || off > 2*periods+8 {
+		t.Errorf("%v flows handed down over %.0f refreshes of two flows, want one renewal a refresh and flow, give or take", off, periods)
+	}
+	// Without renewals the workers would take every frame after the
+	// first refresh; without the entries, all.
+	if rx > segs/4 || fast < segs*3/4 {
+		t.Errorf("the workers took %v frames and the fast path forwarded %v of %v segments, want the fast path three quarters at least", rx, fast, segs)
+	}
+}
+
 // TestFastPathAutoOnVeth: with the default fast_path ("auto") on the
 // testbed's veths, vipd leaves the fast path off and says why, and
 // forwards through the workers (the veths' peers run no XDP program, so
