@@ -21,8 +21,8 @@ const (
 	MaxBusyPollBudget        = 1024
 	DefaultFastPath          = FastPathAuto
 	DefaultFastPathFlows     = 1 << 18
-	MaxFastPathFlows         = 1 << 22 // xdpprog.MaxFastFlows
-	DefaultFastPathRefresh   = 5 * time.Second // each handed-down flow passes one packet a refresh through a worker
+	MaxFastPathFlows         = 1 << 22               // xdpprog.MaxFastFlows
+	DefaultFastPathRefresh   = 5 * time.Second       // each handed-down flow passes one packet a refresh through a worker
 	DefaultFlowHashSeed      = 0x5f1b_7a3c_9e2d_4b60 // any fixed value: what matters is that every instance uses the same one
 	DefaultConntrackCapacity = 1 << 20
 	DefaultTCPUnestablished  = 30 * time.Second
