@@ -55,9 +55,6 @@ func (w *Worker) classify(d *Desc, p *pkt) {
 			w.headroom(d, w.snap.vips[p.vi].over)
 		}
 	}
-	if p.is&isTracked != 0 {
-		p.loc = w.ct.Locate(p.h)
-	}
 }
 
 // classifyCommon is classify4 for a frame packet.ParseCommon took (IPv4
@@ -112,17 +109,29 @@ func (w *Worker) headroom(d *Desc, o int) {
 	}
 }
 
-// flow4 sets the key, hashes and isTracked of an IPv4 flow for VIP v.
+// flow4 sets the key, hashes, location and isTracked of an IPv4 flow for
+// VIP v. A packet of the flow the worker's last IPv4 one was of (a
+// burst's frames follow each other) takes that one's hashes and location
+// (memo4): they are functions of the key (whose VIP has one address, the
+// destination), the snapshot's seed and the shard, and adopt forgets
+// them with the snapshot.
 func (w *Worker) flow4(p *pkt, v *vip, src, dst uint32, sp, dp uint16) {
-	s := w.snap
 	p.is |= isTracked
+	p.key = conntrack.Key{SrcPort: sp, DstPort: dp, VIP: v.id, Proto: p.f.Proto}
+	binary.BigEndian.PutUint32(p.key.Src[:], src)
+	m := &w.memo4
+	if p.key == m.key {
+		p.h, p.hp, p.loc = m.h, m.hp, m.loc
+		return
+	}
+	s := w.snap
 	p.h = hashing.Flow4(src, dst, sp, dp, p.f.Proto, s.seed)
 	p.hp = p.h
 	if v.srcHash {
 		p.hp = hashing.Src4(src, s.seed)
 	}
-	p.key = conntrack.Key{SrcPort: sp, DstPort: dp, VIP: v.id, Proto: p.f.Proto}
-	binary.BigEndian.PutUint32(p.key.Src[:], src)
+	p.loc = w.ct.Locate(p.h)
+	m.key, m.h, m.hp, m.loc = p.key, p.h, p.hp, p.loc
 }
 
 // act is the second stage: the verdict, from what classify found.

@@ -54,6 +54,7 @@ func (w *Worker) classify6(frame []byte, p *pkt) {
 		// copied (see Desc.Set).
 		k := &p.key
 		k.Src, k.SrcPort, k.DstPort, k.VIP, k.Proto, k.IPv6 = *src, sp, dp, v.id, f.Proto, true
+		p.loc = w.ct.Locate(p.h)
 	}
 	if v.srcHash {
 		p.hp = hashing.Src6(src, s.seed)

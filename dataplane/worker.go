@@ -158,6 +158,14 @@ type Worker struct {
 	// lastOfferAt (w.now): see offer.
 	lastOffer   [2]FastFlow
 	lastOfferAt [2]int64
+
+	// memo4 is the last IPv4 flow flow4 hashed, with its hashes and
+	// location; its zero key is no flow's (a flow's protocol is 6 or 17).
+	memo4 struct {
+		key   conntrack.Key
+		h, hp uint64
+		loc   conntrack.Loc
+	}
 	// fastHarvest: this worker adds the fast path's counts to its
 	// counters (harvestFast), last at fastHarvested (w.now), having seen
 	// fastSeen[ref] (packets, bytes) of each backend reference and
@@ -267,6 +275,7 @@ func (w *Worker) adopt(snap *Snapshot) {
 	w.resize(snap)
 	w.sch.adopt(snap, true)
 	w.snap = snap
+	w.memo4.key = conntrack.Key{} // its hashes are of the old seed
 	for i := range w.pkts {
 		w.pkts[i].v = nil // let the old snapshot go: a slot past the batches to come would pin it
 	}
