@@ -119,8 +119,11 @@ func (w *Worker) flow4(p *pkt, v *vip, src, dst uint32, sp, dp uint16) {
 	p.is |= isTracked
 	p.key = conntrack.Key{SrcPort: sp, DstPort: dp, VIP: v.id, Proto: p.f.Proto}
 	binary.BigEndian.PutUint32(p.key.Src[:], src)
+	// The key's fields compared in registers, not the key just stored
+	// (its words, read back across narrower stores, would wait for them).
 	m := &w.memo4
-	if p.key == m.key {
+	tag := uint64(sp) | uint64(dp)<<16 | uint64(v.id)<<32 | uint64(p.f.Proto)<<48
+	if tag == m.tag && src == m.src {
 		p.h, p.hp, p.loc = m.h, m.hp, m.loc
 		return
 	}
@@ -131,7 +134,7 @@ func (w *Worker) flow4(p *pkt, v *vip, src, dst uint32, sp, dp uint16) {
 		p.hp = hashing.Src4(src, s.seed)
 	}
 	p.loc = w.ct.Locate(p.h)
-	m.key, m.h, m.hp, m.loc = p.key, p.h, p.hp, p.loc
+	m.src, m.tag, m.h, m.hp, m.loc = src, tag, p.h, p.hp, p.loc
 }
 
 // act is the second stage: the verdict, from what classify found.

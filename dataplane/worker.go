@@ -160,9 +160,11 @@ type Worker struct {
 	lastOfferAt [2]int64
 
 	// memo4 is the last IPv4 flow flow4 hashed, with its hashes and
-	// location; its zero key is no flow's (a flow's protocol is 6 or 17).
+	// location: the client's address, and its ports, VIP id and protocol
+	// in tag (a zero tag is no flow's: a flow's protocol is 6 or 17).
 	memo4 struct {
-		key   conntrack.Key
+		src   uint32
+		tag   uint64
 		h, hp uint64
 		loc   conntrack.Loc
 	}
@@ -275,7 +277,7 @@ func (w *Worker) adopt(snap *Snapshot) {
 	w.resize(snap)
 	w.sch.adopt(snap, true)
 	w.snap = snap
-	w.memo4.key = conntrack.Key{} // its hashes are of the old seed
+	w.memo4.tag = 0 // its hashes are of the old seed
 	for i := range w.pkts {
 		w.pkts[i].v = nil // let the old snapshot go: a slot past the batches to come would pin it
 	}
