@@ -18,6 +18,7 @@ import (
 // their slots. The scan keeps Stats.Entries honest and returns the slots of
 // idle buckets; one full round takes len(buckets)/K calls.
 func (s *Shard) Advance(now Tick) {
+	s.epoch++
 	if now > s.now {
 		s.now = now
 	}

@@ -171,6 +171,7 @@ const noVictim = ^uint64(0)
 // not inline: 1,480 -> 1,491), which a flood pays on every packet.
 func (s *Shard) replace(b *bucket, bi, p uint32, i int, t uint16, k *Key, backend uint32, ph uint8) Entry {
 	i &= 7
+	s.epoch++
 	if b.state[i]&altBit != 0 { // the old flow's primary loses an overflow
 		s.buckets[s.primary(bi, b.tag(i))].ovf--
 	}
@@ -295,6 +296,7 @@ func (s *Shard) relocate(b0 *bucket, i0 uint32, b1 *bucket, i1 uint32) (*bucket,
 // grows when a flow leaves its primary, shrinks when it comes home.
 func (s *Shard) move(b *bucket, i int, o *bucket, j int) {
 	i, j = i&7, j&7
+	s.epoch++
 	o.recs[j] = b.recs[i]
 	o.seen[j] = b.seen[i]
 	if st := b.state[i]; st&altBit != 0 {

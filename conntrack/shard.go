@@ -34,8 +34,12 @@ type Shard struct {
 	// and a flood of new flows would pay up to 16 bucket reads each.
 	relocMax uint64
 	live     uint64
-	c        counters
-	pub      published
+	// epoch changes whenever an entry may stop being what a lookup of
+	// its key returns: a flow leaves its slot (remove, replace, move)
+	// or the clock advances (a lookup tests expiry). See Epoch.
+	epoch uint64
+	c     counters
+	pub   published
 }
 
 // Multipliers of the bucket mix: those of MurmurHash3's 64-bit finalizer,
@@ -137,6 +141,13 @@ func (s *Shard) Locate(h uint64) Loc {
 	return Loc{uint32(hi), t}
 }
 
+// Epoch returns the shard's epoch: while it stays the same, an Entry a
+// lookup returned is the one a lookup of the same key would return again
+// (Touch, SetBackend and SetFlags keep it; a flow placed in a free slot
+// moves no other). A caller may keep an Entry and its epoch instead of
+// looking the same flow up again. Owner only.
+func (s *Shard) Epoch() uint64 { return s.epoch }
+
 // Lookup returns the live entry for k, whose flow hash is h. A flow that
 // has timed out but not yet been reclaimed is a miss; Lookup reclaims it on
 // the spot (counted as an expiration). h must be the same function of the
@@ -203,6 +214,7 @@ func (s *Shard) Delete(e Entry) {
 // that the expiry scan's idle test (expire) does not see a departed flow's
 // age.
 func (s *Shard) remove(b *bucket, bi uint32, i int) {
+	s.epoch++
 	if b.state[i&7]&altBit != 0 {
 		s.buckets[s.primary(bi, b.tag(i))].ovf--
 	}

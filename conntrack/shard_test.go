@@ -510,3 +510,52 @@ func TestInsertMissedAfterTimeout(t *testing.T) {
 		t.Fatalf("f after InsertMissed: found %v (backend %d)", ok, e.Backend())
 	}
 }
+
+// TestEpoch: the epoch stays while every entry stays what a lookup of
+// its key returns (hits, Touch, SetBackend, SetFlags, a flow placed in a
+// free slot) and changes when a flow leaves its slot (Delete, a lookup
+// that finds it expired) or the clock advances.
+func TestEpoch(t *testing.T) {
+	s := newShard(t, 1024)
+	e := insert(t, s, testKey(1), 7, tcpSYN, Inserted)
+	ep := s.Epoch()
+	same := func(what string) {
+		t.Helper()
+		if s.Epoch() != ep {
+			t.Errorf("%s changed the epoch", what)
+		}
+	}
+	moved := func(what string) {
+		t.Helper()
+		if s.Epoch() == ep {
+			t.Errorf("%s left the epoch", what)
+		}
+		ep = s.Epoch()
+	}
+	if _, ok := lookup(s, testKey(1)); !ok {
+		t.Fatal("lookup missed")
+	}
+	same("a hit")
+	s.Touch(e, tcpACK)
+	s.SetBackend(e, 8)
+	e.SetFlags(1)
+	same("Touch, SetBackend, SetFlags")
+	insert(t, s, testKey(2), 7, tcpSYN, Inserted)
+	same("an insert into a free slot")
+	if _, ok := lookup(s, testKey(3)); ok {
+		t.Fatal("a lookup of a flow never inserted hit")
+	}
+	same("a miss")
+	s.Delete(e)
+	moved("Delete")
+	s.Advance(s.Now() + 1)
+	moved("Advance")
+	// testKey(2) is a SYN-only flow; far past its timeout, a lookup
+	// reclaims it.
+	s.now += 1 << 20
+	ep = s.Epoch()
+	if _, ok := lookup(s, testKey(2)); ok {
+		t.Fatal("an expired flow hit")
+	}
+	moved("a lookup that reclaims an expired flow")
+}

@@ -143,7 +143,7 @@ func (w *Worker) pick(frame []byte, p *pkt, vi int, v *vip) (*backend, uint32) {
 //go:noinline
 func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 	s := w.snap
-	if e, ok := w.ct.LookupAt(&p.key, p.loc); ok {
+	if e, ok := w.lookup(p); ok {
 		w.c.FlowHits++
 		ref := e.Backend()
 		if b := s.backendFor(ref, vi); b != nil {
@@ -207,6 +207,21 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 	w.c.VIPs[v.id].NewFlows++
 	w.c.Backends[ref].NewFlows++
 	return b, ref
+}
+
+// lookup is the shard's LookupAt of p's flow, or, when p is of the flow
+// the last lookup found (a burst's next packet: flow4's memo gave both
+// the same serial) and the shard's epoch is the same, that lookup's
+// entry, which LookupAt would find again (conntrack.Shard.Epoch).
+func (w *Worker) lookup(p *pkt) (conntrack.Entry, bool) {
+	if p.serial != 0 && p.serial == w.hit.serial && w.hit.epoch == w.ct.Epoch() {
+		return w.hit.e, true
+	}
+	e, ok := w.ct.LookupAt(&p.key, p.loc)
+	if ok {
+		w.hit.e, w.hit.serial, w.hit.epoch = e, p.serial, w.ct.Epoch()
+	}
+	return e, ok
 }
 
 // flagPrevious, in a conntrack entry's flags, marks a flow that started

@@ -124,7 +124,7 @@ func (w *Worker) flow4(p *pkt, v *vip, src, dst uint32, sp, dp uint16) {
 	m := &w.memo4
 	tag := uint64(sp) | uint64(dp)<<16 | uint64(v.id)<<32 | uint64(p.f.Proto)<<48
 	if tag == m.tag && src == m.src {
-		p.h, p.hp, p.loc = m.h, m.hp, m.loc
+		p.h, p.hp, p.loc, p.serial = m.h, m.hp, m.loc, m.serial
 		return
 	}
 	s := w.snap
@@ -134,7 +134,8 @@ func (w *Worker) flow4(p *pkt, v *vip, src, dst uint32, sp, dp uint16) {
 		p.hp = hashing.Src4(src, s.seed)
 	}
 	p.loc = w.ct.Locate(p.h)
-	m.src, m.tag, m.h, m.hp, m.loc = src, tag, p.h, p.hp, p.loc
+	m.serial++
+	m.src, m.tag, m.h, m.hp, m.loc, p.serial = src, tag, p.h, p.hp, p.loc, m.serial
 }
 
 // act is the second stage: the verdict, from what classify found.

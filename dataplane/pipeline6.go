@@ -55,6 +55,7 @@ func (w *Worker) classify6(frame []byte, p *pkt) {
 		k := &p.key
 		k.Src, k.SrcPort, k.DstPort, k.VIP, k.Proto, k.IPv6 = *src, sp, dp, v.id, f.Proto, true
 		p.loc = w.ct.Locate(p.h)
+		p.serial = 0
 	}
 	if v.srcHash {
 		p.hp = hashing.Src6(src, s.seed)

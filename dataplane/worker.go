@@ -163,10 +163,17 @@ type Worker struct {
 	// location: the client's address, and its ports, VIP id and protocol
 	// in tag (a zero tag is no flow's: a flow's protocol is 6 or 17).
 	memo4 struct {
-		src   uint32
-		tag   uint64
-		h, hp uint64
-		loc   conntrack.Loc
+		src    uint32
+		tag    uint64
+		h, hp  uint64
+		loc    conntrack.Loc
+		serial uint64 // one more for every flow it holds
+	}
+	// hit is the entry of the last lookup that found its flow, the
+	// flow's serial and the shard's epoch then: see lookup.
+	hit struct {
+		e             conntrack.Entry
+		serial, epoch uint64
 	}
 	// fastHarvest: this worker adds the fast path's counts to its
 	// counters (harvestFast), last at fastHarvested (w.now), having seen
