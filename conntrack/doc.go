@@ -38,8 +38,10 @@
 //	return e.Backend()
 //
 // An Entry is a handle valid until the next Insert, Delete or Advance on its
-// shard; it is used for the packet at hand and never stored. Lookup, Insert,
-// Touch, SetBackend, Delete and Advance do not allocate.
+// shard, and used for the packet at hand; more exactly, while the shard's
+// Epoch stays the same, which a caller may check to keep the Entry for the
+// next packet of the same flow (a burst's) instead of looking it up again.
+// Lookup, Insert, Touch, SetBackend, Delete and Advance do not allocate.
 //
 // # Layout and memory
 //
