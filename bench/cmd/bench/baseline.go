@@ -26,12 +26,16 @@ const baselinePipeline = "^BenchmarkPipeline$/^(nat|dsr)$/^(hit|miss)$/^flows=(1
 // tree, the latter without and with vipd's PGO profile, runs their
 // BenchmarkPipeline in turn rounds times, and tabulates the medians: ns
 // per packet then and now, the ratios, and the allocations. Alternating
-// the binaries spreads the machine's drift over every column.
+// the binaries spreads the machine's drift over every column; a ratio is
+// the median of the rounds' ratios (each divides two runs seconds apart),
+// as the box-limited table's are, so that a slow minute on this shared
+// machine moves one round's ratio and not a column's median.
 func baselineSection(root, rev string, rounds int, benchtime string) bench.Section {
 	sec := bench.Section{Title: "In memory: this tree against " + rev,
 		Intro: fmt.Sprintf("`go test -c ./dataplane` of %s (git archive) and of the working tree, the latter twice: without PGO (now) "+
 			"and with the profile vipd is built with, %s (now PGO, as `go build ./cmd/vipd` compiles the pipeline); "+
-			"each run %d times in turn with `-test.bench '%s' -test.benchtime %s`; medians of ns/pkt. Ratios = now ÷ then (lower is faster).",
+			"each run %d times in turn with `-test.bench '%s' -test.benchtime %s`; medians of ns/pkt. Ratios = now ÷ then (lower is faster): "+
+			"the median of the rounds' ratios, each of two runs seconds apart, with their range in parentheses.",
 			rev, pgoProfile, rounds, baselinePipeline, benchtime)}
 	dir, err := os.MkdirTemp("", "vipd-bench-baseline")
 	if err != nil {
@@ -185,7 +189,7 @@ func baselineTable(rev string, runs [3]map[string][]bench.GoBench) string {
 	}
 	sort.Strings(sorted)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-40s %12s %8s %8s %7s %7s %11s\n", "benchmark", rev+" ns/pkt", "now", "now PGO", "ratio", "PGO", "allocs/pkt")
+	fmt.Fprintf(&b, "%-40s %12s %8s %8s %18s %18s %11s\n", "benchmark", rev+" ns/pkt", "now", "now PGO", "ratio", "PGO", "allocs/pkt")
 	for _, n := range sorted {
 		var v [3]float64
 		var ok [3]bool
@@ -204,14 +208,35 @@ func baselineTable(rev string, runs [3]map[string][]bench.GoBench) string {
 			return fmt.Sprintf("%.1f", v[i])
 		}
 		ratio := func(i int) string {
-			if !ok[0] || !ok[i] || v[0] <= 0 {
+			s := bench.Summarize(roundRatios(runs[0][n], runs[i][n], "ns/pkt"))
+			if s.N == 0 {
 				return "–"
 			}
-			return fmt.Sprintf("%.2f×", v[i]/v[0])
+			return fmt.Sprintf("%.2f× (%.2f–%.2f)", s.Median, s.Min, s.Max)
 		}
-		fmt.Fprintf(&b, "%-40s %12s %8s %8s %7s %7s %11.0f\n", n, col(0), col(1), col(2), ratio(1), ratio(2), allocs)
+		fmt.Fprintf(&b, "%-40s %12s %8s %8s %18s %18s %11.0f\n", n, col(0), col(1), col(2), ratio(1), ratio(2), allocs)
 	}
 	return b.String()
+}
+
+// roundRatios divides one metric of each round's run b by the same
+// round's run a: runs are appended round by round, so index r of either
+// list is round r (a benchmark that failed to report in some round would
+// shift the pairing: then none is paired).
+func roundRatios(a, b []bench.GoBench, unit string) []float64 {
+	if len(a) != len(b) {
+		return nil
+	}
+	var r []float64
+	for i := range a {
+		x, okx := a[i].Metrics[unit]
+		y, oky := b[i].Metrics[unit]
+		if !okx || !oky || x <= 0 {
+			return nil
+		}
+		r = append(r, y/x)
+	}
+	return r
 }
 
 // medianMetric returns the median of one metric over runs.

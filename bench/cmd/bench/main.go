@@ -48,6 +48,7 @@ func main() {
 	threaded := flag.Bool("threaded-napi", false, "switch the box's receive veth to threaded NAPI")
 	genProcs := flag.Int("gen-procs", 1, "trafgen processes (CPUs 0..n-1)")
 	baseline := flag.String("baseline", "91273fb", "git revision whose in-memory pipeline benchmark the report compares against (empty: none)")
+	baselineRounds := flag.Int("baseline-rounds", 5, "rounds of the comparison with -baseline, each running the three test binaries in turn; its ratios are the medians of the rounds'")
 	boxNice := flag.Int("box-nice", -10, "nice value of the box-limited rows' box program and NAPI kthreads (0: unchanged), so that other tasks on a shared machine take less of the box's CPU")
 	busyPoll := flag.Int("busy-poll", 0, "also run every vipd AF_XDP box-limited row with busy_poll_usecs set to this (0: no such rows); the rows are named \"..., busy poll Nµs\"")
 	procsRows := flag.Int("procs-rows", 0, "also run the bare forwarder's and every vipd AF_XDP box-limited row with GOMAXPROCS set to this for the box's program (0: no such rows), to compare with the default of one P besides the workers; the rows are named \"..., GOMAXPROCS=N\"")
@@ -89,7 +90,7 @@ func main() {
 		}
 		if *baseline != "" {
 			fmt.Println("== in-memory pipeline against " + *baseline)
-			rep.Sections = append(rep.Sections, baselineSection(root, *baseline, 3, "1s"))
+			rep.Sections = append(rep.Sections, baselineSection(root, *baseline, *baselineRounds, "1s"))
 		}
 		fmt.Println("== CPU profile of the pipeline's conntrack-hit path (pprof)")
 		rep.Sections = append(rep.Sections, pipelineProfile(root))
