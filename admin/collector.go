@@ -53,7 +53,7 @@ var (
 	dBeEffWeight = desc("backend_effective_weight", "A backend's weight after slow start and its reported load and error rate (its configured weight when neither applies).", "vip", "backend")
 	dBeLoadBad   = desc("backend_load_reports_malformed_total", "Load reports (the health check's load_header) that were not a number from 0 to 1, ignored.", "vip", "backend")
 	dBeUp        = desc("backend_forwarding", "Backend forwarding state: 1 up, 0.5 draining (existing flows only), 0 down.", "vip", "backend")
-	dCTEntries   = desc("conntrack_entries", "Flows in the connection table.")
+	dCTEntries   = desc("conntrack_entries", "Flows in the connection table, timed-out ones included until the expiry scan, which goes round the table every 10 s, reaches them.")
 	dCTCapacity  = desc("conntrack_capacity", "Flows the connection table can hold.")
 	dCTInserts   = desc("conntrack_inserts_total", "Flows inserted into the connection table.")
 	dCTExpired   = desc("conntrack_expirations_total", "Flows reclaimed after their idle timeout.")

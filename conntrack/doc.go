@@ -84,10 +84,13 @@
 // the packet path reads the wall clock. A flow expires when it has been idle
 // longer than its state's timeout (Timeouts; see State for the machine).
 // Advance examines a few buckets from a round-robin cursor per call
-// (Config.ExpiryBucketsPerAdvance), never sweeping the table; a timed-out flow
-// not reached yet is already a miss for Lookup and a free slot for Insert.
-// A worker should also call Advance when it idles (e.g. on its poll timeout),
-// so that expiry and the published counters keep moving without traffic.
+// (at most Config.ExpiryBucketsPerAdvance), never sweeping the table, and
+// only as many as the clock owes: the cursor goes round a shard once a
+// Config.SweepPeriod, however many batches a second its worker takes. A
+// timed-out flow not reached yet is already a miss for Lookup and a free
+// slot for Insert. A worker should call AdvanceIdle when it idles (e.g. on
+// its poll timeout), so that expiry and the published counters keep moving
+// without traffic.
 //
 // # When full
 //

@@ -12,17 +12,38 @@ import (
 // of a round-robin cursor, and publishes the shard's counters for
 // Table.Stats. The owner calls it once per batch, before processing it.
 //
-// The work is bounded: Config.ExpiryBucketsPerAdvance buckets (8 slots
-// each) per call, never a sweep. Timed-out flows the cursor has not reached
-// yet cost nothing meanwhile: lookups treat them as misses and inserts reuse
-// their slots. The scan keeps Stats.Entries honest and returns the slots of
-// idle buckets; one full round takes len(buckets)/K calls.
-func (s *Shard) Advance(now Tick) {
+// The work is bounded and paced by the clock, not by the calls: each tick
+// owes len(buckets)/Config.SweepPeriod buckets, which the calls of that
+// tick examine at most Config.ExpiryBucketsPerAdvance at a time (8
+// buckets, 64 slots), never a sweep. So a shard is swept once a
+// SweepPeriod whether its worker takes a thousand batches a second or a
+// hundred thousand (when they are too few to pay what the ticks owe, the
+// sweep slows down and what is owed stops growing at one full round);
+// the batches after a tick's buckets are done pay nothing. Timed-out
+// flows the cursor has not reached yet cost nothing meanwhile: lookups
+// treat them as misses and inserts reuse their slots. The scan keeps
+// Stats.Entries honest and returns the slots of idle buckets.
+func (s *Shard) Advance(now Tick) { s.advance(now, s.scan) }
+
+// AdvanceIdle is Advance for a worker that has nothing to forward (its
+// poll timed out): it may examine up to IdleExpiryBuckets buckets, so that
+// the sweep keeps its period without traffic, when Advance calls are a
+// few a second.
+func (s *Shard) AdvanceIdle(now Tick) { s.advance(now, IdleExpiryBuckets) }
+
+func (s *Shard) advance(now Tick, most int) {
 	s.epoch++
 	if now > s.now {
+		// At most a round owed: an idle gap must not become a burst of
+		// rounds, and the multiply cannot overflow.
+		ticks := min(uint64(now-s.now), s.sweepTicks)
+		s.credit = min(s.credit+ticks*s.sweepRate, s.nb)
 		s.now = now
 	}
-	s.expire(s.scan)
+	if n := min(uint64(most), s.credit); n > 0 {
+		s.expire(int(n))
+		s.credit -= n
+	}
 	s.publish()
 }
 

@@ -28,7 +28,11 @@ type Shard struct {
 	// missAlt is the alternate bucket of the key LookupAt last missed,
 	// which InsertMissed, called right after it, inserts.
 	missAlt uint32
-	scan    int // buckets examined per Advance
+	scan    int // buckets examined per Advance, at most
+	// sweepRate is how many buckets each tick adds to credit, the
+	// buckets the expiry scan still owes: len(buckets)/SweepPeriod,
+	// rounded up. sweepTicks is SweepPeriod in ticks.
+	sweepRate, sweepTicks, credit uint64
 	// relocMax is the live count at or above which Insert no longer tries
 	// to make room by moving entries: near full, a move rarely succeeds,
 	// and a flood of new flows would pay up to 16 bucket reads each.

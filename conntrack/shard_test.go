@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"testing"
+	"time"
 )
 
 // at sets the shard's clock without running the expiry scan, so a test can
@@ -26,6 +27,9 @@ func TestNewConfig(t *testing.T) {
 		{"no shards", Config{Capacity: 10}, 0, true},
 		{"no capacity", Config{Shards: 1}, 0, true},
 		{"negative scan", Config{Capacity: 10, Shards: 1, ExpiryBucketsPerAdvance: -1}, 0, true},
+		{"negative sweep period", Config{Capacity: 10, Shards: 1, SweepPeriod: -time.Second}, 0, true},
+		{"sweep period under a tick", Config{Capacity: 10, Shards: 1, SweepPeriod: time.Second / 2}, 0, true},
+		{"sweep period of a tick", Config{Capacity: 10, Shards: 1, SweepPeriod: time.Second}, 16, false},
 		{"negative timeout", Config{Capacity: 10, Shards: 1, Timeouts: Timeouts{UDP: -1}}, 0, true},
 		// Rounded up naively, these overflowed into a table of 16 and 64
 		// slots.

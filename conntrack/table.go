@@ -22,9 +22,15 @@ type Config struct {
 	Shards int
 	// Timeouts are the per-state idle timeouts; zero fields take defaults.
 	Timeouts Timeouts
-	// ExpiryBucketsPerAdvance is how many buckets each Advance examines
-	// for timed-out flows; 0 means DefaultExpiryBucketsPerAdvance.
+	// ExpiryBucketsPerAdvance is how many buckets an Advance examines at
+	// most for timed-out flows; 0 means DefaultExpiryBucketsPerAdvance.
 	ExpiryBucketsPerAdvance int
+	// SweepPeriod is how long the expiry scan takes to examine every
+	// bucket of a shard, whatever the packet rate: each tick of the clock
+	// adds len(buckets)/SweepPeriod buckets to what the next Advance calls
+	// examine (at most ExpiryBucketsPerAdvance a call, IdleExpiryBuckets
+	// an AdvanceIdle). 0 means DefaultSweepPeriod; at least a second.
+	SweepPeriod time.Duration
 	// BucketKey is the secret that places flows in buckets (see "Keyed
 	// buckets" in the package doc). All zero, the normal case, means New
 	// draws one from crypto/rand, so that no one outside the process can
@@ -34,9 +40,24 @@ type Config struct {
 	BucketKey [16]byte
 }
 
-// DefaultExpiryBucketsPerAdvance is ExpiryBucketsPerAdvance when unset: 64
-// slots per batch. A shard of nb buckets is swept once every nb/8 batches.
+// DefaultExpiryBucketsPerAdvance is ExpiryBucketsPerAdvance when unset: at
+// most 64 slots a batch, a few hundred nanoseconds.
 const DefaultExpiryBucketsPerAdvance = 8
+
+// DefaultSweepPeriod is SweepPeriod when unset. The scan only keeps
+// Stats.Entries honest and hands idle buckets' slots back early (a
+// timed-out flow is a miss and a free slot whether or not the scan has
+// reached it), so it need not be fast: 10 s puts Entries within 10 s of
+// the timeouts, for 13,108 bucket reads a second per shard of the default
+// 1M slots, about a millisecond of CPU.
+const DefaultSweepPeriod = 10 * time.Second
+
+// IdleExpiryBuckets bounds an AdvanceIdle: a worker without traffic calls
+// it once per poll timeout (100 ms in vipd), which keeps a 10 s sweep of
+// shards up to 409,600 buckets (3.2M slots); the scan of a larger idle
+// shard takes longer. 4,096 buckets take tens of microseconds, the most a
+// packet arriving meanwhile waits.
+const IdleExpiryBuckets = 4096
 
 // maxBucketsPerShard keeps bucket arithmetic in uint32 without overflow
 // (alternate adds an offset < nb to an index < nb).
@@ -62,6 +83,8 @@ func New(cfg Config) (*Table, error) {
 		return nil, fmt.Errorf("%w: Capacity = %d, want >= 1", ErrConfig, cfg.Capacity)
 	case cfg.ExpiryBucketsPerAdvance < 0:
 		return nil, fmt.Errorf("%w: ExpiryBucketsPerAdvance = %d, want >= 0", ErrConfig, cfg.ExpiryBucketsPerAdvance)
+	case cfg.SweepPeriod < 0 || cfg.SweepPeriod > 0 && cfg.SweepPeriod < time.Second:
+		return nil, fmt.Errorf("%w: SweepPeriod = %v, want 0 (the default) or at least 1s", ErrConfig, cfg.SweepPeriod)
 	}
 	for _, f := range []struct {
 		name string
@@ -96,6 +119,11 @@ func New(cfg Config) (*Table, error) {
 		scan = DefaultExpiryBucketsPerAdvance
 	}
 	scan = min(scan, nb)
+	period := cfg.SweepPeriod
+	if period == 0 {
+		period = DefaultSweepPeriod
+	}
+	periodTicks := uint64((period + time.Second - 1) / time.Second)
 	timeout := cfg.Timeouts.ticksByState()
 	kb := cfg.BucketKey
 	if kb == ([16]byte{}) {
@@ -114,6 +142,8 @@ func New(cfg Config) (*Table, error) {
 			timeout:    timeout,
 			minTimeout: slices.Min(timeout[StateSynSent : StateUDP+1]),
 			scan:       scan,
+			sweepRate:  (uint64(nb) + periodTicks - 1) / periodTicks,
+			sweepTicks: periodTicks,
 		}
 		adviseHugePages(s.buckets)
 		capacity := s.nb * slotsPerBucket

@@ -85,7 +85,7 @@ func (w *Worker) Run(ctx context.Context, q Queue, snaps *Snapshots, batch int, 
 				w.adopt(s)
 			}
 			w.now = Nanotime()
-			w.ct.Advance(conntrack.Tick(w.now / int64(time.Second)))
+			w.ct.AdvanceIdle(conntrack.Tick(w.now / int64(time.Second)))
 			w.Publish()
 			continue
 		}
