@@ -42,9 +42,8 @@ type pkt struct {
 	h, hp uint64
 	loc   conntrack.Loc // of h in the worker's shard
 	key   conntrack.Key
-	// serial names the flow among those flow4's memo held (the same
-	// serial, the same key), 0 for any other tracked flow: see
-	// Worker.lookup.
+	// serial names the flow among those the memos (flow4's, classify6's)
+	// held: the same serial, the same key. See Worker.lookup.
 	serial uint64
 }
 

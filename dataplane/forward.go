@@ -210,9 +210,10 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 }
 
 // lookup is the shard's LookupAt of p's flow, or, when p is of the flow
-// the last lookup found (a burst's next packet: flow4's memo gave both
-// the same serial) and the shard's epoch is the same, that lookup's
-// entry, which LookupAt would find again (conntrack.Shard.Epoch).
+// the last lookup found (a burst's next packet: flow4's or classify6's
+// memo gave both the same serial) and the shard's epoch is the same,
+// that lookup's entry, which LookupAt would find again
+// (conntrack.Shard.Epoch).
 func (w *Worker) lookup(p *pkt) (conntrack.Entry, bool) {
 	if p.serial != 0 && p.serial == w.hit.serial && w.hit.epoch == w.ct.Epoch() {
 		return w.hit.e, true

@@ -15,14 +15,19 @@ import (
 	"github.com/vipd/vipd/hashing"
 )
 
-// TestFlowMemo: a packet of the IPv4 flow the worker hashed last takes
-// that flow's hashes and location (flow4's memo), which must be what
-// hashing the packet gives: for any order of flows, of VIPs sharing the
-// client's address and ports, of source-hash VIPs, tagged or not, and
-// after a snapshot with another seed (the sequence ends with the flow it
-// starts with, so the new snapshot's first packet is the memo's flow).
+// TestFlowMemo: a packet of the flow the worker hashed last in its family
+// takes that flow's hashes and location (flow4's memo, classify6's),
+// which must be what hashing the packet gives: for any order of flows, of
+// both families, of VIPs sharing the client's address and ports, of
+// source-hash VIPs, tagged or not, and after a snapshot with another seed
+// (the sequence ends with the flows it starts with, so the new snapshot's
+// first packets are the memos' flows). Each new flow gets a serial no
+// flow of either family had before it.
 func TestFlowMemo(t *testing.T) {
 	spec := testSpec()
+	vipAll6 := netip.MustParseAddr("2001:2::103")
+	spec.VIPs = append(spec.VIPs, VIPSpec{ID: 40, Name: "all6", Addr: vipAll6, Port: 0, Proto: 6, Mode: ModeNAT, SrcHash: true,
+		TableSize: 65537, Backends: backends("2001:2:1::4", 40, 0)})
 	h := newHarness(t, spec)
 	a := pk{src: client4, dst: vipNAT4, sport: 40000, dport: 80, flags: "A"}
 	b := a
@@ -32,27 +37,61 @@ func TestFlowMemo(t *testing.T) {
 	d.dst = vipDSR4 // the same client and ports, another VIP
 	e := a
 	e.vlan = 7 // parsed by Parse rather than ParseCommon
-	seq := []pk{a, a, b, a, c, c, d, e, a, e, e, a}
+	a6 := pk{src: client6, dst: vipNAT6, sport: 40000, dport: 80, flags: "A"}
+	b6 := a6
+	b6.sport = 40001
+	c6 := pk{src: client6, dst: vipAll6, sport: 40000, dport: 443, flags: "A"}
+	d6 := a6
+	d6.dst = vipDSR6
+	e6 := a6
+	e6.src = client6.Next() // another client, the same ports
+	seq := []pk{a, a6, a, a6, b, a, c, c, b6, a6, c6, c6, a6, d, e, d6, e6, a6, a, e, e, a6, a}
 	for _, seed := range []uint64{spec.Seed, 999} {
 		if seed != spec.Seed {
 			spec.Seed = seed
 			h.setSpec(spec)
 		}
 		h.w.Begin(h.snap, h.now, h.emit)
+		serials := map[uint64]pk{}
+		var last4, last6 pk
 		for i, x := range seq {
 			frame := build(t, x)
 			var p pkt
 			h.w.classify(&Desc{Buf: frame, Len: len(frame)}, &p)
-			src, dst := binary.BigEndian.Uint32(x.src.AsSlice()), binary.BigEndian.Uint32(x.dst.AsSlice())
-			want := hashing.Flow4(src, dst, x.sport, x.dport, 6, seed)
-			wantP := want
-			if x.dst == vipAll4 {
-				wantP = hashing.Src4(src, seed)
+			var want, wantP uint64
+			if x.src.Is4() {
+				src, dst := binary.BigEndian.Uint32(x.src.AsSlice()), binary.BigEndian.Uint32(x.dst.AsSlice())
+				want = hashing.Flow4(src, dst, x.sport, x.dport, 6, seed)
+				wantP = want
+				if x.dst == vipAll4 {
+					wantP = hashing.Src4(src, seed)
+				}
+			} else {
+				src, dst := x.src.As16(), x.dst.As16()
+				want = hashing.Flow6(&src, &dst, x.sport, x.dport, 6, seed)
+				wantP = want
+				if x.dst == vipAll6 {
+					wantP = hashing.Src6(&src, seed)
+				}
 			}
 			if p.is&isTracked == 0 || p.h != want || p.hp != wantP || p.loc != h.w.ct.Locate(want) {
 				t.Errorf("seed %d, packet %d (%v:%d > %v:%d): tracked %v, hashes %#x %#x, want %#x %#x; location %v, want %v",
 					seed, i, x.src, x.sport, x.dst, x.dport, p.is&isTracked != 0, p.h, p.hp, want, wantP, p.loc, h.w.ct.Locate(want))
 			}
+			// The same flow as the last of its family: its serial;
+			// another: a serial no flow had.
+			last := &last4
+			if x.src.Is6() {
+				last = &last6
+			}
+			same := x.src == last.src && x.dst == last.dst && x.sport == last.sport && x.dport == last.dport
+			if y, ok := serials[p.serial]; p.serial == 0 || ok && (!same || y.src != x.src || y.dst != x.dst || y.sport != x.sport) {
+				t.Errorf("seed %d, packet %d (%v:%d > %v:%d): serial %d (before: %v:%d > %v:%d)", seed, i, x.src, x.sport, x.dst, x.dport, p.serial, y.src, y.sport, y.dst, y.dport)
+			} else if !ok && same {
+				t.Errorf("seed %d, packet %d: a new serial for the flow of the packet before it in its family", seed, i)
+			}
+			serials[p.serial] = x
+			*last = x
 		}
 		h.w.End(0)
 	}
@@ -61,11 +100,11 @@ func TestFlowMemo(t *testing.T) {
 // TestLookupMemo: a burst's packet takes the entry of the lookup before
 // it (Worker.lookup) only while a lookup would return that entry. Runs of
 // one flow's packets (SYN, ACK, RST, FIN, SYN-ACK mixed; NAT, DSR and
-// UDP VIPs) among 3,000 flows, with new IPv6 flows between a run's
-// packets, in a table of 1,024 (evictions, relocations), in batches of
-// 64 with time passing between them (300 ms, or 40 s: expiry), must
-// give exactly the verdicts, frames, emitted frames and counters of a
-// worker that looks every packet up.
+// UDP VIPs, IPv4 and IPv6) among 3,000 flows, with new IPv6 flows between
+// a run's packets, in a table of 1,024 (evictions, relocations), in
+// batches of 64 with time passing between them (300 ms, or 40 s:
+// expiry), must give exactly the verdicts, frames, emitted frames and
+// counters of a worker that looks every packet up.
 func TestLookupMemo(t *testing.T) {
 	snap, err := NewSnapshot(testSpec())
 	if err != nil {
@@ -77,11 +116,14 @@ func TestLookupMemo(t *testing.T) {
 	for len(frames) < 20000 {
 		fl := rng.IntN(3000)
 		p := pk{src: netip.AddrFrom4([4]byte{198, 18, 0, byte(1 + fl%200)}), dst: vipNAT4, sport: uint16(1024 + fl), dport: 80, proto: layers.IPProtocolTCP}
-		switch fl % 3 {
+		switch fl % 5 {
 		case 1:
 			p.dst = vipDSR4
 		case 2:
 			p.dst, p.dport, p.proto = vipUDP4, 7000, layers.IPProtocolUDP
+		case 3, 4: // IPv6 runs, NAT and DSR (classify6's memo)
+			p.src = netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 14: 1, 15: byte(fl % 200)})
+			p.dst = []netip.Addr{vipNAT6, vipDSR6}[fl%5-3]
 		}
 		n := 1 + rng.IntN(6)
 		if n > 1 {

@@ -134,8 +134,8 @@ func (w *Worker) flow4(p *pkt, v *vip, src, dst uint32, sp, dp uint16) {
 		p.hp = hashing.Src4(src, s.seed)
 	}
 	p.loc = w.ct.Locate(p.h)
-	m.serial++
-	m.src, m.tag, m.h, m.hp, m.loc, p.serial = src, tag, p.h, p.hp, p.loc, m.serial
+	w.serials++
+	m.src, m.tag, m.h, m.hp, m.loc, m.serial, p.serial = src, tag, p.h, p.hp, p.loc, w.serials, w.serials
 }
 
 // act is the second stage: the verdict, from what classify found.

@@ -46,20 +46,32 @@ func (w *Worker) classify6(frame []byte, p *pkt) {
 	v := &s.vips[p.vi]
 	if f.Frag {
 		p.hp = hashing.Frag6(src, dst, f.Proto, s.seed)
-	} else {
-		p.is |= isTracked
-		p.h = hashing.Flow6(src, dst, sp, dp, f.Proto, s.seed)
-		p.hp = p.h
-		// Field by field: a literal would be built on the stack and
-		// copied (see Desc.Set).
-		k := &p.key
-		k.Src, k.SrcPort, k.DstPort, k.VIP, k.Proto, k.IPv6 = *src, sp, dp, v.id, f.Proto, true
-		p.loc = w.ct.Locate(p.h)
-		p.serial = 0
+		if v.srcHash {
+			p.hp = hashing.Src6(src, s.seed)
+		}
+		return
 	}
+	p.is |= isTracked
+	// Field by field: a literal would be built on the stack and
+	// copied (see Desc.Set).
+	k := &p.key
+	k.Src, k.SrcPort, k.DstPort, k.VIP, k.Proto, k.IPv6 = *src, sp, dp, v.id, f.Proto, true
+	// A packet of the IPv6 flow hashed last takes its hashes, location
+	// and serial, as flow4 does (the VIP id fixes the destination).
+	m := &w.memo6
+	tag := uint64(sp) | uint64(dp)<<16 | uint64(v.id)<<32 | uint64(f.Proto)<<48
+	if tag == m.tag && *src == m.src {
+		p.h, p.hp, p.loc, p.serial = m.h, m.hp, m.loc, m.serial
+		return
+	}
+	p.h = hashing.Flow6(src, dst, sp, dp, f.Proto, s.seed)
+	p.hp = p.h
 	if v.srcHash {
 		p.hp = hashing.Src6(src, s.seed)
 	}
+	p.loc = w.ct.Locate(p.h)
+	w.serials++
+	m.src, m.tag, m.h, m.hp, m.loc, m.serial, p.serial = *src, tag, p.h, p.hp, p.loc, w.serials, w.serials
 }
 
 // forward6 sends a client's IPv6 packet for VIP v to backend b (ref),

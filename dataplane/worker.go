@@ -162,13 +162,25 @@ type Worker struct {
 	// memo4 is the last IPv4 flow flow4 hashed, with its hashes and
 	// location: the client's address, and its ports, VIP id and protocol
 	// in tag (a zero tag is no flow's: a flow's protocol is 6 or 17).
+	// memo6 is the same for IPv6 (classify6).
 	memo4 struct {
 		src    uint32
 		tag    uint64
 		h, hp  uint64
 		loc    conntrack.Loc
-		serial uint64 // one more for every flow it holds
+		serial uint64 // the flow's: see serials
 	}
+	memo6 struct {
+		src    [16]byte
+		tag    uint64
+		h, hp  uint64
+		loc    conntrack.Loc
+		serial uint64
+	}
+	// serials counts the flows the memos have held, both families: a
+	// flow's serial names it to lookup's memo (hit), so no two flows,
+	// IPv4 or IPv6, may share one.
+	serials uint64
 	// hit is the entry of the last lookup that found its flow, the
 	// flow's serial and the shard's epoch then: see lookup.
 	hit struct {
@@ -284,7 +296,7 @@ func (w *Worker) adopt(snap *Snapshot) {
 	w.resize(snap)
 	w.sch.adopt(snap, true)
 	w.snap = snap
-	w.memo4.tag = 0 // its hashes are of the old seed
+	w.memo4.tag, w.memo6.tag = 0, 0 // their hashes are of the old seed
 	for i := range w.pkts {
 		w.pkts[i].v = nil // let the old snapshot go: a slot past the batches to come would pin it
 	}
