@@ -47,6 +47,39 @@ func (q *scriptQueue) Alloc(uint8) ([]byte, int, bool) { return nil, 0, false }
 func (q *scriptQueue) Emit([]byte, int, int, uint8)    {}
 func (q *scriptQueue) Close() error                    { return nil }
 
+// running is a worker's Run in a goroutine of its own: stopped is closed
+// when Run has returned, with err.
+type running struct {
+	stopped chan struct{}
+	err     error
+}
+
+// startRun stores testSpec's snapshot in snaps and runs w on q (batches of
+// 8, 5 ms polls) until the test ends, when it stops Run and fails the test
+// if Run failed.
+func startRun(t *testing.T, w *Worker, q Queue, snaps *Snapshots) *running {
+	t.Helper()
+	snap, err := NewSnapshot(testSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps.Store(snap)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{stopped: make(chan struct{})}
+	go func() {
+		r.err = w.Run(ctx, q, snaps, 8, 5*time.Millisecond)
+		close(r.stopped)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-r.stopped
+		if r.err != nil {
+			t.Errorf("Run: %v", r.err)
+		}
+	})
+	return r
+}
+
 // TestRunAdoptsWhileIdle: a snapshot that an idle worker takes up between
 // polls (Run's idle branch) is adopted whole — per-backend counters and
 // the schedulers' per-reference state — so the first new flow of a VIP
@@ -60,20 +93,7 @@ func TestRunAdoptsWhileIdle(t *testing.T) {
 			w := newHarness(t, testSpec()).w
 			q := &scriptQueue{in: make(chan []byte, 1), idle: make(chan struct{}, 1)}
 			var snaps Snapshots
-			first, err := NewSnapshot(testSpec())
-			if err != nil {
-				t.Fatal(err)
-			}
-			snaps.Store(first)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- w.Run(ctx, q, &snaps, 8, 5*time.Millisecond) }()
-			t.Cleanup(func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			})
+			run := startRun(t, w, q, &snaps)
 			<-q.idle
 			// A new snapshot with more backends and the scheduler on
 			// nat4, taken up while idle.
@@ -99,8 +119,8 @@ func TestRunAdoptsWhileIdle(t *testing.T) {
 					break
 				}
 				select {
-				case err := <-done:
-					t.Fatalf("Run returned %v", err)
+				case <-run.stopped:
+					t.Fatalf("Run returned %v", run.err)
 				default:
 				}
 				if time.Now().After(deadline) {
@@ -131,20 +151,7 @@ func TestRunSweepsWhileIdle(t *testing.T) {
 	w := NewWorker(tab.Shard(0), WorkerOptions{})
 	q := &scriptQueue{in: make(chan []byte, 20), idle: make(chan struct{}, 1)}
 	var snaps Snapshots
-	snap, err := NewSnapshot(testSpec())
-	if err != nil {
-		t.Fatal(err)
-	}
-	snaps.Store(snap)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx, q, &snaps, 8, 5*time.Millisecond) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	startRun(t, w, q, &snaps)
 	for i := uint16(0); i < 20; i++ {
 		q.in <- build(t, pk{src: client4, dst: vipNAT4, sport: 40000 + i, dport: 80, flags: "S"})
 	}
