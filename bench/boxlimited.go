@@ -214,7 +214,7 @@ func flowsPhrase(n int) string {
 // WriteBoxTable writes the box-limited table in Markdown.
 func (r *Report) WriteBoxTable(w io.Writer) {
 	fmt.Fprintln(w, "| box path | flows | forwarded kpps, median (min–max) | offered kpps | lost at box (ring full / rx path / socket, kpps) | limited by | box CPU user / sys / softirq / idle (not the box's) | box process user ns/pkt | box process sys ns/pkt | NAPI thread ns/pkt | box CPU busy ns/pkt | frames per batch | through workers | vs bare fwd: pps | vs bare fwd: user ns/pkt |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for i := range r.Box {
 		x := &r.Box[i]
 		if x.Err != "" {

@@ -125,6 +125,14 @@ func TestBoxTableAndRatios(t *testing.T) {
 	if n := strings.Count(out, "\n"); n != 2+len(r.Box) {
 		t.Errorf("%d lines, want %d:\n%s", n, 2+len(r.Box), out)
 	}
+	// Markdown renders a table only when the separator row, and every
+	// row, has the header's cells.
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	for i, l := range lines {
+		if got, want := strings.Count(l, "|"), strings.Count(lines[0], "|"); got != want {
+			t.Errorf("line %d has %d cell bars, the header %d: %q", i, got, want, l)
+		}
+	}
 	goals := strings.Join(r.BoxGoalLines(), "\n")
 	for _, want := range []string{
 		"vipd NAT, AF_XDP, 64,512 flows: 0.95× the bare forwarder's rate (goal ≥ 0.97×: **not met**), 4.00× its user ns/packet (goal ≤ 1.5×: **not met**)",
