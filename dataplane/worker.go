@@ -159,24 +159,10 @@ type Worker struct {
 	lastOffer   [2]FastFlow
 	lastOfferAt [2]int64
 
-	// memo4 is the last IPv4 flow flow4 hashed, with its hashes and
-	// location: the client's address, and its ports, VIP id and protocol
-	// in tag (a zero tag is no flow's: a flow's protocol is 6 or 17).
-	// memo6 is the same for IPv6 (classify6).
-	memo4 struct {
-		src    uint32
-		tag    uint64
-		h, hp  uint64
-		loc    conntrack.Loc
-		serial uint64 // the flow's: see serials
-	}
-	memo6 struct {
-		src    [16]byte
-		tag    uint64
-		h, hp  uint64
-		loc    conntrack.Loc
-		serial uint64
-	}
+	// memo4 and memo6 are the last IPv4 flow flow4 hashed and the last
+	// IPv6 flow classify6 did.
+	memo4 flowMemo[uint32]
+	memo6 flowMemo[[16]byte]
 	// serials counts the flows the memos have held, both families: a
 	// flow's serial names it to lookup's memo (hit), so no two flows,
 	// IPv4 or IPv6, may share one.
@@ -271,6 +257,18 @@ func NewWorker(ct *conntrack.Shard, opts WorkerOptions) *Worker {
 	w.sch.board = opts.Load
 	w.pub.Store(w.c.clone())
 	return w
+}
+
+// flowMemo is a flow a worker hashed, with its hashes and location: the
+// client's address (A: IPv4 or IPv6), and its ports, VIP id and protocol
+// in tag (a zero tag is no flow's: a flow's protocol is 6 or 17). The VIP
+// id stands for the destination, the VIP's one address.
+type flowMemo[A uint32 | [16]byte] struct {
+	src    A
+	tag    uint64
+	h, hp  uint64
+	loc    conntrack.Loc
+	serial uint64 // the flow's: see Worker.serials
 }
 
 // Begin starts a batch: it adopts the current snapshot, the batch's time
