@@ -32,8 +32,11 @@ func (s *Shard) Advance(now Tick) { s.advance(now, s.scan) }
 func (s *Shard) AdvanceIdle(now Tick) { s.advance(now, IdleExpiryBuckets) }
 
 func (s *Shard) advance(now Tick, most int) {
-	s.epoch++
 	if now > s.now {
+		// A lookup tests expiry against the clock: a later tick may
+		// make it miss a flow it found before. The same tick does not,
+		// and the scan's removals step the epoch themselves.
+		s.epoch++
 		// At most a round owed: an idle gap must not become a burst of
 		// rounds, and the multiply cannot overflow.
 		ticks := min(uint64(now-s.now), s.sweepTicks)

@@ -552,6 +552,8 @@ func TestEpoch(t *testing.T) {
 	same("a miss")
 	s.Delete(e)
 	moved("Delete")
+	s.Advance(s.Now())
+	same("an Advance at the same tick that removes nothing")
 	s.Advance(s.Now() + 1)
 	moved("Advance")
 	// testKey(2) is a SYN-only flow; far past its timeout, a lookup
