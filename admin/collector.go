@@ -66,6 +66,8 @@ var (
 	dHints       = desc("previous_owner_hints_total", "Previous-owner hints: flows that missed the connection table mid-stream and were given one (flows), and packets sent with one (packets).", "what")
 	dPrevUntil   = desc("vip_previous_owner_expiry_seconds", "When the VIP's previous backend set (previous_owner) expires, in Unix seconds; absent while it has none.", "vip")
 	dStateErrors = desc("state_file_errors_total", "Reads and writes of [dataplane] state_file that failed.")
+	dStalled     = desc("workers_stalled", "Workers that started no loop iteration for 2 s or more: while above 0 every BGP route is withdrawn and /ready fails.")
+	dStalls      = desc("worker_stalls_total", "Times one or more workers were found stalled.")
 	dTunProbe    = desc("tunnel_prober_packets_total", "Packets of the tunnel health prober (DSR probe = \"tunnel\"): read from its TUN device and sent encapsulated to a backend (sent), kernel traffic that is no probe (not_probe), segments of no live probe connection (unknown), failed sends (send_error) and reads (read_error).", "event")
 )
 
@@ -126,6 +128,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(dPrevUntil, float64(t.UnixNano())/1e9, name)
 	}
 	counter(dStateErrors, m.StateErrors)
+	gauge(dStalled, float64(m.WorkersStalled))
+	counter(dStalls, m.WorkerStalls)
 	for id, name := range m.VIPNames {
 		if int(id) < len(sum.VIPs) {
 			f := sum.VIPs[id]

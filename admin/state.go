@@ -115,6 +115,11 @@ type Metrics struct {
 	// and writes of the state file.
 	PreviousUntil map[string]time.Time
 	StateErrors   uint64
+	// WorkersStalled is how many workers make no progress now (routes
+	// withdrawn, not ready while it is above 0); WorkerStalls counts the
+	// times one or more were found stalled.
+	WorkersStalled int
+	WorkerStalls   uint64
 	// TunnelProber holds the tunnel health prober's counters by event
 	// (sent, not_probe, unknown, send_error, read_error), summed since
 	// start; nil while no DSR VIP has ever had probe = "tunnel".

@@ -148,6 +148,8 @@ func (d *Daemon) Ready() error {
 		return errors.New("vipd is starting: its workers do not run yet")
 	case d.phase > phaseRunning:
 		return errors.New("vipd is stopping")
+	case len(d.box.stalled) > 0:
+		return fmt.Errorf("workers %v make no progress", d.box.stalled)
 	}
 	return nil
 }

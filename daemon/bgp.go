@@ -33,6 +33,10 @@ type boxState struct {
 	// routes' next hops: clients' packets arrive there.
 	nextHop4, nextHop6 netip.Addr
 	routerID           netip.Addr
+	// stalled lists the workers (by queue) that make no progress
+	// (watchStalls): while any does, every route is withdrawn and vipd is
+	// not ready.
+	stalled []int
 }
 
 type announceState struct {
@@ -65,14 +69,17 @@ func (d *Daemon) startBGP(ctx context.Context, cfg *config.Config) error {
 }
 
 // stopBGP stops the speaker as vipd stops. After a lame duck everything is
-// withdrawn already; otherwise, with graceful restart configured, the
-// sessions close without a NOTIFICATION so that the routers keep the
-// routes for the restart time (vipd restarting), and without it every
-// route is withdrawn at once.
-func (d *Daemon) stopBGP() {
+// withdrawn already; otherwise, on a clean stop (graceful) with graceful
+// restart configured, the sessions close without a NOTIFICATION so that
+// the routers keep the routes for the restart time (vipd restarting).
+// When vipd fails (a worker or the platform gave up: graceful false), and
+// without graceful restart, every session ends with a CEASE and the
+// routers withdraw the routes at once: a router that kept them would send
+// clients to a box that forwards nothing for the whole restart time.
+func (d *Daemon) stopBGP(graceful bool) {
 	d.mu.Lock()
 	sp := d.box.speaker
-	graceful := !d.box.draining
+	graceful = graceful && !d.box.draining
 	if d.box.lingerTimer != nil {
 		d.box.lingerTimer.Stop()
 	}
@@ -83,10 +90,20 @@ func (d *Daemon) stopBGP() {
 }
 
 // updateRoutesLocked hands the speaker the routes the box should announce
-// now: an announced VIP's host route while the workers run, the box is not
-// lame-ducked, and the VIP has at least min_healthy backends up. VIPs that
-// share an address share its route: it is announced while any of them
-// qualifies, with the attributes of the first such VIP in the file.
+// now: an announced VIP's host route while the workers run and make
+// progress, the box is not lame-ducked, and the VIP has at least
+// min_healthy backends up. VIPs that share an address share its route: it
+// is announced while any of them qualifies, with the attributes of the
+// first such VIP in the file.
+//
+// Before the workers run it only records why each VIP is withdrawn: the
+// speaker gets its first set, and adds its peers (bgp.Speaker.Start), only
+// once the box forwards. A set handed over during the start — by a host
+// change or a health report while the start waits for the next hops —
+// would be empty, and a session that came up with it would send the
+// routers an empty table and End-of-RIB: after a graceful restart they
+// drop the routes they kept for vipd (TestBGPNoSessionBeforeRunning,
+// e2e TestBGPRestartUnresolved).
 //
 // +checklocks:d.mu
 func (d *Daemon) updateRoutesLocked() {
@@ -107,6 +124,8 @@ func (d *Daemon) updateRoutesLocked() {
 		switch {
 		case d.phase != phaseRunning:
 			st = announceState{why: "the workers are not running"}
+		case len(d.box.stalled) > 0:
+			st = announceState{why: fmt.Sprintf("workers %v make no progress", d.box.stalled)}
 		case d.box.draining:
 			st = announceState{why: "the box is drained (drain-box)"}
 		case up < v.MinHealthy:
@@ -140,6 +159,9 @@ func (d *Daemon) updateRoutesLocked() {
 		routes = append(routes, r)
 	}
 	d.box.announce = announce
+	if d.phase < phaseRunning {
+		return
+	}
 	sp.Set(routes)
 }
 

@@ -165,10 +165,16 @@ type Daemon struct {
 	kick chan struct{}
 	// gap is publishGap, but in tests.
 	gap time.Duration
+	// hostWait is firstHostWait, and stallAfter stallTimeout, but in
+	// tests.
+	hostWait, stallAfter time.Duration
 
 	// box is the BGP speaker and the box-wide lame duck (see boxState).
 	box boxState
 
+	// stallEvents counts the times a worker was found stalled
+	// (watchStalls).
+	stallEvents         atomic.Uint64
 	reloadOK, reloadErr atomic.Uint64
 	stateErrors         atomic.Uint64 // state file reads and writes that failed
 	allDownEvents       sync.Map      // VIP name → *atomic.Uint64
@@ -217,6 +223,7 @@ func New(cfg *config.Config, opts Options) *Daemon {
 	return &Daemon{
 		opts: opts, log: opts.Log, reg: reg, tunnels: tun,
 		startDone: make(chan struct{}), running: make(chan struct{}), kick: make(chan struct{}, 1), gap: publishGap,
+		hostWait: firstHostWait, stallAfter: stallTimeout,
 		cfg: cfg, loadedAt: time.Now(),
 		health: map[uint32]control.Status{}, checked: map[uint32]bool{}, drains: map[uint32]bool{}, allDown: map[string]bool{},
 		dirtyVIPs: map[int]bool{}, targets: map[uint32]bool{}, reports: map[uint32]report{},
@@ -350,7 +357,10 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if err := d.startBGP(ctx, cfg); err != nil {
 		return err
 	}
-	defer d.stopBGP()
+	// A start that fails from here on has no session up (peers come
+	// with the first routes, once the workers run): nothing to hand
+	// over to graceful restart.
+	defer d.stopBGP(false)
 
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -384,7 +394,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}()
 	select {
 	case <-hostReady:
-	case <-time.After(firstHostWait):
+	case <-time.After(d.hostWait):
 	case <-ctx.Done():
 	}
 	d.startChecks(ctx)
@@ -405,6 +415,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 	wg.Go(func() { every(ctx, outlierTick, d.outlierRound) })
 	wg.Go(func() { every(ctx, loadEvery, func(time.Time) { d.loadRound(ctx) }) })
+	wg.Go(func() { every(ctx, stallCheckEvery(d.stallAfter), func(time.Time) { d.watchStalls() }) })
 	d.mu.Lock()
 	d.beats = beats
 	d.setPhaseLocked(phaseRunning)
@@ -414,11 +425,20 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	d.log.Info("vipd running", "vips", vips, "workers", len(queues), "io", cfg.Dataplane.IO)
 
 	<-ctx.Done()
+	// A cause other than the caller's cancel is a failure: a worker, the
+	// platform or the admin listener gave up.
+	cause := context.Cause(ctx)
+	failed := cause != nil && !errors.Is(cause, context.Canceled)
 	d.setPhase(phaseStopping) // the admin API answers 503 from now on
-	d.stopBGP()               // withdraw (or hand over to graceful restart) while the workers still run
+	if failed {
+		d.log.Error("vipd fails: ending the BGP sessions with a CEASE, the routers withdraw its routes now", "err", cause)
+	}
+	// Withdraw (or, on a clean stop, hand over to graceful restart)
+	// while the workers still run.
+	d.stopBGP(!failed)
 	srv.shutdown()
 	wg.Wait()
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+	if failed {
 		return cause
 	}
 	d.log.Info("vipd stopped")

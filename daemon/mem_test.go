@@ -34,6 +34,8 @@ type memPlatform struct {
 	onRun func()
 	// wrap, when set, replaces queue i as the workers see it.
 	wrap func(i int, q dataplane.Queue) dataplane.Queue
+	// runErr, when set, is where Run takes an error to fail with.
+	runErr chan error
 }
 
 func newMemPlatform() *memPlatform {
@@ -106,8 +108,12 @@ func (p *memPlatform) Run(ctx context.Context, changed func()) error {
 		p.onRun()
 	}
 	changed() // the in-memory host is ready at once
-	<-ctx.Done()
-	return nil
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-p.runErr: // nil channel without runErr: never
+		return err
+	}
 }
 
 func (p *memPlatform) DriverStats() map[string]uint64 { return map[string]uint64{"test": 1} }

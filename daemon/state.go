@@ -194,6 +194,7 @@ func (d *Daemon) Metrics() *admin.Metrics {
 	m.Generation = d.gen
 	m.FastPath = d.fastOn.Load()
 	m.StateErrors = d.stateErrors.Load()
+	m.WorkersStalled, m.WorkerStalls = len(d.box.stalled), d.stallEvents.Load()
 	m.PreviousUntil = map[string]time.Time{}
 	now := time.Now()
 	for i := range d.cfg.VIPs {

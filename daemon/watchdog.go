@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -62,6 +63,46 @@ func (d *Daemon) Stalled(maxAge time.Duration) []int {
 	return stalled
 }
 
+// stallTimeout is how long a worker may go without starting a loop
+// iteration before watchStalls takes it for stalled. An idle worker
+// starts one every poll timeout (100 ms by default) and a busy one stamps
+// every beatEvery batches, milliseconds apart; two seconds leave room for
+// a loaded machine's scheduling and a garbage collection, and are still
+// far shorter than the hold time a router waits before it notices a dead
+// box on its own.
+const stallTimeout = 2 * time.Second
+
+// stallCheckEvery is how often watchStalls looks for a stall of more
+// than after: a stall is noticed within after plus a quarter of it.
+func stallCheckEvery(after time.Duration) time.Duration { return max(after/4, time.Millisecond) }
+
+// watchStalls withdraws every route and fails readiness while a worker
+// makes no progress, and undoes both when every worker does again. A
+// stalled worker's queue is not served: the frames that the NIC steers
+// to it wait, or are dropped, while routers and load balancers in front
+// still send clients here. Ending the BGP sessions would be wrong (the
+// box comes back without a restart when the worker does), so the routes
+// are withdrawn and the sessions stay.
+func (d *Daemon) watchStalls() {
+	s := d.Stalled(d.stallAfter)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.phase != phaseRunning || slices.Equal(s, d.box.stalled) {
+		return
+	}
+	switch {
+	case len(s) > 0:
+		d.log.Error("workers make no progress: withdrawing every route and failing readiness", "workers", s, "for_more_than", d.stallAfter)
+	default:
+		d.log.Warn("every worker makes progress again: announcing and ready again", "were_stalled", d.box.stalled)
+	}
+	if len(s) > 0 {
+		d.stallEvents.Add(1)
+	}
+	d.box.stalled = s
+	d.updateRoutesLocked()
+}
+
 // Notifier is the service manager's end of readiness and the watchdog
 // (sdnotify.Notifier).
 type Notifier interface {
@@ -92,7 +133,7 @@ func (d *Daemon) Notify(ctx context.Context, n Notifier, watchdog time.Duration)
 			return
 		case <-running:
 			running = nil
-			if err := d.Ready(); err != nil {
+			if !d.serving() {
 				return // Run failed or stops: never ready
 			}
 			if err := n.Send("READY=1\nSTATUS=forwarding"); err != nil {
