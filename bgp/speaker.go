@@ -230,7 +230,16 @@ func (s *Speaker) apiPeer(p config.Peer) *api.Peer {
 	}
 	gr := s.cfg.RestartTime > 0
 	if gr {
-		ap.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(s.cfg.RestartTime / time.Second)}
+		// LocalRestarting: the OPEN carries the restart bit and, for
+		// each family, "forwarding state preserved" (RFC 4724 3). Without
+		// the latter a router that kept vipd's routes through a restart
+		// must drop them the moment the new session comes up (RFC 4724
+		// 4.2), before the new session's routes arrive: a gap of
+		// milliseconds in which the router has no route to the VIPs
+		// (e2e TestBGPRestartUnresolved). It is true: the peers are added
+		// only once the workers run (Start), so when the session comes up
+		// the box forwards, by the same tables as before the restart.
+		ap.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(s.cfg.RestartTime / time.Second), LocalRestarting: true}
 	}
 	for _, f := range p.Families {
 		fam := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
