@@ -285,10 +285,59 @@ func (s *Speaker) peerState(p apiutil.Peer) {
 	switch {
 	case st == bgppkt.BGP_FSM_ESTABLISHED:
 		s.log.Info("BGP session established", args...)
+		s.checkFamilies(addr, p.State.RemoteCap)
 	case old == bgppkt.BGP_FSM_ESTABLISHED:
 		s.log.Warn("BGP session down", args...)
 	default:
 		s.log.Info("BGP session state", args...)
+	}
+}
+
+// checkFamilies warns when the router at addr did not enable, for the
+// session that just came up, a family the peer's configuration lists:
+// vipd cannot announce that family's VIPs to it, and with graceful
+// restart GoBGP sends the End-of-RIB (and any route) of every configured
+// family after a restart, negotiated or not, which some routers (GoBGP
+// among them) answer by resetting the session. caps are the router's
+// OPEN capabilities; one without multiprotocol capabilities enables IPv4
+// unicast alone (RFC 4760 8).
+func (s *Speaker) checkFamilies(addr netip.Addr, caps []bgppkt.ParameterCapabilityInterface) {
+	var peer *config.Peer
+	for i := range s.cfg.Peers {
+		if s.cfg.Peers[i].Address == addr {
+			peer = &s.cfg.Peers[i]
+		}
+	}
+	if peer == nil {
+		return
+	}
+	enabled := map[config.Family]bool{}
+	mp := false
+	for _, c := range caps {
+		if m, ok := c.(*bgppkt.CapMultiProtocol); ok {
+			mp = true
+			switch m.CapValue {
+			case bgppkt.RF_IPv4_UC:
+				enabled[config.FamilyIPv4] = true
+			case bgppkt.RF_IPv6_UC:
+				enabled[config.FamilyIPv6] = true
+			}
+		}
+	}
+	if !mp {
+		enabled[config.FamilyIPv4] = true
+	}
+	var missing, both []config.Family
+	for _, f := range peer.Families {
+		if enabled[f] {
+			both = append(both, f)
+		} else {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) > 0 {
+		s.log.Warn("the router did not enable every family of the peer's configuration: vipd announces none of those routes to it, and with graceful_restart some routers reset the session after each vipd restart; set the peer's families to what the router enables",
+			"peer", addr, "not_enabled", missing, "families", both)
 	}
 }
 

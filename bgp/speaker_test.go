@@ -143,3 +143,40 @@ func TestStateNames(t *testing.T) {
 		t.Errorf("bgp %v, admin %v", stateNames, admin.BGPStates)
 	}
 }
+
+// TestCheckFamilies: a session whose router enabled fewer families than
+// the peer's configuration lists is logged, naming what is missing; one
+// that enabled them all, or more, is not. A router with no multiprotocol
+// capability enables IPv4 unicast alone.
+func TestCheckFamilies(t *testing.T) {
+	v4 := bgppkt.NewCapMultiProtocol(bgppkt.RF_IPv4_UC)
+	v6 := bgppkt.NewCapMultiProtocol(bgppkt.RF_IPv6_UC)
+	both := []config.Family{config.FamilyIPv4, config.FamilyIPv6}
+	for _, tc := range []struct {
+		name    string
+		conf    []config.Family
+		caps    []bgppkt.ParameterCapabilityInterface
+		missing string // in the warning; "" for none
+	}{
+		{"both enabled", both, []bgppkt.ParameterCapabilityInterface{v4, v6}, ""},
+		{"IPv4-only router", both, []bgppkt.ParameterCapabilityInterface{v4}, "not_enabled=[ipv6]"},
+		{"IPv6-only router", both, []bgppkt.ParameterCapabilityInterface{v6}, "not_enabled=[ipv4]"},
+		{"no multiprotocol: IPv4", both, nil, "not_enabled=[ipv6]"},
+		{"no multiprotocol, IPv4 configured", []config.Family{config.FamilyIPv4}, nil, ""},
+		{"router enables more", []config.Family{config.FamilyIPv4}, []bgppkt.ParameterCapabilityInterface{v4, v6}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			peer := netip.MustParseAddr("198.18.0.254")
+			s := New(Config{ASN: 65010, Peers: []config.Peer{{Address: peer, ASN: 65000, Families: tc.conf}}}, slog.New(slog.NewTextHandler(&buf, nil)))
+			s.checkFamilies(peer, tc.caps)
+			out := buf.String()
+			switch {
+			case tc.missing == "" && out != "":
+				t.Errorf("logged %q, want nothing", out)
+			case tc.missing != "" && !strings.Contains(out, tc.missing):
+				t.Errorf("logged %q, want a warning with %s", out, tc.missing)
+			}
+		})
+	}
+}

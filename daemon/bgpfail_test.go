@@ -182,6 +182,7 @@ drain_on_stop = false
 [[bgp.peer]]
 address = "127.0.0.1"
 asn = 65000
+families = ["ipv4"] # what the router enables
 port = ` + strconv.Itoa(port) + "\n"
 }
 
@@ -307,6 +308,7 @@ func TestBGPFatalExitWithdraws(t *testing.T) {
 				t.Fatal("vipd did not stop on the failure")
 			}
 			waitLong(t, "the route withdrawn at the router", func() bool { has, _ := r.has(t); return !has })
+			t.Logf("events %v", r.log())
 			if n := r.count("withdrawn"); n != 1 {
 				t.Errorf("the router withdrew the route %d times, want 1", n)
 			}
@@ -361,6 +363,7 @@ func TestStallWithdrawsAndUnready(t *testing.T) {
 	if m := td.d.Metrics(); m.WorkersStalled != 0 {
 		t.Errorf("metrics after the stall: %d workers stalled, want 0", m.WorkersStalled)
 	}
+	t.Logf("events %v", r.log())
 	if n := r.count("down"); n != 0 {
 		t.Errorf("the session went down %d times during the stall, want it kept", n)
 	}
