@@ -16,7 +16,10 @@
 // it; changes are served only on the Unix socket ([admin] socket, mode
 // 0600), whose file permissions are the authentication, as for
 // wireguard-go's control API. Changes must also come as application/json
-// (else 415), which a web page cannot make a browser send unasked.
+// (else 415), which a web page cannot make a browser send unasked. The TCP
+// listener serves a request only if its Host is an IP address, localhost
+// or a name in [admin] allowed_hosts (HostCheck; else 421), so that a page
+// whose name is rebound to 127.0.0.1 cannot read it either.
 //
 // The daemon implements Provider; this package knows nothing of packets.
 package admin

@@ -35,9 +35,12 @@ const (
 
 // Handler returns the admin HTTP handler over p, for callers with the
 // given access. Until p.Ready returns nil, every request is answered 503.
-func Handler(p Provider, access Access) http.Handler {
+// /metrics also reports the extra collectors (the TCP listener's
+// HostCheck, which both listeners show).
+func Handler(p Provider, access Access, extra ...prometheus.Collector) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{p}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(extra...)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"reflect"
+	"slices"
 	"time"
 )
 
@@ -182,6 +184,11 @@ type Conntrack struct {
 type Admin struct {
 	// Listen is host:port of the read-only HTTP server; empty disables it.
 	Listen string `toml:"listen"`
+	// AllowedHosts are the host names, besides IP literals and localhost,
+	// that the TCP listener serves as a request's Host (any case, any
+	// port). A name a page could get a browser to send is one a DNS
+	// rebinding attack can point at 127.0.0.1, so nothing else is served.
+	AllowedHosts []string `toml:"allowed_hosts"`
 	// Socket is the path of the Unix socket that serves the whole API,
 	// drains included; empty disables it (and with it every drain).
 	Socket string `toml:"socket"`
@@ -190,6 +197,15 @@ type Admin struct {
 	// shows the process's memory and a CPU profile costs CPU, which the
 	// TCP listener's callers (any local user, any web page) must not get.
 	Pprof bool `toml:"pprof"`
+}
+
+// Equal reports whether a and b are the same settings; an absent
+// allowed_hosts equals an empty one. (Admin holds a slice, so == does
+// not compile.)
+func (a *Admin) Equal(b *Admin) bool {
+	x, y := *a, *b
+	x.AllowedHosts, y.AllowedHosts = nil, nil
+	return reflect.DeepEqual(x, y) && slices.Equal(a.AllowedHosts, b.AllowedHosts)
 }
 
 // Protocol is a VIP's transport protocol.

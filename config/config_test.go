@@ -92,6 +92,18 @@ func TestValidationErrors(t *testing.T) {
 		{"admin socket unclean", base + "\n[admin]\nsocket = \"/run/../run/vipd.sock\" #!\n", "admin.socket", "clean path"},
 		{"admin socket too long", base + "\n[admin]\nsocket = \"/" + strings.Repeat("s", 107) + "\" #!\n", "admin.socket", "at most 107"},
 		{"admin socket not a string", base + "\n[admin]\nsocket = 1 #!\n", "admin.socket", "must be a string"},
+		{"allowed host empty", base + "\n[admin]\nallowed_hosts = [\"a.example\", \"\"] #!\n", "admin.allowed_hosts[1]", "not empty"},
+		{"allowed host a URL", base + "\n[admin]\nallowed_hosts = [\"http://lb1.example.net\"] #!\n", "admin.allowed_hosts[0]", "not a URL"},
+		{"allowed host with a path", base + "\n[admin]\nallowed_hosts = [\"lb1.example.net/metrics\"] #!\n", "admin.allowed_hosts[0]", "without a path"},
+		{"allowed host with a port", base + "\n[admin]\nallowed_hosts = [\"lb1.example.net:9180\"] #!\n", "admin.allowed_hosts[0]", "without a port"},
+		{"allowed host a wildcard", base + "\n[admin]\nallowed_hosts = [\"*.example.net\"] #!\n", "admin.allowed_hosts[0]", "wildcards"},
+		{"allowed host with a space", base + "\n[admin]\nallowed_hosts = [\"lb1 example\"] #!\n", "admin.allowed_hosts[0]", "not a letter"},
+		{"allowed host empty label", base + "\n[admin]\nallowed_hosts = [\"lb1..example\"] #!\n", "admin.allowed_hosts[0]", "labels of 1 to 63"},
+		{"allowed host label with a dash", base + "\n[admin]\nallowed_hosts = [\"-lb1.example\"] #!\n", "admin.allowed_hosts[0]", "start or end with '-'"},
+		{"allowed host too long", base + "\n[admin]\nallowed_hosts = [\"" + strings.Repeat("a.", 127) + "ab\"] #!\n", "admin.allowed_hosts[0]", "at most 253"},
+		{"allowed hosts not strings", base + "\n[admin]\nallowed_hosts = [1] #!\n", "admin.allowed_hosts[0]", "must be a string"},
+		{"allowed hosts not an array", base + "\n[admin]\nallowed_hosts = \"lb1.example.net\" #!\n", "admin.allowed_hosts", "must be an array"},
+		{"allowed host on the second line", base + "\n[admin]\nallowed_hosts = [ #!\n  \"lb1.example.net\",\n  \"lb1.example.net:80\",\n]\n", "admin.allowed_hosts[1]", "without a port"},
 		{"pprof without the socket", base + "\n[admin]\nsocket = \"\"\npprof = true #!\n", "admin.pprof", "admin socket only"},
 		{"pprof not a boolean", base + "\n[admin]\npprof = \"yes\" #!\n", "admin.pprof", "must be true or false"},
 		{"pprof misspelt", base + "\n[admin]\nprof = true #!\n", "admin.prof", `did you mean "pprof"`},
@@ -243,6 +255,11 @@ func TestWarnings(t *testing.T) {
 	}{
 		{"small table", strings.Replace(base, `port = 80`, "port = 80\ntable_size = 101", 1), "vip[0].table_size", "under 100×"},
 		{"public admin", base + "\n[admin]\nlisten = \"0.0.0.0:9180\"\n", "admin.listen", "not a loopback"},
+		{"allowed host an IPv4 address", base + "\n[admin]\nallowed_hosts = [\"127.0.0.1\"]\n", "admin.allowed_hosts[0]", "served already"},
+		{"allowed host an IPv6 address", base + "\n[admin]\nallowed_hosts = [\"[::1]\"]\n", "admin.allowed_hosts[0]", "served already"},
+		{"allowed host localhost", base + "\n[admin]\nallowed_hosts = [\"LocalHost\"]\n", "admin.allowed_hosts[0]", "served already"},
+		{"allowed host twice", base + "\n[admin]\nallowed_hosts = [\"lb1.example.net\", \"LB1.example.net.\"]\n", "admin.allowed_hosts[1]", "listed already"},
+		{"allowed hosts without a listener", base + "\n[admin]\nlisten = \"\"\nallowed_hosts = [\"lb1.example.net\"]\n", "admin.allowed_hosts", "no effect"},
 		{"fast path with afpacket", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nio = \"afpacket\"\nfast_path = true", 1), "dataplane.fast_path", "ignored"},
 		{"busy poll with afpacket", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nio = \"afpacket\"\nbusy_poll_usecs = 50", 1), "dataplane.busy_poll_usecs", "ignored"},
 		{"busy poll budget without busy poll", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nbusy_poll_budget = 32", 1), "dataplane.busy_poll_budget", "no effect"},
@@ -284,7 +301,7 @@ func TestDefaults(t *testing.T) {
 	if cfg.Conntrack.TCPEstablished.D() != 15*time.Minute || cfg.Conntrack.TCPUnconfirmed.D() != 30*time.Second || cfg.Conntrack.Capacity != 1<<20 {
 		t.Errorf("conntrack defaults wrong: %+v", cfg.Conntrack)
 	}
-	if cfg.Admin.Listen != "127.0.0.1:9180" || cfg.Admin.Socket != "/run/vipd/admin.sock" {
+	if cfg.Admin.Listen != "127.0.0.1:9180" || cfg.Admin.Socket != "/run/vipd/admin.sock" || len(cfg.Admin.AllowedHosts) != 0 {
 		t.Errorf("admin defaults wrong: %+v", cfg.Admin)
 	}
 	v := cfg.VIPs[0]
@@ -337,7 +354,7 @@ func TestExampleSetsDefaults(t *testing.T) {
 	if cfg.Conntrack != def.Conntrack {
 		t.Errorf("[conntrack] of the example: %+v\ndefaults: %+v", cfg.Conntrack, def.Conntrack)
 	}
-	if cfg.Admin != def.Admin {
+	if !cfg.Admin.Equal(&def.Admin) {
 		t.Errorf("[admin] of the example: %+v\ndefaults: %+v", cfg.Admin, def.Admin)
 	}
 }
@@ -766,5 +783,47 @@ func TestFastPathMode(t *testing.T) {
 		case !tc.ok && (err == nil || !strings.Contains(err.Error(), "dataplane.fast_path")):
 			t.Errorf("fast_path = %s: %v, want an error naming the key", tc.value, err)
 		}
+	}
+}
+
+// TestAllowedHosts: names load as written (the listener compares them in
+// any case), with a trailing dot, underscores and the longest labels.
+func TestAllowedHosts(t *testing.T) {
+	long := strings.Repeat("a", 63) + ".example"
+	src := base + "\n[admin]\nallowed_hosts = [\"lb1.example.net\", \"LB2.Example.NET.\", \"_metrics.lb3.example\", \"" + long + "\", \"lb4\"]\n"
+	cfg, warns, err := Parse("a.toml", []byte(src))
+	if err != nil || len(warns) != 0 {
+		t.Fatalf("Parse: %v, warnings %v", err, warns)
+	}
+	want := []string{"lb1.example.net", "LB2.Example.NET.", "_metrics.lb3.example", long, "lb4"}
+	if !reflect.DeepEqual(cfg.Admin.AllowedHosts, want) {
+		t.Errorf("allowed_hosts %q, want %q", cfg.Admin.AllowedHosts, want)
+	}
+}
+
+// TestAdminEqual: absent and empty allowed_hosts are the same settings
+// (a reload must not ask for a restart over it); any other change is not.
+func TestAdminEqual(t *testing.T) {
+	a := Default().Admin
+	tests := []struct {
+		name  string
+		b     func(b *Admin)
+		equal bool
+	}{
+		{"same", func(*Admin) {}, true},
+		{"empty allowed_hosts", func(b *Admin) { b.AllowedHosts = []string{} }, true},
+		{"a name added", func(b *Admin) { b.AllowedHosts = []string{"lb1.example.net"} }, false},
+		{"listen", func(b *Admin) { b.Listen = "127.0.0.1:9181" }, false},
+		{"socket", func(b *Admin) { b.Socket = "" }, false},
+		{"pprof", func(b *Admin) { b.Pprof = true }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := Default().Admin
+			tt.b(&b)
+			if got := a.Equal(&b); got != tt.equal {
+				t.Errorf("Equal = %v, want %v", got, tt.equal)
+			}
+		})
 	}
 }

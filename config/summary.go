@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -35,6 +36,9 @@ func WriteSummary(w io.Writer, cfg *Config) error {
 	admin := "disabled"
 	if cfg.Admin.Listen != "" {
 		admin = cfg.Admin.Listen + " (read-only)"
+		if len(cfg.Admin.AllowedHosts) > 0 {
+			admin = cfg.Admin.Listen + " (read-only; hosts: IP addresses, localhost, " + strings.Join(cfg.Admin.AllowedHosts, ", ") + ")"
+		}
 	}
 	socket := "disabled (no drains)"
 	if cfg.Admin.Socket != "" {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -230,6 +231,83 @@ func (c *collector) validateAdmin(a *Admin) {
 	if a.Pprof && a.Socket == "" {
 		c.errorf("admin.pprof", "profiles are served on the admin socket only: set [admin] socket too, or pprof = false")
 	}
+	c.validateAllowedHosts(a)
+}
+
+// validateAllowedHosts checks that every entry of allowed_hosts is a host
+// name as it appears in a Host header without its port: the listener
+// compares names only, so a URL, a path or a port would never match.
+func (c *collector) validateAllowedHosts(a *Admin) {
+	const key = "admin.allowed_hosts"
+	if len(a.AllowedHosts) > 0 && a.Listen == "" {
+		c.warnf(key, "has no effect: the TCP listener is disabled ([admin] listen = \"\")")
+	}
+	seen := map[string]int{}
+	for i, h := range a.AllowedHosts {
+		k := fmt.Sprintf("%s[%d]", key, i)
+		switch {
+		case h == "":
+			c.errorf(k, "must be a host name, not empty")
+			continue
+		case strings.Contains(h, "://"):
+			c.errorf(k, "must be a host name, not a URL such as %q", h)
+			continue
+		case strings.ContainsAny(h, "/?#"):
+			c.errorf(k, "must be a host name, without a path, not %q", h)
+			continue
+		}
+		if ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")); err == nil {
+			c.warnf(k, "%s is an IP address: every IP address is served already, the entry has no effect", ip)
+			continue
+		}
+		if strings.Contains(h, ":") {
+			c.errorf(k, "must be a host name without a port (any port is accepted), not %q", h)
+			continue
+		}
+		if strings.Contains(h, "*") {
+			c.errorf(k, "%q: wildcards are not supported; list each name", h)
+			continue
+		}
+		if err := checkHostName(h); err != nil {
+			c.errorf(k, "%q: %v", h, err)
+			continue
+		}
+		name := strings.ToLower(strings.TrimSuffix(h, "."))
+		if name == "localhost" {
+			c.warnf(k, "localhost is served already, the entry has no effect")
+			continue
+		}
+		if j, dup := seen[name]; dup {
+			c.warnf(k, "%q is listed already (%s[%d]; names are compared in any case)", h, key, j)
+			continue
+		}
+		seen[name] = i
+	}
+}
+
+// checkHostName checks a DNS name: dot-separated labels of letters,
+// digits, '-' and '_' (seen in real names, though not in host names), not
+// starting or ending with '-', at most 63 bytes each and 253 in all; one
+// trailing dot is allowed.
+func checkHostName(h string) error {
+	name := strings.TrimSuffix(h, ".")
+	if len(name) > 253 {
+		return fmt.Errorf("a host name has at most 253 characters, not %d", len(name))
+	}
+	for _, label := range strings.Split(name, ".") {
+		if label == "" || len(label) > 63 {
+			return errors.New("must be a host name: labels of 1 to 63 characters between dots")
+		}
+		if label[0] == '-' || label[len(label)-1] == '-' {
+			return errors.New("must be a host name: a label cannot start or end with '-'")
+		}
+		for i := 0; i < len(label); i++ {
+			if c := label[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return fmt.Errorf("must be a host name: %q is not a letter, digit, '-' or '_'", c)
+			}
+		}
+	}
+	return nil
 }
 
 func (c *collector) validateAdminListen(listen string) {

@@ -29,6 +29,8 @@ type adminServers struct {
 // workers run, every request is answered 503 (Ready).
 func (d *Daemon) listenAdmin(a *config.Admin, fail func(error)) (*adminServers, error) {
 	s := &adminServers{}
+	// Both listeners' /metrics show the TCP listener's refusals.
+	hosts := admin.NewHostCheck(a.AllowedHosts, d.log)
 	if a.Listen != "" {
 		ln, err := net.Listen("tcp", a.Listen)
 		if err != nil {
@@ -36,8 +38,8 @@ func (d *Daemon) listenAdmin(a *config.Admin, fail func(error)) (*adminServers, 
 		}
 		addr := ln.Addr().String()
 		d.adminAddr.Store(&addr)
-		s.serve(ln, admin.Handler(d, admin.ReadOnly), fail)
-		d.log.Info("admin server listening (read-only)", "addr", addr)
+		s.serve(ln, hosts.Wrap(admin.Handler(d, admin.ReadOnly, hosts)), fail)
+		d.log.Info("admin server listening (read-only)", "addr", addr, "allowed_hosts", a.AllowedHosts)
 	}
 	if a.Socket != "" {
 		ln, err := listenSocket(a.Socket)
@@ -45,7 +47,9 @@ func (d *Daemon) listenAdmin(a *config.Admin, fail func(error)) (*adminServers, 
 			s.shutdown()
 			return nil, fmt.Errorf("admin socket: %w", err)
 		}
-		h := admin.Handler(d, admin.Control)
+		// No Host check here (see admin.HostCheck): a browser cannot
+		// reach a Unix socket, and `vipd drain` names no real host.
+		h := admin.Handler(d, admin.Control, hosts)
 		if a.Pprof {
 			// The socket only: its callers are trusted (see config.Admin).
 			h = admin.WithPprof(h)

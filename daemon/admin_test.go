@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -419,5 +422,132 @@ func TestAdminPprof(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// rawGet sends a GET for path to addr with exactly the Host line given
+// ("" sends an empty Host; noHost sends HTTP/1.0 without one) and returns
+// the status and body.
+func rawGet(t *testing.T, addr, path, host string, noHost bool) (int, string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	head := "GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n"
+	if noHost {
+		head = "GET " + path + " HTTP/1.0\r\n\r\n"
+	}
+	if _, err := io.WriteString(c, head); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// refusedHosts reads vipd_admin_requests_refused_total{reason="host"} from
+// the /metrics of c at base.
+func refusedHosts(t *testing.T, c *http.Client, base string) string {
+	t.Helper()
+	code, body := do(t, c, "GET", base+"/metrics", "", "")
+	m := regexp.MustCompile(`(?m)^vipd_admin_requests_refused_total\{reason="host"\} (\S+)$`).FindStringSubmatch(body)
+	if code != http.StatusOK || m == nil {
+		t.Fatalf("/metrics answered %d without vipd_admin_requests_refused_total{reason=\"host\"}", code)
+	}
+	return m[1]
+}
+
+// TestAdminHostCheck: the TCP listener serves a request only when its Host
+// is an IP literal, localhost or in [admin] allowed_hosts; others, a
+// DNS-rebinding page's name or no Host at all, get 421 naming the key and
+// are counted. The Unix socket serves whatever the Host. A reload cannot
+// change the list.
+func TestAdminHostCheck(t *testing.T) {
+	cfg := strings.Replace(testConfig, "listen = \"127.0.0.1:0\"\n", "listen = \"127.0.0.1:0\"\nallowed_hosts = [\"lb1.example.net\"]\n", 1)
+	td := start(t, cfg)
+	addr := td.d.AdminAddr()
+	_, port, _ := net.SplitHostPort(addr)
+	tests := []struct {
+		name   string
+		host   string
+		noHost bool
+		code   int
+	}{
+		{"IPv4 literal with port", "127.0.0.1:" + port, false, http.StatusOK},
+		{"IPv6 literal with port", "[::1]:" + port, false, http.StatusOK},
+		{"localhost", "localhost", false, http.StatusOK},
+		{"LOCALHOST with port", "LOCALHOST:" + port, false, http.StatusOK},
+		{"allowed name", "lb1.example.net:" + port, false, http.StatusOK},
+		{"allowed name in capitals", "LB1.EXAMPLE.NET", false, http.StatusOK},
+		{"evil.example", "evil.example", false, http.StatusMisdirectedRequest},
+		{"evil.example with port", "evil.example:" + port, false, http.StatusMisdirectedRequest},
+		{"rebinding name for 127.0.0.1", "127.0.0.1.nip.io:" + port, false, http.StatusMisdirectedRequest},
+		{"empty Host", "", false, http.StatusMisdirectedRequest},
+		{"HTTP/1.0 without Host", "", true, http.StatusMisdirectedRequest},
+	}
+	refused := 0
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := rawGet(t, addr, "/v1/state", tt.host, tt.noHost)
+			if code != tt.code {
+				t.Fatalf("answered %d %.100q, want %d", code, body, tt.code)
+			}
+			if code == http.StatusOK {
+				if !strings.Contains(body, `"vips"`) {
+					t.Errorf("answered 200 without the state: %.100q", body)
+				}
+				return
+			}
+			refused++
+			if !strings.Contains(body, "[admin] allowed_hosts") || strings.Contains(body, "vips") {
+				t.Errorf("the refusal %.200q does not name [admin] allowed_hosts, or carries the state", body)
+			}
+		})
+	}
+	// Both listeners report the count.
+	if got := refusedHosts(t, tcpClient, "http://"+addr); got != strconv.Itoa(refused) {
+		t.Errorf("the TCP listener's /metrics counts %s refused, want %d", got, refused)
+	}
+	sock := admin.SocketClient(td.socket)
+	if got := refusedHosts(t, sock, "http://vipd"); got != strconv.Itoa(refused) {
+		t.Errorf("the socket's /metrics counts %s refused, want %d", got, refused)
+	}
+
+	// The socket checks no Host: `vipd drain` sends "vipd", and a
+	// browser cannot reach a socket.
+	for _, host := range []string{"vipd", "evil.example", ""} {
+		req, _ := http.NewRequest("GET", "http://vipd/v1/state", nil)
+		req.Host = host
+		resp, err := sock.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("the socket answered %s for Host %q", resp.Status, host)
+		}
+	}
+	if err := admin.Drain(context.Background(), td.socket, "web", "198.18.1.11:8080", true); err != nil {
+		t.Errorf("a drain on the socket: %v", err)
+	}
+
+	// The list takes effect at start, like all of [admin].
+	td.rewrite(strings.Replace(cfg, `"lb1.example.net"`, `"lb1.example.net", "lb2.example.net"`, 1))
+	if err := td.d.Reload(); !errors.Is(err, ErrRestartNeeded) || !strings.Contains(err.Error(), "[admin]") {
+		t.Errorf("a reload that changes allowed_hosts: %v, want [admin] needing a restart", err)
+	}
+	if code, _ := rawGet(t, addr, "/healthz", "lb2.example.net", false); code != http.StatusMisdirectedRequest {
+		t.Errorf("a name added by a refused reload was served: %d", code)
+	}
+	td.rewrite(cfg)
+	if err := td.d.Reload(); err != nil {
+		t.Errorf("a reload with the same allowed_hosts: %v", err)
 	}
 }

@@ -898,7 +898,7 @@ func restartOnly(old, new *config.Config) error {
 	if old.Conntrack != new.Conntrack {
 		changed = append(changed, "[conntrack]")
 	}
-	if old.Admin != new.Admin {
+	if !old.Admin.Equal(&new.Admin) {
 		changed = append(changed, "[admin]")
 	}
 	if !reflect.DeepEqual(old.BGP, new.BGP) {
