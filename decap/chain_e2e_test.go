@@ -74,7 +74,7 @@ func newChainRig(t *testing.T, runA bool) *chainRig {
 		be.ns.Must(t, "ip", "addr", "add", be.addr.String()+"/24", "dev", be.ifName)
 		be.ns.Must(t, "ip", "addr", "add", be.addr6.String()+"/64", "dev", be.ifName, "nodad")
 		be.ns.Must(t, "ip", "addr", "add", vip4.String()+"/32", "dev", "lo")
-		be.ns.Must(t, "ip", "addr", "add", vip6.String()+"/128", "dev", "lo")
+		be.ns.Must(t, "ip", "addr", "add", vip6.String()+"/128", "dev", "lo", "nodad")
 		be.ns.Must(t, "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.all.arp_announce=2")
 		be.ns.Must(t, "ip", "route", "add", "198.18.0.0/15", "via", be.gw.String())
 		be.ns.Must(t, "ip", "-6", "route", "add", "2001:2::/48", "via", be.gw6.String())

@@ -219,9 +219,13 @@
 // the VIP nor uses the VIP as the source of its own ARP requests. With
 // Options.VIPs New does both, and Close undoes exactly what New did:
 //
-//   - each VIP is added to lo through rtnetlink, as ip addr add does; one
-//     already there (same address and prefix length) is left alone and
-//     stays after Close, and one removed by hand meanwhile is no error;
+//   - each VIP is added to lo through rtnetlink, as ip addr add does (an
+//     IPv6 one with nodad: without it the address stays tentative, and
+//     no server can bind it, until the kernel's duplicate address
+//     detection work has run, which on a busy host takes a while even
+//     on lo); one already there (same address and prefix length) is
+//     left alone and stays after Close, and one removed by hand
+//     meanwhile is no error;
 //   - all.arp_ignore and all.arp_announce are raised to 1 and 2 when
 //     lower, and put back by Close unless someone changed them since.
 //     The kernel applies the maximum of all and the interface's value to

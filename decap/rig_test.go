@@ -46,9 +46,11 @@ func newRig(t *testing.T) *rig {
 	r.be.Must(t, "ip", "addr", "add", beAddr4.String()+"/24", "dev", r.beIf)
 	r.lb.Must(t, "ip", "addr", "add", lbAddr6.String()+"/64", "dev", r.lbIf, "nodad")
 	r.be.Must(t, "ip", "addr", "add", beAddr6.String()+"/64", "dev", r.beIf, "nodad")
-	// The DSR backend: VIPs on loopback, not announced by ARP.
+	// The DSR backend: VIPs on loopback, not announced by ARP. The IPv6
+	// one with nodad: else it stays tentative, and no listener can bind
+	// it, until the kernel's DAD work runs, late on a busy machine.
 	r.be.Must(t, "ip", "addr", "add", vip4.String()+"/32", "dev", "lo")
-	r.be.Must(t, "ip", "addr", "add", vip6.String()+"/128", "dev", "lo")
+	r.be.Must(t, "ip", "addr", "add", vip6.String()+"/128", "dev", "lo", "nodad")
 	r.be.Must(t, "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.all.arp_announce=2")
 	r.be.Must(t, "ip", "route", "add", "198.18.2.0/24", "via", lbAddr4.String())
 	r.be.Must(t, "ip", "-6", "route", "add", "2001:2:0:2::/64", "via", lbAddr6.String())
