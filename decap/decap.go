@@ -49,6 +49,7 @@ type Decap struct {
 	vip *vipSetup   // nil without Options.VIPs
 
 	restore []sysctlChange // host-wide sysctls New changed
+	pinned  []pinned       // the TUN's sysctls Run keeps as New set them
 
 	closeOnce sync.Once
 	closeErr  error
@@ -265,8 +266,10 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // Run receives and decapsulates until ctx is done, then returns nil; or
 // until a socket fails (Close included), then returns that error. It runs
-// one goroutine per socket, plus one refreshing the local addresses with
-// Options.CheckLocal, and returns after all of them have stopped.
+// one goroutine per socket, plus one that every Options.LocalRefresh
+// re-reads the local addresses (with Options.CheckLocal) and turns the
+// TUN's forwarding off again if someone turned it on, and returns after
+// all of them have stopped.
 func (d *Decap) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -285,9 +288,7 @@ func (d *Decap) Run(ctx context.Context) error {
 	for _, rx := range d.rx {
 		wg.Go(func() { errc <- d.loop(ctx, rx) })
 	}
-	if d.nl != nil {
-		wg.Go(func() { d.refreshLoop(ctx) })
-	}
+	wg.Go(func() { d.refreshLoop(ctx) })
 	var first error
 	go func() {
 		wg.Wait()
@@ -392,6 +393,10 @@ func (d *Decap) refreshLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			d.checkPinned()
+			if d.nl == nil {
+				continue
+			}
 			if err := d.refreshLocal(); err != nil && ctx.Err() == nil {
 				// The previous set stays in force.
 				d.opts.Logger.Warn("local address refresh failed", "err", err)
@@ -413,6 +418,7 @@ func (d *Decap) Close() error {
 		if d.tun != nil {
 			errs = append(errs, d.tun.Close())
 		}
+		d.closePinned()
 		if d.nl != nil {
 			errs = append(errs, d.nl.Close())
 		}

@@ -31,7 +31,13 @@
 // set); the inner packet is of the tunnel's version, its length fields
 // add up to exactly what follows the outer header, and (IPv4) its header
 // checksum is right; with Options.CheckLocal, its destination is an
-// address of this host. Nothing allocates per packet.
+// address of this host. Nothing allocates per packet. A host reachable
+// from outside a trusted network must set both AllowedSources and
+// CheckLocal: otherwise anyone can have it deliver packets of any source
+// to its stack and, over IPv6 on a host that forwards, to any other
+// host (the TUN's IPv4 forwarding is off; see "Host setup").
+// cmd/vipd-decap refuses to start without -allow and checks local
+// destinations unless told -check-local=false.
 //
 // # GUE
 //
@@ -204,6 +210,23 @@
 //   - net.ipv6.conf.<tun>.disable_ipv6: 0 with Options.IPv6, else 1 (no
 //     router solicitations or MLD reports into a device nobody reads).
 //     IPv6 has no reverse-path filter to turn off.
+//   - net.ipv4.conf.<tun>.forwarding=0 and, with Options.IPv6,
+//     net.ipv6.conf.<tun>.forwarding=0 and force_forwarding=0 (Linux
+//     6.17 and later), unless Options.Forwarding. A new interface takes
+//     forwarding from default, which is 1 on every host that forwards
+//     (Docker and Kubernetes nodes), and IPv4 is forwarded only when the
+//     input interface's forwarding is on: with it off, an inner packet
+//     not addressed to this host (without CheckLocal) is dropped by the
+//     kernel, counted in Ip InAddrErrors, never routed on and never
+//     answered with an ICMP error (TestTUNForwarding). A write that
+//     turns net.ipv4.ip_forward from 0 to 1, and any write of
+//     net.ipv6.conf.all.forwarding, copies the value onto every
+//     interface: Run checks every LocalRefresh and sets it back to 0,
+//     logging it. IPv6 forwarding ignores the input interface's
+//     forwarding (measured on Linux 6.18: a packet arriving on an
+//     interface with forwarding=0 was forwarded while all.forwarding
+//     was 1), so for IPv6 only CheckLocal keeps the host from relaying;
+//     New logs a warning when CheckLocal is off and all.forwarding on.
 //   - accept_local stays 0: it matters only when the inner source is an
 //     address of the backend itself (measured: such a SYN was dropped as
 //     a martian source with 0 and accepted with 1). Set

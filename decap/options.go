@@ -23,7 +23,9 @@ const MaxChainCache = 1 << 22
 
 // Options configures New. The zero value is usable: IPIP over IPv4 only,
 // no GUE, any outer source, no local-destination check, no VIPs, host
-// sysctls checked but not changed.
+// sysctls checked but not changed, forwarding off on the TUN. It is not
+// what a host reachable from outside should run: set AllowedSources and
+// CheckLocal (cmd/vipd-decap insists on -allow and checks by default).
 type Options struct {
 	// TUN is the name of the TUN device New creates; "" means DefaultTUN.
 	// A device of that name must not exist already (another decapsulator
@@ -95,14 +97,34 @@ type Options struct {
 	ChainCacheTTL time.Duration
 
 	// CheckLocal drops inner packets whose destination is not an address
-	// of this host. Without it, and with forwarding enabled, the host
-	// would route decapsulated packets onwards.
+	// of this host (DropNotLocal). Without it, such a packet reaches the
+	// kernel, which drops an IPv4 one (the TUN's forwarding is off; see
+	// Forwarding) but routes an IPv6 one on wherever the host forwards
+	// IPv6. Addresses count, local routes do not: a host that takes a
+	// whole prefix with `ip route add local PREFIX dev lo` needs it off.
 	CheckLocal bool
 
 	// LocalRefresh is how often the local addresses are re-read when
-	// CheckLocal is set; 0 means DefaultLocalRefresh. A VIP added to
-	// loopback is accepted at most this long after it is added.
+	// CheckLocal is set, and how often the TUN's forwarding sysctls are
+	// checked (see Forwarding); 0 means DefaultLocalRefresh. A VIP added
+	// to loopback is accepted at most this long after it is added.
 	LocalRefresh time.Duration
+
+	// Forwarding leaves IP forwarding on the TUN device as the kernel
+	// sets it for a new interface (from net.ipv4.conf.default.forwarding
+	// and its IPv6 twin, that is on wherever the host forwards), which
+	// was the only behaviour before. Without it New sets
+	// net.ipv4.conf.<tun>.forwarding=0 and, with IPv6,
+	// net.ipv6.conf.<tun>.forwarding=0 and force_forwarding=0, and Run
+	// sets them back to 0 when a host-wide write (net.ipv4.ip_forward
+	// going from 0 to 1, as Docker does on start) turned them on, so
+	// that an inner IPv4 packet not addressed to this host is dropped by
+	// the kernel (counted in Ip InAddrErrors) instead of routed on, even
+	// without CheckLocal. IPv6 is not stopped so: Linux forwards IPv6 by
+	// net.ipv6.conf.all.forwarding alone, whatever the input interface's
+	// forwarding says; there only CheckLocal keeps the host from
+	// relaying.
+	Forwarding bool
 
 	// FixSysctls lets New change host-wide sysctls that would make the
 	// kernel drop decapsulated packets (net.ipv4.conf.all.rp_filter; see
