@@ -23,8 +23,9 @@ import (
 //	  lo 198.18.0.101/32      route blackhole 198.18.2.0/24      lo 198.18.0.101/32
 //	     2001:2::101/128                      2001:2:0:2::/64       2001:2::101/128
 //
-// Both run a Decap with chaining on; b accepts a's address as a chain
-// peer only.
+// Both run a Decap with chaining on, each with the other as its chain
+// peer: a chains to b's addresses only, b accepts a's as the source of
+// chained packets only.
 type chainRig struct {
 	lb, a, b   *nstest.NS
 	lbA, lbB   *rig // views for the rig helpers: lb's side toward a, toward b
@@ -87,7 +88,8 @@ func newChainRig(t *testing.T, runA bool) *chainRig {
 	c.lbB = &rig{lb: c.lb, lbIf: ifLB, be: c.b}
 	// A TTL far beyond the test, so that cache hits are certain.
 	c.da = c.lbA.newDecap(t, Options{GUEPort: DefaultGUEPort, IPv6: true, Chain: true, CheckLocal: true, ChainCacheTTL: time.Minute,
-		AllowedSources: []netip.Prefix{netip.PrefixFrom(lbAddr4, 32), netip.PrefixFrom(lbAddr6, 128)}})
+		AllowedSources: []netip.Prefix{netip.PrefixFrom(lbAddr4, 32), netip.PrefixFrom(lbAddr6, 128)},
+		ChainPeers:     []netip.Prefix{netip.PrefixFrom(bAddr4, 32), netip.PrefixFrom(bAddr6, 128)}})
 	c.db = c.lbB.newDecap(t, Options{GUEPort: DefaultGUEPort, IPv6: true, Chain: true, CheckLocal: true,
 		AllowedSources: []netip.Prefix{netip.PrefixFrom(lbAddrB, 32), netip.PrefixFrom(lbAddrB6, 128)},
 		ChainPeers:     []netip.Prefix{netip.PrefixFrom(aAddr4, 32), netip.PrefixFrom(aAddr6, 128)}})
@@ -314,4 +316,34 @@ func TestChainIPv6(t *testing.T) {
 		t.Fatalf("send from a: %v", err)
 	}
 	waitStats(t, c.db, "b refuses", func(s Stats) bool { return s.Dropped[DropSource] == 1 })
+}
+
+// TestChainToNonPeer: a hinted packet for a flow a does not have, whose
+// hint names an address outside a's chain peers (lb's, which lb could
+// answer), is dropped and counted, not sent there: the hint is the
+// packet's word, and -chain must not send datagrams wherever it says.
+func TestChainToNonPeer(t *testing.T) {
+	c := newChainRig(t, true)
+	for _, tc := range []struct {
+		name string
+		pkt  []byte
+	}{
+		{"IPv4", gue4(t, lbAddr4, aAddr4, 49180, DefaultGUEPort, hinted(lbAddrB, 0, tcpSeg4(t, 40500, 7, 1, []byte("not for lb"))))},
+		{"IPv6", gue6(t, lbAddr6, aAddr6, 49181, DefaultGUEPort, hinted(lbAddrB6, 0, tcp6(t, client6, vip6, 40501, 80, false, true, 7, []byte("not for lb"))))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := c.da.Stats()
+			c.sa.send(t, tc.pkt)
+			s := waitStats(t, c.da, "a's verdict", func(s Stats) bool {
+				return s.Hinted == before.Hinted+1 && s.Dropped[DropChainTarget]+s.Hints[HintChainedOut]+s.Decapsulated > before.Dropped[DropChainTarget]+before.Hints[HintChainedOut]+before.Decapsulated
+			})
+			if s.Dropped[DropChainTarget] != before.Dropped[DropChainTarget]+1 || s.Hints[HintChainedOut] != before.Hints[HintChainedOut] {
+				t.Errorf("a: %d chain_target drops, %d chained out; want %d and %d (not sent to the hint's non-peer)",
+					s.Dropped[DropChainTarget], s.Hints[HintChainedOut], before.Dropped[DropChainTarget]+1, before.Hints[HintChainedOut])
+			}
+			if s.Decapsulated != before.Decapsulated {
+				t.Errorf("a delivered the packet here (%d decapsulated, was %d), want it dropped", s.Decapsulated, before.Decapsulated)
+			}
+		})
+	}
 }

@@ -86,7 +86,7 @@ func New(opts Options) (*Decap, error) {
 	d := &Decap{opts: o}
 	d.filter = filter{allowed: slices.Clone(o.AllowedSources), chainPeers: slices.Clone(o.ChainPeers),
 		checkLocal: o.CheckLocal, local: &d.local, stats: &d.stats}
-	d.chain = chainer{on: o.Chain, stats: &d.stats}
+	d.chain = chainer{on: o.Chain, peers: slices.Clone(o.ChainPeers), stats: &d.stats}
 	ok := false
 	defer func() {
 		if !ok {
@@ -346,9 +346,14 @@ func (d *Decap) receive(rx *receiver) error {
 	case kindGUE:
 		d.stats.gue.Add(1)
 		inner, h := d.filter.stripGUE(pkt, rx.rd.source())
-		if inner != nil && h.present() && d.chain.decide(inner, h) {
-			d.forward(rx, pkt, h.prev)
-			return nil
+		if inner != nil && h.present() {
+			switch d.chain.decide(inner, h) {
+			case chainOn:
+				d.forward(rx, pkt, h.prev)
+				return nil
+			case dropTarget:
+				return nil
+			}
 		}
 		d.deliver(inner)
 		return nil

@@ -132,6 +132,11 @@
 //     flows vipd hints is its own rule.
 //   - The lookup failed: delivered (HintLookupError): a broken lookup
 //     must not black-hole traffic.
+//   - Otherwise, when the previous owner is not in Options.ChainPeers,
+//     the packet is dropped (DropChainTarget): the hint is the packet's
+//     word, and chained to any address it would make this host a
+//     reflector toward every GUE port; and a ChainPeers that lacks a
+//     backend vipd knows shows in this counter. Chain needs ChainPeers.
 //   - Otherwise the datagram is sent on as received, with HintChained
 //     set, over UDP to the previous owner's GUEPort (every backend is
 //     assumed to use the same port), from the GUE socket that received
@@ -142,9 +147,9 @@
 //     the kernel. (HintChainedOut; a failed send is DropChainSend.)
 //
 // The previous owner accepts the chained packet although its outer
-// source is a backend, not vipd: Options.ChainPeers lists outer sources
-// accepted for packets with HintChained only; Options.AllowedSources
-// still governs everything else.
+// source is a backend, not vipd: Options.ChainPeers, the other backends,
+// are also the outer sources accepted for packets with HintChained only;
+// Options.AllowedSources still governs everything else.
 //
 // A flow whose every packet carries a hint (vipd's connection entry
 // remembers it) would cost a kernel query per packet (measured: 15 µs
@@ -157,7 +162,7 @@
 //
 // Counters: Stats.Hinted counts the well-formed hinted datagrams that
 // passed the inner checks; each ends in one of Stats.Hints (by
-// HintOutcome) or Dropped[DropChainSend]. Stats.Lookups counts kernel
+// HintOutcome), Dropped[DropChainTarget] or Dropped[DropChainSend]. Stats.Lookups counts kernel
 // queries, Stats.CacheHits the decisions the cache made. Every packet
 // read is counted in Received and once in Decapsulated,
 // Hints[HintChainedOut] or Dropped.

@@ -71,18 +71,20 @@ type Options struct {
 	// packet is delivered here when it starts a connection, was chained
 	// here by another backend, or belongs to a connection a local socket
 	// has; otherwise it is sent on, marked HintChained, to the previous
-	// owner's GUEPort. Without it, a hinted packet is delivered as if it
-	// had no hint (counted as HintOff). It needs GUEPort. Set
-	// AllowedSources with it: the hint names where the packet goes next,
-	// so without an allow-list anyone who reaches the GUE port can have
-	// this host send datagrams (of the size they sent) to any address's
-	// GUEPort.
+	// owner's GUEPort, if that owner is in ChainPeers (else it is
+	// dropped, DropChainTarget). Without it, a hinted packet is delivered
+	// as if it had no hint (counted as HintOff). It needs GUEPort and
+	// ChainPeers. Set AllowedSources with it: without an allow-list
+	// anyone who reaches the GUE port can have this host send datagrams
+	// (of the size they sent) to the chain peers' GUEPort.
 	Chain bool
 
-	// ChainPeers lists outer sources accepted only for packets another
-	// backend chained (HintChained set): the other backends' addresses.
-	// AllowedSources still governs every other packet; with
-	// AllowedSources empty, any source is accepted anyway.
+	// ChainPeers lists the other backends' addresses (or prefixes): the
+	// only previous owners a packet is chained to, and outer sources
+	// accepted only for packets another backend chained (HintChained
+	// set). AllowedSources still governs every other packet; with
+	// AllowedSources empty, any source is accepted anyway. Chain needs
+	// at least one: with none, every packet to chain would be dropped.
 	ChainPeers []netip.Prefix
 
 	// ChainCache is the number of flows whose lookup result is
@@ -180,6 +182,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Chain && o.GUEPort == 0 {
 		return o, errors.New("decap: Chain needs GUEPort: hints come only over GUE")
+	}
+	if o.Chain && len(o.ChainPeers) == 0 {
+		return o, errors.New("decap: Chain needs ChainPeers: packets are chained only to an address in it, so without any every packet to chain would be dropped")
 	}
 	if o.ChainCache < 0 || o.ChainCache > MaxChainCache || o.ChainCacheTTL < 0 {
 		return o, fmt.Errorf("decap: ChainCache %d, ChainCacheTTL %v: want 0 to %d flows and a TTL not negative", o.ChainCache, o.ChainCacheTTL, MaxChainCache)
