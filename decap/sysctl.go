@@ -219,7 +219,7 @@ func (d *Decap) warnIPv6Forwarding() {
 	}
 	if v, err := readSysctl(conf("ipv6", "all", "forwarding")); err == nil && v != 0 {
 		d.opts.Logger.Warn("net.ipv6.conf.all.forwarding is on and CheckLocal off: inner IPv6 packets for other hosts " +
-			"are routed on, the TUN's forwarding=0 does not stop IPv6 (check-local does)")
+			"are routed on, the TUN's forwarding=0 does not stop IPv6 (CheckLocal, -check-local, does)")
 	}
 }
 
