@@ -174,8 +174,9 @@ func TestLocalRefresh(t *testing.T) {
 	})
 }
 
-// TestCloseRemovesTUN checks that Close makes Run return and that the
-// kernel deletes the non-persistent TUN with its last file.
+// TestCloseRemovesTUN checks that Close makes Run return, once it is
+// receiving, and that the kernel deletes the non-persistent TUN with its
+// last file.
 func TestCloseRemovesTUN(t *testing.T) {
 	r := newRig(t)
 	d := r.newDecap(t, Options{TUN: "vtun-close", IPv6: true})
@@ -184,7 +185,9 @@ func TestCloseRemovesTUN(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- d.Run(context.Background()) }()
-	time.Sleep(50 * time.Millisecond) // let Run block in its reads
+	// A packet read says Run's loops are up and back in their reads.
+	r.sender(t).send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip4, 40001, 81, true, false, 1000, nil)))
+	waitStats(t, d, "Run receiving", func(s Stats) bool { return s.Received == 1 })
 	if err := d.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -437,7 +440,7 @@ func testTCPTransfer(t *testing.T, gue bool) {
 		t.Fatalf("dial the VIP from lb: %v (decap stats %+v)", err, d.Stats())
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	conn.SetDeadline(time.Now().Add(transferTimeout))
 
 	data := make([]byte, 4<<20)
 	for i := range data {

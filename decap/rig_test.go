@@ -34,8 +34,17 @@ type rig struct {
 	lbIf, beIf string
 }
 
-// replyTimeout bounds every wait for a packet in the end-to-end tests.
-const replyTimeout = 3 * time.Second
+// replyTimeout bounds every wait for a packet, or for a counter, in the
+// end-to-end tests. Each wait ends as soon as what it waits for is seen,
+// so the bound costs only a failing run; it is generous because a loaded
+// 2-CPU machine (other test binaries, a CPU hog) delays a namespace's
+// packets and the receive goroutines by seconds.
+const replyTimeout = 10 * time.Second
+
+// transferTimeout bounds a whole TCP transfer (TestTCPTransfer's 4 MiB
+// both ways through two user-space tunnel ends), and so the echo
+// server's connections.
+const transferTimeout = 60 * time.Second
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
@@ -117,7 +126,7 @@ func (r *rig) echo(t *testing.T, addr netip.AddrPort) {
 			}
 			wg.Go(func() {
 				defer c.Close()
-				c.SetDeadline(time.Now().Add(replyTimeout))
+				c.SetDeadline(time.Now().Add(transferTimeout))
 				// Plain reads and writes: io.Copy between two TCP
 				// conns would splice through pipes that a pool keeps
 				// open, which TestMain would report as leaked.

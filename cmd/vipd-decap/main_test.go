@@ -203,9 +203,9 @@ func TestCheckTouchesNothing(t *testing.T) {
 		if err != nil || code != 0 {
 			t.Fatalf("-check: exit %d, %v; %s", code, err, stderr.String())
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(startTimeout):
 		// -check went on to serve; the test binary's exit ends it.
-		t.Fatalf("-check still running after 5s: it set things up instead of checking")
+		t.Fatalf("-check still running after %v: it set things up instead of checking", startTimeout)
 	}
 	if after := state(); after != before {
 		t.Errorf("-check changed the namespace:\nbefore:\n%s\nafter:\n%s", before, after)
@@ -349,8 +349,8 @@ func TestBinary(t *testing.T) {
 	// "running" is logged once decap.New returned, that is after the
 	// sockets are open; the TUN exists earlier, and a packet sent in
 	// between is lost (CI saw it once).
-	if !waitFor(5*time.Second, func() bool { return strings.Contains(log.String(), "msg=running") }) {
-		t.Fatalf("not running after 5s; log:\n%s", log)
+	if !waitFor(startTimeout, func() bool { return strings.Contains(log.String(), "msg=running") }) {
+		t.Fatalf("not running after %v; log:\n%s", startTimeout, log)
 	}
 	if !hasTUN() {
 		t.Fatalf("running without TUN %s; log:\n%s", tun, log)
@@ -395,8 +395,8 @@ func TestBinary(t *testing.T) {
 	if err != nil {
 		t.Fatalf("send: %v", err)
 	}
-	if !waitFor(5*time.Second, func() bool { return strings.Contains(log.String(), "gue=2 decapsulated=3") }) {
-		t.Fatalf("not 3 decapsulated packets, 2 of them GUE, in the stats after 5s; log:\n%s", log)
+	if !waitFor(startTimeout, func() bool { return strings.Contains(log.String(), "gue=2 decapsulated=3") }) {
+		t.Fatalf("not 3 decapsulated packets, 2 of them GUE, in the stats after %v; log:\n%s", startTimeout, log)
 	}
 	fams := scrapeIn(t, ns, "http://"+metrics+"/metrics")
 	for name, want := range map[string]float64{
@@ -425,8 +425,8 @@ func TestBinary(t *testing.T) {
 		if err != nil {
 			t.Fatalf("exit after SIGTERM: %v; log:\n%s", err, log)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("still running 5s after SIGTERM; log:\n%s", log)
+	case <-time.After(startTimeout):
+		t.Fatalf("still running %v after SIGTERM; log:\n%s", startTimeout, log)
 	}
 	out := log.String()
 	for _, want := range []string{"msg=running", "msg=\"final stats\"", "msg=stopped"} {
@@ -456,7 +456,7 @@ func TestBinary(t *testing.T) {
 func scrapeIn(t *testing.T, ns *nstest.NS, url string) map[string]*dto.MetricFamily {
 	t.Helper()
 	client := &http.Client{
-		Timeout: 5 * time.Second,
+		Timeout: startTimeout,
 		Transport: &http.Transport{
 			DisableKeepAlives: true,
 			DialContext: func(ctx context.Context, network, addr string) (c net.Conn, err error) {
