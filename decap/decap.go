@@ -45,6 +45,7 @@ type Decap struct {
 	tun *os.File
 	rx  []*receiver // one per socket, each read by its own goroutine in Run
 	nl  *addrReader // nil without Options.CheckLocal
+	aw  *addrWatch  // nil without Options.CheckLocal
 	sd  *sockDiag   // nil without Options.Chain
 	vip *vipSetup   // nil without Options.VIPs
 
@@ -116,6 +117,11 @@ func New(opts Options) (*Decap, error) {
 	}
 	if o.CheckLocal {
 		if d.nl, err = openAddrReader(); err != nil {
+			return nil, err
+		}
+		// Subscribed before the first read: a change in between is
+		// not missed.
+		if d.aw, err = openAddrWatch(); err != nil {
 			return nil, err
 		}
 		if err := d.refreshLocal(); err != nil {
@@ -280,6 +286,9 @@ func (d *Decap) Run(ctx context.Context) error {
 		for _, rx := range d.rx {
 			rx.f.SetReadDeadline(aLongTimeAgo)
 		}
+		if d.aw != nil {
+			d.aw.f.SetReadDeadline(aLongTimeAgo)
+		}
 	})
 	defer stop()
 
@@ -288,7 +297,13 @@ func (d *Decap) Run(ctx context.Context) error {
 	for _, rx := range d.rx {
 		wg.Go(func() { errc <- d.loop(ctx, rx) })
 	}
-	wg.Go(func() { d.refreshLoop(ctx) })
+	// changed has room for one refresh request: more arriving while
+	// one waits are served by that one.
+	changed := make(chan struct{}, 1)
+	if d.aw != nil {
+		wg.Go(func() { d.watchLoop(ctx, changed) })
+	}
+	wg.Go(func() { d.refreshLoop(ctx, changed) })
 	var first error
 	go func() {
 		wg.Wait()
@@ -390,22 +405,50 @@ func (d *Decap) deliver(inner []byte) {
 	d.stats.bytes.Add(uint64(len(inner)))
 }
 
-func (d *Decap) refreshLoop(ctx context.Context) {
+// refreshLoop re-reads the local addresses (with CheckLocal) when
+// changed says they changed, and every LocalRefresh in case a
+// notification was missed; on the ticks it also checks the TUN's
+// pinned sysctls.
+func (d *Decap) refreshLoop(ctx context.Context, changed <-chan struct{}) {
 	t := time.NewTicker(d.opts.LocalRefresh)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-changed:
 		case <-t.C:
 			d.checkPinned()
-			if d.nl == nil {
-				continue
-			}
-			if err := d.refreshLocal(); err != nil && ctx.Err() == nil {
-				// The previous set stays in force.
-				d.opts.Logger.Warn("local address refresh failed", "err", err)
-			}
+		}
+		if d.nl == nil {
+			continue
+		}
+		if err := d.refreshLocal(); err != nil && ctx.Err() == nil {
+			// The previous set stays in force.
+			d.opts.Logger.Warn("local address refresh failed", "err", err)
+		}
+	}
+}
+
+// watchLoop asks refreshLoop for a refresh on every address
+// notification, until ctx is done or the socket fails; a failed socket
+// leaves the LocalRefresh ticks.
+func (d *Decap) watchLoop(ctx context.Context, changed chan<- struct{}) {
+	for {
+		err := d.aw.wait()
+		if ctx.Err() != nil || d.closed.Load() {
+			return
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			continue // not ours: someone else set a deadline
+		}
+		if err != nil {
+			d.opts.Logger.Warn("address notifications failed, the local addresses are re-read every LocalRefresh only", "err", err)
+			return
+		}
+		select {
+		case changed <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -426,6 +469,9 @@ func (d *Decap) Close() error {
 		d.closePinned()
 		if d.nl != nil {
 			errs = append(errs, d.nl.Close())
+		}
+		if d.aw != nil {
+			errs = append(errs, d.aw.Close())
 		}
 		if d.sd != nil {
 			errs = append(errs, d.sd.Close())

@@ -263,7 +263,11 @@
 //     addresses of the interface they arrive on, never lo's.
 //
 // The VIPs are added before the local address set is first read, so
-// CheckLocal accepts them from the first packet.
+// CheckLocal accepts them from the first packet. Addresses added later
+// are seen when the kernel announces the change (the IPv4 and IPv6
+// ifaddr netlink groups, TestLocalRefresh), and the set is re-read every
+// LocalRefresh in any case, for a notification lost to a full socket
+// buffer.
 //
 // # Namespaces and privileges
 //

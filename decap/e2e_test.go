@@ -146,10 +146,21 @@ func TestSYNACK6(t *testing.T) {
 
 // TestLocalRefresh: with CheckLocal, a VIP added to loopback after New is
 // accepted once the address list is read again — from the backend's
-// namespace, though the refresh runs on whatever thread the runtime picks.
+// namespace, though the refresh runs on whatever thread the runtime picks:
+// at the next LocalRefresh, or, with a LocalRefresh far beyond the test,
+// when the kernel's address notification arrives.
 func TestLocalRefresh(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		refresh time.Duration
+	}{{"periodic", 50 * time.Millisecond}, {"notified", time.Hour}} {
+		t.Run(tc.name, func(t *testing.T) { testLocalRefresh(t, tc.refresh) })
+	}
+}
+
+func testLocalRefresh(t *testing.T, refresh time.Duration) {
 	r := newRig(t)
-	d := r.newDecap(t, Options{CheckLocal: true, LocalRefresh: 50 * time.Millisecond})
+	d := r.newDecap(t, Options{CheckLocal: true, LocalRefresh: refresh})
 	run(t, d)
 	vip2 := netip.MustParseAddr("198.18.0.102")
 	s, c := r.sender(t), r.capture(t)
@@ -158,9 +169,10 @@ func TestLocalRefresh(t *testing.T) {
 
 	r.be.Must(t, "ip", "addr", "add", vip2.String()+"/32", "dev", "lo")
 	r.echo(t, netip.AddrPortFrom(vip2, 80))
-	// Two refresh periods are enough on an idle machine; send until a SYN
-	// is let through, for as long as a reply is waited for (a refresh
-	// can be late: netlink under RTNL contention, a loaded machine).
+	// The refresh follows the addition, by a refresh period or by the
+	// notification's trip: send until a SYN is let through, for as long
+	// as a reply is waited for (a refresh can be late: netlink under
+	// RTNL contention, a loaded machine).
 	for i, end := 0, time.Now().Add(replyTimeout); time.Now().Before(end); i++ {
 		s.send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip2, uint16(40100+i%1000), 80, true, false, 1000, nil)))
 		time.Sleep(25 * time.Millisecond)

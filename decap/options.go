@@ -107,9 +107,10 @@ type Options struct {
 	CheckLocal bool
 
 	// LocalRefresh is how often the local addresses are re-read when
-	// CheckLocal is set, and how often the TUN's forwarding sysctls are
-	// checked (see Forwarding); 0 means DefaultLocalRefresh. A VIP added
-	// to loopback is accepted at most this long after it is added.
+	// CheckLocal is set, besides when the kernel says they changed (so
+	// that a VIP added to loopback is accepted a moment later, not up to
+	// LocalRefresh later), and how often the TUN's forwarding sysctls
+	// are checked (see Forwarding); 0 means DefaultLocalRefresh.
 	LocalRefresh time.Duration
 
 	// Forwarding leaves IP forwarding on the TUN device as the kernel
