@@ -272,10 +272,12 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // Run receives and decapsulates until ctx is done, then returns nil; or
 // until a socket fails (Close included), then returns that error. It runs
-// one goroutine per socket, plus one that every Options.LocalRefresh
-// re-reads the local addresses (with Options.CheckLocal) and turns the
-// TUN's forwarding off again if someone turned it on, and returns after
-// all of them have stopped.
+// one goroutine per socket; one that re-reads the local addresses (with
+// Options.CheckLocal) when the kernel says they changed and every
+// Options.LocalRefresh, and on those ticks turns the TUN's forwarding off
+// again if someone turned it on; and, with CheckLocal, one that receives
+// the kernel's address notifications. It returns after all of them have
+// stopped.
 func (d *Decap) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
