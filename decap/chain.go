@@ -21,20 +21,30 @@ type SocketLookup interface {
 }
 
 // chainer decides, for a packet with a previous-owner hint, whether it
-// is delivered here or chained to the previous owner, and counts why.
-// The receive goroutines share it.
+// is delivered here, chained to the previous owner or dropped, and counts
+// why. The receive goroutines share it.
 type chainer struct {
 	on     bool
+	peers  []netip.Prefix // the only addresses a packet is chained to
 	lookup SocketLookup
 	cache  *flowCache // nil: every hinted packet is looked up
 	stats  *counters
 }
 
-// decide returns true when inner, an accepted inner packet that came with
-// hint h, must be chained to h.prev, and false when it is delivered here
-// (counted by HintOutcome). A chained packet is counted by the caller
-// once sent. With a cache hit it does not allocate; a lookup may.
-func (c *chainer) decide(inner []byte, h hint) bool {
+// verdict is what becomes of a hinted packet.
+type verdict uint8
+
+const (
+	deliverHere verdict = iota // counted by HintOutcome
+	chainOn                    // counted by the caller once sent
+	dropTarget                 // counted as DropChainTarget
+)
+
+// decide returns what becomes of inner, an accepted inner packet that
+// came with hint h: delivered here, chained to h.prev, or dropped because
+// h.prev is not a chain peer. With a cache hit it does not allocate; a
+// lookup may.
+func (c *chainer) decide(inner []byte, h hint) verdict {
 	c.stats.hinted.Add(1)
 	if !c.on {
 		return c.local(HintOff)
@@ -56,7 +66,7 @@ func (c *chainer) decide(inner []byte, h hint) bool {
 		if here {
 			return c.local(HintMatch)
 		}
-		return true
+		return c.to(h.prev)
 	}
 	c.stats.lookups.Add(1)
 	here, err := c.lookup.Lookup(k.proto, k.local, k.remote)
@@ -67,12 +77,29 @@ func (c *chainer) decide(inner []byte, h hint) bool {
 	if here {
 		return c.local(HintMatch)
 	}
-	return true
+	return c.to(h.prev)
 }
 
-func (c *chainer) local(o HintOutcome) bool {
+func (c *chainer) local(o HintOutcome) verdict {
 	c.stats.hints[o].Add(1)
-	return false
+	return deliverHere
+}
+
+// to returns chainOn when prev is in the chain peers, else counts the
+// drop. The hint is the packet's own word: with a forged outer source or
+// too wide an allow-list, a sender could name any address and have this
+// host send datagrams to every host's GUE port. Delivered here instead,
+// the packet would only earn the client a reset (no local connection has
+// it), so it is dropped; the counter also shows a ChainPeers that lacks
+// a backend vipd knows.
+func (c *chainer) to(prev netip.Addr) verdict {
+	for _, p := range c.peers {
+		if p.Contains(prev) {
+			return chainOn
+		}
+	}
+	c.stats.dropped[DropChainTarget].Add(1)
+	return dropTarget
 }
 
 // observe is called with every inner packet delivered without a hint:

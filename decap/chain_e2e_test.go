@@ -23,8 +23,9 @@ import (
 //	  lo 198.18.0.101/32      route blackhole 198.18.2.0/24      lo 198.18.0.101/32
 //	     2001:2::101/128                      2001:2:0:2::/64       2001:2::101/128
 //
-// Both run a Decap with chaining on; b accepts a's address as a chain
-// peer only.
+// Both run a Decap with chaining on, each with the other as its chain
+// peer: a chains to b's addresses only, b accepts a's as the source of
+// chained packets only.
 type chainRig struct {
 	lb, a, b   *nstest.NS
 	lbA, lbB   *rig // views for the rig helpers: lb's side toward a, toward b
@@ -74,7 +75,7 @@ func newChainRig(t *testing.T, runA bool) *chainRig {
 		be.ns.Must(t, "ip", "addr", "add", be.addr.String()+"/24", "dev", be.ifName)
 		be.ns.Must(t, "ip", "addr", "add", be.addr6.String()+"/64", "dev", be.ifName, "nodad")
 		be.ns.Must(t, "ip", "addr", "add", vip4.String()+"/32", "dev", "lo")
-		be.ns.Must(t, "ip", "addr", "add", vip6.String()+"/128", "dev", "lo")
+		be.ns.Must(t, "ip", "addr", "add", vip6.String()+"/128", "dev", "lo", "nodad")
 		be.ns.Must(t, "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.all.arp_announce=2")
 		be.ns.Must(t, "ip", "route", "add", "198.18.0.0/15", "via", be.gw.String())
 		be.ns.Must(t, "ip", "-6", "route", "add", "2001:2::/48", "via", be.gw6.String())
@@ -87,7 +88,8 @@ func newChainRig(t *testing.T, runA bool) *chainRig {
 	c.lbB = &rig{lb: c.lb, lbIf: ifLB, be: c.b}
 	// A TTL far beyond the test, so that cache hits are certain.
 	c.da = c.lbA.newDecap(t, Options{GUEPort: DefaultGUEPort, IPv6: true, Chain: true, CheckLocal: true, ChainCacheTTL: time.Minute,
-		AllowedSources: []netip.Prefix{netip.PrefixFrom(lbAddr4, 32), netip.PrefixFrom(lbAddr6, 128)}})
+		AllowedSources: []netip.Prefix{netip.PrefixFrom(lbAddr4, 32), netip.PrefixFrom(lbAddr6, 128)},
+		ChainPeers:     []netip.Prefix{netip.PrefixFrom(bAddr4, 32), netip.PrefixFrom(bAddr6, 128)}})
 	c.db = c.lbB.newDecap(t, Options{GUEPort: DefaultGUEPort, IPv6: true, Chain: true, CheckLocal: true,
 		AllowedSources: []netip.Prefix{netip.PrefixFrom(lbAddrB, 32), netip.PrefixFrom(lbAddrB6, 128)},
 		ChainPeers:     []netip.Prefix{netip.PrefixFrom(aAddr4, 32), netip.PrefixFrom(aAddr6, 128)}})
@@ -104,7 +106,8 @@ func newChainRig(t *testing.T, runA bool) *chainRig {
 }
 
 // warm sends UDP datagrams from namespace from to addr:9 in namespace
-// to until one arrives: at most 50, 100 ms apart.
+// to until one arrives: at most 100, 100 ms apart (a loaded machine
+// resolves neighbours late).
 func warm(t *testing.T, from, to *nstest.NS, addr netip.Addr) {
 	t.Helper()
 	dst := netip.AddrPortFrom(addr, 9)
@@ -125,14 +128,14 @@ func warm(t *testing.T, from, to *nstest.NS, addr netip.Addr) {
 	}
 	defer tx.Close()
 	buf := make([]byte, 16)
-	for range 50 {
+	for range 100 {
 		tx.Write([]byte("warm"))
 		rx.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 		if _, err := rx.Read(buf); err == nil {
 			return
 		}
 	}
-	t.Fatalf("warm: nothing from %s reached %v in %s within 5 s", from.Name, dst, to.Name)
+	t.Fatalf("warm: nothing from %s reached %v in %s within 10 s", from.Name, dst, to.Name)
 }
 
 // listenIn listens on vip4:80 in ns; closed at cleanup.
@@ -237,9 +240,13 @@ func TestChainEndToEnd(t *testing.T) {
 	}
 
 	// Nothing came back to a: it received the 2 handshake packets of its
-	// own connection and the 3 hinted ones, and b never chained.
-	time.Sleep(100 * time.Millisecond)
-	sa, sb = c.da.Stats(), c.db.Stats()
+	// own connection and the 3 hinted ones, and b, once it has handled
+	// all it received (2 handshake packets, 2 chained in), chained none
+	// on.
+	sb = waitStats(t, c.db, "b has handled its 4 packets", func(s Stats) bool {
+		return s.Received == 4 && s.Decapsulated+s.TotalDropped()+s.Hints[HintChainedOut] == 4
+	})
+	sa = c.da.Stats()
 	if sa.Received != 5 || sa.Hints[HintChainedIn] != 0 {
 		t.Errorf("a received %d packets (%d chained in), want 5 and 0: %+v", sa.Received, sa.Hints[HintChainedIn], sa)
 	}
@@ -314,4 +321,34 @@ func TestChainIPv6(t *testing.T) {
 		t.Fatalf("send from a: %v", err)
 	}
 	waitStats(t, c.db, "b refuses", func(s Stats) bool { return s.Dropped[DropSource] == 1 })
+}
+
+// TestChainToNonPeer: a hinted packet for a flow a does not have, whose
+// hint names an address outside a's chain peers (lb's, which lb could
+// answer), is dropped and counted, not sent there: the hint is the
+// packet's word, and -chain must not send datagrams wherever it says.
+func TestChainToNonPeer(t *testing.T) {
+	c := newChainRig(t, true)
+	for _, tc := range []struct {
+		name string
+		pkt  []byte
+	}{
+		{"IPv4", gue4(t, lbAddr4, aAddr4, 49180, DefaultGUEPort, hinted(lbAddrB, 0, tcpSeg4(t, 40500, 7, 1, []byte("not for lb"))))},
+		{"IPv6", gue6(t, lbAddr6, aAddr6, 49181, DefaultGUEPort, hinted(lbAddrB6, 0, tcp6(t, client6, vip6, 40501, 80, false, true, 7, []byte("not for lb"))))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := c.da.Stats()
+			c.sa.send(t, tc.pkt)
+			s := waitStats(t, c.da, "a's verdict", func(s Stats) bool {
+				return s.Hinted == before.Hinted+1 && s.Dropped[DropChainTarget]+s.Hints[HintChainedOut]+s.Decapsulated > before.Dropped[DropChainTarget]+before.Hints[HintChainedOut]+before.Decapsulated
+			})
+			if s.Dropped[DropChainTarget] != before.Dropped[DropChainTarget]+1 || s.Hints[HintChainedOut] != before.Hints[HintChainedOut] {
+				t.Errorf("a: %d chain_target drops, %d chained out; want %d and %d (not sent to the hint's non-peer)",
+					s.Dropped[DropChainTarget], s.Hints[HintChainedOut], before.Dropped[DropChainTarget]+1, before.Hints[HintChainedOut])
+			}
+			if s.Decapsulated != before.Decapsulated {
+				t.Errorf("a delivered the packet here (%d decapsulated, was %d), want it dropped", s.Decapsulated, before.Decapsulated)
+			}
+		})
+	}
 }

@@ -45,10 +45,12 @@ type Decap struct {
 	tun *os.File
 	rx  []*receiver // one per socket, each read by its own goroutine in Run
 	nl  *addrReader // nil without Options.CheckLocal
+	aw  *addrWatch  // nil without Options.CheckLocal
 	sd  *sockDiag   // nil without Options.Chain
 	vip *vipSetup   // nil without Options.VIPs
 
 	restore []sysctlChange // host-wide sysctls New changed
+	pinned  []pinned       // the TUN's sysctls Run keeps as New set them
 
 	closeOnce sync.Once
 	closeErr  error
@@ -85,7 +87,7 @@ func New(opts Options) (*Decap, error) {
 	d := &Decap{opts: o}
 	d.filter = filter{allowed: slices.Clone(o.AllowedSources), chainPeers: slices.Clone(o.ChainPeers),
 		checkLocal: o.CheckLocal, local: &d.local, stats: &d.stats}
-	d.chain = chainer{on: o.Chain, stats: &d.stats}
+	d.chain = chainer{on: o.Chain, peers: slices.Clone(o.ChainPeers), stats: &d.stats}
 	ok := false
 	defer func() {
 		if !ok {
@@ -115,6 +117,11 @@ func New(opts Options) (*Decap, error) {
 	}
 	if o.CheckLocal {
 		if d.nl, err = openAddrReader(); err != nil {
+			return nil, err
+		}
+		// Subscribed before the first read: a change in between is
+		// not missed.
+		if d.aw, err = openAddrWatch(); err != nil {
 			return nil, err
 		}
 		if err := d.refreshLocal(); err != nil {
@@ -265,8 +272,12 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // Run receives and decapsulates until ctx is done, then returns nil; or
 // until a socket fails (Close included), then returns that error. It runs
-// one goroutine per socket, plus one refreshing the local addresses with
-// Options.CheckLocal, and returns after all of them have stopped.
+// one goroutine per socket; one that re-reads the local addresses (with
+// Options.CheckLocal) when the kernel says they changed and every
+// Options.LocalRefresh, and on those ticks turns the TUN's forwarding off
+// again if someone turned it on; and, with CheckLocal, one that receives
+// the kernel's address notifications. It returns after all of them have
+// stopped.
 func (d *Decap) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -277,6 +288,9 @@ func (d *Decap) Run(ctx context.Context) error {
 		for _, rx := range d.rx {
 			rx.f.SetReadDeadline(aLongTimeAgo)
 		}
+		if d.aw != nil {
+			d.aw.f.SetReadDeadline(aLongTimeAgo)
+		}
 	})
 	defer stop()
 
@@ -285,9 +299,13 @@ func (d *Decap) Run(ctx context.Context) error {
 	for _, rx := range d.rx {
 		wg.Go(func() { errc <- d.loop(ctx, rx) })
 	}
-	if d.nl != nil {
-		wg.Go(func() { d.refreshLoop(ctx) })
+	// changed has room for one refresh request: more arriving while
+	// one waits are served by that one.
+	changed := make(chan struct{}, 1)
+	if d.aw != nil {
+		wg.Go(func() { d.watchLoop(ctx, changed) })
 	}
+	wg.Go(func() { d.refreshLoop(ctx, changed) })
 	var first error
 	go func() {
 		wg.Wait()
@@ -345,9 +363,14 @@ func (d *Decap) receive(rx *receiver) error {
 	case kindGUE:
 		d.stats.gue.Add(1)
 		inner, h := d.filter.stripGUE(pkt, rx.rd.source())
-		if inner != nil && h.present() && d.chain.decide(inner, h) {
-			d.forward(rx, pkt, h.prev)
-			return nil
+		if inner != nil && h.present() {
+			switch d.chain.decide(inner, h) {
+			case chainOn:
+				d.forward(rx, pkt, h.prev)
+				return nil
+			case dropTarget:
+				return nil
+			}
 		}
 		d.deliver(inner)
 		return nil
@@ -384,18 +407,50 @@ func (d *Decap) deliver(inner []byte) {
 	d.stats.bytes.Add(uint64(len(inner)))
 }
 
-func (d *Decap) refreshLoop(ctx context.Context) {
+// refreshLoop re-reads the local addresses (with CheckLocal) when
+// changed says they changed, and every LocalRefresh in case a
+// notification was missed; on the ticks it also checks the TUN's
+// pinned sysctls.
+func (d *Decap) refreshLoop(ctx context.Context, changed <-chan struct{}) {
 	t := time.NewTicker(d.opts.LocalRefresh)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-changed:
 		case <-t.C:
-			if err := d.refreshLocal(); err != nil && ctx.Err() == nil {
-				// The previous set stays in force.
-				d.opts.Logger.Warn("local address refresh failed", "err", err)
-			}
+			d.checkPinned()
+		}
+		if d.nl == nil {
+			continue
+		}
+		if err := d.refreshLocal(); err != nil && ctx.Err() == nil {
+			// The previous set stays in force.
+			d.opts.Logger.Warn("local address refresh failed", "err", err)
+		}
+	}
+}
+
+// watchLoop asks refreshLoop for a refresh on every address
+// notification, until ctx is done or the socket fails; a failed socket
+// leaves the LocalRefresh ticks.
+func (d *Decap) watchLoop(ctx context.Context, changed chan<- struct{}) {
+	for {
+		err := d.aw.wait()
+		if ctx.Err() != nil || d.closed.Load() {
+			return
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			continue // not ours: someone else set a deadline
+		}
+		if err != nil {
+			d.opts.Logger.Warn("address notifications failed, the local addresses are re-read every LocalRefresh only", "err", err)
+			return
+		}
+		select {
+		case changed <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -413,8 +468,12 @@ func (d *Decap) Close() error {
 		if d.tun != nil {
 			errs = append(errs, d.tun.Close())
 		}
+		d.closePinned()
 		if d.nl != nil {
 			errs = append(errs, d.nl.Close())
+		}
+		if d.aw != nil {
+			errs = append(errs, d.aw.Close())
 		}
 		if d.sd != nil {
 			errs = append(errs, d.sd.Close())

@@ -31,7 +31,13 @@
 // set); the inner packet is of the tunnel's version, its length fields
 // add up to exactly what follows the outer header, and (IPv4) its header
 // checksum is right; with Options.CheckLocal, its destination is an
-// address of this host. Nothing allocates per packet.
+// address of this host. Nothing allocates per packet. A host reachable
+// from outside a trusted network must set both AllowedSources and
+// CheckLocal: otherwise anyone can have it deliver packets of any source
+// to its stack and, over IPv6 on a host that forwards, to any other
+// host (the TUN's IPv4 forwarding is off; see "Host setup").
+// cmd/vipd-decap refuses to start without -allow and checks local
+// destinations unless told -check-local=false.
 //
 // # GUE
 //
@@ -126,6 +132,11 @@
 //     flows vipd hints is its own rule.
 //   - The lookup failed: delivered (HintLookupError): a broken lookup
 //     must not black-hole traffic.
+//   - Otherwise, when the previous owner is not in Options.ChainPeers,
+//     the packet is dropped (DropChainTarget): the hint is the packet's
+//     word, and chained to any address it would make this host a
+//     reflector toward every GUE port; and a ChainPeers that lacks a
+//     backend vipd knows shows in this counter. Chain needs ChainPeers.
 //   - Otherwise the datagram is sent on as received, with HintChained
 //     set, over UDP to the previous owner's GUEPort (every backend is
 //     assumed to use the same port), from the GUE socket that received
@@ -136,9 +147,9 @@
 //     the kernel. (HintChainedOut; a failed send is DropChainSend.)
 //
 // The previous owner accepts the chained packet although its outer
-// source is a backend, not vipd: Options.ChainPeers lists outer sources
-// accepted for packets with HintChained only; Options.AllowedSources
-// still governs everything else.
+// source is a backend, not vipd: Options.ChainPeers, the other backends,
+// are also the outer sources accepted for packets with HintChained only;
+// Options.AllowedSources still governs everything else.
 //
 // A flow whose every packet carries a hint (vipd's connection entry
 // remembers it) would cost a kernel query per packet (measured: 15 µs
@@ -151,7 +162,7 @@
 //
 // Counters: Stats.Hinted counts the well-formed hinted datagrams that
 // passed the inner checks; each ends in one of Stats.Hints (by
-// HintOutcome) or Dropped[DropChainSend]. Stats.Lookups counts kernel
+// HintOutcome), Dropped[DropChainTarget] or Dropped[DropChainSend]. Stats.Lookups counts kernel
 // queries, Stats.CacheHits the decisions the cache made. Every packet
 // read is counted in Received and once in Decapsulated,
 // Hints[HintChainedOut] or Dropped.
@@ -204,6 +215,23 @@
 //   - net.ipv6.conf.<tun>.disable_ipv6: 0 with Options.IPv6, else 1 (no
 //     router solicitations or MLD reports into a device nobody reads).
 //     IPv6 has no reverse-path filter to turn off.
+//   - net.ipv4.conf.<tun>.forwarding=0 and, with Options.IPv6,
+//     net.ipv6.conf.<tun>.forwarding=0 and force_forwarding=0 (Linux
+//     6.17 and later), unless Options.Forwarding. A new interface takes
+//     forwarding from default, which is 1 on every host that forwards
+//     (Docker and Kubernetes nodes), and IPv4 is forwarded only when the
+//     input interface's forwarding is on: with it off, an inner packet
+//     not addressed to this host (without CheckLocal) is dropped by the
+//     kernel, counted in Ip InAddrErrors, never routed on and never
+//     answered with an ICMP error (TestTUNForwarding). A write that
+//     turns net.ipv4.ip_forward from 0 to 1, and any write of
+//     net.ipv6.conf.all.forwarding, copies the value onto every
+//     interface: Run checks every LocalRefresh and sets it back to 0,
+//     logging it. IPv6 forwarding ignores the input interface's
+//     forwarding (measured on Linux 6.18: a packet arriving on an
+//     interface with forwarding=0 was forwarded while all.forwarding
+//     was 1), so for IPv6 only CheckLocal keeps the host from relaying;
+//     New logs a warning when CheckLocal is off and all.forwarding on.
 //   - accept_local stays 0: it matters only when the inner source is an
 //     address of the backend itself (measured: such a SYN was dropped as
 //     a martian source with 0 and accepted with 1). Set
@@ -219,9 +247,13 @@
 // the VIP nor uses the VIP as the source of its own ARP requests. With
 // Options.VIPs New does both, and Close undoes exactly what New did:
 //
-//   - each VIP is added to lo through rtnetlink, as ip addr add does; one
-//     already there (same address and prefix length) is left alone and
-//     stays after Close, and one removed by hand meanwhile is no error;
+//   - each VIP is added to lo through rtnetlink, as ip addr add does (an
+//     IPv6 one with nodad: without it the address stays tentative, and
+//     no server can bind it, until the kernel's duplicate address
+//     detection work has run, which on a busy host takes a while even
+//     on lo); one already there (same address and prefix length) is
+//     left alone and stays after Close, and one removed by hand
+//     meanwhile is no error;
 //   - all.arp_ignore and all.arp_announce are raised to 1 and 2 when
 //     lower, and put back by Close unless someone changed them since.
 //     The kernel applies the maximum of all and the interface's value to
@@ -231,7 +263,11 @@
 //     addresses of the interface they arrive on, never lo's.
 //
 // The VIPs are added before the local address set is first read, so
-// CheckLocal accepts them from the first packet.
+// CheckLocal accepts them from the first packet. Addresses added later
+// are seen when the kernel announces the change (the IPv4 and IPv6
+// ifaddr netlink groups, TestLocalRefresh), and the set is re-read every
+// LocalRefresh in any case, for a notification lost to a full socket
+// buffer.
 //
 // # Namespaces and privileges
 //

@@ -146,10 +146,21 @@ func TestSYNACK6(t *testing.T) {
 
 // TestLocalRefresh: with CheckLocal, a VIP added to loopback after New is
 // accepted once the address list is read again — from the backend's
-// namespace, though the refresh runs on whatever thread the runtime picks.
+// namespace, though the refresh runs on whatever thread the runtime picks:
+// at the next LocalRefresh, or, with a LocalRefresh far beyond the test,
+// when the kernel's address notification arrives.
 func TestLocalRefresh(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		refresh time.Duration
+	}{{"periodic", 50 * time.Millisecond}, {"notified", time.Hour}} {
+		t.Run(tc.name, func(t *testing.T) { testLocalRefresh(t, tc.refresh) })
+	}
+}
+
+func testLocalRefresh(t *testing.T, refresh time.Duration) {
 	r := newRig(t)
-	d := r.newDecap(t, Options{CheckLocal: true, LocalRefresh: 50 * time.Millisecond})
+	d := r.newDecap(t, Options{CheckLocal: true, LocalRefresh: refresh})
 	run(t, d)
 	vip2 := netip.MustParseAddr("198.18.0.102")
 	s, c := r.sender(t), r.capture(t)
@@ -158,9 +169,10 @@ func TestLocalRefresh(t *testing.T) {
 
 	r.be.Must(t, "ip", "addr", "add", vip2.String()+"/32", "dev", "lo")
 	r.echo(t, netip.AddrPortFrom(vip2, 80))
-	// Two refresh periods are enough on an idle machine; send until a SYN
-	// is let through, for as long as a reply is waited for (a refresh
-	// can be late: netlink under RTNL contention, a loaded machine).
+	// The refresh follows the addition, by a refresh period or by the
+	// notification's trip: send until a SYN is let through, for as long
+	// as a reply is waited for (a refresh can be late: netlink under
+	// RTNL contention, a loaded machine).
 	for i, end := 0, time.Now().Add(replyTimeout); time.Now().Before(end); i++ {
 		s.send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip2, uint16(40100+i%1000), 80, true, false, 1000, nil)))
 		time.Sleep(25 * time.Millisecond)
@@ -174,8 +186,9 @@ func TestLocalRefresh(t *testing.T) {
 	})
 }
 
-// TestCloseRemovesTUN checks that Close makes Run return and that the
-// kernel deletes the non-persistent TUN with its last file.
+// TestCloseRemovesTUN checks that Close makes Run return, once it is
+// receiving, and that the kernel deletes the non-persistent TUN with its
+// last file.
 func TestCloseRemovesTUN(t *testing.T) {
 	r := newRig(t)
 	d := r.newDecap(t, Options{TUN: "vtun-close", IPv6: true})
@@ -184,7 +197,9 @@ func TestCloseRemovesTUN(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- d.Run(context.Background()) }()
-	time.Sleep(50 * time.Millisecond) // let Run block in its reads
+	// A packet read says Run's loops are up and back in their reads.
+	r.sender(t).send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip4, 40001, 81, true, false, 1000, nil)))
+	waitStats(t, d, "Run receiving", func(s Stats) bool { return s.Received == 1 })
 	if err := d.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -437,7 +452,7 @@ func testTCPTransfer(t *testing.T, gue bool) {
 		t.Fatalf("dial the VIP from lb: %v (decap stats %+v)", err, d.Stats())
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	conn.SetDeadline(time.Now().Add(transferTimeout))
 
 	data := make([]byte, 4<<20)
 	for i := range data {

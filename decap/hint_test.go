@@ -197,13 +197,17 @@ func connected(pkts ...[]byte) *fakeLookup {
 	return l
 }
 
+// newChainer returns a chainer whose chain peers are the previous owners
+// of the tests, prevOwner4 and prevOwner6.
 func newChainer(on bool, l SocketLookup, cache *flowCache) *chainer {
-	return &chainer{on: on, lookup: l, cache: cache, stats: &counters{}}
+	peers := []netip.Prefix{netip.PrefixFrom(prevOwner4, 32), netip.PrefixFrom(prevOwner6, 128)}
+	return &chainer{on: on, peers: peers, lookup: l, cache: cache, stats: &counters{}}
 }
 
 // checkHints checks that exactly the outcome want moved (none for
-// HintChainedOut, which the sender counts), and Hinted by one.
-func checkHints(t *testing.T, c *chainer, want HintOutcome) {
+// HintChainedOut, which the sender counts), Hinted by one, and
+// Dropped[DropChainTarget] by one when drop is set, else none.
+func checkHints(t *testing.T, c *chainer, want HintOutcome, drop bool) {
 	t.Helper()
 	s := c.stats.snapshot()
 	if s.Hinted != 1 {
@@ -211,12 +215,19 @@ func checkHints(t *testing.T, c *chainer, want HintOutcome) {
 	}
 	for o := range NumHintOutcomes {
 		n := uint64(0)
-		if o == want && o != HintChainedOut {
+		if o == want && o != HintChainedOut && !drop {
 			n = 1
 		}
 		if s.Hints[o] != n {
 			t.Errorf("Hints[%v] = %d, want %d", o, s.Hints[o], n)
 		}
+	}
+	want1 := uint64(0)
+	if drop {
+		want1 = 1
+	}
+	if s.Dropped[DropChainTarget] != want1 || s.TotalDropped() != want1 {
+		t.Errorf("drops %v, want %d chain_target", s.Dropped, want1)
 	}
 }
 
@@ -235,38 +246,53 @@ func TestChainDecide(t *testing.T) {
 	local := connected(here4, here6, udpHere)
 	prev := hint{prev: prevOwner4}
 	prev6 := hint{prev: prevOwner6}
+	stranger := hint{prev: netip.MustParseAddr("198.18.3.99")}     // not a chain peer
+	stranger6 := hint{prev: netip.MustParseAddr("2001:2:0:3::99")} // nor this
 	for _, tc := range []struct {
 		name  string
 		on    bool
 		inner []byte
 		h     hint
 		l     *fakeLookup
-		want  HintOutcome // HintChainedOut: decide says chain
+		want  HintOutcome // HintChainedOut: decide says chain, or drop
+		drop  bool        // dropped: the owner is not a chain peer
 		calls int         // lookups expected
 	}{
-		{"local connection", true, here4, prev, local, HintMatch, 1},
-		{"local IPv6 connection", true, here6, prev6, local, HintMatch, 1},
-		{"no local connection", true, there4, prev, local, HintChainedOut, 1},
-		{"no local IPv6 connection", true, there6, prev6, local, HintChainedOut, 1},
-		{"SYN", true, syn4, prev, local, HintSYN, 0},
-		{"SYN-ACK is not a start", true, synAck4, prev, local, HintChainedOut, 1},
-		{"segment without flags", true, rst4, prev, local, HintChainedOut, 1},
-		{"chained in", true, there4, hint{prev: prevOwner4, chained: true}, local, HintChainedIn, 0},
-		{"lookup error", true, there4, prev, &fakeLookup{err: errors.New("netlink down")}, HintLookupError, 1},
-		{"chaining off", false, there4, prev, local, HintOff, 0},
-		{"chaining off, chained in", false, there4, hint{prev: prevOwner4, chained: true}, local, HintOff, 0},
-		{"connected UDP socket", true, udpHere, prev, local, HintMatch, 1},
-		{"UDP without a connected socket", true, udpThere, prev, local, HintChainedOut, 1},
-		{"fragment", true, frag, prev, local, HintNoPorts, 0},
-		{"ICMP", true, icmp, prev, local, HintNoPorts, 0},
+		{"local connection", true, here4, prev, local, HintMatch, false, 1},
+		{"local IPv6 connection", true, here6, prev6, local, HintMatch, false, 1},
+		{"no local connection", true, there4, prev, local, HintChainedOut, false, 1},
+		{"no local IPv6 connection", true, there6, prev6, local, HintChainedOut, false, 1},
+		{"SYN", true, syn4, prev, local, HintSYN, false, 0},
+		{"SYN-ACK is not a start", true, synAck4, prev, local, HintChainedOut, false, 1},
+		{"segment without flags", true, rst4, prev, local, HintChainedOut, false, 1},
+		{"chained in", true, there4, hint{prev: prevOwner4, chained: true}, local, HintChainedIn, false, 0},
+		{"lookup error", true, there4, prev, &fakeLookup{err: errors.New("netlink down")}, HintLookupError, false, 1},
+		{"chaining off", false, there4, prev, local, HintOff, false, 0},
+		{"chaining off, chained in", false, there4, hint{prev: prevOwner4, chained: true}, local, HintOff, false, 0},
+		{"connected UDP socket", true, udpHere, prev, local, HintMatch, false, 1},
+		{"UDP without a connected socket", true, udpThere, prev, local, HintChainedOut, false, 1},
+		{"fragment", true, frag, prev, local, HintNoPorts, false, 0},
+		{"ICMP", true, icmp, prev, local, HintNoPorts, false, 0},
+		{"owner not a chain peer", true, there4, stranger, local, HintChainedOut, true, 1},
+		{"IPv6 owner not a chain peer", true, there6, stranger6, local, HintChainedOut, true, 1},
+		{"owner not a chain peer, local connection", true, here4, stranger, local, HintMatch, false, 1},
+		{"owner not a chain peer, SYN", true, syn4, stranger, local, HintSYN, false, 0},
+		{"owner not a chain peer, chained in", true, there4, hint{prev: stranger.prev, chained: true}, local, HintChainedIn, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.l.calls = 0
 			c := newChainer(tc.on, tc.l, newFlowCache(64, time.Minute))
-			if got := c.decide(tc.inner, tc.h); got != (tc.want == HintChainedOut) {
-				t.Errorf("decide = %v, want chain %v", got, tc.want == HintChainedOut)
+			want := deliverHere
+			switch {
+			case tc.drop:
+				want = dropTarget
+			case tc.want == HintChainedOut:
+				want = chainOn
 			}
-			checkHints(t, c, tc.want)
+			if got := c.decide(tc.inner, tc.h); got != want {
+				t.Errorf("decide = %v, want %v", got, want)
+			}
+			checkHints(t, c, tc.want, tc.drop)
 			if tc.l.calls != tc.calls {
 				t.Errorf("%d lookups, want %d", tc.l.calls, tc.calls)
 			}
@@ -310,7 +336,7 @@ func TestChainCache(t *testing.T) {
 	l := connected(here)
 	c := newChainer(true, l, apart(t, newFlowCache(64, time.Minute), toVIP(client4, vip4, 40001), toVIP(client4, vip4, 40002)))
 	for i := range 3 {
-		if !c.decide(there, prev) || c.decide(here, prev) {
+		if c.decide(there, prev) != chainOn || c.decide(here, prev) != deliverHere {
 			t.Fatalf("packet pair %d: wrong decision", i)
 		}
 	}
@@ -328,7 +354,7 @@ func TestChainCache(t *testing.T) {
 	// The connection now exists here: once forgotten, the flow is local.
 	l.conns[flowKey{packet.ProtoTCP, netip.AddrPortFrom(vip4, 80), netip.AddrPortFrom(client4, 40002)}] = true
 	c.observe(syn)
-	if c.decide(there, prev) {
+	if c.decide(there, prev) != deliverHere {
 		t.Errorf("chained a flow that has a local connection now")
 	}
 	// Lookup errors are not cached.
@@ -344,10 +370,22 @@ func TestChainCache(t *testing.T) {
 	short := newChainer(true, l, newFlowCache(64, time.Nanosecond))
 	l.calls = 0
 	short.decide(here, prev)
-	time.Sleep(time.Millisecond)
+	// The entry lived 1 ns from the decision: wait for the clock to
+	// move past it, not for a time.
+	for t0 := nanotime(); nanotime() <= t0+1; {
+	}
 	short.decide(here, prev)
 	if l.calls != 2 {
 		t.Errorf("%d lookups with an expired entry, want 2", l.calls)
+	}
+	// A decision from the cache chains only to a peer, too.
+	peered := newChainer(true, connected(), newFlowCache(64, time.Minute))
+	peered.decide(there, prev)
+	if v := peered.decide(there, hint{prev: netip.MustParseAddr("198.18.3.99")}); v != dropTarget {
+		t.Errorf("cached flow hinted toward a non-peer: %v, want dropped", v)
+	}
+	if s := peered.stats.snapshot(); s.CacheHits != 1 || s.Dropped[DropChainTarget] != 1 {
+		t.Errorf("%d cache hits, drops %v; want 1 and one chain_target", s.CacheHits, s.Dropped)
 	}
 	// No cache: every packet is looked up.
 	none := newChainer(true, l, nil)
@@ -406,7 +444,7 @@ func TestHintedDoesNotAllocate(t *testing.T) {
 			if inner == nil || !h.present() {
 				t.Fatal("dropped")
 			}
-			if c.decide(inner, h) {
+			if c.decide(inner, h) == chainOn {
 				setChained(bufs[i])
 			}
 			c.observe(inner)
@@ -438,7 +476,7 @@ func BenchmarkHinted(b *testing.B) {
 			b.SetBytes(int64(len(pkt)))
 			for b.Loop() {
 				inner, h := f.stripGUE(buf, lbAddr4)
-				if inner == nil || !c.decide(inner, h) {
+				if inner == nil || c.decide(inner, h) != chainOn {
 					b.Fatal("not chained")
 				}
 			}
@@ -454,7 +492,8 @@ func TestChainOptions(t *testing.T) {
 		ok   bool
 	}{
 		{"chain over GUE", Options{GUEPort: DefaultGUEPort, Chain: true, ChainPeers: []netip.Prefix{netip.PrefixFrom(peer4, 32)}}, true},
-		{"chain without GUE", Options{Chain: true}, false},
+		{"chain without GUE", Options{Chain: true, ChainPeers: []netip.Prefix{netip.PrefixFrom(peer4, 32)}}, false},
+		{"chain without peers", Options{GUEPort: DefaultGUEPort, Chain: true}, false},
 		{"invalid peer prefix", Options{GUEPort: DefaultGUEPort, Chain: true, ChainPeers: []netip.Prefix{{}}}, false},
 		{"negative cache", Options{GUEPort: DefaultGUEPort, Chain: true, ChainCache: -1}, false},
 		{"huge cache", Options{GUEPort: DefaultGUEPort, Chain: true, ChainCache: MaxChainCache + 1}, false},
@@ -464,7 +503,7 @@ func TestChainOptions(t *testing.T) {
 			t.Errorf("%s: Validate = %v, want ok %v", tc.name, err, tc.ok)
 		}
 	}
-	o, err := Options{GUEPort: DefaultGUEPort, Chain: true}.withDefaults()
+	o, err := Options{GUEPort: DefaultGUEPort, Chain: true, ChainPeers: []netip.Prefix{netip.PrefixFrom(peer4, 32)}}.withDefaults()
 	if err != nil || o.ChainCache != DefaultChainCache || o.ChainCacheTTL != DefaultChainCacheTTL {
 		t.Errorf("defaults: cache %d, TTL %v, %v", o.ChainCache, o.ChainCacheTTL, err)
 	}

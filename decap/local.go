@@ -129,3 +129,39 @@ func parseAddr(m *syscall.NetlinkMessage) (netip.Addr, bool) {
 	a, ok := netip.AddrFromSlice(local)
 	return a, ok
 }
+
+// addrWatch receives the kernel's notifications of address changes (the
+// IPv4 and IPv6 ifaddr multicast groups) on a NETLINK_ROUTE socket of
+// the namespace New ran in, so that CheckLocal learns of a VIP added to
+// loopback at once rather than at the next LocalRefresh.
+type addrWatch struct {
+	f   *os.File
+	buf []byte
+}
+
+func openAddrWatch() (*addrWatch, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("decap: netlink socket: %w", err)
+	}
+	sa := &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: unix.RTMGRP_IPV4_IFADDR | unix.RTMGRP_IPV6_IFADDR}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("decap: netlink bind to address notifications: %w", err)
+	}
+	return &addrWatch{f: os.NewFile(uintptr(fd), "netlink-route-ifaddr"), buf: make([]byte, netlinkBuf)}, nil
+}
+
+func (w *addrWatch) Close() error { return w.f.Close() }
+
+// wait blocks until addresses may have changed: a notification arrived
+// or, when the socket's buffer overflowed (ENOBUFS), some were lost. It
+// returns the read's other errors (a deadline, the socket closed).
+// What changed is not parsed: the caller reads the whole set again.
+func (w *addrWatch) wait() error {
+	_, err := w.f.Read(w.buf)
+	if errors.Is(err, unix.ENOBUFS) {
+		return nil
+	}
+	return err
+}

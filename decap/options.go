@@ -23,7 +23,9 @@ const MaxChainCache = 1 << 22
 
 // Options configures New. The zero value is usable: IPIP over IPv4 only,
 // no GUE, any outer source, no local-destination check, no VIPs, host
-// sysctls checked but not changed.
+// sysctls checked but not changed, forwarding off on the TUN. It is not
+// what a host reachable from outside should run: set AllowedSources and
+// CheckLocal (cmd/vipd-decap insists on -allow and checks by default).
 type Options struct {
 	// TUN is the name of the TUN device New creates; "" means DefaultTUN.
 	// A device of that name must not exist already (another decapsulator
@@ -69,18 +71,20 @@ type Options struct {
 	// packet is delivered here when it starts a connection, was chained
 	// here by another backend, or belongs to a connection a local socket
 	// has; otherwise it is sent on, marked HintChained, to the previous
-	// owner's GUEPort. Without it, a hinted packet is delivered as if it
-	// had no hint (counted as HintOff). It needs GUEPort. Set
-	// AllowedSources with it: the hint names where the packet goes next,
-	// so without an allow-list anyone who reaches the GUE port can have
-	// this host send datagrams (of the size they sent) to any address's
-	// GUEPort.
+	// owner's GUEPort, if that owner is in ChainPeers (else it is
+	// dropped, DropChainTarget). Without it, a hinted packet is delivered
+	// as if it had no hint (counted as HintOff). It needs GUEPort and
+	// ChainPeers. Set AllowedSources with it: without an allow-list
+	// anyone who reaches the GUE port can have this host send datagrams
+	// (of the size they sent) to the chain peers' GUEPort.
 	Chain bool
 
-	// ChainPeers lists outer sources accepted only for packets another
-	// backend chained (HintChained set): the other backends' addresses.
-	// AllowedSources still governs every other packet; with
-	// AllowedSources empty, any source is accepted anyway.
+	// ChainPeers lists the other backends' addresses (or prefixes): the
+	// only previous owners a packet is chained to, and outer sources
+	// accepted only for packets another backend chained (HintChained
+	// set). AllowedSources still governs every other packet; with
+	// AllowedSources empty, any source is accepted anyway. Chain needs
+	// at least one: with none, every packet to chain would be dropped.
 	ChainPeers []netip.Prefix
 
 	// ChainCache is the number of flows whose lookup result is
@@ -95,14 +99,35 @@ type Options struct {
 	ChainCacheTTL time.Duration
 
 	// CheckLocal drops inner packets whose destination is not an address
-	// of this host. Without it, and with forwarding enabled, the host
-	// would route decapsulated packets onwards.
+	// of this host (DropNotLocal). Without it, such a packet reaches the
+	// kernel, which drops an IPv4 one (the TUN's forwarding is off; see
+	// Forwarding) but routes an IPv6 one on wherever the host forwards
+	// IPv6. Addresses count, local routes do not: a host that takes a
+	// whole prefix with `ip route add local PREFIX dev lo` needs it off.
 	CheckLocal bool
 
 	// LocalRefresh is how often the local addresses are re-read when
-	// CheckLocal is set; 0 means DefaultLocalRefresh. A VIP added to
-	// loopback is accepted at most this long after it is added.
+	// CheckLocal is set, besides when the kernel says they changed (so
+	// that a VIP added to loopback is accepted a moment later, not up to
+	// LocalRefresh later), and how often the TUN's forwarding sysctls
+	// are checked (see Forwarding); 0 means DefaultLocalRefresh.
 	LocalRefresh time.Duration
+
+	// Forwarding leaves IP forwarding on the TUN device as the kernel
+	// sets it for a new interface (from net.ipv4.conf.default.forwarding
+	// and its IPv6 twin, that is on wherever the host forwards), which
+	// was the only behaviour before. Without it New sets
+	// net.ipv4.conf.<tun>.forwarding=0 and, with IPv6,
+	// net.ipv6.conf.<tun>.forwarding=0 and force_forwarding=0, and Run
+	// sets them back to 0 when a host-wide write (net.ipv4.ip_forward
+	// going from 0 to 1, as Docker does on start) turned them on, so
+	// that an inner IPv4 packet not addressed to this host is dropped by
+	// the kernel (counted in Ip InAddrErrors) instead of routed on, even
+	// without CheckLocal. IPv6 is not stopped so: Linux forwards IPv6 by
+	// net.ipv6.conf.all.forwarding alone, whatever the input interface's
+	// forwarding says; there only CheckLocal keeps the host from
+	// relaying.
+	Forwarding bool
 
 	// FixSysctls lets New change host-wide sysctls that would make the
 	// kernel drop decapsulated packets (net.ipv4.conf.all.rp_filter; see
@@ -158,6 +183,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Chain && o.GUEPort == 0 {
 		return o, errors.New("decap: Chain needs GUEPort: hints come only over GUE")
+	}
+	if o.Chain && len(o.ChainPeers) == 0 {
+		return o, errors.New("decap: Chain needs ChainPeers: packets are chained only to an address in it, so without any every packet to chain would be dropped")
 	}
 	if o.ChainCache < 0 || o.ChainCache > MaxChainCache || o.ChainCacheTTL < 0 {
 		return o, fmt.Errorf("decap: ChainCache %d, ChainCacheTTL %v: want 0 to %d flows and a TTL not negative", o.ChainCache, o.ChainCacheTTL, MaxChainCache)

@@ -34,8 +34,17 @@ type rig struct {
 	lbIf, beIf string
 }
 
-// replyTimeout bounds every wait for a packet in the end-to-end tests.
-const replyTimeout = 3 * time.Second
+// replyTimeout bounds every wait for a packet, or for a counter, in the
+// end-to-end tests. Each wait ends as soon as what it waits for is seen,
+// so the bound costs only a failing run; it is generous because a loaded
+// 2-CPU machine (other test binaries, a CPU hog) delays a namespace's
+// packets and the receive goroutines by seconds.
+const replyTimeout = 10 * time.Second
+
+// transferTimeout bounds a whole TCP transfer (TestTCPTransfer's 4 MiB
+// both ways through two user-space tunnel ends), and so the echo
+// server's connections.
+const transferTimeout = 60 * time.Second
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
@@ -46,9 +55,11 @@ func newRig(t *testing.T) *rig {
 	r.be.Must(t, "ip", "addr", "add", beAddr4.String()+"/24", "dev", r.beIf)
 	r.lb.Must(t, "ip", "addr", "add", lbAddr6.String()+"/64", "dev", r.lbIf, "nodad")
 	r.be.Must(t, "ip", "addr", "add", beAddr6.String()+"/64", "dev", r.beIf, "nodad")
-	// The DSR backend: VIPs on loopback, not announced by ARP.
+	// The DSR backend: VIPs on loopback, not announced by ARP. The IPv6
+	// one with nodad: else it stays tentative, and no listener can bind
+	// it, until the kernel's DAD work runs, late on a busy machine.
 	r.be.Must(t, "ip", "addr", "add", vip4.String()+"/32", "dev", "lo")
-	r.be.Must(t, "ip", "addr", "add", vip6.String()+"/128", "dev", "lo")
+	r.be.Must(t, "ip", "addr", "add", vip6.String()+"/128", "dev", "lo", "nodad")
 	r.be.Must(t, "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.all.arp_announce=2")
 	r.be.Must(t, "ip", "route", "add", "198.18.2.0/24", "via", lbAddr4.String())
 	r.be.Must(t, "ip", "-6", "route", "add", "2001:2:0:2::/64", "via", lbAddr6.String())
@@ -115,7 +126,7 @@ func (r *rig) echo(t *testing.T, addr netip.AddrPort) {
 			}
 			wg.Go(func() {
 				defer c.Close()
-				c.SetDeadline(time.Now().Add(replyTimeout))
+				c.SetDeadline(time.Now().Add(transferTimeout))
 				// Plain reads and writes: io.Copy between two TCP
 				// conns would splice through pipes that a pool keeps
 				// open, which TestMain would report as leaked.

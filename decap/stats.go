@@ -54,6 +54,12 @@ const (
 	// DropChainSend: sending a packet on to its previous owner failed
 	// (the error is counted; TCP retransmits).
 	DropChainSend
+	// DropChainTarget: a hinted packet that would be chained names a
+	// previous owner outside Options.ChainPeers. It is not sent there:
+	// the hint is the packet's own word, and chaining to any address
+	// would make this host a reflector. A misconfiguration shows here
+	// too: vipd knows a backend that ChainPeers lacks.
+	DropChainTarget
 
 	// NumReasons is the number of drop reasons, the length of
 	// Stats.Dropped.
@@ -74,6 +80,7 @@ var reasonNames = [NumReasons]string{
 	DropGUEHeader:     "gue_header",
 	DropHint:          "hint",
 	DropChainSend:     "chain_send",
+	DropChainTarget:   "chain_target",
 }
 
 // String returns a short snake_case name, suitable as a metric label.
@@ -148,9 +155,10 @@ type Stats struct {
 	Dropped   [NumReasons]uint64 // indexed by Reason
 
 	// Hinted counts the GUE datagrams with a well-formed previous-owner
-	// hint; each is counted in one of Hints or, when sending it on
-	// failed, Dropped[DropChainSend]. The delivered ones are also counted
-	// in Decapsulated (or Dropped[DropWrite]).
+	// hint; each is counted in one of Hints or, when its previous owner
+	// is not a chain peer, Dropped[DropChainTarget], or, when sending it
+	// on failed, Dropped[DropChainSend]. The delivered ones are also
+	// counted in Decapsulated (or Dropped[DropWrite]).
 	Hinted uint64
 	Hints  [NumHintOutcomes]uint64 // indexed by HintOutcome
 	// Lookups counts the kernel socket lookups made for hinted packets;

@@ -116,11 +116,17 @@ func (d *Decap) setupSysctls() error {
 	if err := d.setupAllRPFilter(); err != nil {
 		return err
 	}
+	if !d.opts.Forwarding {
+		if err := d.pin(conf("ipv4", tun, "forwarding"), 0); err != nil {
+			return err
+		}
+	}
 	v6 := 0
 	if !d.opts.IPv6 {
 		// Without IPv6 decapsulation the TUN needs no IPv6: disabling it
 		// keeps the kernel from sending router solicitations and MLD
-		// reports into a device nobody reads.
+		// reports into a device nobody reads, and drops any IPv6
+		// packet written to it.
 		v6 = 1
 	}
 	if err := writeSysctl(conf("ipv6", tun, "disable_ipv6"), v6); err != nil {
@@ -129,7 +135,92 @@ func (d *Decap) setupSysctls() error {
 		}
 		return err
 	}
+	if d.opts.IPv6 && !d.opts.Forwarding {
+		if err := d.pin(conf("ipv6", tun, "forwarding"), 0); err != nil {
+			return err
+		}
+		// Since Linux 6.17 the one per-interface IPv6 setting that
+		// makes the kernel forward: it follows default's on a new
+		// device. Older kernels lack it.
+		if err := d.pin(conf("ipv6", tun, "force_forwarding"), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		d.warnIPv6Forwarding()
+	}
 	return nil
+}
+
+// pinned is a sysctl of the TUN device that New set and Run keeps at its
+// value. The file stays open for the reason sysctlChange's does.
+type pinned struct {
+	f    *os.File
+	want int
+}
+
+// pin sets the sysctl at path to v and records it in d.pinned, for
+// checkPinned. Nothing is restored: the TUN's settings die with it.
+func (d *Decap) pin(path string, v int) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("decap: set %s=%d: %w", sysctlName(path), v, err)
+	}
+	if _, err := f.WriteAt([]byte(strconv.Itoa(v)), 0); err != nil {
+		f.Close()
+		return fmt.Errorf("decap: set %s=%d: %w", sysctlName(path), v, err)
+	}
+	d.pinned = append(d.pinned, pinned{f: f, want: v})
+	return nil
+}
+
+// checkPinned puts back the pinned sysctls that changed. The TUN's
+// forwarding does not stay as New set it by itself: a write that turns
+// net.ipv4.ip_forward (or conf.all.forwarding) from 0 to 1, as Docker's
+// start does, copies 1 to every interface, and so does any write of
+// net.ipv6.conf.all.forwarding.
+func (d *Decap) checkPinned() {
+	for _, p := range d.pinned {
+		var b [32]byte
+		n, err := p.f.ReadAt(b[:], 0)
+		if err != nil && !errors.Is(err, io.EOF) {
+			if !d.closed.Load() {
+				d.opts.Logger.Warn("sysctl check failed", "name", sysctlName(p.f.Name()), "err", err)
+			}
+			continue
+		}
+		v, err := strconv.Atoi(strings.TrimSpace(string(b[:n])))
+		if err != nil || v == p.want {
+			continue
+		}
+		if _, err := p.f.WriteAt([]byte(strconv.Itoa(p.want)), 0); err != nil {
+			if !d.closed.Load() {
+				d.opts.Logger.Warn("sysctl reset failed", "name", sysctlName(p.f.Name()), "err", err)
+			}
+			continue
+		}
+		d.opts.Logger.Warn("sysctl changed by someone else, set back", "name", sysctlName(p.f.Name()), "found", v, "set", p.want)
+	}
+}
+
+// closePinned closes the pinned sysctls' files.
+func (d *Decap) closePinned() {
+	for _, p := range d.pinned {
+		p.f.Close()
+	}
+}
+
+// warnIPv6Forwarding logs, when CheckLocal is off and the host forwards
+// IPv6, that the TUN's forwarding=0 does not stop it: Linux decides
+// whether to forward IPv6 by net.ipv6.conf.all.forwarding (and an
+// interface's force_forwarding) alone, not by the input interface's
+// forwarding as for IPv4 (measured on Linux 6.18).
+func (d *Decap) warnIPv6Forwarding() {
+	if d.opts.CheckLocal {
+		return
+	}
+	if v, err := readSysctl(conf("ipv6", "all", "forwarding")); err == nil && v != 0 {
+		d.opts.Logger.Warn("net.ipv6.conf.all.forwarding is on and CheckLocal off: inner IPv6 packets for other hosts " +
+			"are routed on, the TUN's forwarding=0 does not stop IPv6 (CheckLocal, -check-local, does)")
+	}
 }
 
 // setupAllRPFilter checks net.ipv4.conf.all.rp_filter and, with

@@ -47,9 +47,16 @@ func setupVIPs(vips []netip.Addr, log *slog.Logger) (*vipSetup, error) {
 			Attributes:   &rtnetlink.AddressAttributes{Address: net.IP(a.AsSlice()), Local: net.IP(a.AsSlice())},
 		}
 		if a.Is6() {
-			// IPv6 messages carry IFA_ADDRESS only; loopback does no DAD.
+			// IPv6 messages carry IFA_ADDRESS only. Without IFA_F_NODAD
+			// the address is tentative (no socket can bind it, the
+			// stack does not answer it) until the kernel's DAD work
+			// runs, even on loopback, where that work only clears the
+			// flag: a busy host runs it late. The flag goes in
+			// IFA_FLAGS, which the library always sends and the
+			// kernel then prefers over the header's 8-bit flags.
 			m.Family = unix.AF_INET6
 			m.Attributes.Local = nil
+			m.Attributes.Flags = unix.IFA_F_NODAD
 		}
 		// New asks with NLM_F_EXCL: EEXIST means the address was there.
 		err := c.Address.New(m)

@@ -25,6 +25,18 @@ func loAddrs(t *testing.T, ns *nstest.NS) map[string]bool {
 	return m
 }
 
+// loLine returns the line of `ip -o addr show dev lo` in ns that holds
+// addr ("addr/len"), flags included; "" when there is none.
+func loLine(t *testing.T, ns *nstest.NS, addr string) string {
+	t.Helper()
+	for line := range strings.SplitSeq(ns.Must(t, "ip", "-o", "addr", "show", "dev", "lo"), "\n") {
+		if strings.Contains(line, " "+addr+" ") {
+			return line
+		}
+	}
+	return ""
+}
+
 // TestVIPs: New puts the VIPs on loopback and raises the ARP sysctls;
 // Close takes away exactly what New added and changed — a VIP that was
 // there before, a sysctl that was already high enough, stay as they were.
@@ -66,7 +78,11 @@ func TestVIPs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := nstest.New(t, "vip")
 			for _, a := range tc.present {
-				ns.Must(t, "ip", "addr", "add", a, "dev", "lo")
+				args := []string{"ip", "addr", "add", a, "dev", "lo"}
+				if strings.Contains(a, ":") {
+					args = append(args, "nodad") // else tentative until DAD's work runs
+				}
+				ns.Must(t, args...)
 			}
 			for k, v := range tc.sysctls {
 				ns.Must(t, "sysctl", "-qw", k+"="+v)
@@ -82,6 +98,11 @@ func TestVIPs(t *testing.T) {
 			lo := loAddrs(t, ns)
 			if !lo["198.18.0.103/32"] || !lo["2001:2::103/128"] {
 				t.Errorf("while running: lo has %v, want both VIPs", lo)
+			}
+			// Usable at once: a tentative address cannot be bound
+			// until the kernel's DAD work runs, late on a busy host.
+			if line := loLine(t, ns, "2001:2::103/128"); !strings.Contains(line, " nodad") || strings.Contains(line, "tentative") {
+				t.Errorf("while running: lo has %q, want the IPv6 VIP with nodad, not tentative", line)
 			}
 			for k, want := range tc.running {
 				if got := strings.TrimSpace(ns.Must(t, "sysctl", "-n", k)); got != want {

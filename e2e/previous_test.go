@@ -23,9 +23,9 @@ import (
 const decapMetrics = "127.0.0.1:9190"
 
 // chainDecapArgs turn chaining on in the backends' vipd-decap and serve
-// metrics. The bed's backends run without -allow, so they take chained
-// packets from each other without -chain-peers.
-var chainDecapArgs = []string{"-chain", "-metrics", decapMetrics}
+// metrics. Their subnet is the chain peers: whom they chain to and take
+// chained packets from.
+var chainDecapArgs = []string{"-chain", "-chain-peers", "198.18.1.0/24", "-metrics", decapMetrics}
 
 // previousKeys make the echo DSR VIP a GUE one with previous_owner.
 func previousKeys(on bool) (encap string, keys map[string]string) {

@@ -3,6 +3,7 @@ package packaging
 import (
 	"compress/gzip"
 	"debug/elf"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -79,6 +80,7 @@ func TestDeb(t *testing.T) {
 	if !strings.Contains(out, "vipd.toml: OK") {
 		t.Errorf("vipd -check on the packaged configuration:\n%s", out)
 	}
+	checkDecapDefault(t, root)
 	if out := run(t, "", nil, filepath.Join(root, "usr/sbin/vipd"), "-version"); out != "vipd 1.2.3\n" {
 		t.Errorf("vipd -version = %q, want the package's version", out)
 	}
@@ -103,6 +105,35 @@ func TestDeb(t *testing.T) {
 		if !strings.Contains(page, entry) {
 			t.Errorf("vipd.toml(5) lacks %q", entry)
 		}
+	}
+}
+
+// checkDecapDefault: the packaged vipd-decap accepts the example flags
+// of /etc/default/vipd-decap, and refuses the file's own empty flags,
+// naming -allow (vipd-decap has no default that accepts every source).
+func checkDecapDefault(t *testing.T, root string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "etc/default/vipd-decap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var example []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, `# VIPD_DECAP_ARGS="`); ok {
+			example = strings.Fields(strings.TrimSuffix(rest, `"`))
+		}
+	}
+	if len(example) == 0 {
+		t.Fatalf("/etc/default/vipd-decap has no example VIPD_DECAP_ARGS:\n%s", b)
+	}
+	bin := filepath.Join(root, "usr/sbin/vipd-decap")
+	if out := run(t, "", nil, bin, append([]string{"-check"}, example...)...); !strings.Contains(out, "flags valid") {
+		t.Errorf("vipd-decap -check %s:\n%s", strings.Join(example, " "), out)
+	}
+	out, err := exec.Command(bin, "-check").CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "-allow is required") {
+		t.Errorf("vipd-decap -check without flags: %v, %s; want exit 2 naming -allow", err, out)
 	}
 }
 

@@ -231,7 +231,15 @@ func (b *Bed) addBackend(i int) {
 	be.NS.Must(t, "ip", "addr", "add", VIPDSR.String()+"/32", "dev", "lo")
 	be.NS.Sysctl(t, "net.ipv4.conf.all.arp_ignore", "1")
 	be.NS.Sysctl(t, "net.ipv4.conf.all.arp_announce", "2")
-	decapArgs := []string{"-fix-sysctls"}
+	// vipd-decap accepts the boxes' encapsulation sources only. On the
+	// backends' segment the boxes hold .1 to .7 (the egress address,
+	// ECMP box i's .1+i, the encap_source_prefix 198.18.1.0/29 of the
+	// tests; one-armed, the box's .2), the backends .11 on; IPv6 alike.
+	allow := netip.PrefixFrom(b.BackendNet.Addr(), 29).String()
+	if b.Opts.IPv6 {
+		allow += "," + netip.PrefixFrom(BoxEgress6, 125).Masked().String()
+	}
+	decapArgs := []string{"-fix-sysctls", "-allow", allow}
 	if b.Opts.IPv6 {
 		be.Addr6 = netip.AddrFrom16([16]byte{0x20, 0x01, 0, 2, 0, 1, 15: byte(0x11 + i)})
 		v6 := func(args ...string) { be.NS.Must(t, append([]string{"ip", "-6"}, args...)...) }

@@ -36,8 +36,43 @@
 // below 1024 also needs CAP_NET_BIND_SERVICE). It works in the network
 // namespace it is started in (`ip netns exec NS vipd-decap`).
 //
-//	vipd-decap -allow 198.51.100.10 -check-local -fix-sysctls \
+//	vipd-decap -allow 198.51.100.10 -fix-sysctls \
 //	    -vip 203.0.113.80 -metrics 192.0.2.5:9717
+//
+// # Safe by default (a change)
+//
+// vipd-decap used to accept IPIP and GUE from any outer source and hand
+// the inner packet to the stack whatever its destination, with the TUN
+// device forwarding as the host does: on a backend that routes (every
+// Docker or Kubernetes node) an encapsulated packet from anywhere,
+// carrying a packet for another host, was routed out of the backend with
+// any source address. Now:
+//
+//   - -allow is required. It names vipd's encapsulation addresses;
+//     -allow any accepts every source, and must be said.
+//   - -check-local is on: inner packets whose destination is not an
+//     address of this host are dropped (not_local). -check-local=false
+//     turns it off, for hosts that take whole prefixes with local routes
+//     (ip route add local PREFIX dev lo), whose addresses it cannot see.
+//   - Forwarding is off on the TUN device (net.ipv4.conf.TUN.forwarding=0
+//     and, with -ipv6, net.ipv6.conf.TUN.forwarding=0), and set back to 0
+//     when a host-wide write (net.ipv4.ip_forward from 0 to 1, as
+//     Docker's start does) turns it on. The kernel then refuses to route
+//     an IPv4 packet that -check-local=false let through. It does not
+//     stop IPv6: Linux forwards IPv6 by net.ipv6.conf.all.forwarding
+//     alone, so there only -check-local does. -tun-forwarding leaves the
+//     TUN's forwarding as the host's default sets it.
+//   - -chain needs -chain-peers, and sends a packet on only to an
+//     address in it: the previous owner comes from the packet's hint,
+//     and any other is dropped (chain_target).
+//
+// The old behaviour, for a host that needs it back while it is being
+// reconfigured, is
+//
+//	vipd-decap -allow any -check-local=false -tun-forwarding ...
+//
+// plus, with -chain, a -chain-peers that covers every backend (for
+// example the backends' subnet).
 //
 // Flags:
 //
@@ -53,16 +88,19 @@
 //	                     their ports, keeping each flow on one (default
 //	                     GOMAXPROCS, the CPUs it may use; 1 to 1024)
 //	-allow P[,P...]      outer sources to accept: vipd's encapsulation
-//	                     addresses or prefixes; empty (the default)
-//	                     accepts anyone, so set it on every host
-//	                     reachable from outside
+//	                     addresses or prefixes. Required; "any" (alone)
+//	                     accepts every source
 //	-check-local         drop inner packets not addressed to this host
-//	                     (default off)
+//	                     (default on; -check-local=false delivers any)
+//	-tun-forwarding      leave IP forwarding on the TUN as the host's
+//	                     default sets it (default off: forwarding=0 on
+//	                     the TUN, kept so while running)
 //	-chain               previous-owner forwarding (see below; default
 //	                     off: hinted packets are delivered here)
-//	-chain-peers P[,P...] the other backends' addresses or prefixes,
+//	-chain-peers P[,P...] the other backends' addresses or prefixes: the
+//	                     only addresses -chain sends packets to, and
 //	                     accepted as outer sources of chained packets
-//	                     only; needs -chain (default none)
+//	                     only; -chain needs it, it needs -chain
 //	-chain-cache N       flows whose lookup result -chain remembers
 //	                     (default 4096)
 //	-chain-cache-ttl D   how long it remembers one (default 1s; a SYN
@@ -109,7 +147,7 @@
 //	                                         inner_version, inner_length,
 //	                                         inner_checksum, not_local, merged_udp,
 //	                                         gue_variant, write, gue_header, hint,
-//	                                         chain_send
+//	                                         chain_send, chain_target
 //	vipd_decap_hinted_total                  GUE datagrams with a previous-owner hint
 //	vipd_decap_hint_outcomes_total{outcome=...}
 //	                                         what became of them: delivered here
@@ -134,12 +172,12 @@
 // connection this host has (one NETLINK_SOCK_DIAG query, remembered for
 // -chain-cache-ttl); otherwise it sends it on, marked as chained, to the
 // previous owner's GUE port (the same -gue-port on every backend), from
-// this host's GUE port. A chained packet is never chained again. Run
-// every backend of such VIPs with -chain and with -chain-peers listing
-// the other backends, so that each accepts what the others chain to it;
-// -allow stays vipd's addresses, and must be set: the hint says where a
-// packet goes next, so without -allow anyone reaching the GUE port could
-// have the backend send datagrams to any host's GUE port. Only
+// this host's GUE port, if -chain-peers has that owner; a packet whose
+// hint names anyone else is dropped (counted as chain_target: also the
+// sign of a -chain-peers that lacks a backend). A chained packet is
+// never chained again. Run every backend of such VIPs with -chain and
+// with -chain-peers listing the other backends, so that each sends to
+// and accepts from the others; -allow stays vipd's addresses. Only
 // connected UDP sockets keep a UDP flow here. Without -chain, hinted
 // packets are delivered here (counted as chaining_off): a backend
 // without it loses what vipd meant to save, nothing more.

@@ -42,6 +42,12 @@ modules; see "go doc github.com/vipd/vipd/cmd/vipd-decap". Needs root, or
 CAP_NET_ADMIN and CAP_NET_RAW. SIGTERM or SIGINT stops it. -check prints
 what it would do and exits.
 
+-allow is required (-allow any accepts every source), inner packets not
+addressed to this host are dropped (-check-local=false delivers them) and
+forwarding is off on the TUN (-tun-forwarding leaves it as the host has
+it). Before, vipd-decap accepted any source and delivered any destination:
+-allow any -check-local=false -tun-forwarding is that behaviour.
+
 flags:
 `
 
@@ -103,12 +109,13 @@ func parse(args []string, stdout, stderr io.Writer) (*config, int) {
 	ipv6 := fs.Bool("ipv6", false, "also decapsulate IPv6: IPv6 in IPv6 (next header 41) and, with -gue-port, GUE over IPv6")
 	guePort := fs.Uint("gue-port", decap.DefaultGUEPort, "UDP `port` on which to receive GUE (variant 1: IP directly in UDP), as vipd\nsends for VIPs with encap = \"gue\"; 0 turns GUE off")
 	gueSockets := fs.Int("gue-sockets", runtime.GOMAXPROCS(0), "`number` of GUE sockets per family, each read by its own goroutine; the kernel\nspreads flows over them by their ports (default: GOMAXPROCS, the usable CPUs)")
-	allow := fs.String("allow", "", "comma-separated `prefixes` (or addresses) of the outer sources to accept,\nnormally vipd's encapsulation addresses; empty accepts any source")
-	chain := fs.Bool("chain", false, "previous-owner forwarding: a GUE packet with vipd's previous-owner hint that is\nnot a connection start and has no local connection (kernel socket lookup) is\nsent on to the previous owner's GUE port; without it such packets are delivered here")
-	chainPeers := fs.String("chain-peers", "", "comma-separated `prefixes` (or addresses) of the other backends, accepted as\nouter sources of chained packets only (-allow governs everything else)")
+	allow := fs.String("allow", "", "comma-separated `prefixes` (or addresses) of the outer sources to accept,\nnormally vipd's encapsulation addresses (required); \"any\" accepts every source")
+	chain := fs.Bool("chain", false, "previous-owner forwarding: a GUE packet with vipd's previous-owner hint that is\nnot a connection start and has no local connection (kernel socket lookup) is\nsent on to the previous owner's GUE port if -chain-peers has it (else dropped);\nwithout it such packets are delivered here")
+	chainPeers := fs.String("chain-peers", "", "comma-separated `prefixes` (or addresses) of the other backends: the only\naddresses -chain sends packets to, and accepted as outer sources of chained packets\nonly (-allow governs everything else); -chain needs it")
 	chainCache := fs.Int("chain-cache", decap.DefaultChainCache, "`number` of flows whose socket lookup result -chain remembers")
 	chainTTL := fs.Duration("chain-cache-ttl", decap.DefaultChainCacheTTL, "how long -chain remembers a lookup result (a SYN forgets it at once)")
-	checkLocal := fs.Bool("check-local", false, "drop inner packets whose destination is not an address of this host")
+	checkLocal := fs.Bool("check-local", true, "drop inner packets whose destination is not an address of this host;\n-check-local=false delivers any (for hosts that take whole prefixes with local routes)")
+	tunForwarding := fs.Bool("tun-forwarding", false, "leave IP forwarding on the TUN device as the host's default sets it; without it\nit is off (net.ipv4.conf.TUN.forwarding=0, with -ipv6 IPv6's too) and kept off")
 	fixSysctls := fs.Bool("fix-sysctls", false, "set net.ipv4.conf.all.rp_filter=0 if needed (keeping other interfaces'\neffective value), restored on exit; without it vipd-decap refuses to start")
 	var vips vipList
 	fs.Var(&vips, "vip", "`address` to put on lo (/32, /128) while running; repeatable or comma-separated.\nAlso raises net.ipv4.conf.all.arp_ignore to 1 and arp_announce to 2.\nOn exit it removes the VIPs it added and restores the sysctls it changed")
@@ -141,9 +148,15 @@ func parse(args []string, stdout, stderr io.Writer) (*config, int) {
 		fmt.Fprintf(stdout, "vipd-decap %s\n", version)
 		return nil, 0
 	}
-	allowed, err := parsePrefixes(*allow)
-	if err != nil {
-		return bad("-allow: %v", err)
+	// "any" stands alone: an allow-list with it would be read as a
+	// restriction that is none.
+	allowAny := strings.TrimSpace(*allow) == "any"
+	var allowed []netip.Prefix
+	var err error
+	if !allowAny {
+		if allowed, err = parsePrefixes(*allow); err != nil {
+			return bad("-allow: %v (or \"any\", alone)", err)
+		}
 	}
 	peers, err := parsePrefixes(*chainPeers)
 	if err != nil {
@@ -160,6 +173,10 @@ func parse(args []string, stdout, stderr io.Writer) (*config, int) {
 	}
 	if *chainTTL <= 0 {
 		return bad("-chain-cache-ttl must be positive")
+	}
+	if *chain && len(peers) == 0 {
+		return bad("-chain needs -chain-peers, the other backends' addresses or prefixes: -chain sends a packet " +
+			"only to an address in it, so without it every packet to chain would be dropped")
 	}
 	if *guePort > 65535 {
 		return bad("-gue-port %d: a port is at most 65535", *guePort)
@@ -199,6 +216,7 @@ func parse(args []string, stdout, stderr io.Writer) (*config, int) {
 			GUESockets:     *gueSockets,
 			AllowedSources: allowed,
 			CheckLocal:     *checkLocal,
+			Forwarding:     *tunForwarding,
 			Chain:          *chain,
 			ChainPeers:     peers,
 			ChainCache:     *chainCache,
@@ -216,6 +234,14 @@ func parse(args []string, stdout, stderr io.Writer) (*config, int) {
 	if err := cfg.opts.Validate(); err != nil {
 		return bad("%v", err)
 	}
+	// Last, so that a more precise complaint about another flag comes
+	// first. Empty AllowedSources means any source to package decap:
+	// here only "any" says so.
+	if !allowAny && len(allowed) == 0 {
+		return bad("-allow is required: give vipd's encapsulation source addresses or prefixes " +
+			"(e.g. -allow 198.51.100.10,2001:db8::10), or -allow any to accept packets from every source, " +
+			"as vipd-decap did by default before (anyone who reaches this host could then have packets of any source delivered to it)")
+	}
 	return cfg, 0
 }
 
@@ -230,7 +256,16 @@ func plan(cfg *config) string {
 	if o.IPv6 {
 		tunV6 = "IPv6 enabled on it"
 	}
-	p("create TUN device %s (removed on exit), with net.ipv4.conf.%s.rp_filter=0 and %s", cmp.Or(o.TUN, decap.DefaultTUN), cmp.Or(o.TUN, decap.DefaultTUN), tunV6)
+	tun := cmp.Or(o.TUN, decap.DefaultTUN)
+	p("create TUN device %s (removed on exit), with net.ipv4.conf.%s.rp_filter=0 and %s", tun, tun, tunV6)
+	switch {
+	case o.Forwarding:
+		p("leave forwarding on %s as the host's default sets it (-tun-forwarding)", tun)
+	case o.IPv6:
+		p("keep forwarding off on %s (net.ipv4.conf.%s.forwarding=0, net.ipv6.conf.%s.forwarding=0), setting it back if a host-wide write turns it on", tun, tun, tun)
+	default:
+		p("keep forwarding off on %s (net.ipv4.conf.%s.forwarding=0), setting it back if a host-wide write turns it on", tun, tun)
+	}
 	if o.FixSysctls {
 		p("set net.ipv4.conf.all.rp_filter=0 if it is not, raising other interfaces' rp_filter to its value (-fix-sysctls; restored on exit)")
 	} else {
@@ -249,20 +284,21 @@ func plan(cfg *config) string {
 		p("receive GUE on UDP port %d over IPv4, %s", o.GUEPort, socketsText(o.GUESockets))
 	}
 	if len(o.AllowedSources) == 0 {
-		p("accept packets from any outer source (no -allow: set it on every host reachable from outside)")
+		p("accept packets from any outer source (-allow any: anyone who reaches this host can have packets of any source delivered to it)")
 	} else {
 		p("accept outer sources in %v only", o.AllowedSources)
 	}
 	if o.Chain {
 		p("chain hinted packets without a local connection to the previous owner's UDP port %d, from port %d (-chain; lookups remembered for %v, %d flows)", o.GUEPort, o.GUEPort, o.ChainCacheTTL, o.ChainCache)
-		if len(o.ChainPeers) > 0 {
-			p("accept outer sources in %v for chained packets only", o.ChainPeers)
-		}
+		p("chain only to previous owners in %v, drop hinted packets for others (-chain-peers)", o.ChainPeers)
+		p("accept outer sources in %v for chained packets only", o.ChainPeers)
 	} else if o.GUEPort != 0 {
 		p("deliver GUE packets with a previous-owner hint here, ignoring the hint (no -chain)")
 	}
 	if o.CheckLocal {
-		p("drop inner packets not addressed to this host (-check-local)")
+		p("drop inner packets not addressed to this host (-check-local, the default)")
+	} else {
+		p("deliver inner packets to any destination (-check-local=false)")
 	}
 	for _, a := range o.VIPs {
 		p("add %v to lo, unless it is there already; remove it on exit if it added it", netip.PrefixFrom(a, a.BitLen()))
@@ -310,13 +346,17 @@ func serve(cfg *config) int {
 		return 1
 	}
 	if len(cfg.opts.AllowedSources) == 0 {
-		log.Warn("no -allow: packets from any outer source are decapsulated")
+		log.Warn("-allow any: packets from any outer source are decapsulated")
 		if cfg.opts.Chain {
-			log.Warn("-chain without -allow: anyone can have this host send datagrams to any address's GUE port")
+			log.Warn("-chain with -allow any: anyone can have this host send datagrams to the chain peers' GUE port")
 		}
 	}
+	if !cfg.opts.CheckLocal {
+		log.Warn("-check-local=false: inner packets for any destination are delivered to the stack")
+	}
 	log.Info("running", "version", version, "tun", d.TUN(), "ipv6", cfg.opts.IPv6, "gue_port", cfg.opts.GUEPort, "gue_sockets", cfg.opts.GUESockets,
-		"allow", cfg.allow, "chain", cfg.opts.Chain, "chain_peers", commaList(cfg.opts.ChainPeers), "check_local", cfg.opts.CheckLocal, "vips", vipList(cfg.opts.VIPs).String(), "metrics", cfg.metrics)
+		"allow", cfg.allow, "chain", cfg.opts.Chain, "chain_peers", commaList(cfg.opts.ChainPeers), "check_local", cfg.opts.CheckLocal,
+		"tun_forwarding", cfg.opts.Forwarding, "vips", vipList(cfg.opts.VIPs).String(), "metrics", cfg.metrics)
 
 	sig, stopSig := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stopSig()

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -32,6 +31,13 @@ func TestUsage(t *testing.T) {
 		out  string // expected in stdout+stderr
 	}{
 		{[]string{"-h"}, 0, "-allow"},
+		{nil, 2, "-allow is required"},
+		{[]string{"-allow", ""}, 2, "-allow is required"},
+		{[]string{"-allow", " , "}, 2, "-allow is required"},
+		{[]string{"-allow", "any,198.18.1.1"}, 2, `(or "any", alone)`},
+		{[]string{"-allow", "198.18.1.1", "-chain"}, 2, "-chain needs -chain-peers"},
+		{[]string{"-allow", "any", "-chain"}, 2, "-chain needs -chain-peers"},
+		{[]string{"-allow", "198.18.1.1", "-check-local=nonsense"}, 2, "invalid boolean value"},
 		{[]string{"-version"}, 0, "vipd-decap dev"},
 		{[]string{"-bogus"}, 2, "flag provided but not defined"},
 		{[]string{"extra"}, 2, `unexpected argument "extra"`},
@@ -49,7 +55,9 @@ func TestUsage(t *testing.T) {
 		{[]string{"-gue-sockets", "0"}, 2, "-gue-sockets 0: want 1 to 1024"},
 		{[]string{"-gue-sockets", "5000"}, 2, "-gue-sockets 5000: want 1 to 1024"},
 		{[]string{"-tun", "a-name-too-long-for-linux"}, 2, "bad TUN name"},
-		{[]string{"-check"}, 0, "flags valid"},
+		{[]string{"-check"}, 2, "-allow is required"},
+		{[]string{"-check", "-allow", "any"}, 0, "flags valid"},
+		{[]string{"-check", "-allow", "198.18.1.1"}, 0, "flags valid"},
 		{[]string{"-check", "-vip", "2001:2::1"}, 2, "needs -ipv6"},
 		{[]string{"-h"}, 0, "-chain-peers"},
 		{[]string{"-chain", "-gue-port", "0"}, 2, "-chain needs GUE"},
@@ -77,17 +85,29 @@ func TestCheck(t *testing.T) {
 	}{
 		{
 			name: "defaults",
-			args: nil,
+			args: []string{"-allow", "198.18.1.1"},
 			want: []string{
 				"create TUN device vipd-tun0 (removed on exit), with net.ipv4.conf.vipd-tun0.rp_filter=0 and IPv6 disabled on it",
+				"keep forwarding off on vipd-tun0 (net.ipv4.conf.vipd-tun0.forwarding=0), setting it back if a host-wide write turns it on",
 				"refuse to start if net.ipv4.conf.all.rp_filter is not 0 (no -fix-sysctls)",
 				"receive IPv4 in IPv4 (raw socket, protocol 4)",
 				"receive GUE on UDP port 6080 over IPv4, " + socketsText(runtime.GOMAXPROCS(0)),
-				"accept packets from any outer source (no -allow: set it on every host reachable from outside)",
+				"accept outer sources in [198.18.1.1/32] only",
 				"deliver GUE packets with a previous-owner hint here, ignoring the hint (no -chain)",
+				"drop inner packets not addressed to this host (-check-local, the default)",
 				"log the counters every 1m0s and on exit",
 			},
-			not: []string{"IPv6 in IPv6", "to lo", "arp_", "metrics", "-check-local", "chain hinted"},
+			not: []string{"IPv6 in IPv6", "to lo", "arp_", "metrics", "chain hinted", "any outer source", "any destination", "-tun-forwarding"},
+		},
+		{
+			name: "the behaviour before: any source, any destination, forwarding as the host's",
+			args: []string{"-allow", "any", "-check-local=false", "-tun-forwarding"},
+			want: []string{
+				"leave forwarding on vipd-tun0 as the host's default sets it (-tun-forwarding)",
+				"accept packets from any outer source (-allow any: anyone who reaches this host can have packets of any source delivered to it)",
+				"deliver inner packets to any destination (-check-local=false)",
+			},
+			not: []string{"keep forwarding off", "not addressed to this host"},
 		},
 		{
 			name: "a backend agent",
@@ -95,11 +115,12 @@ func TestCheck(t *testing.T) {
 				"-vip", "198.18.0.101", "-vip", "2001:2::101,198.18.0.102", "-metrics", "127.0.0.1:9717", "-stats-interval", "0"},
 			want: []string{
 				"create TUN device dsr0 (removed on exit), with net.ipv4.conf.dsr0.rp_filter=0 and IPv6 enabled on it",
+				"keep forwarding off on dsr0 (net.ipv4.conf.dsr0.forwarding=0, net.ipv6.conf.dsr0.forwarding=0), setting it back if a host-wide write turns it on",
 				"set net.ipv4.conf.all.rp_filter=0 if it is not, raising other interfaces' rp_filter to its value (-fix-sysctls; restored on exit)",
 				"receive IPv6 in IPv6 (raw socket, next header 41)",
 				"receive GUE on UDP port 7000 over IPv4 and IPv6, 4 sockets (SO_REUSEPORT: flows spread by their ports) per family",
 				"accept outer sources in [198.18.1.1/32 2001:2:0:1::/64] only",
-				"drop inner packets not addressed to this host (-check-local)",
+				"drop inner packets not addressed to this host (-check-local, the default)",
 				"add 198.18.0.101/32 to lo, unless it is there already; remove it on exit if it added it",
 				"add 2001:2::101/128 to lo, unless it is there already; remove it on exit if it added it",
 				"add 198.18.0.102/32 to lo, unless it is there already; remove it on exit if it added it",
@@ -110,21 +131,22 @@ func TestCheck(t *testing.T) {
 		},
 		{
 			name: "one GUE socket",
-			args: []string{"-gue-sockets", "1"},
+			args: []string{"-allow", "any", "-gue-sockets", "1"},
 			want: []string{"receive GUE on UDP port 6080 over IPv4, 1 socket"},
 		},
 		{
 			name: "chaining",
-			args: []string{"-chain", "-chain-peers", "198.18.1.11,198.18.1.12/31", "-chain-cache", "1000", "-chain-cache-ttl", "2s"},
+			args: []string{"-allow", "198.18.1.1", "-chain", "-chain-peers", "198.18.1.11,198.18.1.12/31", "-chain-cache", "1000", "-chain-cache-ttl", "2s"},
 			want: []string{
 				"chain hinted packets without a local connection to the previous owner's UDP port 6080, from port 6080 (-chain; lookups remembered for 2s, 1000 flows)",
+				"chain only to previous owners in [198.18.1.11/32 198.18.1.12/31], drop hinted packets for others (-chain-peers)",
 				"accept outer sources in [198.18.1.11/32 198.18.1.12/31] for chained packets only",
 			},
 			not: []string{"ignoring the hint"},
 		},
 		{
 			name: "GUE off",
-			args: []string{"-gue-port", "0"},
+			args: []string{"-allow", "any", "-gue-port", "0"},
 			want: []string{"not receive GUE (-gue-port 0)"},
 			not:  []string{"UDP port"},
 		},
@@ -172,7 +194,7 @@ func TestCheckTouchesNothing(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- ns.Do(func() error {
-			code = run([]string{"-check", "-tun", "vtun-chk", "-ipv6", "-fix-sysctls", "-vip", "198.18.0.101,2001:2::101", "-metrics", "127.0.0.1:9717"}, &stdout, &stderr)
+			code = run([]string{"-check", "-allow", "198.18.1.1", "-tun", "vtun-chk", "-ipv6", "-fix-sysctls", "-vip", "198.18.0.101,2001:2::101", "-metrics", "127.0.0.1:9717"}, &stdout, &stderr)
 			return nil
 		})
 	}()
@@ -181,12 +203,48 @@ func TestCheckTouchesNothing(t *testing.T) {
 		if err != nil || code != 0 {
 			t.Fatalf("-check: exit %d, %v; %s", code, err, stderr.String())
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(startTimeout):
 		// -check went on to serve; the test binary's exit ends it.
-		t.Fatalf("-check still running after 5s: it set things up instead of checking")
+		t.Fatalf("-check still running after %v: it set things up instead of checking", startTimeout)
 	}
 	if after := state(); after != before {
 		t.Errorf("-check changed the namespace:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// TestParseOptions: what the flags make of decap.Options, the defaults
+// above all: a source allow-list that must be given ("any" for none),
+// local destinations checked, forwarding off on the TUN.
+func TestParseOptions(t *testing.T) {
+	p := netip.MustParsePrefix
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		allowed    []netip.Prefix
+		checkLocal bool
+		forwarding bool
+		peers      []netip.Prefix
+	}{
+		{"an address", []string{"-allow", "198.18.1.1"}, []netip.Prefix{p("198.18.1.1/32")}, true, false, nil},
+		{"prefixes", []string{"-allow", "198.18.1.0/29, 2001:2:0:1::/64"}, []netip.Prefix{p("198.18.1.0/29"), p("2001:2:0:1::/64")}, true, false, nil},
+		{"any", []string{"-allow", " any "}, nil, true, false, nil},
+		{"no local check", []string{"-allow", "198.18.1.1", "-check-local=false"}, []netip.Prefix{p("198.18.1.1/32")}, false, false, nil},
+		{"the behaviour before", []string{"-allow", "any", "-check-local=false", "-tun-forwarding"}, nil, false, true, nil},
+		{"chaining", []string{"-allow", "198.18.1.1", "-chain", "-chain-peers", "198.18.1.12,198.18.3.0/24"}, []netip.Prefix{p("198.18.1.1/32")}, true, false,
+			[]netip.Prefix{p("198.18.1.12/32"), p("198.18.3.0/24")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			cfg, code := parse(tc.args, &stdout, &stderr)
+			if cfg == nil {
+				t.Fatalf("parse: exit %d, %s", code, stderr.String())
+			}
+			o := cfg.opts
+			if !slices.Equal(o.AllowedSources, tc.allowed) || o.CheckLocal != tc.checkLocal || o.Forwarding != tc.forwarding || !slices.Equal(o.ChainPeers, tc.peers) {
+				t.Errorf("allowed %v, check local %v, forwarding %v, chain peers %v; want %v, %v, %v, %v",
+					o.AllowedSources, o.CheckLocal, o.Forwarding, o.ChainPeers, tc.allowed, tc.checkLocal, tc.forwarding, tc.peers)
+			}
+		})
 	}
 }
 
@@ -251,10 +309,7 @@ func waitFor(d time.Duration, cond func() bool) bool {
 // before left, and the sysctls restored.
 func TestBinary(t *testing.T) {
 	nstest.RequireRoot(t)
-	bin := filepath.Join(t.TempDir(), "vipd-decap")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := binary(t)
 	ns := nstest.New(t, "dcap")
 	// The backend's own address and a VIP there before, both on
 	// loopback: a packet sent to the own address from inside the
@@ -294,8 +349,8 @@ func TestBinary(t *testing.T) {
 	// "running" is logged once decap.New returned, that is after the
 	// sockets are open; the TUN exists earlier, and a packet sent in
 	// between is lost (CI saw it once).
-	if !waitFor(5*time.Second, func() bool { return strings.Contains(log.String(), "msg=running") }) {
-		t.Fatalf("not running after 5s; log:\n%s", log)
+	if !waitFor(startTimeout, func() bool { return strings.Contains(log.String(), "msg=running") }) {
+		t.Fatalf("not running after %v; log:\n%s", startTimeout, log)
 	}
 	if !hasTUN() {
 		t.Fatalf("running without TUN %s; log:\n%s", tun, log)
@@ -340,8 +395,8 @@ func TestBinary(t *testing.T) {
 	if err != nil {
 		t.Fatalf("send: %v", err)
 	}
-	if !waitFor(5*time.Second, func() bool { return strings.Contains(log.String(), "gue=2 decapsulated=3") }) {
-		t.Fatalf("not 3 decapsulated packets, 2 of them GUE, in the stats after 5s; log:\n%s", log)
+	if !waitFor(startTimeout, func() bool { return strings.Contains(log.String(), "gue=2 decapsulated=3") }) {
+		t.Fatalf("not 3 decapsulated packets, 2 of them GUE, in the stats after %v; log:\n%s", startTimeout, log)
 	}
 	fams := scrapeIn(t, ns, "http://"+metrics+"/metrics")
 	for name, want := range map[string]float64{
@@ -370,8 +425,8 @@ func TestBinary(t *testing.T) {
 		if err != nil {
 			t.Fatalf("exit after SIGTERM: %v; log:\n%s", err, log)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("still running 5s after SIGTERM; log:\n%s", log)
+	case <-time.After(startTimeout):
+		t.Fatalf("still running %v after SIGTERM; log:\n%s", startTimeout, log)
 	}
 	out := log.String()
 	for _, want := range []string{"msg=running", "msg=\"final stats\"", "msg=stopped"} {
@@ -401,7 +456,7 @@ func TestBinary(t *testing.T) {
 func scrapeIn(t *testing.T, ns *nstest.NS, url string) map[string]*dto.MetricFamily {
 	t.Helper()
 	client := &http.Client{
-		Timeout: 5 * time.Second,
+		Timeout: startTimeout,
 		Transport: &http.Transport{
 			DisableKeepAlives: true,
 			DialContext: func(ctx context.Context, network, addr string) (c net.Conn, err error) {

@@ -1,0 +1,433 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"golang.org/x/sys/unix"
+
+	"github.com/vipd/vipd/internal/nstest"
+)
+
+// built is the command, built once for the tests that run it.
+var built struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// binary returns the path of the command built from this package.
+func binary(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "vipd-decap-test"); built.err != nil {
+			return
+		}
+		built.path = filepath.Join(built.dir, "vipd-decap")
+		if out, err := exec.Command("go", "build", "-o", built.path, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.path
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// startTimeout bounds the wait for the command to start (or to refuse
+// to): a loaded machine takes a while to run a new process.
+const startTimeout = 10 * time.Second
+
+// proc is the command running in a namespace.
+type proc struct {
+	cmd    *exec.Cmd
+	log    *syncBuffer
+	exited chan error
+}
+
+// start runs the command with args in ns; the process is killed, by its
+// PID, at cleanup if it is still running.
+func start(t *testing.T, ns *nstest.NS, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: ns.Cmd(append([]string{binary(t)}, args...)...), log: newSyncBuffer(), exited: make(chan error, 1)}
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.exited <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			p.cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	return p
+}
+
+// running waits until the command logged that it runs (after decap.New
+// returned: the sockets are open).
+func (p *proc) running(t *testing.T) {
+	t.Helper()
+	if !waitFor(startTimeout, func() bool { return strings.Contains(p.log.String(), "msg=running") }) {
+		t.Fatalf("not running after %v; log:\n%s", startTimeout, p.log)
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v; log:\n%s", err, p.log)
+		}
+	case <-time.After(startTimeout):
+		t.Fatalf("still running %v after SIGTERM; log:\n%s", startTimeout, p.log)
+	}
+}
+
+// TestRefusals: without -allow, or with -chain but no -chain-peers, the
+// command refuses to start: exit 2, a message naming the flag and the
+// fix, and nothing created — even where it could start (root, its own
+// namespace, -fix-sysctls).
+func TestRefusals(t *testing.T) {
+	nstest.RequireRoot(t)
+	ns := nstest.New(t, "ref")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"no -allow", nil, []string{"-allow is required", "-allow any"}},
+		{"empty -allow", []string{"-allow", ""}, []string{"-allow is required", "-allow any"}},
+		{"-chain without -chain-peers", []string{"-allow", "198.18.1.1", "-chain"}, []string{"-chain needs -chain-peers"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tun := nstest.Name("tr")
+			p := start(t, ns, append([]string{"-tun", tun, "-fix-sysctls", "-stats-interval", "0"}, tc.args...)...)
+			var err error
+			select {
+			case err = <-p.exited:
+			case <-time.After(startTimeout):
+				t.Fatalf("still running after %v: it started; log:\n%s", startTimeout, p.log)
+			}
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+				t.Errorf("exit %v, want status 2 (bad usage)", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(p.log.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, p.log)
+				}
+			}
+			if exec.Command("ip", "-n", ns.Name, "link", "show", tun).Run() == nil {
+				t.Errorf("TUN %s created by a refused start", tun)
+			}
+		})
+	}
+}
+
+// The relay rig's addresses, 198.18.0.0/15 and 2001:2::/48 only. far's
+// exist only in far, behind be; the inner sources (the "clients") on no
+// interface at all.
+var (
+	rlLB4, rlLB6   = netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("2001:2:0:1::1")
+	rlBE4, rlBE6   = netip.MustParseAddr("198.18.1.11"), netip.MustParseAddr("2001:2:0:1::11")
+	rlFar4, rlFar6 = netip.MustParseAddr("198.18.4.2"), netip.MustParseAddr("2001:2:0:4::2")
+	rlCli4, rlCli6 = netip.MustParseAddr("198.18.2.7"), netip.MustParseAddr("2001:2:0:2::7")
+)
+
+// relayRig is a backend that routes, as every Docker or Kubernetes node
+// does (ip_forward=1, IPv6 forwarding on), between lb, which plays vipd
+// and the rest of the world, and far, another host:
+//
+//	lb 198.18.1.1/24   ──veth── 198.18.1.11/24  be 198.18.4.1/24  ──veth── 198.18.4.2/24  far
+//	   2001:2:0:1::1/64          2001:2:0:1::11/64  2001:2:0:4::1/64        2001:2:0:4::2/64
+//
+// lb routes far's prefixes via be. far listens on UDP port 9 of its
+// addresses: what reaches it is read there.
+type relayRig struct {
+	lb, be, far *nstest.NS
+	far4, far6  *net.UDPConn
+	raw4, raw6  int    // lb's IPPROTO_RAW sockets
+	beMetrics   string // where vipd-decap in be serves its metrics
+}
+
+func newRelayRig(t *testing.T) *relayRig {
+	t.Helper()
+	nstest.RequireRoot(t)
+	r := &relayRig{lb: nstest.New(t, "rlb"), be: nstest.New(t, "rbe"), far: nstest.New(t, "rfa"), raw4: -1, raw6: -1, beMetrics: "127.0.0.1:9717"}
+	// No DAD on the links to come: the IPv6 link-local addresses that
+	// neighbour discovery uses would be tentative for a while.
+	for _, ns := range []*nstest.NS{r.lb, r.be, r.far} {
+		ns.Must(t, "sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0")
+	}
+	lbIf, beL, beF, farIf := nstest.Name("rl"), nstest.Name("rl"), nstest.Name("rf"), nstest.Name("rf")
+	nstest.Veth(t, r.lb, lbIf, r.be, beL)
+	nstest.Veth(t, r.be, beF, r.far, farIf)
+	for _, a := range []struct {
+		ns   *nstest.NS
+		dev  string
+		addr string
+	}{
+		{r.lb, lbIf, rlLB4.String() + "/24"}, {r.lb, lbIf, rlLB6.String() + "/64"},
+		{r.be, beL, rlBE4.String() + "/24"}, {r.be, beL, rlBE6.String() + "/64"},
+		{r.be, beF, "198.18.4.1/24"}, {r.be, beF, "2001:2:0:4::1/64"},
+		{r.far, farIf, rlFar4.String() + "/24"}, {r.far, farIf, rlFar6.String() + "/64"},
+	} {
+		args := []string{"ip", "addr", "add", a.addr, "dev", a.dev}
+		if strings.Contains(a.addr, ":") {
+			args = append(args, "nodad")
+		}
+		a.ns.Must(t, args...)
+	}
+	r.lb.Must(t, "ip", "route", "add", "198.18.4.0/24", "via", rlBE4.String())
+	r.lb.Must(t, "ip", "-6", "route", "add", "2001:2:0:4::/64", "via", rlBE6.String())
+	r.be.Must(t, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
+	listen := func(a netip.Addr) *net.UDPConn {
+		var c *net.UDPConn
+		if err := r.far.Do(func() (err error) {
+			c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 9)))
+			return err
+		}); err != nil {
+			t.Fatalf("listen in far: %v", err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	r.far4, r.far6 = listen(rlFar4), listen(rlFar6)
+	err := r.lb.Do(func() (err error) {
+		if r.raw4, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW); err != nil {
+			return err
+		}
+		r.raw6, err = unix.Socket(unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+		return err
+	})
+	t.Cleanup(func() {
+		for _, fd := range []int{r.raw4, r.raw6} {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatalf("raw sockets in lb: %v", err)
+	}
+	return r
+}
+
+// inject sends pkt, a whole IP packet built by the test, from lb.
+func (r *relayRig) inject(t *testing.T, pkt []byte) {
+	t.Helper()
+	var err error
+	if pkt[0]>>4 == 4 {
+		err = unix.Sendto(r.raw4, pkt, 0, &unix.SockaddrInet4{Addr: [4]byte(pkt[16:20])})
+	} else {
+		err = unix.Sendto(r.raw6, pkt, 0, &unix.SockaddrInet6{Addr: [16]byte(pkt[24:40])})
+	}
+	if err != nil {
+		t.Fatalf("send from lb: %v", err)
+	}
+}
+
+// control sends payload from lb to dst:9, a plain datagram that be
+// routes to far.
+func (r *relayRig) control(t *testing.T, dst netip.Addr, payload string) {
+	t.Helper()
+	err := r.lb.Do(func() error {
+		c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 9)))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Write([]byte(payload))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("control datagram from lb: %v", err)
+	}
+}
+
+// firstAtFar returns the payload of the next datagram c receives within
+// startTimeout.
+func firstAtFar(t *testing.T, c *net.UDPConn) string {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(startTimeout))
+	buf := make([]byte, 64)
+	n, err := c.Read(buf)
+	if err != nil {
+		t.Fatalf("nothing reached far: %v", err)
+	}
+	return string(buf[:n])
+}
+
+// metric polls be's vipd-decap metrics until the series reads want, for
+// at most startTimeout; the test goes on when it does not, to show what
+// became of the packet.
+func (r *relayRig) metric(t *testing.T, name string, want float64, labels ...string) {
+	t.Helper()
+	var got float64
+	if !waitFor(startTimeout, func() bool {
+		got, _ = value(scrapeIn(t, r.be, "http://"+r.beMetrics+"/metrics"), name, labels...)
+		return got == want
+	}) {
+		t.Errorf("%s%v = %v after %v, want %v", name, labels, got, startTimeout, want)
+	}
+}
+
+// udpTo returns an IP packet carrying a UDP datagram src:40000 → dst:9.
+func udpTo(t *testing.T, src, dst netip.Addr, payload string) []byte {
+	t.Helper()
+	u := &layers.UDP{SrcPort: 40000, DstPort: 9}
+	var l3 gopacket.SerializableLayer
+	if src.Is4() {
+		ip := &layers.IPv4{Version: 4, TTL: 63, Protocol: layers.IPProtocolUDP, SrcIP: src.AsSlice(), DstIP: dst.AsSlice()}
+		u.SetNetworkLayerForChecksum(ip)
+		l3 = ip
+	} else {
+		ip := &layers.IPv6{Version: 6, HopLimit: 63, NextHeader: layers.IPProtocolUDP, SrcIP: src.AsSlice(), DstIP: dst.AsSlice()}
+		u.SetNetworkLayerForChecksum(ip)
+		l3 = ip
+	}
+	return serialize(t, l3, u, gopacket.Payload(payload))
+}
+
+// TestRelay is issue 34's open relay: on a backend that routes, a
+// packet encapsulated by an allowed source (vipd; here lb), whose inner
+// destination is another host (far) rather than this one, must not
+// leave the backend. By default vipd-decap drops it (not_local); with
+// -check-local=false it is written to the TUN, whose forwarding is off,
+// and the kernel refuses it (Ip InAddrErrors). Only with the flags of
+// the old behaviour does it reach far. Each case ends with a control
+// datagram that be routes from lb to far: far must read it, and the
+// relayed packet never, before.
+func TestRelay(t *testing.T) {
+	r := newRelayRig(t)
+	ipipTo := func(inner []byte) []byte {
+		return serialize(t, &layers.IPv4{Version: 4, TTL: 64, Flags: layers.IPv4DontFragment, Protocol: layers.IPProtocolIPv4, SrcIP: rlLB4.AsSlice(), DstIP: rlBE4.AsSlice()},
+			gopacket.Payload(inner))
+	}
+	gueTo := func(inner []byte) []byte {
+		pkt := serialize(t, &layers.IPv4{Version: 4, TTL: 64, Flags: layers.IPv4DontFragment, Protocol: layers.IPProtocolUDP, SrcIP: rlLB4.AsSlice(), DstIP: rlBE4.AsSlice()},
+			&layers.UDP{SrcPort: 50000, DstPort: 6080}, gopacket.Payload(inner))
+		pkt[20+6], pkt[20+7] = 0, 0 // vipd sends no UDP checksum over IPv4
+		return pkt
+	}
+	ip6ip6To := func(inner []byte) []byte {
+		return serialize(t, &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolIPv6, SrcIP: rlLB6.AsSlice(), DstIP: rlBE6.AsSlice()},
+			gopacket.Payload(inner))
+	}
+	const (
+		dropped = iota // by vipd-decap, not_local
+		refused        // written to the TUN, refused by be's kernel
+		relayed        // the old behaviour: it reaches far
+	)
+	for i, tc := range []struct {
+		name    string
+		args    []string
+		v6      bool
+		encap   func([]byte) []byte
+		outcome int
+	}{
+		{"IPIP, defaults", []string{"-allow", rlLB4.String()}, false, ipipTo, dropped},
+		{"GUE, defaults", []string{"-allow", rlLB4.String()}, false, gueTo, dropped},
+		{"IPv6 in IPv6, defaults", []string{"-allow", rlLB6.String(), "-ipv6"}, true, ip6ip6To, dropped},
+		{"IPIP, -check-local=false", []string{"-allow", rlLB4.String(), "-check-local=false"}, false, ipipTo, refused},
+		{"IPIP, the old behaviour", []string{"-allow", "any", "-check-local=false", "-tun-forwarding"}, false, ipipTo, relayed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tun := nstest.Name("tr")
+			p := start(t, r.be, append([]string{"-tun", tun, "-fix-sysctls", "-stats-interval", "0", "-metrics", r.beMetrics}, tc.args...)...)
+			p.running(t)
+			defer p.stop(t)
+			fwd := map[string]string{"net.ipv4.conf." + tun + ".forwarding": "0"}
+			if tc.v6 {
+				fwd["net.ipv6.conf."+tun+".forwarding"] = "0"
+			}
+			if tc.outcome == relayed {
+				fwd["net.ipv4.conf."+tun+".forwarding"] = "1" // the host's default: be forwards
+			}
+			for k, want := range fwd {
+				if got := strings.TrimSpace(r.be.Must(t, "sysctl", "-n", k)); got != want {
+					t.Errorf("while running: %s = %s, want %s", k, got, want)
+				}
+			}
+
+			src, dst, farConn := rlCli4, rlFar4, r.far4
+			if tc.v6 {
+				src, dst, farConn = rlCli6, rlFar6, r.far6
+			}
+			relay, control := "relay "+strconv.Itoa(i), "control "+strconv.Itoa(i)
+			addrErrors := snmpIn(t, r.be, "InAddrErrors")
+			r.inject(t, tc.encap(udpTo(t, src, dst, relay)))
+			switch tc.outcome {
+			case dropped:
+				r.metric(t, "vipd_decap_dropped_total", 1, "reason", "not_local")
+				r.metric(t, "vipd_decap_decapsulated_total", 0)
+			case refused:
+				r.metric(t, "vipd_decap_decapsulated_total", 1)
+				if !waitFor(startTimeout, func() bool { return snmpIn(t, r.be, "InAddrErrors") > addrErrors }) {
+					t.Errorf("be's Ip InAddrErrors still %d: the kernel did not refuse the packet written to the TUN", addrErrors)
+				}
+			case relayed:
+				// As above, leftovers are skipped; the relayed packet
+				// comes, or nothing within startTimeout.
+				for got := firstAtFar(t, farConn); got != relay; got = firstAtFar(t, farConn) {
+				}
+				return
+			}
+			r.control(t, dst, control)
+			// Leftovers of a case that failed before are skipped: far
+			// is shared, and its case has reported them.
+			for got := firstAtFar(t, farConn); got != control; got = firstAtFar(t, farConn) {
+				if got == relay {
+					t.Errorf("far read %q before %q: the backend relayed the decapsulated packet", got, control)
+				}
+			}
+		})
+	}
+}
+
+// snmpIn returns a counter of the Ip group of ns's /proc/net/snmp.
+func snmpIn(t *testing.T, ns *nstest.NS, name string) int {
+	t.Helper()
+	lines := strings.Split(ns.Must(t, "cat", "/proc/net/snmp"), "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) == 0 || names[0] != "Ip:" || len(values) != len(names) {
+			continue
+		}
+		for j, n := range names {
+			if n == name {
+				v, _ := strconv.Atoi(values[j])
+				return v
+			}
+		}
+	}
+	t.Fatalf("no Ip %s in /proc/net/snmp of %s", name, ns.Name)
+	return 0
+}

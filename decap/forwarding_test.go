@@ -1,0 +1,174 @@
+//go:build linux
+
+package decap
+
+import (
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vipd/vipd/internal/nstest"
+)
+
+// farAddr is an address that exists only in the far namespace, behind be.
+var farAddr = netip.MustParseAddr("198.18.4.2")
+
+// far puts a namespace behind be and makes be a router, as every Docker
+// or Kubernetes node is (ip_forward=1, IPv6 forwarding too):
+//
+//	lb ──veth── be 198.18.4.1/24 ──veth── 198.18.4.2/24 far
+//
+// lb routes 198.18.4.0/24 via be. It returns a UDP socket on farAddr:9
+// in far, closed at cleanup: what reaches far on that port is read there.
+func (r *rig) far(t *testing.T) *net.UDPConn {
+	t.Helper()
+	far := nstest.New(t, "far")
+	beF, farF := nstest.Name("vf"), nstest.Name("vf")
+	nstest.Veth(t, r.be, beF, far, farF)
+	r.be.Must(t, "ip", "addr", "add", "198.18.4.1/24", "dev", beF)
+	far.Must(t, "ip", "addr", "add", farAddr.String()+"/24", "dev", farF)
+	r.lb.Must(t, "ip", "route", "add", "198.18.4.0/24", "via", beAddr4.String())
+	r.be.Must(t, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
+	var c *net.UDPConn
+	err := far.Do(func() (err error) {
+		c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(farAddr, 9)))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("listen in %s: %v", far.Name, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// firstDatagram returns the payload of the first datagram c receives
+// within replyTimeout.
+func firstDatagram(t *testing.T, c *net.UDPConn) string {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(replyTimeout))
+	buf := make([]byte, 64)
+	n, err := c.Read(buf)
+	if err != nil {
+		t.Fatalf("nothing reached far: %v", err)
+	}
+	return string(buf[:n])
+}
+
+// sendUDP sends payload from lb to dst:9 as a plain datagram, routed by
+// be.
+func (r *rig) sendUDP(t *testing.T, dst netip.Addr, payload string) {
+	t.Helper()
+	err := r.lb.Do(func() error {
+		c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 9)))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Write([]byte(payload))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("send from lb: %v", err)
+	}
+}
+
+// waitSysctl polls sysctl name in ns until it reads want, for at most
+// replyTimeout.
+func waitSysctl(t *testing.T, ns *nstest.NS, name, want string) {
+	t.Helper()
+	deadline := time.Now().Add(replyTimeout)
+	for {
+		got := strings.TrimSpace(ns.Must(t, "sysctl", "-n", name))
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %s after %v, want %s", name, got, replyTimeout, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTUNForwarding: on a backend that forwards, an inner packet for
+// another host, decapsulated without CheckLocal, must not be routed on:
+// New turns forwarding off on the TUN, Run turns it off again when a
+// host-wide write (ip_forward from 0 to 1, as Docker's start does; any
+// write of IPv6's all.forwarding) copied 1 onto it, and the kernel drops
+// the packet (Ip InAddrErrors) instead of sending it to far. With
+// Options.Forwarding the TUN keeps the host's setting, and the packet
+// reaches far: the behaviour before.
+func TestTUNForwarding(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		forwarding bool
+	}{{"off by default", false}, {"Forwarding keeps the host's", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			farConn := r.far(t)
+			tun := nstest.Name("tf")
+			d := r.newDecap(t, Options{TUN: tun, IPv6: true, Forwarding: tc.forwarding, LocalRefresh: 50 * time.Millisecond})
+			v4, v6 := "net.ipv4.conf."+tun+".forwarding", "net.ipv6.conf."+tun+".forwarding"
+			force := "net.ipv6.conf." + tun + ".force_forwarding"
+			_, err := os.Stat("/proc/sys/net/ipv6/conf/all/force_forwarding")
+			hasForce := err == nil
+			if tc.forwarding {
+				// The kernel's, from default (1: be forwards).
+				if got := sysctl(t, r, v4); got != "1" {
+					t.Errorf("%s = %s with Forwarding, want the host's 1", v4, got)
+				}
+			} else {
+				want := map[string]string{v4: "0", v6: "0"}
+				if hasForce {
+					want[force] = "0"
+				}
+				for name, v := range want {
+					if got := sysctl(t, r, name); got != v {
+						t.Errorf("after New: %s = %s, want %s", name, got, v)
+					}
+				}
+				// Host-wide writes turn the TUN's forwarding on again;
+				// Run is not running yet, so nothing turns it off.
+				r.be.Must(t, "sysctl", "-qw", "net.ipv4.ip_forward=0")
+				r.be.Must(t, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
+				if got4, got6 := sysctl(t, r, v4), sysctl(t, r, v6); got4 != "1" || got6 != "1" {
+					t.Fatalf("after host-wide writes: %s = %s, %s = %s; want both 1, as the kernel copies them", v4, got4, v6, got6)
+				}
+			}
+			run(t, d)
+			if !tc.forwarding {
+				waitSysctl(t, r.be, v4, "0")
+				waitSysctl(t, r.be, v6, "0")
+			}
+
+			addrErrors := snmp(t, r.be, "Ip", "InAddrErrors")
+			r.sender(t).send(t, ipip(t, lbAddr4, beAddr4, udpFrom(t, client4, farAddr, 40000, 9, []byte("relay"))))
+			waitStats(t, d, "decapsulated", func(s Stats) bool { return s.Decapsulated == 1 })
+			if tc.forwarding {
+				if got := firstDatagram(t, farConn); got != "relay" {
+					t.Errorf("far received %q first, want the relayed packet", got)
+				}
+				return
+			}
+			// The kernel's verdict on the packet written to the TUN.
+			deadline := time.Now().Add(replyTimeout)
+			for snmp(t, r.be, "Ip", "InAddrErrors") == addrErrors {
+				if time.Now().After(deadline) {
+					t.Fatalf("be's Ip InAddrErrors still %d after %v: the kernel did not refuse to route the packet", addrErrors, replyTimeout)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			// be does route lb's own datagrams to far: the first to
+			// arrive must be this one.
+			r.sendUDP(t, farAddr, "control")
+			if got := firstDatagram(t, farConn); got != "control" {
+				t.Errorf("far received %q first, want only the control datagram: be relayed the decapsulated packet", got)
+			}
+			if n := snmp(t, r.be, "Ip", "ForwDatagrams"); n != 1 {
+				t.Errorf("be forwarded %d datagrams, want 1 (the control)", n)
+			}
+		})
+	}
+}
