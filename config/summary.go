@@ -101,7 +101,7 @@ func WriteSummary(w io.Writer, cfg *Config) error {
 				if v.PreviousOwnerUDP {
 					udp = ", UDP too"
 				}
-				fmt.Fprintf(tw, "  previous-owner hints for %s after a backend change%s (backends: vipd-decap -chain)\n", v.PreviousOwnerTTL, udp)
+				fmt.Fprintf(tw, "  previous-owner hints for %s after a backend change%s (backends: vipd-decap -chain -chain-peers)\n", v.PreviousOwnerTTL, udp)
 			}
 		}
 		if v.Announced() || !v.AnswersNeighbors() {
