@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/dataplane/xdpprog"
 	"github.com/vipd/vipd/linkwatch"
@@ -89,6 +90,9 @@ type fastWriter struct {
 	// dataplane.Nanotime, both read at the start: Go's monotonic clock
 	// is CLOCK_MONOTONIC on Linux, so one offset converts for good.
 	mono int64
+	// brief is a Brief entry's lifetime, in ns: a conntrack tick less
+	// the program's clock slack.
+	brief int64
 	// ifindex is each port's interface, for an entry whose packets leave
 	// by another one than they came in on.
 	ifindex [2]uint32
@@ -103,7 +107,8 @@ func newFastWriter(f *xdpprog.Fast, n int, refresh int64, ifindex [2]uint32) (*f
 	}
 	mono := ts.Nano() - dataplane.Nanotime()
 	refresh -= int64(f.ClockSlack()) // fast_path_refresh is at least 100 ms, the slack 20
-	return &fastWriter{fast: f, w: f.NewWriter(n), refresh: refresh, mono: mono, ifindex: ifindex}, nil
+	brief := int64(conntrack.TickDuration - f.ClockSlack())
+	return &fastWriter{fast: f, w: f.NewWriter(n), refresh: refresh, brief: brief, mono: mono, ifindex: ifindex}, nil
 }
 
 // Offer implements dataplane.FastPath.
@@ -113,7 +118,7 @@ func (f *fastWriter) Offer(x *dataplane.FastFlow) bool {
 	}
 	v := &f.v
 	*v = xdpprog.FastEntry4{
-		Gen: x.Gen, Expires: f.expires(),
+		Gen: x.Gen, Expires: f.expires(x),
 		Addr: x.Addr, Port: x.Port, IPSum: x.IPSum, L4Sum: x.L4Sum,
 		MACs: x.MACs, MaxLen: x.MaxLen, In: f.ifindex[x.RxPort&1], Ref: x.Slot,
 		SNAT: x.SNAT, Encap: x.Encap, EncapSrc: x.EncapSrc, OuterSum: x.OuterSum,
@@ -126,7 +131,7 @@ func (f *fastWriter) Offer(x *dataplane.FastFlow) bool {
 func (f *fastWriter) offer6(x *dataplane.FastFlow) bool {
 	v := &f.v6
 	*v = xdpprog.FastEntry6{
-		Gen: x.Gen, Expires: f.expires(),
+		Gen: x.Gen, Expires: f.expires(x),
 		Addr: x.Addr6, Port: x.Port, L4Sum: x.L4Sum,
 		MACs: x.MACs, MaxLen: x.MaxLen, In: f.ifindex[x.RxPort&1], Ref: x.Slot, SNAT: x.SNAT,
 		Encap: x.Encap, EncapSrc: x.EncapSrc6, FlowLabel: x.FlowLabel, Ifindex: f.egress(x),
@@ -134,9 +139,19 @@ func (f *fastWriter) offer6(x *dataplane.FastFlow) bool {
 	return f.w.Add6(xdpprog.FastKey6{Src: x.Src6, Dst: x.Dst6, SrcPort: x.SrcPort, DstPort: x.DstPort, Proto: x.Proto}, v)
 }
 
-// expires is an entry's Expires written now: the program's clock, a
-// refresh from now.
-func (f *fastWriter) expires() uint64 { return uint64(f.mono + dataplane.Nanotime() + f.refresh) }
+// expires is the Expires of x's entry written now, in the program's
+// clock: a refresh from now; a conntrack tick (less the clock slack) for
+// a Brief one, when that is shorter; 0, long past, for a Retire one.
+func (f *fastWriter) expires(x *dataplane.FastFlow) uint64 {
+	life := f.refresh
+	switch {
+	case x.Retire:
+		return 0
+	case x.Brief:
+		life = min(life, f.brief)
+	}
+	return uint64(f.mono + dataplane.Nanotime() + life)
+}
 
 // egress is the interface an entry sends x's packets by: 0 (XDP_TX) when
 // they leave by the one they came in on.

@@ -130,14 +130,21 @@ type Counters struct {
 	FlowMisses uint64
 	Untracked  uint64 // new flows the table had no room for (forwarded statelessly)
 	Repicked   uint64 // flows moved off a backend that went down or away
-	Stateless  uint64 // packets forwarded by Maglev alone (fragments, untracked flows)
+	// Reused counts SYNs of a new connection on the tuple of a closing
+	// flow whose backend takes no new flows (draining, weight 0): placed
+	// as new flows rather than kept there.
+	Reused    uint64
+	Stateless uint64 // packets forwarded by Maglev alone (fragments, untracked flows)
 	// Previous-owner hints (VIPSpec.Previous): flows that missed the
 	// table mid-stream and were given one, and packets sent with one.
 	HintedFlows   uint64
 	HintedPackets uint64
 	// Flows offered to the fast path (FastPath.Offer took them), and
 	// flushes of offered flows that failed.
-	FastOffered     uint64
+	FastOffered uint64
+	// FastRetired counts the ends of flows (FIN, RST) passed to the fast
+	// path (FastFlow.Retire).
+	FastRetired     uint64
 	FastFlushErrors uint64
 	Batches         uint64
 	BatchFrames     uint64
@@ -175,6 +182,8 @@ func (c *Counters) add(o *Counters) {
 	c.FlowMisses += o.FlowMisses
 	c.Untracked += o.Untracked
 	c.Repicked += o.Repicked
+	c.Reused += o.Reused
+	c.FastRetired += o.FastRetired
 	c.Stateless += o.Stateless
 	c.HintedFlows += o.HintedFlows
 	c.HintedPackets += o.HintedPackets

@@ -71,6 +71,19 @@ type FastFlow struct {
 	Src6, Dst6, Addr6 [16]byte
 	EncapSrc6         [16]byte
 	FlowLabel         uint32
+	// Brief: the flow has not proven itself to conntrack yet (its proof
+	// level is below conntrack.ProofTicks: evictable), so its entry
+	// serves one conntrack tick (a second) at most instead of
+	// fast_path_refresh: a packet of it reaches a worker every second,
+	// which raises its level as if the worker had seen every packet, and
+	// the flow is proven (unevictable) after some 2 s as without the fast
+	// path, not after two refreshes.
+	Brief bool
+	// Retire: the flow ends (a FIN or RST reached a worker). Only the key
+	// (the fields up to Proto, V6, Src6 and Dst6) counts: its entry, if
+	// any, stops serving, so that a new connection on the same tuple goes
+	// through a worker.
+	Retire bool
 }
 
 // MaxFastRef bounds the backend references whose flows go to a fast path,
@@ -196,10 +209,15 @@ const stateFlags = packet.TCPFlagSYN | packet.TCPFlagFIN | packet.TCPFlagRST
 // State: a later tick's packet). The fast path's entry expires after
 // fast_path_refresh, shorter than every timeout of the states this
 // admits (validated in package config): the first packet after that comes
-// here, does both, and renews the entry. A segment that changes the
-// state (FIN, RST, SYN) always comes here; after a FIN the flow is
-// Closing and no longer offered, and its entry serves at most a refresh
-// more, within the closing timeout, for the backend conntrack still pins.
+// here, does both, and renews the entry. A flow not proven yet gets a
+// Brief entry, which expires after a second: its level rises every
+// second as if the worker saw every packet, so that a flood of new flows
+// cannot evict it any longer than it could evict a flow the workers
+// carry (TestFastProofFollowsHandshake). A segment that changes the
+// state (FIN, RST, SYN) always comes here; the first FIN or RST retires
+// the flow's entry (retireFast) and makes it Closing, which is never
+// offered, so that the ACK and data of a new connection on the same tuple
+// come here too, to be placed (TestReusedTupleLeavesDrainingBackend).
 func (w *Worker) offerFast(d *Desc, p *pkt, v *vip, b *backend, ref uint32, out uint8, flags uint8) {
 	if !w.mayHandDown(d, v, ref, flags) {
 		return
@@ -212,6 +230,7 @@ func (w *Worker) offerFast(d *Desc, p *pkt, v *vip, b *backend, ref uint32, out 
 	*f = FastFlow{
 		Src: [4]byte(ip[12:16]), Dst: v.addr4, SrcPort: p.key.SrcPort, DstPort: p.key.DstPort, Proto: p.f.Proto,
 		Gen: w.snap.gen, Addr: b.addr4, MACs: b.macs, RxPort: d.RxPort, TxPort: out, Slot: ref,
+		Brief: brief(w.lastState),
 	}
 	if v.mode == ModeDSR {
 		// The outer headers as wrap4 writes them for this flow.
@@ -230,6 +249,35 @@ func (w *Worker) offerFast(d *Desc, p *pkt, v *vip, b *backend, ref uint32, out 
 	}
 	f.MaxLen = uint16(min(mtu, 0xffff))
 	w.offer(f)
+}
+
+// brief reports whether a flow in conntrack state st (before its packet
+// was counted) hands down a Brief entry: one not yet proven. A packet
+// that just proved it makes one brief entry more, a second of it.
+func brief(st conntrack.State) bool {
+	return st != conntrack.StateEstablished && st != conntrack.StateUDP
+}
+
+// retireFast tells the fast path that the client flow of p to VIP v
+// ends: its entry stops serving (FastFlow.Retire). It is not a Closing
+// flow's: those are never handed down, and the FIN or RST that made it
+// Closing retired it.
+func (w *Worker) retireFast(p *pkt, v *vip) {
+	f := &w.fastFlow
+	if v.v6 {
+		if !w.fast6 {
+			return
+		}
+		*f = FastFlow{V6: true, Src6: p.key.Src, Dst6: v.addr6, SrcPort: p.key.SrcPort, DstPort: p.key.DstPort, Proto: p.key.Proto, Retire: true}
+	} else {
+		*f = FastFlow{Src: [4]byte(p.key.Src[:4]), Dst: v.addr4, SrcPort: p.key.SrcPort, DstPort: p.key.DstPort, Proto: p.key.Proto, Retire: true}
+	}
+	// A later offer of the flow must not be taken for a repeat.
+	w.lastOffer = [2]FastFlow{}
+	if w.fast.Offer(f) {
+		w.c.FastRetired++
+		w.fastPending = true
+	}
 }
 
 // mayHandDown reports whether the client flow of VIP v to backend ref,
@@ -286,6 +334,7 @@ func (w *Worker) offerFast6(d *Desc, frame []byte, p *pkt, v *vip, b *backend, r
 	*x = FastFlow{
 		V6: true, Src6: p.key.Src, Dst6: v.addr6, SrcPort: p.key.SrcPort, DstPort: p.key.DstPort, Proto: f.Proto,
 		Gen: s.gen, Addr6: b.addr6, MACs: b.macs, RxPort: d.RxPort, TxPort: out, Slot: ref,
+		Brief: brief(w.lastState),
 	}
 	mtu := s.mtu[out]
 	if v.mode == ModeDSR {

@@ -354,7 +354,8 @@ func TestFastOffersNoIPv6(t *testing.T) {
 // TestFastOffersNotStateChanges checks that a flow's packets that change
 // its conntrack state (SYN, RST, FIN), come in on the egress port, or
 // exceed the egress MTU are not offered, nor any packet of the flow once
-// it is closing; a handshake's ACK is.
+// it is closing; a handshake's ACK is. The first RST or FIN retires the
+// flow instead (TestReusedTupleLeavesDrainingBackend).
 func TestFastOffersNotStateChanges(t *testing.T) {
 	spec := testSpec()
 	spec.MTU = [2]int{1500, 1400}
@@ -375,22 +376,27 @@ func TestFastOffersNotStateChanges(t *testing.T) {
 	}
 	with := func(f func(*pk)) []byte { p := base; f(&p); return build(t, p) }
 	for _, tc := range []struct {
-		name  string
-		frame []byte
-		port  uint8
+		name   string
+		frame  []byte
+		port   uint8
+		retire bool
 	}{
-		{"over the egress MTU", with(func(p *pk) { p.payload = make([]byte, 1400) }), PortIngress},
-		{"from the egress port", build(t, base), PortEgress},
-		{"SYN", with(func(p *pk) { p.flags = "S" }), PortIngress},
-		{"RST", with(func(p *pk) { p.flags = "RA" }), PortIngress},
-		{"FIN", with(func(p *pk) { p.flags = "FA" }), PortIngress},
-		{"after the FIN", build(t, base), PortIngress},
+		{"over the egress MTU", with(func(p *pk) { p.payload = make([]byte, 1400) }), PortIngress, false},
+		{"from the egress port", build(t, base), PortEgress, false},
+		{"SYN", with(func(p *pk) { p.flags = "S" }), PortIngress, false},
+		{"RST", with(func(p *pk) { p.flags = "RA" }), PortIngress, true},
+		{"FIN", with(func(p *pk) { p.flags = "FA" }), PortIngress, false},
+		{"after the FIN", build(t, base), PortIngress, false},
 	} {
 		h.runOn(tc.port, tc.frame)
-		if len(fast.flows) != n {
-			t.Errorf("%s: offered %+v", tc.name, fast.flows[n:])
-			n = len(fast.flows)
+		want := n
+		if tc.retire {
+			want++
 		}
+		if len(fast.flows) != want || tc.retire && !fast.flows[n].Retire {
+			t.Errorf("%s: offered %+v", tc.name, fast.flows[n:])
+		}
+		n = len(fast.flows)
 	}
 }
 

@@ -147,6 +147,13 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 		w.c.FlowHits++
 		ref := e.Backend()
 		if b := s.backendFor(ref, vi); b != nil {
+			st := e.State()
+			if st == conntrack.StateClosing && flags&(packet.TCPFlagSYN|packet.TCPFlagACK) == packet.TCPFlagSYN && !b.takes {
+				// The tuple reused by a new connection (clients
+				// behind CGNAT or a proxy, load generators) while
+				// the backend takes no new ones: draining, weight 0.
+				return w.reused(e, p, vi, v)
+			}
 			if v.prev != nil && e.Flags()&flagPrevious != 0 {
 				if flags&(packet.TCPFlagSYN|packet.TCPFlagACK) == packet.TCPFlagSYN {
 					e.SetFlags(0) // the tuple reused by a new connection: its own, here
@@ -154,13 +161,17 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 					w.previous(v, b, p.hp)
 				}
 			}
-			st := e.State()
 			w.lastState = st
 			switch {
 			case st == conntrack.StateSynSent && flags&(packet.TCPFlagSYN|packet.TCPFlagFIN|packet.TCPFlagRST) == 0:
 				w.c.Backends[ref].Answered++ // past its SYNs: the client got the SYN-ACK
 			case st == conntrack.StateClosing && flags&(packet.TCPFlagSYN|packet.TCPFlagACK) == packet.TCPFlagSYN:
 				w.c.Backends[ref].Handshakes++ // the tuple reused: a new handshake
+			case flags&(packet.TCPFlagFIN|packet.TCPFlagRST) != 0 && st != conntrack.StateClosing && w.fast != nil:
+				// The connection ends: its fast path entry, if it has
+				// one, must not carry the ACK and data of a new
+				// connection on the same tuple past the workers.
+				w.retireFast(p, v)
 			}
 			w.ct.Touch(e, flags)
 			return b, ref
@@ -206,6 +217,28 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 	}
 	w.c.VIPs[v.id].NewFlows++
 	w.c.Backends[ref].NewFlows++
+	return b, ref
+}
+
+// reused places the SYN p of a new connection on the tuple of entry e, a
+// Closing flow whose backend takes no new flows, as a new flow: by the
+// scheduler, the entry pinned to its choice. Kept on the draining
+// backend, such connections would break when it is removed after its
+// active flows reach 0 (the drain's promise), and a client that reuses
+// its ports within tcp_closing would never leave it.
+func (w *Worker) reused(e conntrack.Entry, p *pkt, vi int, v *vip) (*backend, uint32) {
+	w.lastState = 0
+	b, ref := w.schedule(vi, v, p.hp)
+	if b == nil {
+		return nil, 0 // no backend takes new flows: as for a miss
+	}
+	e.SetFlags(0) // a hint was about the old connection
+	w.ct.SetBackend(e, ref)
+	w.ct.Touch(e, packet.TCPFlagSYN)
+	w.c.Reused++
+	w.c.VIPs[v.id].NewFlows++
+	w.c.Backends[ref].NewFlows++
+	w.c.Backends[ref].Handshakes++
 	return b, ref
 }
 

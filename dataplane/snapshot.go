@@ -495,7 +495,11 @@ type vip struct {
 }
 
 type backend struct {
-	live   bool
+	live bool
+	// takes: it takes new flows (up, weight above 0: a member of its
+	// VIP's Maglev table). In the padding after live: the struct stays 56
+	// bytes (see macs).
+	takes  bool
 	vip    int32 // index of its VIP in this snapshot
 	state  BackendState
 	addr4  [4]byte
@@ -1024,6 +1028,7 @@ func (s *Snapshot) addBackends(i int, vs *VIPSpec, v *vip, classify bool, prev *
 			}
 		}
 		if bs.State == BackendUp && bs.Weight > 0 {
+			b.takes = true
 			members = append(members, member{addr: bs.Addr, port: bs.Port, weight: bs.Weight})
 			v.refs = append(v.refs, bs.Ref)
 		}
