@@ -46,6 +46,8 @@ type ConfigOptions struct {
 	// StateFile overrides [dataplane] state_file (default: state.json in
 	// the bed's directory, so that no test writes to /var/lib).
 	StateFile string
+	// Capacity is [conntrack] capacity (0: 65536).
+	Capacity int
 }
 
 // FastHealth is a health check for tests: HTTP /healthz on 8080 every
@@ -87,7 +89,10 @@ func (b *Bed) Config(o ConfigOptions) string {
 	if o.FastPath != "" {
 		fmt.Fprintf(&s, "fast_path = true\nfast_path_refresh = %q\n", o.FastPath)
 	}
-	fmt.Fprintf(&s, "io = %q\nqueues = %d\nframe_count = 4096\nstate_file = %q\n\n[conntrack]\ncapacity = 65536\n", o.IO, o.Queues, o.StateFile)
+	if o.Capacity == 0 {
+		o.Capacity = 65536
+	}
+	fmt.Fprintf(&s, "io = %q\nqueues = %d\nframe_count = 4096\nstate_file = %q\n\n[conntrack]\ncapacity = %d\n", o.IO, o.Queues, o.StateFile, o.Capacity)
 	if o.ClosingTimeout != "" {
 		fmt.Fprintf(&s, "tcp_closing_timeout = %q\n", o.ClosingTimeout)
 	}
