@@ -1,0 +1,6 @@
+//go:build race
+
+package daemon
+
+// raceDetector: the test binary runs under the race detector.
+const raceDetector = true
