@@ -43,7 +43,7 @@ func sh(t *testing.T, args ...string) string {
 }
 
 func shErr(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
 	return string(out), err
@@ -89,7 +89,7 @@ func (ns *netns) do(t *testing.T, f func()) {
 // namespace before it is unlocked; if that fails it stays locked and the
 // runtime discards it when the goroutine ends, so no goroutine ever runs in
 // a foreign namespace by accident.
-func (ns *netns) start(t *testing.T, f func()) (wait func()) {
+func (ns *netns) start(t *testing.T, f func()) (join func()) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() {
@@ -121,8 +121,8 @@ func (ns *netns) start(t *testing.T, f func()) (wait func()) {
 		once.Do(func() {
 			select {
 			case <-done:
-			case <-time.After(30 * time.Second):
-				t.Errorf("code in namespace %s did not finish within 30 s", ns.name)
+			case <-time.After(2 * wait):
+				t.Errorf("code in namespace %s did not finish within %v", ns.name, 2*wait)
 			}
 		})
 	}
@@ -181,10 +181,10 @@ func newTestBed(t *testing.T) *testBed {
 }
 
 // waitRunning waits until the interface is operationally up
-// (IFF_RUNNING), for at most 10 s.
+// (IFF_RUNNING), for at most wait.
 func waitRunning(t *testing.T, ns *netns, ifname string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(wait)
 	for {
 		var flags net.Flags
 		var err error
@@ -201,7 +201,7 @@ func waitRunning(t *testing.T, ns *netns, ifname string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s in %s is not running 10 s after it came up (flags %v)", ifname, ns.name, flags)
+			t.Fatalf("%s in %s is not running %v after it came up (flags %v)", ifname, ns.name, wait, flags)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -213,17 +213,27 @@ func neigh(t *testing.T, ns *netns, ifname, addr string) string {
 	return strings.TrimSpace(sh(t, "ip", "-n", ns.name, "neigh", "show", addr, "dev", ifname))
 }
 
-// waitNeigh polls ns's neighbor table until addr's entry contains want.
-func waitNeigh(t *testing.T, ns *netns, ifname, addr, want string, d time.Duration) {
+// waitNeigh polls ns's neighbor table until addr's entry contains want,
+// for at most wait. poke, when not nil, makes ns's kernel resolve addr:
+// it is called first, and again whenever the entry has failed (the kernel
+// gives up after three unanswered probes a second apart, which an answer
+// delayed by a busy machine can miss, and does not ask again unprompted).
+func waitNeigh(t *testing.T, ns *netns, ifname, addr, want string, poke func()) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	if poke != nil {
+		poke()
+	}
+	deadline := time.Now().Add(wait)
 	for {
 		got := neigh(t, ns, ifname, addr)
 		if strings.Contains(got, want) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("neighbor %s in %s is %q after %v, want it to contain %q", addr, ns.name, got, d, want)
+			t.Fatalf("neighbor %s in %s is %q after %v, want it to contain %q", addr, ns.name, got, wait, want)
+		}
+		if poke != nil && strings.Contains(got, "FAILED") {
+			poke()
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

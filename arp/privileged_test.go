@@ -24,10 +24,10 @@ func runIn(t *testing.T, ns *netns, fn func(ctx context.Context) error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var err error
-	wait := ns.start(t, func() { err = fn(ctx) })
+	join := ns.start(t, func() { err = fn(ctx) })
 	t.Cleanup(func() {
 		cancel()
-		wait()
+		join()
 		if err != nil {
 			t.Errorf("Run: %v", err)
 		}
@@ -127,7 +127,7 @@ func TestPrivilegedResponder(t *testing.T) {
 
 	// The VIP is answered with A's MAC, every field right; another
 	// address is not.
-	replies, ok := arpAsk(t, bed, 2*time.Second, vip4)
+	replies, ok := arpAsk(t, bed, wait, vip4)
 	if !ok {
 		t.Fatalf("no ARP reply for VIP %v", vip4)
 	}
@@ -138,15 +138,14 @@ func TestPrivilegedResponder(t *testing.T) {
 	}
 	// A request for another address, then one for the VIP: the Responder
 	// handles them in order, so a reply to the first would come first.
-	if replies, ok := arpAsk(t, bed, 2*time.Second, netip.MustParseAddr("198.18.0.200"), vip4); !ok || len(replies) != 1 {
+	if replies, ok := arpAsk(t, bed, wait, netip.MustParseAddr("198.18.0.200"), vip4); !ok || len(replies) != 1 {
 		t.Errorf("asked for a non-VIP, then the VIP: replies %+v (the VIP's came: %v), want the VIP's only", replies, ok)
 	}
 
 	// B's own kernel resolves both VIPs to A's MAC (ARP, and NDP through
 	// the solicited-node group the Responder joined).
 	for _, vip := range []netip.Addr{vip4, vip6} {
-		udpPoke(t, bed, vip)
-		waitNeigh(t, bed.b, bed.ifB, vip.String(), "lladdr "+bedMACA, 3*time.Second)
+		waitNeigh(t, bed.b, bed.ifB, vip.String(), "lladdr "+bedMACA, func() { udpPoke(t, bed, vip) })
 	}
 
 	// Gratuitous ARP / unsolicited NA: B holds another MAC for two new
@@ -158,8 +157,14 @@ func TestPrivilegedResponder(t *testing.T) {
 	}
 	r.SetVIPs(append([]netip.Addr{vip4, vip6}, added...))
 	for _, a := range added {
-		waitNeigh(t, bed.b, bed.ifB, a.String(), "lladdr "+bedMACA, 3*time.Second)
+		waitNeigh(t, bed.b, bed.ifB, a.String(), "lladdr "+bedMACA, nil)
 	}
+
+	// Every announcement is out (two per IPv4 VIP, three per IPv6 one, the
+	// last ones seconds after SetVIPs) before the link goes down: one due
+	// while it is down fails and counts as a send error, as it should, and
+	// a busy machine stretches the window between the two commands.
+	waitFor(t, func() bool { return r.Stats().Announcements >= 2*announceNum4+2*announceNum6 }, "every VIP's announcements")
 
 	// The link goes down and up: the sockets report it once and go on.
 	// (Now B's end is the one whose carrier came back under it: wait
@@ -167,7 +172,7 @@ func TestPrivilegedResponder(t *testing.T) {
 	sh(t, "ip", "-n", bed.a.name, "link", "set", bed.ifA, "down")
 	sh(t, "ip", "-n", bed.a.name, "link", "set", bed.ifA, "up")
 	waitRunning(t, bed.b, bed.ifB)
-	if _, ok := arpAsk(t, bed, 2*time.Second, vip4); !ok {
+	if _, ok := arpAsk(t, bed, wait, vip4); !ok {
 		t.Error("VIP no longer answered after the link went down and up")
 	}
 
@@ -214,7 +219,7 @@ func TestPrivilegedResolver(t *testing.T) {
 	})
 	waitResolved := func(addr netip.Addr, want string) NextHop {
 		t.Helper()
-		deadline := time.After(5 * time.Second)
+		deadline := time.After(wait)
 		for {
 			if hop, ok := r.NextHop(addr); ok && netHW(hop.MAC).String() == want {
 				return hop
@@ -241,7 +246,7 @@ func TestPrivilegedResolver(t *testing.T) {
 	}
 	// Proof it was our ARP: B learned A from the request, while A's
 	// kernel, which asked nothing, still has no entry for B.
-	waitNeigh(t, bed.b, bed.ifB, "198.18.0.1", "lladdr "+bedMACA, time.Second)
+	waitNeigh(t, bed.b, bed.ifB, "198.18.0.1", "lladdr "+bedMACA, nil)
 	if got := neigh(t, bed.a, bed.ifA, peerB.String()); got != "" {
 		t.Errorf("A's kernel learned B (%q): the answer may not be the Resolver's own", got)
 	}
@@ -304,7 +309,7 @@ func TestPrivilegedLinks(t *testing.T) {
 	})
 	next := func(what string, ok func(linkwatch.Link) bool) linkwatch.Link {
 		t.Helper()
-		deadline := time.After(5 * time.Second)
+		deadline := time.After(wait)
 		for {
 			select {
 			case l := <-got:
@@ -312,7 +317,7 @@ func TestPrivilegedLinks(t *testing.T) {
 					return l
 				}
 			case <-deadline:
-				t.Fatalf("linkwatch.Watch did not report %s within 5 s", what)
+				t.Fatalf("linkwatch.Watch did not report %s within %v", what, wait)
 			}
 		}
 	}
@@ -333,9 +338,9 @@ func TestPrivilegedNDPSocket(t *testing.T) {
 	target := netip.MustParseAddr("2001:2::77")
 	seen := make(chan ndpMessage, 1)
 	stop := make(chan struct{})
-	var wait func()
+	var join func()
 	ready := make(chan error, 1)
-	wait = bed.a.start(t, func() {
+	join = bed.a.start(t, func() {
 		ifi, err := net.InterfaceByName(bed.ifA)
 		if err != nil {
 			ready <- err
@@ -370,7 +375,7 @@ func TestPrivilegedNDPSocket(t *testing.T) {
 			}
 		}
 	})
-	defer wait()
+	defer join()
 	defer close(stop)
 	if err := <-ready; err != nil {
 		t.Fatal(err)
@@ -381,7 +386,7 @@ func TestPrivilegedNDPSocket(t *testing.T) {
 		if m.src != netip.MustParseAddr("2001:2::2") || m.dst != solicitedNode(target) || m.ethSrc != bed.macB {
 			t.Errorf("NS %v → %v from %v", m.src, m.dst, netHW(m.ethSrc))
 		}
-	case <-time.After(3 * time.Second):
+	case <-time.After(wait):
 		t.Fatal("B's kernel's solicitation never reached the socket")
 	}
 }
