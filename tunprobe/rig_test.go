@@ -74,7 +74,9 @@ func newRig(t *testing.T) *rig {
 func (r *rig) addVIPs(t *testing.T) {
 	t.Helper()
 	r.be.Must(t, "ip", "addr", "add", vip4.String()+"/32", "dev", "lo")
-	r.be.Must(t, "ip", "addr", "add", vip6.String()+"/128", "dev", "lo")
+	// nodad: without it the address stays tentative (unusable) until the
+	// kernel's DAD work runs, which a busy machine delays.
+	r.be.Must(t, "ip", "addr", "add", vip6.String()+"/128", "dev", "lo", "nodad")
 }
 
 func (r *rig) delVIPs(t *testing.T) {
@@ -168,7 +170,7 @@ func (r *rig) decapGUE(t *testing.T, port uint16) *decap.Decap {
 			if err != nil {
 				t.Errorf("decap Run: %v", err)
 			}
-		case <-time.After(3 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Errorf("decap did not stop")
 		}
 		d.Close()
@@ -182,11 +184,14 @@ func probe(p *Prober, vip netip.Addr, path Path) error {
 	return probeWithin(p, vip, path, probeTimeout)
 }
 
-// probeUp is a probe expected to succeed: it may take a retransmitted SYN
-// (a lost or late first one is sent again after 1 s).
+// probeUp is a probe expected to succeed: it may take retransmitted SYNs
+// (a lost or late first one is sent again after 1 s, then 3 s, 7 s).
 func probeUp(p *Prober, vip netip.Addr, path Path) error {
-	return probeWithin(p, vip, path, 3*time.Second)
+	return probeWithin(p, vip, path, upTimeout)
 }
+
+// upTimeout bounds a probe expected to succeed.
+const upTimeout = 10 * time.Second
 
 func probeWithin(p *Prober, vip netip.Addr, path Path, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
