@@ -90,7 +90,7 @@ func (b *Bed) StartBird(ns *nstest.NS, o BirdOptions) *Bird {
 	// -f: foreground, so that Spawn holds its PID; -d would also log to
 	// stderr, -D file; the log is BIRD's own.
 	b.Spawn(ns, r.name, "bird", "-f", "-c", conf, "-s", r.sock, "-P", filepath.Join(b.dir, r.name+".pid"))
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		if _, err := r.Cmd("show", "status"); err == nil {
 			return r

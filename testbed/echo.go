@@ -65,7 +65,7 @@ func (b *Bed) StartEchoFlows(vip netip.Addr, n int) (*EchoFlows, error) {
 			ef.run(f, dial, addr, uint64(i), ready)
 		}()
 	}
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(patience)
 	for i := 0; i < n; i++ {
 		select {
 		case err := <-ready:
@@ -75,7 +75,7 @@ func (b *Bed) StartEchoFlows(vip netip.Addr, n int) (*EchoFlows, error) {
 			}
 		case <-deadline:
 			ef.Finish()
-			return nil, fmt.Errorf("only %d of %d echo flows to %s started within 20 s", i, n, addr)
+			return nil, fmt.Errorf("only %d of %d echo flows to %s started within %v", i, n, addr, patience)
 		}
 	}
 	b.t.Cleanup(ef.Finish)
@@ -83,7 +83,7 @@ func (b *Bed) StartEchoFlows(vip netip.Addr, n int) (*EchoFlows, error) {
 }
 
 func (ef *EchoFlows) run(f *echoFlow, dial func(context.Context, string, string) (net.Conn, error), addr string, seed uint64, ready chan<- error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	c, err := dial(ctx, "tcp", addr)
 	cancel()
 	if err != nil {
@@ -93,7 +93,7 @@ func (ef *EchoFlows) run(f *echoFlow, dial func(context.Context, string, string)
 	defer c.Close()
 	f.local = netip.MustParseAddrPort(c.LocalAddr().String())
 	r := bufio.NewReader(c)
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.SetReadDeadline(time.Now().Add(patience))
 	name, err := r.ReadString('\n')
 	if err != nil {
 		ready <- fmt.Errorf("reading the backend's name: %w", err)

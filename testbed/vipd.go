@@ -55,7 +55,7 @@ func (b *Bed) StartVIPDIn(ns *nstest.NS, file, cfg string, flags ...string) *VIP
 	}
 	v.client = &http.Client{Transport: &http.Transport{DialContext: Dialer(ns), DisableKeepAlives: true}, Timeout: 20 * time.Second}
 	v.cmd = b.Spawn(ns, v.name, b.Bin.VIPD, append([]string{"-config", v.Config, "-log-level", "debug"}, flags...)...)
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		resp, err := v.client.Get("http://" + AdminAddr + "/healthz")
 		if err == nil {
@@ -151,14 +151,14 @@ func (v *VIPD) Reload(cfg, wantResult string) error {
 		return err
 	}
 	v.cmd.Process.Signal(syscall.SIGHUP)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(patience)
 	for time.Now().Before(deadline) {
 		if v.reloads(wantResult) > before {
 			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return fmt.Errorf("no %s reload within 10 s:\n%s", wantResult, v.Log())
+	return fmt.Errorf("no %s reload within %v:\n%s", wantResult, patience, v.Log())
 }
 
 func (v *VIPD) reloads(result string) float64 {
@@ -184,7 +184,7 @@ func (v *VIPD) Kill() {
 
 // Stop sends SIGTERM and waits for a clean exit.
 func (v *VIPD) Stop() error {
-	st, err := stopProcess(v.cmd, 15*time.Second)
+	st, err := stopProcess(v.cmd, patience)
 	if err != nil {
 		return err
 	}
