@@ -17,6 +17,12 @@ import (
 // leaves the router's table after 3 s.
 const ecmpBGP = "hold_time = \"3s\"\nkeepalive = \"1s\""
 
+// settleWait bounds EchoFlows.Settle: every live flow completes a round
+// once the router and TCP's retransmissions have caught up with a change,
+// which a busy machine delays; a flow that cannot is broken by its round
+// timeout (30 s) first.
+const settleWait = 2 * patience
+
 // ecmpEnv is the ECMP bed with BIRD and a vipd per box.
 type ecmpEnv struct {
 	bed    *testbed.ECMPBed
@@ -60,11 +66,11 @@ func (e *ecmpEnv) newFlows(t *testing.T, vip string) []float64 {
 	return out
 }
 
-// newFlowsWhen polls newFlows until ok accepts them or d passes, and
-// returns the last reading.
+// newFlowsWhen polls newFlows until ok accepts them or patient(d)
+// passes, and returns the last reading.
 func (e *ecmpEnv) newFlowsWhen(t *testing.T, vip string, d time.Duration, ok func([]float64) bool) []float64 {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	deadline := time.Now().Add(patient(d))
 	for {
 		c := e.newFlows(t, vip)
 		if ok(c) || time.Now().After(deadline) {
@@ -148,12 +154,12 @@ func (e *ecmpEnv) addThenKill(t *testing.T, ef *testbed.EchoFlows) []string {
 	t.Helper()
 	e.co.Backends = 4
 	e.reloadAll(t)
-	if broken := ef.Settle(10 * time.Second); len(broken) > 0 {
+	if broken := ef.Settle(settleWait); len(broken) > 0 {
 		t.Fatalf("the reload alone broke %d connections:\n  %s", len(broken), testbed.FirstN(broken, 5))
 	}
 	e.silence(t, 1)
 	waitHops(t, e.bed.Bed, testbed.VIPDSR, e.boxesBut(1), 15*time.Second, "box 2 silent")
-	return ef.Settle(15 * time.Second)
+	return ef.Settle(settleWait)
 }
 
 // backendName maps a backend address to the name its server answers with.
@@ -258,7 +264,7 @@ func (e *ecmpEnv) startEcho(t *testing.T, vip netip.Addr, n int) *testbed.EchoFl
 // check counts the broken flows after an event and fails the test if any.
 func check(t *testing.T, ef *testbed.EchoFlows, what string) int {
 	t.Helper()
-	broken := ef.Settle(15 * time.Second)
+	broken := ef.Settle(settleWait)
 	t.Logf("%s: %d of %d connections broken", what, len(broken), ef.Len())
 	if len(broken) > 0 {
 		t.Errorf("%s: %d connections broken (goal 0):\n  %s", what, len(broken), testbed.FirstN(broken, 5))

@@ -40,7 +40,7 @@ func TestReload(t *testing.T) {
 	if err := e.v.Reload(bed.Config(testbed.ConfigOptions{Extra: extra}), "ok"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(patience)
 	for !strings.Contains(bed.Router.Must(t, "ip", "neigh", "show", newVIP), "lladdr") {
 		if time.Now().After(deadline) {
 			t.Fatalf("the added VIP was not announced: the router has no ARP entry for %s", newVIP)
@@ -103,7 +103,7 @@ func TestOwnTraffic(t *testing.T) {
 	for _, io := range drivers {
 		t.Run(io, func(t *testing.T) {
 			e := setup(t, testbed.Options{}, testbed.ConfigOptions{IO: io})
-			if n, err := testbed.Ping(e.bed.Client, testbed.BoxIngress, 3, 2*time.Second); n != 3 {
+			if n, err := testbed.Ping(e.bed.Client, testbed.BoxIngress, 3, 10*time.Second); n != 3 {
 				t.Errorf("ping to the box: %d of 3 answered (%v)", n, err)
 			}
 			var ln net.Listener
@@ -122,7 +122,7 @@ func TestOwnTraffic(t *testing.T) {
 				}
 			}()
 			dial := testbed.Dialer(e.bed.Client)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), patience)
 			defer cancel()
 			c, err := dial(ctx, "tcp", testbed.BoxIngress.String()+":2222")
 			if err != nil {
@@ -159,14 +159,17 @@ func TestLinkFlap(t *testing.T) {
 			}
 			e.bed.Box.Must(t, "ip", "link", "set", "eth1", "up")
 			// Health checks failed while the link was down: wait for them
-			// to pass again, then every request must be answered.
-			deadline := time.Now().Add(30 * time.Second)
+			// to pass again, then every request must be answered. (A
+			// request that should be answered gets more than short's
+			// 300 ms: a busy machine can take longer.)
+			deadline := time.Now().Add(patience)
+			retry := e.bed.HTTPClient(5 * time.Second)
 			for {
-				if _, err := testbed.Get(context.Background(), short, natURL); err == nil {
+				if _, err := testbed.Get(context.Background(), retry, natURL); err == nil {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("no request answered 30 s after the egress came back")
+					t.Fatalf("no request answered %v after the egress came back", patience)
 				}
 				time.Sleep(200 * time.Millisecond)
 			}
@@ -273,7 +276,12 @@ func startAndMaybeKill(t *testing.T, cmd *exec.Cmd, kill bool) (string, error) {
 			}
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
+	// SIGKILL is asynchronous: wait until none of them is left in a
+	// namespace of the child's (the caller checks that none is).
+	deadline = time.Now().Add(patience)
+	for vipdAlive(pid) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
 	return out.String(), nil
 }
 
@@ -299,7 +307,7 @@ func TestAFPacketHostCheck(t *testing.T) {
 	requireE2E(t)
 	bed := testbed.New(t, testbed.Options{})
 	bed.Box.Sysctl(t, "net.ipv4.ip_forward", "1")
-	out, err := bed.RunVIPDExpectExit(bed.Config(testbed.ConfigOptions{IO: "afpacket"}), 10*time.Second)
+	out, err := bed.RunVIPDExpectExit(bed.Config(testbed.ConfigOptions{IO: "afpacket"}), 2*patience)
 	if err == nil {
 		t.Fatalf("vipd started in AF_PACKET mode with forwarding on:\n%s", out)
 	}

@@ -63,7 +63,7 @@ func TestMTUChange(t *testing.T) {
 	}
 	e.bed.Box.Must(t, "ip", "link", "set", "eth1", "mtu", "1400")
 	e.bed.Switch.Must(t, "ip", "link", "set", "sbox", "mtu", "1400")
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(patience)
 	for !strings.Contains(e.v.Log(), "interface MTU changed") {
 		if time.Now().After(deadline) {
 			t.Fatalf("vipd did not notice the MTU change")

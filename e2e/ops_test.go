@@ -156,7 +156,7 @@ func TestUnitCapabilities(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	client := &http.Client{Transport: &http.Transport{DialContext: testbed.Dialer(bed.Box), DisableKeepAlives: true}, Timeout: 2 * time.Second}
+	client := &http.Client{Transport: &http.Transport{DialContext: testbed.Dialer(bed.Box), DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	// start runs vipd bounded to caps, with memlock as its memlock limit
 	// when not "", and calls whileUp once it is up; it returns
 	// whether vipd came up (healthz 200) and its log; vipd is stopped.
@@ -184,13 +184,13 @@ func TestUnitCapabilities(t *testing.T) {
 				cmd.Process.Signal(os.Interrupt)
 				select {
 				case <-exited:
-				case <-time.After(10 * time.Second):
+				case <-time.After(patience):
 					cmd.Process.Kill()
 					<-exited
 				}
 			}
 		}()
-		deadline := time.Now().Add(15 * time.Second)
+		deadline := time.Now().Add(patience)
 		for time.Now().Before(deadline) {
 			select {
 			case <-exited:
@@ -259,7 +259,7 @@ func TestSystemdNotify(t *testing.T) {
 	}
 	// The socket is a file: vipd in the box's network namespace reaches it.
 	cmd := bed.Spawn(bed.Box, "vipd-notify", "env", "NOTIFY_SOCKET="+sock, "WATCHDOG_USEC=1000000", bed.Bin.VIPD, "-config", cfg)
-	client := &http.Client{Transport: &http.Transport{DialContext: testbed.Dialer(bed.Box), DisableKeepAlives: true}, Timeout: 2 * time.Second}
+	client := &http.Client{Transport: &http.Transport{DialContext: testbed.Dialer(bed.Box), DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	healthy := func() bool {
 		resp, err := client.Get("http://" + testbed.AdminAddr + "/healthz")
 		if err != nil {
@@ -273,7 +273,7 @@ func TestSystemdNotify(t *testing.T) {
 	next := func(what string) string {
 		t.Helper()
 		buf := make([]byte, 4096)
-		conn.SetReadDeadline(time.Now().Add(15 * time.Second))
+		conn.SetReadDeadline(time.Now().Add(patience))
 		for {
 			n, err := conn.Read(buf)
 			if err != nil {
@@ -292,7 +292,21 @@ func TestSystemdNotify(t *testing.T) {
 	if !healthy() {
 		t.Error("READY=1 arrived while /healthz did not answer 200")
 	}
-	time.Sleep(1200 * time.Millisecond)
+	// Two watchdog pings before the reload (about a second's worth; how
+	// regular they are is the daemon's unit tests' to check, without a
+	// busy machine's scheduling in the way).
+	buf := make([]byte, 4096)
+	conn.SetReadDeadline(time.Now().Add(patience))
+	for watchdogs < 2 {
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("waiting for two WATCHDOG=1 (%d so far): %v\n%s", watchdogs, err, tail(bed.Log("vipd-notify"), 20))
+		}
+		if m := string(buf[:n]); m != "WATCHDOG=1" {
+			t.Fatalf("while running: %q, want only WATCHDOG=1", m)
+		}
+		watchdogs++
+	}
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -301,9 +315,6 @@ func TestSystemdNotify(t *testing.T) {
 	}
 	if m := next("READY=1 after the reload"); m != "READY=1" {
 		t.Errorf("after the reload: %q, want READY=1", m)
-	}
-	if watchdogs < 2 {
-		t.Errorf("%d WATCHDOG=1 in about 1.2 s with WATCHDOG_USEC=1000000, want 2 or more", watchdogs)
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ func TestVIPIsBoxAddress(t *testing.T) {
 			// A second interface of the box, not vipd's, holds the VIP.
 			bed.Box.Must(t, "ip", "link", "add", "vipdummy0", "type", "bridge")
 			bed.Box.Must(t, "ip", "addr", "add", testbed.VIPNAT.String()+"/32", "dev", "vipdummy0")
-			out, err := bed.RunVIPDExpectExit(bed.Config(testbed.ConfigOptions{IO: io}), 15*time.Second)
+			out, err := bed.RunVIPDExpectExit(bed.Config(testbed.ConfigOptions{IO: io}), 2*patience)
 			if err == nil {
 				t.Fatalf("vipd started with a VIP that is a box address:\n%s", out)
 			}
@@ -46,8 +46,11 @@ func TestTxOffloadWarning(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := bed.StartVIPD(bed.Config(testbed.ConfigOptions{}))
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(v.Log(), "vipd running") && time.Now().Before(deadline) {
+	deadline := time.Now().Add(patience)
+	for !strings.Contains(v.Log(), "vipd running") {
+		if time.Now().After(deadline) {
+			t.Fatalf("vipd not running after %v:\n%s", patience, tail(v.Log(), 30))
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	log := v.Log()

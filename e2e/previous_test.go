@@ -38,7 +38,7 @@ func decapCounter(t *testing.T, bed *testbed.Bed, name string) map[string]float6
 	t.Helper()
 	out := map[string]float64{}
 	for _, be := range bed.Backends {
-		c := &http.Client{Transport: &http.Transport{DialContext: testbed.Dialer(be.NS), DisableKeepAlives: true}, Timeout: 5 * time.Second}
+		c := &http.Client{Transport: &http.Transport{DialContext: testbed.Dialer(be.NS), DisableKeepAlives: true}, Timeout: patience}
 		resp, err := c.Get("http://" + decapMetrics + "/metrics")
 		if err != nil {
 			t.Fatalf("%s's vipd-decap metrics: %v", be.Name, err)
@@ -111,14 +111,14 @@ func TestPreviousOwnerRestart(t *testing.T) {
 			if err := v.Reload(bed.Config(co), "ok"); err != nil {
 				t.Fatal(err)
 			}
-			if broken := ef.Settle(10 * time.Second); len(broken) > 0 {
+			if broken := ef.Settle(settleWait); len(broken) > 0 {
 				t.Fatalf("the reload alone broke %d connections:\n  %s", len(broken), testbed.FirstN(broken, 5))
 			}
 			if err := v.Stop(); err != nil {
 				t.Fatal(err)
 			}
 			v = bed.StartVIPD(bed.Config(co))
-			broken := ef.Settle(20 * time.Second)
+			broken := ef.Settle(settleWait)
 			t.Logf("PREVIOUS OWNER %s: backend added, then vipd restarted: %d of %d connections broken", tc.name, len(broken), ef.Len())
 			if tc.on {
 				if len(broken) > 0 {
@@ -167,7 +167,7 @@ func TestPreviousOwnerECMP(t *testing.T) {
 	e.co.Backends = 3
 	e.reloadAll(t)
 	bed.Backends[3].Kill()
-	broken = ef2.Settle(15 * time.Second)
+	broken = ef2.Settle(settleWait)
 	t.Logf("backend4 removed: %d of %d connections broken, %d were on it", len(broken), ef2.Len(), on4)
 	for _, b := range broken {
 		if !strings.Contains(b, "(backend backend4)") {

@@ -37,11 +37,11 @@ func (e *env) backendState(vip string, i int) admin.BackendState {
 	return admin.BackendState{}
 }
 
-// waitWeight waits (at most 15 s) until backend i of web-nat has an
+// waitWeight waits (at most patience) until backend i of web-nat has an
 // effective weight for which cond holds, and returns it.
 func (e *env) waitWeight(i int, what string, cond func(float64) bool) float64 {
 	e.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		b := e.backendState("web-nat", i)
 		if cond(b.EffectiveWeight) {
@@ -102,7 +102,7 @@ func TestErrorPenalty(t *testing.T) {
 	be := e.bed.Backends[0]
 	// Up first (rise 2): a backend failing every other check from the
 	// start would never pass two in a row.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(patience)
 	for e.backendState("web-nat", 0).Health != "up" {
 		if time.Now().After(deadline) {
 			t.Fatalf("backend1 not up: %+v", e.backendState("web-nat", 0))
@@ -111,7 +111,7 @@ func TestErrorPenalty(t *testing.T) {
 	}
 	be.SetCheckFailures(2)
 	t.Cleanup(func() { be.SetCheckFailures(0) })
-	deadline = time.Now().Add(15 * time.Second)
+	deadline = time.Now().Add(patience)
 	for {
 		b := e.backendState("web-nat", 0)
 		if b.Health != "up" {
@@ -134,7 +134,7 @@ func TestErrorPenalty(t *testing.T) {
 		t.Errorf("backend1 (weight %.2f) took %.1f%% of new connections: %v", w, 100*p, counts)
 	}
 	be.SetCheckFailures(1)
-	deadline = time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(patience)
 	for e.backendState("web-nat", 0).Health != "down" {
 		if time.Now().After(deadline) {
 			t.Fatal("failing every check, not marked down")
