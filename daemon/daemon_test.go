@@ -121,7 +121,7 @@ func (td *testDaemon) waitRunning() {
 	case <-td.d.Running():
 	case err := <-td.done:
 		td.t.Fatalf("daemon exited: %v", err)
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		td.t.Fatal("daemon did not start")
 	}
 }
@@ -135,7 +135,7 @@ func (td *testDaemon) stop() error {
 	select {
 	case err := <-td.done:
 		return err
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		td.t.Fatal("daemon did not stop")
 	}
 	return nil
@@ -166,7 +166,7 @@ func (td *testDaemon) send(frame []byte) netip.Addr {
 		}
 		a, _ := netip.AddrFromSlice(ip.DstIP.To4())
 		return a
-	case <-time.After(3 * time.Second):
+	case <-time.After(30 * time.Second):
 		td.t.Fatalf("nothing forwarded")
 	}
 	return netip.Addr{}
@@ -322,7 +322,7 @@ func TestAdminDrainStateMetrics(t *testing.T) {
 		t.Fatalf("/metrics does not parse: %v", err)
 	}
 	// Counters are published by workers every 100 ms; wait for them.
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		// Counters only grow: wait until they reach the total, then
 		// check they did not pass it.

@@ -86,9 +86,11 @@ func startHealth(t *testing.T, slow, allDown string) (*testDaemon, *fakeProbes) 
 	return td, fp
 }
 
+// waitUntil polls cond until it holds, for at most 30 s: the wait ends
+// as soon as it does, and a busy machine may need that long.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -130,10 +132,11 @@ func TestHealthAllDown(t *testing.T) {
 			waitUntil(t, "all down", func() bool { return td.backend(0)["health"] == "down" && td.backend(1)["health"] == "down" })
 			q := td.plat.queues[0]
 			q.Inject(syn(t, "198.18.0.100", 999, "S"), 0)
-			// A forwarded frame comes within milliseconds; 3 s lets a loaded
-			// machine under -race deliver it. A dropped one is waited for
-			// 300 ms: waiting less can only hide a forwarded frame.
-			wait := 3 * time.Second
+			// A forwarded frame comes within milliseconds; 30 s lets a
+			// loaded machine under -race deliver it. A dropped one is
+			// waited for 300 ms: waiting less can only hide a forwarded
+			// frame.
+			wait := 30 * time.Second
 			if mode == "drop" {
 				wait = 300 * time.Millisecond
 			}
@@ -155,7 +158,9 @@ func TestHealthAllDown(t *testing.T) {
 }
 
 func TestHealthDrainAndSlowStart(t *testing.T) {
-	td, fp := startHealth(t, "2s", "drop")
+	// A slow start of 6 s: the first sample must come before 70% of it
+	// has passed, which a busy machine can delay by a second or more.
+	td, fp := startHealth(t, "6s", "drop")
 	waitUntil(t, "checks known", func() bool { return td.backend(1)["health"] == "up" })
 	fp.set("198.18.1.12", health.Result{OK: true, Draining: true})
 	waitUntil(t, "drain", func() bool { return td.backend(1)["forwarding"] == "draining" })
@@ -169,7 +174,7 @@ func TestHealthDrainAndSlowStart(t *testing.T) {
 	waitUntil(t, "down", func() bool { return td.backend(0)["forwarding"] == "down" })
 	fp.set("198.18.1.11", health.Result{OK: true})
 	var ramps []float64
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		st, err := td.d.State(context.Background())
 		if err != nil {
@@ -200,7 +205,7 @@ func TestHealthDrainAndSlowStart(t *testing.T) {
 // reloadDeadBackend starts a daemon on healthConfig whose backend .11
 // fails its checks, waits until it is down, and reloads the same
 // configuration with old replaced by new.
-func reloadDeadBackend(t *testing.T, old, new string) *testDaemon {
+func reloadDeadBackend(t *testing.T, old, new string) (*testDaemon, *fakeProbes) {
 	t.Helper()
 	td, fp := startHealth(t, "0s", "drop")
 	fp.set("198.18.1.11", health.Result{})
@@ -210,7 +215,7 @@ func reloadDeadBackend(t *testing.T, old, new string) *testDaemon {
 	if err := td.d.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	return td
+	return td, fp
 }
 
 // TestHealthCheckTurnedOff: a backend that was down when a reload turns
@@ -218,7 +223,7 @@ func reloadDeadBackend(t *testing.T, old, new string) *testDaemon {
 // last status went with the check, and no report was left to publish
 // that.
 func TestHealthCheckTurnedOff(t *testing.T) {
-	td := reloadDeadBackend(t, `type = "http"`, `type = "none"`)
+	td, _ := reloadDeadBackend(t, `type = "http"`, `type = "none"`)
 	waitUntil(t, ".11 back in service without a check", func() bool { return td.backend(0)["forwarding"] == "up" })
 }
 
@@ -226,10 +231,22 @@ func TestHealthCheckTurnedOff(t *testing.T) {
 // settings (its timeout) leaves a dead backend down; a fresh checker
 // would have started it up and kept it there for fall - 1 probes.
 func TestHealthReloadKeepsVerdict(t *testing.T) {
-	td := reloadDeadBackend(t, `timeout = "10ms"`, `timeout = "15ms"`)
-	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+	td, fp := reloadDeadBackend(t, `timeout = "10ms"`, `timeout = "15ms"`)
+	// Watched for as long as fall + 1 probes of it take after the reload
+	// (a fresh checker's window), however slowly a busy machine runs them.
+	dead := netip.MustParseAddr("198.18.1.11")
+	fp.takeProbed()
+	deadline := time.Now().Add(30 * time.Second)
+	for probes := 0; ; probes += fp.takeProbed()[dead] {
 		if b := td.backend(0); b["forwarding"] != "down" {
 			t.Fatalf("the dead backend after a reload that changed its check's timeout: %v", b)
 		}
+		if probes >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d probes of the dead backend in 30 s after the reload", probes)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }

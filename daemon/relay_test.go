@@ -38,7 +38,7 @@ func TestICMPErrorReachesPinnedBackend(t *testing.T) {
 	gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, eth, ip, ic, gopacket.Payload(qb.Bytes()[:20+8]))
 
 	td.plat.queues[1].Inject(buf.Bytes(), 0)
-	deadline := time.After(3 * time.Second)
+	deadline := time.After(30 * time.Second)
 	for {
 		var data []byte
 		select {

@@ -53,7 +53,7 @@ func (rd *raceDaemon) reloadWaiting() {
 	case err := <-rd.reloaded:
 		rd.t.Errorf("the reload returned (%v) instead of waiting for the start", err)
 		rd.reloaded <- err
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		rd.t.Fatal("the reload did not wait for the start")
 	}
 }
@@ -116,7 +116,7 @@ func TestReloadRacesStart(t *testing.T) {
 				}
 			case err := <-rd.done:
 				t.Fatalf("daemon exited: %v", err)
-			case <-time.After(5 * time.Second):
+			case <-time.After(30 * time.Second):
 				t.Fatal("the reload did not finish")
 			}
 			rd.waitRunning()
@@ -186,7 +186,7 @@ func TestReloadWhenNotRunning(t *testing.T) {
 		if !errors.Is(err, ErrNotRunning) {
 			t.Errorf("reload waiting for a failed start: %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the reload still waits for a start that failed")
 	}
 	if !rd.plat.closed {

@@ -198,7 +198,7 @@ func TestTunnelProberNeeded(t *testing.T) {
 						t.Fatalf("Run: %v, want %q", err, tt.runErr)
 					}
 					td.done <- err // for the cleanup's stop
-				case <-time.After(5 * time.Second):
+				case <-time.After(30 * time.Second):
 					t.Fatalf("Run did not fail")
 				}
 			} else {
