@@ -88,11 +88,12 @@ func attach(t testing.TB, n *netNS, p *Program, dev string, mode Mode) (Mode, er
 	return got, err
 }
 
-// gone waits until the kernel has freed the program and maps of the given
-// ids: it releases maps after an RCU grace period, not at close.
+// gone waits (at most 30 s) until the kernel has freed the program and
+// maps of the given ids: it releases maps after an RCU grace period, not
+// at close.
 func gone(t testing.TB, prog uint32, maps []ebpf.MapID) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var left []string
 		if p, err := ebpf.NewProgramFromID(ebpf.ProgramID(prog)); err == nil {
@@ -113,7 +114,7 @@ func gone(t testing.TB, prog uint32, maps []ebpf.MapID) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("still in the kernel 5 s after Close: %v", left)
+			t.Fatalf("still in the kernel 30 s after Close: %v", left)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -290,8 +291,8 @@ func TestCrashLeavesNothing(t *testing.T) {
 	var line string
 	select {
 	case line = <-ready:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the child did not attach within 10 s")
+	case <-time.After(60 * time.Second):
+		t.Fatal("the child did not attach within 60 s")
 	}
 	var id uint32
 	if _, err := fmt.Sscanf(line, "attached %d", &id); err != nil {
@@ -304,10 +305,10 @@ func TestCrashLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for s := ns.xdp(t, "veth0"); s != (xdpState{}); s = ns.xdp(t, "veth0") {
 		if time.Now().After(deadline) {
-			t.Fatalf("veth0 5 s after the child was killed: %+v, want no XDP program", s)
+			t.Fatalf("veth0 30 s after the child was killed: %+v, want no XDP program", s)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -324,6 +325,6 @@ func crashChild(t *testing.T, ns *netNS) {
 		t.Fatalf("child: Attach: %v, %v", mode, err)
 	}
 	fmt.Printf("attached %d\n", progID(t, p))
-	time.Sleep(30 * time.Second)
-	t.Fatal("child: not killed within 30 s")
+	time.Sleep(2 * time.Minute)
+	t.Fatal("child: not killed within 2 min")
 }

@@ -68,7 +68,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	expectXSK := func(what, dst, payload string) {
 		t.Helper()
-		f, err := x.recv(2 * time.Second)
+		f, err := x.recv(30 * time.Second)
 		if err != nil {
 			t.Fatalf("%s: the AF_XDP socket got nothing: %v", what, err)
 		}
@@ -88,7 +88,7 @@ func TestEndToEnd(t *testing.T) {
 	// from another port go to the kernel, which delivers the first.
 	send("198.18.2.1:8080", "198.18.0.1:9999", "health check reply")
 	send("198.18.2.1:8081", "198.18.3.1:40000", "not a NAT reply")
-	local.SetReadDeadline(time.Now().Add(2 * time.Second))
+	local.SetReadDeadline(time.Now().Add(30 * time.Second))
 	buf := make([]byte, 100)
 	n, from, err := local.ReadFrom(buf)
 	if err != nil || string(buf[:n]) != "health check reply" || from.String() != "198.18.2.1:8080" {
@@ -115,7 +115,7 @@ func boxAndPeer(t testing.TB) (box, peer *netNS) {
 }
 
 // ping sends one ICMP echo request from src to dst over a raw socket and
-// waits up to two seconds for the reply. It runs in the sender's namespace.
+// waits up to 30 s for the reply. It runs in the sender's namespace.
 func ping(src, dst string) error {
 	c, err := net.ListenPacket("ip4:icmp", src)
 	if err != nil {
@@ -130,7 +130,7 @@ func ping(src, dst string) error {
 	if _, err := c.WriteTo(buf.Bytes(), &net.IPAddr{IP: net.ParseIP(dst)}); err != nil {
 		return err
 	}
-	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	b := make([]byte, 1500)
 	for {
 		n, from, err := c.ReadFrom(b)

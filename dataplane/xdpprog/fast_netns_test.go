@@ -85,7 +85,7 @@ func TestFastEndToEnd(t *testing.T) {
 		copy(frame[0:6], boxMAC[:])
 		copy(frame[6:12], peerMAC[:])
 		peer.sendRaw(t, "veth1", frame)
-		backend.SetReadDeadline(time.Now().Add(2 * time.Second))
+		backend.SetReadDeadline(time.Now().Add(30 * time.Second))
 		buf := make([]byte, 100)
 		n, from, err := backend.ReadFrom(buf)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -142,15 +143,38 @@ func (n *netNS) do(f func() error) error {
 }
 
 // vethPair creates veth pair a–b, both ends up, in namespace n, or with b
-// in namespace peer when peer is not nil.
+// in namespace peer when peer is not nil. It returns once both ends run.
 func vethPair(t testing.TB, n *netNS, a, b string, peer *netNS) {
 	t.Helper()
 	if peer == nil {
+		peer = n
 		n.ip(t, "link", "add", a, "type", "veth", "peer", "name", b)
-		n.ip(t, "link", "set", b, "up")
 	} else {
 		n.ip(t, "link", "add", a, "type", "veth", "peer", "name", b, "netns", peer.name)
-		peer.ip(t, "link", "set", b, "up")
 	}
+	peer.ip(t, "link", "set", b, "up")
 	n.ip(t, "link", "set", a, "up")
+	peer.waitRunning(t, b)
+	n.waitRunning(t, a)
+}
+
+// waitRunning waits, at most 30 s, until interface dev is operationally
+// up. When a veth's second end comes up the kernel turns the carrier on
+// at both ends, but the end that was up first starts transmitting only
+// when the kernel's link-watch work gets to it, which a busy machine
+// delays by a second or more; until then its frames are dropped without
+// an error to the sender.
+func (n *netNS) waitRunning(t testing.TB, dev string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out := n.ip(t, "-o", "link", "show", "dev", dev)
+		if strings.Contains(out, " state UP ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s in %s not running after 30 s: %s", dev, n.name, out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

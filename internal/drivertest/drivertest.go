@@ -125,8 +125,12 @@ func Seq(f []byte) (uint32, bool) {
 	return binary.BigEndian.Uint32(f[pay+len(Magic):]), true
 }
 
+// patience bounds the waits for frames: they end as soon as the frames
+// arrive, and a busy machine may take that long.
+const patience = 30 * time.Second
+
 // Exchange receives batches of up to batch frames from q until n test
-// frames arrived or 3 s passed, handing each batch back before the next
+// frames arrived or patience ran out, handing each batch back before the next
 // receive, as the Queue contract requires. handle (may be nil) sets each
 // test frame's verdict; every other frame (the kernel's own) gets other.
 // It makes at least one round, so that n = 0 reaps completions and hands
@@ -135,7 +139,7 @@ func Exchange(t *testing.T, q dataplane.Queue, batch int, other dataplane.Verdic
 	t.Helper()
 	descs := make([]dataplane.Desc, batch)
 	got := 0
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(patience)
 	for first := true; first || (got < n && time.Now().Before(deadline)); first = false {
 		k, err := q.Receive(descs, 50*time.Millisecond)
 		if err != nil {
@@ -223,7 +227,7 @@ func LinkFlap(t *testing.T, q dataplane.Queue, ns *nstest.NS, ifname string, mac
 	unix.SetsockoptTimeval(peer.FD, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 50000})
 	back := map[uint32]bool{}
 	buf := make([]byte, 2048)
-	for deadline := time.Now().Add(3 * time.Second); len(back) < n && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(patience); len(back) < n && time.Now().Before(deadline); {
 		Exchange(t, q, 64, dataplane.VerdictDrop, 0, nil) // the first transmit after the link is up sends what waited
 		for {
 			k, _, err := unix.Recvfrom(peer.FD, buf, 0)
