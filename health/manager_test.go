@@ -57,9 +57,11 @@ func (r *reports) get(ref uint32) (control.Status, int) {
 	return r.last[ref], r.n[ref]
 }
 
+// waitFor polls cond until it holds, for at most 30 s: the wait ends as
+// soon as it does, and a busy machine may need that long.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -120,7 +122,7 @@ func TestManagerSetKeepsState(t *testing.T) {
 	m.Set(targets[:1])
 	select {
 	case <-removed.done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatalf("the removed backend's checker did not stop")
 	}
 	// Its checker is gone; three probe rounds of backend 0 later, nothing
@@ -340,7 +342,11 @@ func TestManagerSetCarriesVerdict(t *testing.T) {
 	waitFor(t, "backend 0 down", func() bool { st, _ := r.get(0); return st.Down })
 	waitFor(t, "backend 1 ramped", func() bool { return r.sawRamp(1) })
 	waitFor(t, "backend 1 at full weight", func() bool { st, _ := r.get(1); return !st.Down && st.Ramp == 0 })
-	time.Sleep(50 * time.Millisecond) // past its ramp's end, whichever event reported it
+	// Every report of backend 1 before the full weight's is in once two
+	// more of its probes have started (its checker reports, on a ramp
+	// tick or after a probe, before it probes again).
+	p1 := probes[1].Load()
+	waitFor(t, "two more probes of backend 1", func() bool { return probes[1].Load() >= p1+2 })
 	r.mu.Lock()
 	r.ramped[1] = false
 	r.mu.Unlock()
