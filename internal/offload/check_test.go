@@ -211,7 +211,7 @@ func holdByProcess(t *testing.T, ns *nstest.NS) int {
 		cmd.Wait()
 	})
 	path := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/ns/net"
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(30 * time.Second); ; {
 		var st unix.Stat_t
 		if unix.Stat(path, &st) == nil && st.Dev == want.Dev && st.Ino == want.Ino {
 			break
