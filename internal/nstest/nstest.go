@@ -2,9 +2,11 @@ package nstest
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -112,14 +114,44 @@ func New(tb T, prefix string) *NS {
 	return n
 }
 
-// Must runs a command on the host and fails the test if it fails.
+// Must runs a command on the host and fails the test if it fails. It
+// refuses an `ip addr add` of an IPv6 address without nodad: such an
+// address is tentative (a bind to it fails, nothing answers for it) until
+// the kernel's duplicate address detection work runs, which a busy machine
+// delays, so a test that uses it at once fails now and then.
 func Must(tb T, args ...string) string {
 	tb.Helper()
+	if a := tentative(args); a != "" {
+		tb.Fatalf("%s: add the IPv6 address %s with nodad, or it is unusable until the kernel's DAD work runs", strings.Join(args, " "), a)
+	}
 	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
 	if err != nil {
 		tb.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// tentative returns the IPv6 address that args, an ip command, add or
+// replace without nodad, or "".
+func tentative(args []string) string {
+	for i := 0; i+1 < len(args); i++ {
+		if (args[i] != "addr" && args[i] != "address" && args[i] != "a") || (args[i+1] != "add" && args[i+1] != "replace") {
+			continue
+		}
+		rest := args[i+2:]
+		if slices.Contains(rest, "nodad") {
+			return ""
+		}
+		for _, a := range rest {
+			if p, err := netip.ParsePrefix(a); err == nil && p.Addr().Is6() && !p.Addr().Is4In6() {
+				return a
+			}
+			if ip, err := netip.ParseAddr(a); err == nil && ip.Is6() && !ip.Is4In6() {
+				return a
+			}
+		}
+	}
+	return ""
 }
 
 // Must runs a command inside the namespace and fails the test if it fails.
@@ -145,7 +177,7 @@ func Veth(tb T, a *NS, an string, b *NS, bn string) {
 	b.WaitRunning(tb, bn)
 }
 
-// WaitRunning waits, at most 10 s, until interface ifname is
+// WaitRunning waits, at most 30 s, until interface ifname is
 // operationally up. When a veth's second end comes up the kernel turns
 // the carrier on at both ends, but the end that was up first starts
 // transmitting only when the kernel's link-watch work gets to it, under
@@ -154,14 +186,14 @@ func Veth(tb T, a *NS, an string, b *NS, bn string) {
 // operational state in the same step.
 func (n *NS) WaitRunning(tb T, ifname string) {
 	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		out, err := exec.Command("ip", "-n", n.Name, "-o", "link", "show", "dev", ifname).CombinedOutput()
 		if err == nil && strings.Contains(string(out), " state UP ") {
 			return
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("%s in %s not running after 10 s: %s (%v)", ifname, n.Name, out, err)
+			tb.Fatalf("%s in %s not running after 30 s: %s (%v)", ifname, n.Name, out, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

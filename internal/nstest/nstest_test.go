@@ -52,3 +52,26 @@ func TestSweepStale(t *testing.T) {
 		t.Errorf("%s is still there", dead)
 	}
 }
+
+// TestTentative: an IPv6 address added without nodad is caught, in the
+// forms the tests write; IPv4, nodad, and other ip commands pass.
+func TestTentative(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ip", "addr", "add", "2001:2::101/128", "dev", "lo"}, "2001:2::101/128"},
+		{[]string{"ip", "netns", "exec", "vtx1a", "ip", "-6", "addr", "add", "2001:2::1/64", "dev", "eth0"}, "2001:2::1/64"},
+		{[]string{"ip", "-n", "vtx1a", "address", "replace", "fe80::1/64", "dev", "eth0"}, "fe80::1/64"},
+		{[]string{"ip", "a", "add", "2001:2::1", "dev", "eth0"}, "2001:2::1"},
+		{[]string{"ip", "addr", "add", "2001:2::101/128", "dev", "lo", "nodad"}, ""},
+		{[]string{"ip", "addr", "add", "198.18.0.1/24", "dev", "eth0"}, ""},
+		{[]string{"ip", "addr", "del", "2001:2::101/128", "dev", "lo"}, ""},
+		{[]string{"ip", "-6", "route", "add", "2001:2::/64", "via", "2001:2::fe"}, ""},
+		{[]string{"ip", "link", "add", "veth0", "address", "02:00:00:00:00:01", "type", "veth"}, ""},
+	} {
+		if got := tentative(c.args); got != c.want {
+			t.Errorf("tentative(%q) = %q, want %q", c.args, got, c.want)
+		}
+	}
+}
