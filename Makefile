@@ -6,7 +6,7 @@ BIN     := bin
 
 DEBVERSION ?= 0.0~git$(subst -,+,$(VERSION))
 
-.PHONY: all deb deps build test test-unit test-race test-bench-smoke lint demo demo-ecmp bench pgo pgo-compare clean
+.PHONY: all deb deps build test test-busy test-unit test-race test-bench-smoke lint demo demo-ecmp bench pgo pgo-compare clean
 
 all: build
 
@@ -55,6 +55,25 @@ deb: deps
 # rots. Privileged tests (network namespaces, AF_XDP, the end-to-end suite)
 # run when make is run as root and skip with a message otherwise.
 test: deps lint test-unit test-race test-bench-smoke
+
+# make test while every CPU is kept busy by a CPU hog (stress-ng --cpu
+# $(nproc)), as on a shared CI machine: no test may need an idle one.
+# Installs Debian's stress-ng when missing (as root; not a test
+# dependency, so not in deps). The hog is started here and killed by its
+# PID when the run ends, however it ends (--timeout bounds it should this
+# shell be killed outright); the run's exit status and duration are
+# printed. Not part of make test.
+test-busy:
+	@if ! command -v stress-ng >/dev/null; then \
+		if [ "$$(id -u)" != 0 ]; then echo "make test-busy needs stress-ng: sudo make test-busy installs it"; exit 1; fi; \
+		echo "installing stress-ng (the CPU hog of make test-busy)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq stress-ng >/dev/null || exit 1; \
+	fi
+	@cpus=$$(nproc); stress-ng --cpu "$$cpus" --timeout 3h >/dev/null 2>&1 & hog=$$!; \
+	trap 'kill $$hog 2>/dev/null; wait $$hog 2>/dev/null' EXIT INT TERM; \
+	start=$$(date +%s); $(MAKE) test; rc=$$?; \
+	echo "make test-busy: make test exited $$rc after $$(( $$(date +%s) - start )) s under stress-ng --cpu $$cpus"; \
+	exit $$rc
 
 test-unit:
 	$(GO) test -count=1 -timeout 10m ./...
