@@ -84,7 +84,7 @@ func (e *env) names(url string, n int) map[string]int {
 	e.t.Helper()
 	counts := map[string]int{}
 	for i := 0; i < n; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
 		body, err := testbed.Get(ctx, e.c, url+"/")
 		cancel()
 		if err != nil {

@@ -172,7 +172,7 @@ func TestBoundedLoad(t *testing.T) {
 	for i, p := range ports {
 		var c net.Conn
 		err := e.bed.Client.Do(func() error {
-			d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: testbed.ClientAddr.AsSlice(), Port: p}}
+			d := net.Dialer{Timeout: patience, LocalAddr: &net.TCPAddr{IP: testbed.ClientAddr.AsSlice(), Port: p}}
 			var err error
 			c, err = d.DialContext(context.Background(), "tcp", vip)
 			return err
@@ -181,7 +181,7 @@ func TestBoundedLoad(t *testing.T) {
 			t.Fatalf("connection %d (port %d): %v", i, p, err)
 		}
 		t.Cleanup(func() { c.Close() })
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		c.SetReadDeadline(time.Now().Add(patience))
 		name, err := bufio.NewReader(c).ReadString('\n')
 		if err != nil {
 			t.Fatalf("connection %d (port %d): %v", i, p, err)
