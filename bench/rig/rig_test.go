@@ -118,7 +118,9 @@ func TestRigSmoke(t *testing.T) {
 		if res.Err != "" {
 			t.Fatalf("%s: %s", sc.Name, res.Err)
 		}
-		if res.Forwarded.Median < 10_000 || res.Offered.Median < res.Forwarded.Median*0.9 {
+		// Packets arrived, and no more than were sent: how many is for
+		// make bench to say, not for a smoke test on a busy machine.
+		if res.Forwarded.Median < 1_000 || res.Offered.Median < res.Forwarded.Median*0.9 {
 			t.Errorf("%s: forwarded %.0f pps, offered %.0f pps", sc.Name, res.Forwarded.Median, res.Offered.Median)
 		}
 	}
