@@ -125,8 +125,8 @@ func (r *Rig) FirstHopMAC() string {
 }
 
 // veth creates a pair with queues queues each way between a (named an)
-// and b (named bn): made under unique names, then renamed, as
-// nstest.VethNamed does. Deleting a's end deletes the pair; it is deleted
+// and b (named bn): made under unique names, then renamed, and up and
+// running, as nstest.VethNamed does. Deleting a's end deletes the pair; it is deleted
 // by exact name at cleanup (the namespaces' deletion would too).
 func veth(t nstest.T, a *nstest.NS, an string, b *nstest.NS, bn string, queues int) {
 	t.Helper()
@@ -142,6 +142,8 @@ func veth(t nstest.T, a *nstest.NS, an string, b *nstest.NS, bn string, queues i
 	b.Must(t, "ip", "link", "set", tb, "name", bn)
 	a.Must(t, "ip", "link", "set", an, "up")
 	b.Must(t, "ip", "link", "set", bn, "up")
+	a.WaitRunning(t, an)
+	b.WaitRunning(t, bn)
 }
 
 // MAC returns the hardware address of an interface in ns.
