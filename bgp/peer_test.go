@@ -75,9 +75,11 @@ func (r *router) prefixes(t *testing.T) []netip.Prefix {
 	return out
 }
 
+// waitFor polls cond until it holds, for at most 30 s: the wait ends as
+// soon as it does, and a busy machine may need that long.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
