@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,12 @@ import (
 // transfer is in flight while the test changes things. It reports the
 // backend as soon as the headers arrive.
 func (e *env) slowDownload(url string, n int64, rate int, backend chan<- string) error {
+	return e.slowDownloadCounted(url, n, rate, backend, nil)
+}
+
+// slowDownloadCounted is slowDownload that also keeps the bytes read so
+// far in got.
+func (e *env) slowDownloadCounted(url string, n int64, rate int, backend chan<- string, got *atomic.Int64) error {
 	resp, err := e.c.Get(fmt.Sprintf("%s/bytes?n=%d", url, n))
 	if err != nil {
 		backend <- ""
@@ -24,13 +31,15 @@ func (e *env) slowDownload(url string, n int64, rate int, backend chan<- string)
 	}
 	defer resp.Body.Close()
 	backend <- resp.Header.Get("X-Backend")
-	got := int64(0)
+	if got == nil {
+		got = new(atomic.Int64)
+	}
 	buf := make([]byte, rate/20)
-	for got < n {
-		k, err := io.ReadFull(resp.Body, buf[:min(int64(len(buf)), n-got)])
-		got += int64(k)
+	for got.Load() < n {
+		k, err := io.ReadFull(resp.Body, buf[:min(int64(len(buf)), n-got.Load())])
+		got.Add(int64(k))
 		if err != nil {
-			return fmt.Errorf("after %d of %d bytes: %w", got, n, err)
+			return fmt.Errorf("after %d of %d bytes: %w", got.Load(), n, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -78,27 +87,30 @@ func testFailover(t *testing.T, o testbed.Options, co testbed.ConfigOptions) {
 	}
 	var wg sync.WaitGroup
 	results := make([]xfer, 6)
-	started := make(chan struct{}, len(results))
+	got := make([]atomic.Int64, len(results))
 	for i := range results {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			be, name := make(chan string, 1), make(chan string, 1)
+			be := make(chan string, 1)
 			url := natURL
 			if i%2 == 1 {
 				url = dsrURL
 			}
-			go func() {
-				n := <-be
-				started <- struct{}{}
-				name <- n
-			}()
-			err := e.slowDownload(url, 10<<20, 4<<20, be)
-			results[i] = xfer{<-name, err}
+			err := e.slowDownloadCounted(url, 10<<20, 4<<20, be, &got[i])
+			results[i] = xfer{<-be, err}
 		}()
 	}
-	for range results {
-		<-started // headers in: every transfer is in flight
+	// The kill lands mid-transfer: once each transfer has 2 of its 10 MiB
+	// (half a second's worth, however long a busy machine takes for it).
+	deadline := time.Now().Add(patience)
+	for i := range got {
+		for got[i].Load() < 2<<20 {
+			if time.Now().After(deadline) {
+				t.Fatalf("transfer %d has %d bytes after %v", i, got[i].Load(), patience)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	victim := e.bed.Backends[0]
 	killed := time.Now()
