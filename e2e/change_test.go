@@ -166,7 +166,10 @@ func testFailover(t *testing.T, o testbed.Options, co testbed.ConfigOptions) {
 		t.Errorf("killed backend state: %+v", b)
 	}
 	t.Logf("down %v after the kill (%v on an idle machine); %d connections, %d after that", down.Round(time.Millisecond), nominal, len(attempts), after)
-	e.fastPathUsed(co, 10000) // most of 60 MiB of transfers' segments
+	// Thousands of frames: how many of the transfers' (up to 60 MiB)
+	// depends on which ones the kill ended and on how often the
+	// snapshots the kill publishes sent the flows back to the workers.
+	e.fastPathUsed(co, 5000)
 }
 
 // mustState reads vipd's state or fails the test.
