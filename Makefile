@@ -75,11 +75,14 @@ test-busy:
 	echo "make test-busy: make test exited $$rc after $$(( $$(date +%s) - start )) s under stress-ng --cpu $$cpus"; \
 	exit $$rc
 
+# -timeout bounds one package's run. The end-to-end suite is the longest:
+# 442 s of a 761 s make test-busy on a 2-CPU machine (issue 34's closing
+# note); 20 min leaves room for a slower or busier one.
 test-unit:
-	$(GO) test -count=1 -timeout 10m ./...
+	$(GO) test -count=1 -timeout 20m ./...
 
 test-race:
-	$(GO) test -count=1 -race -short -timeout 10m ./...
+	$(GO) test -count=1 -race -short -timeout 20m ./...
 
 test-bench-smoke:
 	$(GO) test -count=1 -short -run '^$$' -bench . -benchtime=1x -timeout 10m ./...

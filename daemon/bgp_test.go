@@ -175,7 +175,7 @@ func TestBGPAnnounce(t *testing.T) {
 	}
 	select {
 	case <-ch:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second): // a linger of 300 ms
 		t.Fatal("the stop's lame duck never ended")
 	}
 	if err := td.stop(); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -47,12 +46,10 @@ type grRouter struct {
 
 func startGRRouter(t *testing.T, vip netip.Prefix) *grRouter {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := strconv.Atoi(closedLoopbackPort(t)) // nothing listens there yet
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	r := &grRouter{srv: server.NewBgpServer(server.LoggerOption(slog.New(slog.DiscardHandler), &slog.LevelVar{})), port: port, vip: vip.String()}
 	go r.srv.Serve()
 	ctx := context.Background()
@@ -195,20 +192,6 @@ families = ["ipv4"] # what the router enables
 port = ` + strconv.Itoa(port) + "\n"
 }
 
-// waitLong is waitUntil for what a BGP session takes: GoBGP's first
-// connection attempt comes 1.5 to 2 s after a peer is added, and the
-// machine may be busy.
-func waitLong(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 var grVIP = netip.MustParsePrefix("198.18.0.100/32")
 
 // TestBGPNoSessionBeforeRunning starts vipd with a backend whose next hop
@@ -240,7 +223,7 @@ func TestBGPNoSessionBeforeRunning(t *testing.T) {
 		return resolve(a)
 	}
 	td.run()
-	waitLong(t, "the session's End-of-RIB", func() bool { return r.count("eor") > 0 })
+	waitUntil(t, "the session's End-of-RIB", func() bool { return r.count("eor") > 0 })
 	r.mu.Lock()
 	running := append([]bool(nil), r.running...)
 	r.mu.Unlock()
@@ -298,12 +281,12 @@ func TestBGPFatalExitWithdraws(t *testing.T) {
 			td.plat.runErr = make(chan error, 1)
 			td.run()
 			td.waitRunning()
-			waitLong(t, "the route at the router", func() bool { has, stale := r.has(t); return has && !stale })
+			waitUntil(t, "the route at the router", func() bool { has, stale := r.has(t); return has && !stale })
 			if tc.fail == nil {
 				if err := td.stop(); err != nil {
 					t.Fatal(err)
 				}
-				waitLong(t, "the session down", func() bool { return r.count("down") > 0 })
+				waitUntil(t, "the session down", func() bool { return r.count("down") > 0 })
 				if has, _ := r.has(t); !has || r.count("withdrawn") != 0 {
 					t.Errorf("after a clean stop the router's route: held %v, events %v; want it kept", has, r.log())
 				}
@@ -320,7 +303,7 @@ func TestBGPFatalExitWithdraws(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatal("vipd did not stop on the failure")
 			}
-			waitLong(t, "the route withdrawn at the router", func() bool { has, _ := r.has(t); return !has })
+			waitUntil(t, "the route withdrawn at the router", func() bool { has, _ := r.has(t); return !has })
 			if n := r.count("withdrawn"); n != 1 {
 				t.Errorf("the router withdrew the route %d times, want 1", n)
 			}
@@ -336,7 +319,9 @@ func TestBGPFatalExitWithdraws(t *testing.T) {
 func TestStallWithdrawsAndUnready(t *testing.T) {
 	r := startGRRouter(t, grVIP)
 	td := newTestDaemon(t, grConfig(r.port), nil)
-	td.d.stallAfter = 300 * time.Millisecond
+	// A second: an idle worker starts a loop iteration every 10 ms (the
+	// tests' poll timeout), a busy machine may delay it some.
+	td.d.stallAfter = time.Second
 	var stalled atomic.Bool
 	t.Cleanup(func() { stalled.Store(false) }) // runs before the daemon stops
 	td.plat.wrap = func(i int, q dataplane.Queue) dataplane.Queue {
@@ -348,13 +333,13 @@ func TestStallWithdrawsAndUnready(t *testing.T) {
 	td.run()
 	td.waitRunning()
 	announced := func() bool { has, stale := r.has(t); return has && !stale }
-	waitLong(t, "the route at the router", announced)
+	waitUntil(t, "the route at the router", announced)
 	if err := td.d.Ready(); err != nil {
 		t.Fatalf("Ready before the stall: %v", err)
 	}
 
 	stalled.Store(true)
-	waitLong(t, "the route withdrawn for the stall", func() bool { has, _ := r.has(t); return !has })
+	waitUntil(t, "the route withdrawn for the stall", func() bool { has, _ := r.has(t); return !has })
 	if err := td.d.Ready(); err == nil || !strings.Contains(err.Error(), "no progress") {
 		t.Errorf("Ready while worker 1 stalls: %v, want an error that says so", err)
 	}
@@ -370,8 +355,8 @@ func TestStallWithdrawsAndUnready(t *testing.T) {
 	}
 
 	stalled.Store(false)
-	waitLong(t, "the route announced again", announced)
-	waitLong(t, "ready again", func() bool { return td.d.Ready() == nil })
+	waitUntil(t, "the route announced again", announced)
+	waitUntil(t, "ready again", func() bool { return td.d.Ready() == nil })
 	if m := td.d.Metrics(); m.WorkersStalled != 0 {
 		t.Errorf("metrics after the stall: %d workers stalled, want 0", m.WorkersStalled)
 	}

@@ -210,11 +210,11 @@ func TestBGPOneBox(t *testing.T) {
 	}
 }
 
-// TestBGPGracefulRestart: with graceful_restart set and drain_on_stop off,
-// a stopped vipd closes its session without a NOTIFICATION and BIRD keeps
-// its routes (stale) for the restart time, so a quick restart does not
-// take the VIPs off the router; the restarted vipd refreshes them.
-func TestBGPGracefulRestart(t *testing.T) {
+// grBed is a bed whose router, BIRD, helps graceful restart: it keeps
+// the routes of a box whose session drops without a NOTIFICATION for the
+// restart time the box advertises (bgpGR: 60 s).
+func grBed(t *testing.T) (*testbed.Bed, *testbed.Bird) {
+	t.Helper()
 	requireE2E(t)
 	testbed.RequireBird(t)
 	bed := testbed.New(t, testbed.Options{})
@@ -222,7 +222,20 @@ func TestBGPGracefulRestart(t *testing.T) {
 		ASN: routerASN, RouterID: testbed.RouterBox, HoldTime: 9, GracefulRestart: true,
 		Peers: []testbed.BirdPeer{{Name: "box1", Addr: testbed.BoxIngress, ASN: boxASN}},
 	})
-	cfg := bed.Config(testbed.ConfigOptions{Extra: bgpKeys(bgpHold9 + "\ngraceful_restart = \"60s\"\ndrain_on_stop = false")})
+	return bed, router
+}
+
+// bgpGR is the [bgp] table of a box that hands its routes over to
+// graceful restart when it stops (no lame duck).
+var bgpGR = bgpKeys(bgpHold9 + "\ngraceful_restart = \"60s\"\ndrain_on_stop = false")
+
+// TestBGPGracefulRestart: with graceful_restart set and drain_on_stop off,
+// a stopped vipd closes its session without a NOTIFICATION and BIRD keeps
+// its routes (stale) for the restart time, so a quick restart does not
+// take the VIPs off the router; the restarted vipd refreshes them.
+func TestBGPGracefulRestart(t *testing.T) {
+	bed, router := grBed(t)
+	cfg := bed.Config(testbed.ConfigOptions{Extra: bgpGR})
 	v := bed.StartVIPD(cfg)
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -42,16 +42,10 @@ port = 8080
 // for 61–469 ms); without "forwarding state preserved" in the OPEN, BIRD
 // drops the kept routes as the new session comes up, before its UPDATE.
 func TestBGPRestartUnresolved(t *testing.T) {
-	requireE2E(t)
-	testbed.RequireBird(t)
-	bed := testbed.New(t, testbed.Options{})
-	router := bed.StartBird(bed.Router, testbed.BirdOptions{
-		ASN: routerASN, RouterID: testbed.RouterBox, HoldTime: 9, GracefulRestart: true,
-		Peers: []testbed.BirdPeer{{Name: "box1", Addr: testbed.BoxIngress, ASN: boxASN}},
-	})
+	bed, router := grBed(t)
 	// Every change of the router's IPv4 routes, from now on.
 	bed.Spawn(bed.Router, "routemon", "ip", "-4", "monitor", "route")
-	cfg := bed.Config(testbed.ConfigOptions{Extra: ghostVIP(bed) + bgpKeys(bgpHold9+"\ngraceful_restart = \"60s\"\ndrain_on_stop = false")})
+	cfg := bed.Config(testbed.ConfigOptions{Extra: ghostVIP(bed) + bgpGR})
 	var v *testbed.VIPD
 	t.Cleanup(func() {
 		if t.Failed() && v != nil {
