@@ -93,10 +93,8 @@ func (c *chainer) local(o HintOutcome) verdict {
 // it), so it is dropped; the counter also shows a ChainPeers that lacks
 // a backend vipd knows.
 func (c *chainer) to(prev netip.Addr) verdict {
-	for _, p := range c.peers {
-		if p.Contains(prev) {
-			return chainOn
-		}
+	if inPrefixes(c.peers, prev) {
+		return chainOn
 	}
 	c.stats.dropped[DropChainTarget].Add(1)
 	return dropTarget

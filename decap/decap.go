@@ -85,9 +85,12 @@ func New(opts Options) (*Decap, error) {
 		return nil, err
 	}
 	d := &Decap{opts: o}
-	d.filter = filter{allowed: slices.Clone(o.AllowedSources), chainPeers: slices.Clone(o.ChainPeers),
+	// The chain peers are both the sources of chained packets the
+	// filter accepts and the addresses the chainer sends to.
+	peers := slices.Clone(o.ChainPeers)
+	d.filter = filter{allowed: slices.Clone(o.AllowedSources), chainPeers: peers,
 		checkLocal: o.CheckLocal, local: &d.local, stats: &d.stats}
-	d.chain = chainer{on: o.Chain, peers: slices.Clone(o.ChainPeers), stats: &d.stats}
+	d.chain = chainer{on: o.Chain, peers: peers, stats: &d.stats}
 	ok := false
 	defer func() {
 		if !ok {

@@ -24,21 +24,16 @@ func (f *filter) drop(r Reason) []byte {
 }
 
 func (f *filter) sourceAllowed(a netip.Addr) bool {
-	if len(f.allowed) == 0 {
-		return true
-	}
-	for _, p := range f.allowed {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
+	return len(f.allowed) == 0 || inPrefixes(f.allowed, a)
 }
 
 // chainPeer reports whether a is in the chain peers, the backends that
 // may send chained packets (and nothing else).
-func (f *filter) chainPeer(a netip.Addr) bool {
-	for _, p := range f.chainPeers {
+func (f *filter) chainPeer(a netip.Addr) bool { return inPrefixes(f.chainPeers, a) }
+
+// inPrefixes reports whether one of ps contains a.
+func inPrefixes(ps []netip.Prefix, a netip.Addr) bool {
+	for _, p := range ps {
 		if p.Contains(a) {
 			return true
 		}
