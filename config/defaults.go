@@ -3,7 +3,7 @@ package config
 import (
 	"time"
 
-	"github.com/vipd/vipd/encap"
+	"github.com/vipd/vipd/dsr"
 )
 
 // Defaults. config.toml.example documents each of them next to its knob;
@@ -45,7 +45,7 @@ const (
 	DefaultBaseEjection      = 30 * time.Second
 	DefaultMaxEjection       = 5 * time.Minute
 	DefaultMaxEjectedPercent = 50
-	DefaultGUEPort           = encap.DefaultGUEPort // Katran's
+	DefaultGUEPort           = dsr.DefaultGUEPort // Katran's
 	DefaultCheckType         = CheckTCP
 	DefaultCheckPath         = "/"
 	DefaultCheckInterval     = 2 * time.Second

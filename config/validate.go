@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vipd/vipd/encap"
+	"github.com/vipd/vipd/dsr"
 	"github.com/vipd/vipd/hashing"
 )
 
@@ -133,11 +133,11 @@ func (c *collector) validateDataplane(d *Dataplane, cfg *Config) {
 				// GUE header that carries it): vipd does not fragment
 				// outer IPv6 packets. previous_owner is on by default
 				// with GUE (validatePreviousOwner sets it later).
-				over := encap.Overhead6
+				over := dsr.Overhead6
 				if v.Encap == EncapGUE {
-					over = encap.OverheadGUE6
+					over = dsr.OverheadGUE6
 					if v.PreviousOwner == nil || *v.PreviousOwner {
-						over = encap.OverheadHint6
+						over = dsr.OverheadHint6
 					}
 				}
 				minMTU = max(minMTU, 1280+over)

@@ -13,7 +13,7 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/vipd/vipd/conntrack"
-	"github.com/vipd/vipd/encap"
+	"github.com/vipd/vipd/dsr"
 	"github.com/vipd/vipd/internal/framegen"
 )
 
@@ -129,7 +129,7 @@ func TestHeadroomPrefetch(t *testing.T) {
 		build(t, pk{src: client4, dst: vipNAT4, sport: 3001, dport: 80, flags: "S"}),
 		build(t, pk{src: client6, dst: vipDSR6, sport: 3002, dport: 80, flags: "S"}),
 	}
-	for _, off := range []int{0, encap.Overhead4 - 1, Headroom} {
+	for _, off := range []int{0, dsr.Overhead4 - 1, Headroom} {
 		t.Run(fmt.Sprintf("headroom=%d", off), func(t *testing.T) {
 			one, many := newHarnessOf(t, snap, 1<<10), newHarnessOf(t, snap, 1<<10)
 			descs := make([]Desc, len(frames))
@@ -142,7 +142,7 @@ func TestHeadroomPrefetch(t *testing.T) {
 				d := descs[i]
 				d.Buf = slices.Clone(buf)
 				one.w.Process(&d)
-				if d.Verdict != VerdictTX && off >= encap.Overhead6 {
+				if d.Verdict != VerdictTX && off >= dsr.Overhead6 {
 					t.Errorf("frame %d: %v %v with room for any encapsulation", i, d.Verdict, d.Reason)
 				}
 				defer func(i int, want Desc) {

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/conntrack"
-	"github.com/vipd/vipd/encap"
+	"github.com/vipd/vipd/dsr"
 	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
 )
@@ -51,12 +51,12 @@ type FastFlow struct {
 	// (fastVIPSlot).
 	Slot uint32
 	// Encap (a DSR VIP): the packets are wrapped untouched in an outer
-	// IPv4 header from EncapSrc to Addr, as encap.Encap4 does, instead of
+	// IPv4 header from EncapSrc to Addr, as dsr.Encap4 does, instead of
 	// translated (Port, IPSum and L4Sum unused); OuterSum is
-	// encap.Outer4Sum of that header, and MaxLen the egress MTU less the
+	// dsr.Outer4Sum of that header, and MaxLen the egress MTU less the
 	// outer headers. With GUE the outer header is of protocol UDP and a
 	// UDP header from GUESrcPort to GUEDstPort follows it, as
-	// encap.GUE4 writes them.
+	// dsr.GUE4 writes them.
 	Encap                  bool
 	EncapSrc               [4]byte
 	OuterSum               uint32
@@ -66,7 +66,7 @@ type FastFlow struct {
 	// Dst and Addr unused); L4Sum is then nat.Sums6, IPSum unused, and
 	// MaxLen the longest IPv6 packet (40 + payload length). An IPv6
 	// Encap is IPv6 in IPv6 from EncapSrc6 with flow label FlowLabel,
-	// as encap.Encap6 writes it (no GUE).
+	// as dsr.Encap6 writes it (no GUE).
 	V6                bool
 	Src6, Dst6, Addr6 [16]byte
 	EncapSrc6         [16]byte
@@ -239,9 +239,9 @@ func (w *Worker) offerFast(d *Desc, p *pkt, v *vip, b *backend, ref uint32, out 
 		f.EncapSrc = v.encapSrc4(p.hp)
 		if v.gue {
 			proto, f.EncapSrc = packet.ProtoUDP, v.encap4
-			f.GUE, f.GUESrcPort, f.GUEDstPort = true, encap.SourcePort(p.hp), v.guePort
+			f.GUE, f.GUESrcPort, f.GUEDstPort = true, dsr.SourcePort(p.hp), v.guePort
 		}
-		f.OuterSum = encap.Outer4Sum(proto, f.EncapSrc, b.addr4)
+		f.OuterSum = dsr.Outer4Sum(proto, f.EncapSrc, b.addr4)
 		mtu -= v.over
 	} else {
 		f.Port = b.port

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/vipd/vipd/conntrack"
-	"github.com/vipd/vipd/encap"
+	"github.com/vipd/vipd/dsr"
 	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
 )
@@ -101,7 +101,7 @@ func (w *Worker) forwardClean(d *Desc, p *pkt) {
 	case v.mode == ModeDSR && n+v.over <= mtu && d.Off >= v.over && w.hint < 0:
 		var o int
 		if v.plain {
-			o = encap.Encap4(d.Buf, d.Off+packet.EthernetSize, n, v.encap4, b.addr4)
+			o = dsr.Encap4(d.Buf, d.Off+packet.EthernetSize, n, v.encap4, b.addr4)
 		} else {
 			o = v.wrap4(d.Buf, d.Off+packet.EthernetSize, n, b, p.hp)
 		}

@@ -3,7 +3,7 @@ package dataplane
 import (
 	"encoding/binary"
 
-	"github.com/vipd/vipd/encap"
+	"github.com/vipd/vipd/dsr"
 	"github.com/vipd/vipd/icmperr"
 	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
@@ -166,7 +166,7 @@ func (w *Worker) over(v *vip) int {
 // wrap4 is v.wrap4, with the packet's previous-owner hint if it has one.
 func (w *Worker) wrap4(v *vip, buf []byte, at, n int, b *backend, h uint64) int {
 	if w.hint >= 0 {
-		return encap.GUEHint4(buf, at, n, v.encap4, b.addr4, encap.SourcePort(h), v.guePort, v.prevAddr4[w.hint], 0)
+		return dsr.GUEHint4(buf, at, n, v.encap4, b.addr4, dsr.SourcePort(h), v.guePort, v.prevAddr4[w.hint], 0)
 	}
 	return v.wrap4(buf, at, n, b, h)
 }
@@ -177,9 +177,9 @@ func (w *Worker) wrap4(v *vip, buf []byte, at, n int, b *backend, h uint64) int 
 // of a per-flow outer source, come from it.
 func (v *vip) wrap4(buf []byte, at, n int, b *backend, h uint64) int {
 	if v.gue {
-		return encap.GUE4(buf, at, n, v.encap4, b.addr4, encap.SourcePort(h), v.guePort)
+		return dsr.GUE4(buf, at, n, v.encap4, b.addr4, dsr.SourcePort(h), v.guePort)
 	}
-	return encap.Encap4(buf, at, n, v.encapSrc4(h), b.addr4)
+	return dsr.Encap4(buf, at, n, v.encapSrc4(h), b.addr4)
 }
 
 // encapSrc4 is the outer source of the IPIP packets of a flow of hash h:

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/vipd/vipd/encap"
+	"github.com/vipd/vipd/dsr"
 )
 
 // The policy oracle: given the spec, a frame the pipeline received and the
@@ -111,10 +111,10 @@ func ipFrom(ls []gopacket.Layer, depth int) (*ipInfo, error) {
 		if in.proto == 6 && !in.later && len(in.payload) >= 14 {
 			in.syn = in.payload[13]&0x02 != 0
 		}
-		if in.proto == 17 && depth == 0 && in.dport == encap.DefaultGUEPort && len(in.payload) > 8 && !in.frag {
+		if in.proto == 17 && depth == 0 && in.dport == dsr.DefaultGUEPort && len(in.payload) > 8 && !in.frag {
 			// GUE variant 1 (the specs here use the default port): the
 			// client's packet follows the UDP header; variant 0 with a
-			// previous-owner hint (encap.GUEHint4): after the hint.
+			// previous-owner hint (dsr.GUEHint4): after the hint.
 			g := in.payload[8:]
 			if g[0]>>6 == 0 {
 				n := 4 + 4*int(g[0]&0x1f)

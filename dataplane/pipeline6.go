@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/vipd/vipd/conntrack"
-	"github.com/vipd/vipd/encap"
+	"github.com/vipd/vipd/dsr"
 	"github.com/vipd/vipd/hashing"
 	"github.com/vipd/vipd/icmperr"
 	"github.com/vipd/vipd/nat"
@@ -145,9 +145,9 @@ func (w *Worker) encap6(d *Desc, frame []byte, f *packet.Frame, e *l2, v *vip, b
 	var o int
 	switch {
 	case v.plain:
-		o = encap.Encap6(d.Buf, at, f.L3Len, &v.encap6, &b.addr6, label)
+		o = dsr.Encap6(d.Buf, at, f.L3Len, &v.encap6, &b.addr6, label)
 	case w.hint >= 0:
-		o = encap.GUEHint6(d.Buf, at, f.L3Len, &v.encap6, &b.addr6, label, encap.SourcePort(h), v.guePort, &v.prevAddr6[w.hint], 0)
+		o = dsr.GUEHint6(d.Buf, at, f.L3Len, &v.encap6, &b.addr6, label, dsr.SourcePort(h), v.guePort, &v.prevAddr6[w.hint], 0)
 	default:
 		o = v.wrap6(d.Buf, at, f.L3Len, b, label, h)
 	}
@@ -368,16 +368,16 @@ func (w *Worker) learn6(src *[16]byte, mac [6]byte) {
 // wrap6 is wrap4 for IPv6, label the outer flow label.
 func (v *vip) wrap6(buf []byte, at, n int, b *backend, label uint32, h uint64) int {
 	if v.gue {
-		return encap.GUE6(buf, at, n, &v.encap6, &b.addr6, label, encap.SourcePort(h), v.guePort)
+		return dsr.GUE6(buf, at, n, &v.encap6, &b.addr6, label, dsr.SourcePort(h), v.guePort)
 	}
 	src := v.encapSrc6(h)
-	return encap.Encap6(buf, at, n, &src, &b.addr6, label)
+	return dsr.Encap6(buf, at, n, &src, &b.addr6, label)
 }
 
 // flowLabel6 is the outer flow label of the IPv6 encapsulation of a
 // client src's packets to backend ref: a hash of both, so that a backend's
 // NIC can spread the tunnels over its queues (RFC 6438) while each
-// client's packets stay in order (encap.Encap6 keeps its low 20 bits).
+// client's packets stay in order (dsr.Encap6 keeps its low 20 bits).
 func (s *Snapshot) flowLabel6(src *[16]byte, ref uint32) uint32 {
 	return uint32(hashing.Src6(src, s.seed) ^ uint64(ref))
 }

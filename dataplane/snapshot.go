@@ -8,7 +8,7 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/vipd/vipd/encap"
+	"github.com/vipd/vipd/dsr"
 	"github.com/vipd/vipd/nat"
 
 	"github.com/vipd/vipd/hashing"
@@ -92,7 +92,7 @@ type VIPSpec struct {
 	// Encap is how a DSR VIP's packets travel to its backends.
 	Encap Encap
 	// GUEPort is the UDP destination port of EncapGUE (0:
-	// encap.DefaultGUEPort).
+	// dsr.DefaultGUEPort).
 	GUEPort uint16
 	// EncapSrcPrefix, when valid, makes EncapIPIP's outer source per flow:
 	// EncapSrc with its host bits under the prefix replaced by the flow
@@ -115,7 +115,7 @@ type VIPSpec struct {
 	// connection table and does not start a connection (TCP without SYN;
 	// UDP only with PreviousUDP) and whose owner in that table is another
 	// backend than the current one carries the previous owner's address
-	// to the current one (encap.GUEHint4), whose agent hands it on when
+	// to the current one (dsr.GUEHint4), whose agent hands it on when
 	// the connection is not its own; the flow's entry remembers it, so
 	// later packets carry it too. The caller drops Previous when it
 	// expires.
@@ -138,7 +138,7 @@ const (
 	// (next header 41).
 	EncapIPIP Encap = iota
 	// EncapGUE is GUE variant 1: the packet in UDP to VIPSpec.GUEPort,
-	// the source port from the flow hash (encap.GUE4, encap.GUE6).
+	// the source port from the flow hash (dsr.GUE4, dsr.GUE6).
 	EncapGUE
 )
 
@@ -466,12 +466,12 @@ type vip struct {
 	refs    []uint32 // Maglev index → backend ref
 	encap4  [4]byte
 	encap6  [16]byte
-	// over is the bytes DSR encapsulation adds (encap.Overhead4, ...); gue
+	// over is the bytes DSR encapsulation adds (dsr.Overhead4, ...); gue
 	// selects GUE, to port guePort; srcBits4 and srcBits6 are the host
 	// bits of EncapSrcPrefix that the flow hash fills (IPIP only; for
 	// IPv6, of the low 64 bits), 0 for a fixed source.
 	over     int
-	plain    bool // IP in IP from EncapSrc: wrap4 is encap.Encap4
+	plain    bool // IP in IP from EncapSrc: wrap4 is dsr.Encap4
 	gue      bool
 	guePort  uint16
 	srcBits4 uint32
@@ -947,18 +947,18 @@ func (s *Snapshot) addVIP(i int, vs *VIPSpec, prev *Snapshot) error {
 func (v *vip) setEncap(vs *VIPSpec) error {
 	switch vs.Encap {
 	case EncapIPIP:
-		v.over = encap.Overhead4
+		v.over = dsr.Overhead4
 		if v.v6 {
-			v.over = encap.Overhead6
+			v.over = dsr.Overhead6
 		}
 	case EncapGUE:
 		v.gue, v.guePort = true, vs.GUEPort
 		if v.guePort == 0 {
-			v.guePort = encap.DefaultGUEPort
+			v.guePort = dsr.DefaultGUEPort
 		}
-		v.over = encap.OverheadGUE4
+		v.over = dsr.OverheadGUE4
 		if v.v6 {
-			v.over = encap.OverheadGUE6
+			v.over = dsr.OverheadGUE6
 		}
 	default:
 		return fmt.Errorf("unknown encapsulation %d", vs.Encap)
@@ -1071,13 +1071,13 @@ func (s *Snapshot) addPrevious(i int, vs *VIPSpec, v *vip, prev *Snapshot) error
 	bld.prev = mt
 	v.prev, v.prevUDP = mt.table, vs.PreviousUDP
 	if v.v6 {
-		v.hintOver = encap.OverheadHint6
+		v.hintOver = dsr.OverheadHint6
 		v.prevAddr6 = make([][16]byte, len(members))
 		for k, m := range members {
 			v.prevAddr6[k] = m.addr.As16()
 		}
 	} else {
-		v.hintOver = encap.OverheadHint4
+		v.hintOver = dsr.OverheadHint4
 		v.prevAddr4 = make([][4]byte, len(members))
 		for k, m := range members {
 			v.prevAddr4[k] = m.addr.As4()

@@ -99,7 +99,7 @@
 //	  the inner packet's family
 //	the inner packet
 //
-// vipd writes it with encap.GUEHint4 and GUEHint6, whose constants the
+// vipd writes it with dsr.GUEHint4 and GUEHint6, whose constants the
 // parser shares; TestHintFromEncap runs the encoder's output through it.
 // Anything else in a variant 0 header is dropped: a control message,
 // flags, another Proto/ctype or Hlen, a datagram that ends inside the

@@ -329,7 +329,7 @@ func ethtool(name string, cmd uint32, on bool) error {
 
 // encapsulator plays vipd for real TCP connections from lb: lb's route to
 // the VIP points into a TUN device, and every packet read from it is sent
-// on to be inside an outer IPv4 header (as encap.Encap4 writes it) or,
+// on to be inside an outer IPv4 header (as dsr.Encap4 writes it) or,
 // with gue, an outer IPv4 and UDP header to DefaultGUEPort (checksum 0,
 // source port 49152 + a flow hash mod 16384, as vipd writes it).
 func (r *rig) encapsulator(t *testing.T, gue bool) {

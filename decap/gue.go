@@ -3,12 +3,12 @@ package decap
 import (
 	"net/netip"
 
-	"github.com/vipd/vipd/encap"
+	"github.com/vipd/vipd/dsr"
 )
 
 // DefaultGUEPort is the UDP port vipd sends GUE to unless configured
 // otherwise, the one Katran uses.
-const DefaultGUEPort = encap.DefaultGUEPort
+const DefaultGUEPort = dsr.DefaultGUEPort
 
 // GUE variant 1 (draft-ietf-intarea-gue, section 4) carries an IP packet
 // directly as the UDP payload, without a GUE header. The first two bits of

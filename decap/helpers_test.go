@@ -61,7 +61,7 @@ func tcp6(tb testing.TB, src, dst netip.Addr, sport, dport uint16, syn, ack bool
 	return serialize(tb, l3, l4, gopacket.Payload(payload))
 }
 
-// ipip wraps inner as vipd does (encap.Encap4): outer IPv4, protocol 4, DF,
+// ipip wraps inner as vipd does (dsr.Encap4): outer IPv4, protocol 4, DF,
 // ID 0, TTL 64, no options.
 func ipip(tb testing.TB, src, dst netip.Addr, inner []byte) []byte {
 	tb.Helper()
@@ -70,7 +70,7 @@ func ipip(tb testing.TB, src, dst netip.Addr, inner []byte) []byte {
 }
 
 // ip6ip6 wraps inner in an outer IPv6 header with next header 41, as
-// encap.Encap6 does. The raw IPv6 socket hands the decapsulator only the
+// dsr.Encap6 does. The raw IPv6 socket hands the decapsulator only the
 // payload; the unit tests use the whole packet to check with gopacket.
 func ip6ip6(tb testing.TB, src, dst netip.Addr, inner []byte) []byte {
 	tb.Helper()

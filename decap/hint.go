@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 
-	"github.com/vipd/vipd/encap"
+	"github.com/vipd/vipd/dsr"
 	"github.com/vipd/vipd/packet"
 )
 
@@ -29,7 +29,7 @@ import (
 // owner's family is the inner packet's. Of the hint flags only
 // HintChained is defined; a hint with any other bit set is refused.
 //
-// The encoder is vipd's, package encap (GUEHint4, GUEHint6); the
+// The encoder is vipd's, package dsr (GUEHint4, GUEHint6); the
 // constants of the format are its, used here (TestHintFromEncap runs its
 // packets through this parser).
 const (
@@ -39,16 +39,16 @@ const (
 	gueHlenMask   = 0x1f // in byte 0: the optional data's length in words
 	gueProtoIPv4  = packet.ProtoIPIP
 	gueProtoIPv6  = packet.ProtoIPv6
-	hintKindOwner = encap.HintKindPrevious
+	hintKindOwner = dsr.HintKindPrevious
 	hintFlagsOff  = 3 // offset of the hint flags in the private data
 	hintAddrOff   = 4 // offset of the previous owner's address
-	hintLen4      = 4 * encap.HintWords4
-	hintLen6      = 4 * encap.HintWords6
+	hintLen4      = 4 * dsr.HintWords4
+	hintLen6      = 4 * dsr.HintWords6
 
 	// HintChained in the hint flags marks a packet that a backend has
 	// already re-encapsulated to the previous owner: it is delivered
 	// where it arrives and never chained again.
-	HintChained = encap.HintChained
+	HintChained = dsr.HintChained
 )
 
 // hint is what stripGUE found in a GUE variant 0 header: the previous
@@ -92,7 +92,7 @@ func parseHint(payload []byte) (h hint, n int, r Reason) {
 		return h, 0, DropGUEHeader
 	}
 	priv := payload[gueHeaderLen:n]
-	if binary.BigEndian.Uint16(priv) != encap.HintMagic || priv[2] != hintKindOwner || priv[hintFlagsOff]&^HintChained != 0 {
+	if binary.BigEndian.Uint16(priv) != dsr.HintMagic || priv[2] != hintKindOwner || priv[hintFlagsOff]&^HintChained != 0 {
 		return h, 0, DropHint
 	}
 	if version == 4 {

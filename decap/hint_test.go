@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/encap"
+	"github.com/vipd/vipd/dsr"
 	"github.com/vipd/vipd/packet"
 )
 
@@ -510,24 +510,24 @@ func TestChainOptions(t *testing.T) {
 }
 
 // TestHintFromEncap runs hinted packets built by vipd's own encoder
-// (encap.GUEHint4, GUEHint6) through stripGUE: each parses to the owner
+// (dsr.GUEHint4, GUEHint6) through stripGUE: each parses to the owner
 // and flags given, the inner packet untouched, and marking one chained
 // here gives what the encoder writes for HintChained.
 func TestHintFromEncap(t *testing.T) {
 	inner4 := tcp4(t, client4, vip4, 40000, 80, false, true, 2, []byte("data"))
 	inner6 := tcp6(t, client6, vip6, 40000, 80, false, true, 2, []byte("data"))
 	build := func(inner []byte, prev netip.Addr, flags uint8) []byte {
-		buf := make([]byte, encap.OverheadHint6+len(inner))
+		buf := make([]byte, dsr.OverheadHint6+len(inner))
 		var at, o int
 		if prev.Is4() {
-			at = encap.OverheadHint4
+			at = dsr.OverheadHint4
 			copy(buf[at:], inner)
-			o = encap.GUEHint4(buf, at, len(inner), lbAddr4.As4(), beAddr4.As4(), 50000, DefaultGUEPort, prev.As4(), flags)
+			o = dsr.GUEHint4(buf, at, len(inner), lbAddr4.As4(), beAddr4.As4(), 50000, DefaultGUEPort, prev.As4(), flags)
 		} else {
-			at = encap.OverheadHint6
+			at = dsr.OverheadHint6
 			copy(buf[at:], inner)
 			src, dst, p := lbAddr6.As16(), beAddr6.As16(), prev.As16()
-			o = encap.GUEHint6(buf, at, len(inner), &src, &dst, 7, 50000, DefaultGUEPort, &p, flags)
+			o = dsr.GUEHint6(buf, at, len(inner), &src, &dst, 7, 50000, DefaultGUEPort, &p, flags)
 		}
 		return guePayload(t, buf[o:at+len(inner)]) // checked by gopacket as a datagram to the GUE port
 	}
@@ -541,7 +541,7 @@ func TestHintFromEncap(t *testing.T) {
 		{"IPv6", inner6, prevOwner6, lbAddr6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, flags := range []uint8{0, encap.HintChained} {
+			for _, flags := range []uint8{0, dsr.HintChained} {
 				payload := build(tc.inner, tc.prev, flags)
 				if want := hinted(tc.prev, flags, tc.inner); !bytes.Equal(payload, want) {
 					t.Errorf("flags %#x: encoder wrote\n %x\nthe wire format says\n %x", flags, payload, want)
@@ -549,13 +549,13 @@ func TestHintFromEncap(t *testing.T) {
 				f := newFilter(nil, false)
 				got, h := f.stripGUE(bytes.Clone(payload), tc.src)
 				checkOne(t, f, pass)
-				if !bytes.Equal(got, tc.inner) || h.prev != tc.prev || h.chained != (flags == encap.HintChained) {
+				if !bytes.Equal(got, tc.inner) || h.prev != tc.prev || h.chained != (flags == dsr.HintChained) {
 					t.Errorf("flags %#x: hint %+v, inner equal %v", flags, h, bytes.Equal(got, tc.inner))
 				}
 			}
 			mine := build(tc.inner, tc.prev, 0)
 			setChained(mine)
-			if theirs := build(tc.inner, tc.prev, encap.HintChained); !bytes.Equal(mine, theirs) {
+			if theirs := build(tc.inner, tc.prev, dsr.HintChained); !bytes.Equal(mine, theirs) {
 				t.Errorf("chained here\n %x\nby the encoder\n %x", mine, theirs)
 			}
 		})
@@ -576,17 +576,17 @@ func FuzzHintRoundTrip(f *testing.F) {
 		if !ok || len(inner) < packet.IPv6Size {
 			return // the encoder reads the inner header: give it one's length
 		}
-		buf := make([]byte, encap.OverheadHint6+len(inner))
+		buf := make([]byte, dsr.OverheadHint6+len(inner))
 		var at, o int
 		if prev.Is4() {
-			at = encap.OverheadHint4
+			at = dsr.OverheadHint4
 			copy(buf[at:], inner)
-			o = encap.GUEHint4(buf, at, len(inner), lbAddr4.As4(), beAddr4.As4(), 50000, DefaultGUEPort, prev.As4(), flags) + 20 + 8
+			o = dsr.GUEHint4(buf, at, len(inner), lbAddr4.As4(), beAddr4.As4(), 50000, DefaultGUEPort, prev.As4(), flags) + 20 + 8
 		} else {
-			at = encap.OverheadHint6
+			at = dsr.OverheadHint6
 			copy(buf[at:], inner)
 			src, dst, p := lbAddr6.As16(), beAddr6.As16(), prev.As16()
-			o = encap.GUEHint6(buf, at, len(inner), &src, &dst, 0, 50000, DefaultGUEPort, &p, flags) + 40 + 8
+			o = dsr.GUEHint6(buf, at, len(inner), &src, &dst, 0, 50000, DefaultGUEPort, &p, flags) + 40 + 8
 		}
 		payload := buf[o : at+len(inner)]
 		h, n, r := parseHint(payload)

@@ -13,7 +13,7 @@
 //	probe socket (SO_MARK=Mark, bound to Source:port) ── connect VIP:port
 //	  ─▶ ip rule fwmark Mark lookup Table ─▶ default dev <TUN>
 //	  ─▶ the prober reads the TUN, finds the connection by its source port,
-//	     wraps the packet (encap.Encap4/GUE4/Encap6/GUE6) and sends it with
+//	     wraps the packet (dsr.Encap4/GUE4/Encap6/GUE6) and sends it with
 //	     a raw socket (IPPROTO_RAW: the outer header is the prober's)
 //	  ─▶ egress interface ─▶ backend: decapsulates, VIP on loopback
 //	  ◀─ VIP:port → Source:port, straight back (DSR), to the socket

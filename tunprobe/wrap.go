@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 
-	"github.com/vipd/vipd/encap"
+	"github.com/vipd/vipd/dsr"
 	"github.com/vipd/vipd/packet"
 )
 
@@ -13,9 +13,9 @@ type Encap uint8
 
 const (
 	// IPIP is IPv4 in IPv4 (protocol 4) or IPv6 in IPv6 (next header 41):
-	// encap.Encap4, encap.Encap6.
+	// dsr.Encap4, dsr.Encap6.
 	IPIP Encap = iota
-	// GUE is GUE variant 1, the IP packet in UDP: encap.GUE4, encap.GUE6.
+	// GUE is GUE variant 1, the IP packet in UDP: dsr.GUE4, dsr.GUE6.
 	GUE
 )
 
@@ -41,12 +41,12 @@ type Path struct {
 	Source netip.Addr
 	Encap  Encap
 	// GUEPort is the UDP destination port of GUE (0:
-	// encap.DefaultGUEPort).
+	// dsr.DefaultGUEPort).
 	GUEPort uint16
 }
 
 // headroom is the most bytes wrap writes before the inner packet.
-const headroom = encap.OverheadGUE6
+const headroom = dsr.OverheadGUE6
 
 // portHash spreads probe flows as the data plane spreads client flows:
 // GUE's UDP source port and IPv6's outer flow label come from it. The
@@ -64,20 +64,20 @@ func wrap(buf []byte, at, n int, p *Path, port uint16) int {
 	h := portHash(port)
 	dport := p.GUEPort
 	if dport == 0 {
-		dport = encap.DefaultGUEPort
+		dport = dsr.DefaultGUEPort
 	}
 	if p.Backend.Is4() {
 		src, dst := p.Source.As4(), p.Backend.As4()
 		if p.Encap == GUE {
-			return encap.GUE4(buf, at, n, src, dst, encap.SourcePort(h), dport)
+			return dsr.GUE4(buf, at, n, src, dst, dsr.SourcePort(h), dport)
 		}
-		return encap.Encap4(buf, at, n, src, dst)
+		return dsr.Encap4(buf, at, n, src, dst)
 	}
 	src, dst := p.Source.As16(), p.Backend.As16()
 	if p.Encap == GUE {
-		return encap.GUE6(buf, at, n, &src, &dst, uint32(h), encap.SourcePort(h), dport)
+		return dsr.GUE6(buf, at, n, &src, &dst, uint32(h), dsr.SourcePort(h), dport)
 	}
-	return encap.Encap6(buf, at, n, &src, &dst, uint32(h))
+	return dsr.Encap6(buf, at, n, &src, &dst, uint32(h))
 }
 
 // key identifies a probe connection by what the TUN shows of it: the

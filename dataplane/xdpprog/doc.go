@@ -99,9 +99,9 @@
 // nat.SNAT4 does for a NAT backend's reply (FastEntry4.SNAT: the source
 // address and port; natReply4 in package dataplane), or, for a DSR flow
 // (FastEntry4.Encap), makes room in front (bpf_xdp_adjust_head) for an
-// outer IPv4 header as encap.Encap4 writes it (the flow's own source when
+// outer IPv4 header as dsr.Encap4 writes it (the flow's own source when
 // the VIP has a source prefix), or for the outer header and UDP as
-// encap.GUE4 does (FastEntry4.GUE); it writes the next hop's Ethernet
+// dsr.GUE4 does (FastEntry4.GUE); it writes the next hop's Ethernet
 // addresses, counts the frame (in all and for its backend), and sends it
 // back out (XDP_TX) or to the entry's interface (bpf_redirect).
 //
@@ -115,7 +115,7 @@
 // drops it), and the same entry conditions with MaxLen against 40 + the
 // payload length; the rewrite is nat.DNAT6's or nat.SNAT6's (address,
 // port, the transport checksum from nat.Sums6, computed ahead) and the hop
-// limit decremented, or the outer header encap.Encap6 writes (the inner
+// limit decremented, or the outer header dsr.Encap6 writes (the inner
 // traffic class, the flow's label and outer source; TestFastEncap6). GUE
 // over IPv6, whose UDP checksum covers the whole packet, stays with the
 // workers.

@@ -8,7 +8,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/features"
-	"github.com/vipd/vipd/encap"
+	"github.com/vipd/vipd/dsr"
 	"github.com/vipd/vipd/packet"
 )
 
@@ -40,7 +40,7 @@ type FastKey4 struct {
 // FastEntry4 is what the program does to a frame of a FastKey4 flow: the
 // destination translation nat.DNAT4Sum makes, or (SNAT) the source
 // translation nat.SNAT4 makes, with the sums it adds to the checksums
-// computed ahead, or (Encap) the IPIP encapsulation encap.Encap4 makes;
+// computed ahead, or (Encap) the IPIP encapsulation dsr.Encap4 makes;
 // and the Ethernet addresses of the next hop. Encap and SNAT exclude each
 // other (with both, Encap is done).
 type FastEntry4 struct {
@@ -84,18 +84,18 @@ type FastEntry4 struct {
 	// and L4Sum what that change adds.
 	SNAT bool
 	// Encap wraps the frame's packet untouched in an outer IPv4 header
-	// from EncapSrc to Addr (protocol 4, DF, TTL encap.OuterTTL, the
+	// from EncapSrc to Addr (protocol 4, DF, TTL dsr.OuterTTL, the
 	// inner TOS) instead of translating it; Port, IPSum and L4Sum are then
 	// unused, and MaxLen is the longest inner packet (the egress MTU
-	// less the outer header). OuterSum is encap.Outer4Sum of the outer
+	// less the outer header). OuterSum is dsr.Outer4Sum of the outer
 	// header.
 	Encap    bool
 	EncapSrc [4]byte
 	OuterSum uint32
 	// GUE (with Encap) puts a UDP header from GUESrcPort to GUEDstPort,
 	// without a checksum, between the outer header (protocol UDP) and
-	// the packet, as encap.GUE4 does; MaxLen is then the egress MTU less
-	// both headers, and OuterSum encap.Outer4Sum for protocol UDP.
+	// the packet, as dsr.GUE4 does; MaxLen is then the egress MTU less
+	// both headers, and OuterSum dsr.Outer4Sum for protocol UDP.
 	GUE                    bool
 	GUESrcPort, GUEDstPort uint16
 }
@@ -111,7 +111,7 @@ type FastKey6 struct {
 // FastEntry6 is FastEntry4 for an IPv6 flow: of a NAT VIP, the
 // destination translation nat.DNAT6 makes, or (SNAT) the source
 // translation nat.SNAT6 makes, the hop limit decremented; or (Encap) of
-// a DSR VIP, the IPv6-in-IPv6 encapsulation encap.Encap6 makes; and the
+// a DSR VIP, the IPv6-in-IPv6 encapsulation dsr.Encap6 makes; and the
 // next hop's Ethernet addresses. IPv6 has no header checksum: L4Sum
 // (nat.Sums6) is all a translation adds.
 type FastEntry6 struct {
@@ -131,9 +131,9 @@ type FastEntry6 struct {
 	Ref         uint32
 	SNAT        bool
 	// Encap wraps the packet untouched in an outer IPv6 header from
-	// EncapSrc to Addr (next header 41, hop limit encap.OuterTTL, the
+	// EncapSrc to Addr (next header 41, hop limit dsr.OuterTTL, the
 	// inner traffic class, flow label FlowLabel's low 20 bits), as
-	// encap.Encap6 does; Port, L4Sum and SNAT are then unused.
+	// dsr.Encap6 does; Port, L4Sum and SNAT are then unused.
 	Encap     bool
 	EncapSrc  [16]byte
 	FlowLabel uint32
@@ -699,9 +699,9 @@ func (b *builder) fast6(name string, proto int32, next string) {
 
 // encapsulate6 is encapsulate for IPv6 in IPv6: room in front for an
 // outer IPv6 header, the next hop's Ethernet header, and the outer header
-// as encap.Encap6 writes it (version 6, the inner traffic class, the
+// as dsr.Encap6 writes it (version 6, the inner traffic class, the
 // entry's flow label, the inner packet's length, next header 41, hop
-// limit encap.OuterTTL, the entry's source and destination).
+// limit dsr.OuterTTL, the entry's source and destination).
 func (b *builder) encapsulate6(name, count string) {
 	const over = ipv6HdrLen
 	inner := int16(eOuter + over) // the inner packet's offset, after the move
@@ -734,7 +734,7 @@ func (b *builder) encapsulate6(name, count string) {
 		asm.Add.Imm(asm.R1, ipv6HdrLen),
 		asm.HostTo(asm.BE, asm.R1, asm.Half),
 		asm.StoreMem(rPkt, eOuter+4, asm.R1, asm.Half),
-		asm.StoreImm(rPkt, eOuter+6, int64(be16(uint16(packet.ProtoIPv6)<<8|encap.OuterTTL)), asm.Half),
+		asm.StoreImm(rPkt, eOuter+6, int64(be16(uint16(packet.ProtoIPv6)<<8|dsr.OuterTTL)), asm.Half),
 		asm.Ja.Label(count),
 	)
 }
@@ -969,7 +969,7 @@ func (b *builder) translate(name, count string, addrOff, portOff, csumOff int16,
 // Ethernet padding is gone, for the entry at R9: room in front for an
 // outer IPv4 header (bpf_xdp_adjust_head), and with gue for a UDP header
 // after it, then the next hop's Ethernet header, the outer header as
-// encap.Encap4 writes it (protocol IPIP) or as encap.GUE4 does (protocol
+// dsr.Encap4 writes it (protocol IPIP) or as dsr.GUE4 does (protocol
 // UDP, then the entry's ports, the length, no checksum). It is labelled
 // name and continues at count.
 func (b *builder) encapsulate(name, count string, gue bool) {
@@ -1009,7 +1009,7 @@ func (b *builder) encapsulate(name, count string, gue bool) {
 		asm.HostTo(asm.BE, asm.R2, asm.Half),
 		asm.StoreMem(rPkt, eOuter+2, asm.R2, asm.Half),
 		asm.StoreImm(rPkt, eOuter+4, int64(be32(0x4000)), asm.Word), // ID 0, DF
-		asm.StoreImm(rPkt, eOuter+8, int64(be16(uint16(encap.OuterTTL)<<8|proto)), asm.Half),
+		asm.StoreImm(rPkt, eOuter+8, int64(be16(uint16(dsr.OuterTTL)<<8|proto)), asm.Half),
 		asm.LoadMem(asm.R2, asm.R9, fvSrc, asm.Word),
 		asm.StoreMem(rPkt, eOuter+12, asm.R2, asm.Word),
 		asm.LoadMem(asm.R2, asm.R9, fvAddr, asm.Word),

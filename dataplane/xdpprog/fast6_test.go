@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/vipd/vipd/encap"
+	"github.com/vipd/vipd/dsr"
 	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
 )
@@ -257,7 +257,7 @@ func TestFastDeclines6(t *testing.T) {
 func fastKeyAddr(s string) [16]byte { return netip.MustParseAddr(s).As16() }
 
 // TestFastEncap6 runs frames of DSR flows through the program with an
-// IPv6-in-IPv6 entry: each must leave byte for byte as encap.Encap6
+// IPv6-in-IPv6 entry: each must leave byte for byte as dsr.Encap6
 // wraps it (the pipeline's encap6; padding after the inner packet
 // dropped), the outer header decoded by gopacket (traffic class copied,
 // the entry's flow label, length, next header 41, hop limit 64,
@@ -293,7 +293,7 @@ func TestFastEncap6(t *testing.T) {
 			n := 40 + int(binary.BigEndian.Uint16(in[18:]))
 			buf := make([]byte, 14+40+n)
 			copy(buf[54:], in[14:14+n])
-			o := encap.Encap6(buf, 54, n, &v.EncapSrc, &v.Addr, v.FlowLabel)
+			o := dsr.Encap6(buf, 54, n, &v.EncapSrc, &v.Addr, v.FlowLabel)
 			copy(buf[o-14:], fastMACs[:])
 			binary.BigEndian.PutUint16(buf[o-2:], 0x86dd)
 			if verdict != xdpTX || !bytes.Equal(out, buf) {

@@ -1,4 +1,4 @@
-package encap
+package dsr
 
 import (
 	"bytes"
