@@ -132,10 +132,9 @@ func (ns *netns) start(t *testing.T, f func()) (join func()) {
 // (vipd0), B a peer (peer0) on the same link. Addresses come from
 // 198.18.0.0/15 and 2001:2::/48 only and exist only inside the namespaces.
 type testBed struct {
-	a, b         *netns
-	macA, macB   [6]byte
-	ifA, ifB     string
-	addrA, addrB string
+	a, b       *netns
+	macA, macB [6]byte
+	ifA, ifB   string
 }
 
 const (

@@ -42,7 +42,6 @@ type LinuxPlatform struct {
 	pktQs       []*afpacket.Queue
 	resp        *arp.Responder
 	res         *arp.Resolver
-	changed     func()
 	// frameBytes is the driver's frame size, maxFrame the longest frame
 	// it receives, and overhead what a frame adds to its MTU there (the
 	// driver's FrameOverhead): checkMTU checks each interface's MTU

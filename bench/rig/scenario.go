@@ -107,11 +107,10 @@ func (o *Options) Defaults() {
 
 // sample is everything read at one instant.
 type sample struct {
-	at               time.Time
-	gen, box, sink   LinkStats // g0, eth0, s0
-	boxc             BoxCounters
-	cpu              CPUTimes
-	genOK, haveBoxes bool
+	at             time.Time
+	gen, box, sink LinkStats // g0, eth0, s0
+	boxc           BoxCounters
+	cpu            CPUTimes
 }
 
 // Run builds the scenario's rig inside a child of parent, measures it and

@@ -21,7 +21,7 @@ type Queue struct {
 	in     chan Frame
 	out    chan Frame
 	kernel chan Frame
-	pool   sync.Pool
+	pool   pool
 	emit   []Frame
 	done   chan struct{}
 	once   sync.Once
@@ -37,7 +37,6 @@ func New(depth int) *Queue {
 		kernel: make(chan Frame, depth),
 		done:   make(chan struct{}),
 	}
-	q.pool.New = func() any { return make([]byte, 16384) }
 	return q
 }
 
@@ -78,7 +77,7 @@ func (q *Queue) Receive(descs []dataplane.Desc, timeout time.Duration) (int, err
 				return n, nil
 			}
 		}
-		buf := q.pool.Get().([]byte)
+		buf := q.pool.get()
 		copy(buf[dataplane.Headroom:], f.Data)
 		descs[n].Set(buf, dataplane.Headroom, len(f.Data), f.Port)
 		n++
@@ -101,7 +100,7 @@ func (q *Queue) Transmit(descs []dataplane.Desc) error {
 		case dataplane.VerdictKernel:
 			q.send(q.kernel, Frame{append([]byte(nil), d.Buf[d.Off:d.Off+d.Len]...), d.RxPort})
 		}
-		q.pool.Put(d.Buf)
+		q.pool.put(d.Buf)
 		d.Buf = nil
 	}
 	for _, f := range q.emit {
@@ -120,13 +119,13 @@ func (q *Queue) send(c chan Frame, f Frame) {
 
 // Alloc implements dataplane.Emitter.
 func (q *Queue) Alloc(uint8) ([]byte, int, bool) {
-	return q.pool.Get().([]byte), dataplane.Headroom, true
+	return q.pool.get(), dataplane.Headroom, true
 }
 
 // Emit implements dataplane.Emitter.
 func (q *Queue) Emit(buf []byte, off, n int, port uint8) {
 	q.emit = append(q.emit, Frame{append([]byte(nil), buf[off:off+n]...), port})
-	q.pool.Put(buf)
+	q.pool.put(buf)
 }
 
 // Close implements dataplane.Queue.
@@ -136,3 +135,33 @@ func (q *Queue) Close() error {
 }
 
 var _ dataplane.Queue = (*Queue)(nil)
+
+// bufBytes is the size of every buffer the queue hands out: headroom and
+// the longest test frame.
+const bufBytes = 16384
+
+// pool recycles the queue's buffers. A free list under a mutex rather
+// than a sync.Pool: a slice put in a sync.Pool is boxed, one allocation
+// each time, and Transmit (the worker) and Receive may run on different
+// goroutines.
+type pool struct {
+	mu   sync.Mutex
+	free [][]byte
+}
+
+func (p *pool) get() []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.free); n > 0 {
+		b := p.free[n-1]
+		p.free = p.free[:n-1]
+		return b
+	}
+	return make([]byte, bufBytes)
+}
+
+func (p *pool) put(b []byte) {
+	p.mu.Lock()
+	p.free = append(p.free, b[:cap(b)])
+	p.mu.Unlock()
+}
