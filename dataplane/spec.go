@@ -7,7 +7,7 @@ type Mode uint8
 
 const (
 	ModeNAT Mode = iota // destination rewrite, replies rewritten back
-	ModeDSR             // IPIP encapsulation, backends reply directly
+	ModeDSR             // IPIP or GUE encapsulation (VIPSpec.Encap), backends reply directly
 )
 
 // BackendState is a backend's standing in a snapshot, as the control plane
