@@ -3,13 +3,18 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/vipd/vipd/internal/nstest"
 	"github.com/vipd/vipd/linkwatch"
+	"github.com/vipd/vipd/testbed"
 )
 
 // readmePath is the repository's README, from this package's directory.
@@ -108,6 +113,67 @@ func TestQuickStartConfigs(t *testing.T) {
 	for _, m := range []string{"nat", "dsr"} {
 		if !modes[m] {
 			t.Errorf("no quick start configuration has a VIP with mode %q", m)
+		}
+	}
+}
+
+// TestQuickStartForwards runs vipd on each quick start configuration in
+// the test bed, whose layout is the quick start's (clients behind eth0,
+// backends 198.18.1.11 and .12 behind eth1, the box at 198.18.1.1 on
+// their side; NAT backends routed back through the box, DSR backends
+// running vipd-decap), and requires every backend up and HTTP requests
+// through the VIP answered by more than one backend. Only the admin
+// socket and the state file move into the bed's directory, so that runs
+// do not collide. Needs root; skipped with -short.
+func TestQuickStartForwards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the quick start end to end needs namespaces")
+	}
+	nstest.RequireRoot(t)
+	bed := testbed.New(t, testbed.Options{})
+	dir := t.TempDir()
+	for i, block := range quickStartConfigs(t) {
+		cfg := strings.Replace(block, "[dataplane]\n", fmt.Sprintf("[dataplane]\nstate_file = %q\n", filepath.Join(dir, fmt.Sprintf("state%d.json", i))), 1)
+		cfg += fmt.Sprintf("\n[admin]\nlisten = %q\nsocket = %q\n", testbed.AdminAddr, bed.AdminSocket())
+		v := bed.StartVIPD(cfg)
+		var (
+			mode string
+			url  string
+		)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			s, err := v.State()
+			up := err == nil && len(s.VIPs) == 1
+			if up {
+				url = fmt.Sprintf("http://%s:%d/", s.VIPs[0].Address, s.VIPs[0].Port)
+				mode = s.VIPs[0].Mode
+				for _, b := range s.VIPs[0].Backends {
+					up = up && b.Health == "up"
+				}
+			}
+			if up {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("quick start block %d: backends not all up after 30 s (%v, %+v)\n%s", i+1, err, s, v.Log())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		c := bed.HTTPClient(10 * time.Second)
+		answered := map[string]int{}
+		for range 20 {
+			body, err := testbed.Get(context.Background(), c, url)
+			if err != nil {
+				t.Fatalf("quick start block %d (%s): GET %s: %v\n%s", i+1, mode, url, err, v.Log())
+			}
+			answered[strings.TrimSpace(body)]++
+		}
+		if len(answered) < 2 {
+			t.Errorf("quick start block %d (%s): 20 new connections to %s all reached one backend: %v", i+1, mode, url, answered)
+		}
+		t.Logf("quick start block %d (%s): %s answered by %v", i+1, mode, url, answered)
+		if err := v.Stop(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
