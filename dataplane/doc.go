@@ -1,6 +1,9 @@
 // Package dataplane runs the per-frame pipeline on worker goroutines, one per
 // NIC queue, behind a small driver interface (Queue; drivers in afxdp,
-// afpacket and the in-memory memq), and keeps the per-worker counters.
+// afpacket and the in-memory memq), hands established flows down to the
+// XDP fast path (package xdpprog), and keeps the per-worker counters.
+// docs/architecture.md tells the data path from driver to transmit, with
+// the file for each step.
 //
 // Workers read an immutable Snapshot, built by NewSnapshot from a Spec the
 // control plane compiles and published through an atomic pointer; a worker
@@ -39,8 +42,10 @@
 //     5-tuple) and, on a miss, given a backend by the VIP's scheduler
 //     (sched.go: the weighted Maglev table, 5-tuple or source-address
 //     hash, unless the VIP asks for a load-aware one) and pinned; then NAT'd
-//     (destination rewritten, TTL decremented, checksums updated once each)
-//     or IPIP-encapsulated for DSR in the frame's headroom;
+//     (package nat: destination rewritten, TTL decremented, checksums
+//     updated once each) or encapsulated for DSR in the frame's headroom
+//     (package dsr: IP in IP, or GUE with the previous-owner hint when the
+//     VIP gives one);
 //   - to a VIP address but no VIP of its protocol and port: ICMP echo is
 //     answered, ICMP errors vipd relays (unreachable, time exceeded,
 //     parameter problem; a valid checksum) about a VIP flow are steered to
@@ -60,6 +65,29 @@
 // (source, destination, protocol) and bypass conntrack, so that they take
 // the same way. A sample of NAT'ed packets has its transport checksum
 // verified and counted (sample.go).
+//
+// ProcessBatch (batch.go) runs these steps over a whole batch in passes —
+// parse and classify every frame, prefetch the tracked flows' conntrack
+// buckets and records, then decide frame by frame — and gives each frame
+// the verdict Process would (TestBatchAgreesWithProcess).
+//
+// # The fast path
+//
+// With a FastPath set (SetFastPath; the daemon's writes the XDP program's
+// flow maps), a worker offers each tracked flow past its first packet and
+// each NAT backend's reply flow, as it just translated or encapsulated
+// one of their packets (fast.go: FastFlow), and flushes the offers after
+// the batch was transmitted. From then on the XDP program forwards the
+// flow's frames in the kernel, byte for byte as the worker would; what
+// changes a flow's state (SYN, FIN, RST) or needs the worker's judgement
+// (TTL 1, MTU, options, fragments, GUE over IPv6) still comes here. An
+// entry expires after the refresh period, so one packet per flow keeps
+// reaching a worker, which renews it in conntrack and in the map; a FIN
+// or RST retires it at once. A snapshot that changes how established
+// flows are forwarded moves to a new generation (Snapshot.Generation),
+// which retires every entry; one that changes only weights or drains
+// does not. The packets the program forwards are added to the VIP and
+// backend counters by one worker (harvestFast).
 //
 // # Writing the packet path
 //

@@ -127,8 +127,10 @@
 // device and the VIPs it added, restores the sysctls it changed and exits
 // 0. It exits 1 when it cannot start or a socket fails, 2 on bad usage.
 // It logs to stderr and stays in the foreground, which is what systemd
-// wants (Type=exec, KillSignal=SIGTERM, the default); see the README's
-// "DSR backend setup" for a unit. If it is killed with SIGKILL, the TUN
+// wants (Type=exec, KillSignal=SIGTERM, the default); the Debian package
+// ships vipd-decap.service, which reads the flags from VIPD_DECAP_ARGS in
+// /etc/default/vipd-decap (docs/operations.md, "DSR backend setup"). If
+// it is killed with SIGKILL, the TUN
 // device still goes (the kernel removes it with its file), but the VIPs
 // and sysctls stay as set: start it again and stop it cleanly, or undo
 // them by hand.

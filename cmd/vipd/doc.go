@@ -3,8 +3,10 @@
 // It receives frames through AF_XDP (or a raw AF_PACKET socket), steers every
 // packet addressed to a virtual IP (VIP) to one backend chosen by a weighted
 // Maglev table backed by a connection table, and forwards it either by NAT
-// (destination rewrite, replies rewritten back) or by IPIP encapsulation for
-// direct server return (DSR).
+// (destination rewrite, replies rewritten back) or by encapsulation for
+// direct server return (DSR: IP in IP, or GUE). Where the NIC's driver has
+// native XDP, the XDP program forwards established flows itself (the fast
+// path). docs/architecture.md has the data path.
 //
 // Usage:
 //

@@ -15,5 +15,6 @@
 // calls are left alone.
 //
 // Measured on the bench's box-limited rig (one CPU for the box, one
-// worker, so GOMAXPROCS defaults to 1): README, "One spare P, measured".
+// worker, so GOMAXPROCS defaults to 1): docs/performance-log.md, "One
+// spare P, measured".
 package procs
