@@ -28,7 +28,7 @@ var (
 	dICMPSteered = desc("icmp_steered_total", "ICMP errors steered to the backend owning their flow.")
 	dICMPRelay   = desc("icmp_relay_total", "ICMP errors about flows the receiving worker does not hold: handed on to the next worker (handed), received from another (received), steered by Maglev because the next inbox was full (not_relayed).", "result")
 	dL4Sampled   = desc("l4_checksum_sampled_total", "Transport checksums verified on a sample of NAT'ed packets (one in 64).")
-	dL4Bad       = desc("l4_checksum_bad_total", "Sampled NAT'ed packets whose transport checksum was wrong: typically a local sender with TX checksum offload on its veth (README, host preparation).")
+	dL4Bad       = desc("l4_checksum_bad_total", "Sampled NAT'ed packets whose transport checksum was wrong: typically a local sender with TX checksum offload on its veth (docs/operations.md, Host preparation).")
 	dFastRetired = desc("fast_path_retired_total", "Client flows whose end (FIN, RST) was passed to the XDP fast path: their entries stop serving, so that a new connection on the same tuple goes through a worker.")
 	dFastOffered = desc("fast_path_offered_total", "Flows handed to the XDP fast path: established client flows of NAT and DSR VIPs, NAT backends' reply flows (renewals included).")
 	dFastOn      = desc("fast_path_on", "1 while the XDP fast path runs ([dataplane] fast_path on, or auto finding the interfaces able at start), else 0.")

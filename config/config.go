@@ -229,7 +229,7 @@ type Mode string
 
 const (
 	ModeNAT Mode = "nat" // destination rewrite; replies return through vipd
-	ModeDSR Mode = "dsr" // IPIP encapsulation; backends reply to clients directly
+	ModeDSR Mode = "dsr" // IPIP or GUE encapsulation; backends reply to clients directly
 )
 
 // FlowHash selects the packet fields that pick a backend.

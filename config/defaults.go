@@ -16,7 +16,7 @@ const (
 	DefaultRingSize          = 2048
 	DefaultBatchSize         = 64
 	DefaultXDPMode           = XDPAuto
-	DefaultBusyPollUsecs     = 0 // off: README, "Busy polling, measured"
+	DefaultBusyPollUsecs     = 0 // off: docs/performance-log.md, "Busy polling, measured"
 	MaxBusyPollUsecs         = 1000
 	MaxBusyPollBudget        = 1024
 	DefaultFastPath          = FastPathAuto

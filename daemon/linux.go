@@ -280,8 +280,8 @@ func (p *LinuxPlatform) openAFPacket(dp *config.Dataplane) ([]dataplane.Queue, e
 
 // checkOffload warns about each of vipd's interfaces that is a veth whose
 // peer has TX checksum offload on: what that peer sends reaches vipd with
-// partial checksums, which NAT would forward unfinished (README, host
-// preparation). It only logs: traffic from elsewhere is not affected, and
+// partial checksums, which NAT would forward unfinished (docs/operations.md, "Host
+// preparation"). It only logs: traffic from elsewhere is not affected, and
 // the sampled checksum counters show whether it happens.
 func (p *LinuxPlatform) checkOffload() {
 	for _, name := range p.names() {

@@ -39,7 +39,7 @@ type Queue interface {
 // to its packet there): 2048 when a frame of each fits (MTU 1774 and
 // below with AF_XDP, 1836 with AF_PACKET), else 4096, the largest (an
 // AF_XDP frame may not span pages). Smaller frames spread a ring's frames
-// over half as many pages: README, "Frame size, measured".
+// over half as many pages: docs/performance-log.md, "Frame size, measured".
 func FrameSizeFor(maxFrame func(frameSize int) int, overhead int, mtus ...int) int {
 	for _, m := range mtus {
 		if m+overhead > maxFrame(2048) {

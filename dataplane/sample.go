@@ -16,7 +16,7 @@ import (
 // transport checksum of one NAT'ed packet in l4SampleEvery (before its
 // rewrite, so the count says what arrived) and counts the failures, so the
 // cause shows in the metrics (vipd_l4_checksum_sampled_total and
-// vipd_l4_checksum_bad_total); README's host preparation says what to do.
+// vipd_l4_checksum_bad_total); docs/operations.md, "Host preparation", says what to do.
 const l4SampleEvery = 64 // a power of two
 
 // sampleL4 verifies the transport checksum of every l4SampleEvery-th

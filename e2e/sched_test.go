@@ -188,8 +188,8 @@ func TestBoundedLoad(t *testing.T) {
 		}
 		counts[strings.TrimSpace(name)]++
 		// One flow of slack: a sum of the active flows in flight when a
-		// connection is pinned may miss it until the next (README,
-		// "Schedulers").
+		// connection is pinned may miss it until the next (docs/configuration.md,
+		// "Schedulers and backend-reported load").
 		if bound := int(math.Ceil(1.25*float64(i+1)/3)) + 1; counts["backend1"] > bound {
 			t.Fatalf("after %d connections backend1 holds %d, over its bound %d: %v", i+1, counts["backend1"], bound, counts)
 		}

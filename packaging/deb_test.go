@@ -48,12 +48,22 @@ func TestDeb(t *testing.T) {
 	run(t, "..", []string{"DEB_COMPRESS=gzip"}, "packaging/mkdeb", "1.2.3", deb)
 
 	contents := run(t, "", nil, "dpkg-deb", "-c", deb)
+	// Every page under docs/ ships: they link to each other.
+	pages, err := filepath.Glob(filepath.Join("..", "docs", "*.md"))
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no docs/*.md found (%v)", err)
+	}
+	for _, p := range pages {
+		if path := "./usr/share/doc/vipd/" + filepath.Base(p); !strings.Contains(contents, " "+path+"\n") {
+			t.Errorf("the package lacks %s:\n%s", path, contents)
+		}
+	}
 	for _, path := range []string{
 		"./usr/sbin/vipd", "./usr/sbin/vipd-decap", "./etc/vipd/vipd.toml", "./etc/default/vipd-decap",
 		"./lib/systemd/system/vipd.service", "./lib/systemd/system/vipd-decap.service",
 		"./usr/share/man/man8/vipd.8.gz", "./usr/share/man/man5/vipd.toml.5.gz",
 		"./usr/share/vipd/grafana-dashboard.json", "./usr/share/vipd/prometheus-rules.yml",
-		"./usr/share/doc/vipd/operations.md",
+		"./usr/share/doc/vipd/README.md",
 	} {
 		if !strings.Contains(contents, " "+path+"\n") {
 			t.Errorf("the package lacks %s:\n%s", path, contents)

@@ -24,7 +24,7 @@ var rpFilter = tunprobe.CheckRPFilter
 
 // checkHost is the part of -check that looks at the machine it runs on: a
 // VIP that is one of its addresses is an error (vipd would refuse to start
-// with it, see README), and so is strict reverse-path filtering on the
+// with it, see docs/operations.md), and so is strict reverse-path filtering on the
 // egress interface when IPv4 DSR backends are probed through their tunnels
 // (vipd would refuse to start: the answers come from the VIP); a flow-hash
 // seed left at the public default is a warning. It returns false when

@@ -24,7 +24,7 @@ const YieldEvery = 5 * time.Millisecond
 // monitor sleeps its full 10 ms. It costs the worker a hand-off of its P
 // and back (a locked goroutine yields by parking its thread), a few
 // microseconds 200 times a second. Measured on the bench's box-limited
-// rig: README, "The runtime's monitor, measured".
+// rig: docs/performance-log.md, "The runtime's monitor, measured".
 //
 // The zero value is ready; one per worker, owner only.
 type Yielder struct {
