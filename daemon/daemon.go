@@ -41,6 +41,9 @@ type Options struct {
 // Daemon is a running vipd. Its fields are grouped by what they belong
 // to; each group's comment says what guards it. Most of the state is
 // under mu, which also orders publication.
+//
+// One field a line: checklocks matches its annotations to fields by
+// line, and a line that declares two fields shifts the rest by one.
 type Daemon struct {
 	// Set by New and not changed after (but Run fills in
 	// opts.Worker.Neighbors before it starts the workers): no lock.
@@ -56,7 +59,8 @@ type Daemon struct {
 	gap time.Duration
 	// hostWait is firstHostWait, and stallAfter stallTimeout, but in
 	// tests.
-	hostWait, stallAfter time.Duration
+	hostWait   time.Duration
+	stallAfter time.Duration
 
 	// Lifecycle: reloads wait for the start, and Running's callers for
 	// the workers. The channels are closed under mu (setPhaseLocked).
@@ -74,10 +78,10 @@ type Daemon struct {
 	// that is about to wait for the start to finish.
 	testHookReloadWaits func()
 
-	// mu guards every field annotated +checklocks:mu below, and box, and
-	// orders publication: every snapshot (start, host change, reload,
-	// health change, drain) is compiled from them and stored under mu,
-	// one at a time.
+	// mu guards every field annotated +checklocks:mu below and orders
+	// publication: every snapshot (start, host change, reload, health
+	// change, drain) is compiled from them and stored under mu, one at
+	// a time.
 	mu sync.Mutex
 	// +checklocks:mu
 	phase phase
@@ -151,8 +155,8 @@ type Daemon struct {
 	// +checklocks:mu
 	prevTimer *time.Timer
 
-	// box is the BGP speaker and the box-wide lame duck (see boxState),
-	// under mu.
+	// box is the BGP speaker and the box-wide lame duck (see boxState).
+	// +checklocks:mu
 	box boxState
 
 	// The dataplane, under mu: set once, when Run goes live; readers copy
@@ -192,11 +196,12 @@ type Daemon struct {
 
 	// stallEvents counts the times a worker was found stalled
 	// (watchStalls).
-	stallEvents         atomic.Uint64
-	reloadOK, reloadErr atomic.Uint64
-	stateErrors         atomic.Uint64 // state file reads and writes that failed
-	allDownEvents       sync.Map      // VIP name → *atomic.Uint64
-	adminAddr           atomic.Pointer[string]
+	stallEvents   atomic.Uint64
+	reloadOK      atomic.Uint64
+	reloadErr     atomic.Uint64
+	stateErrors   atomic.Uint64 // state file reads and writes that failed
+	allDownEvents sync.Map      // VIP name → *atomic.Uint64
+	adminAddr     atomic.Pointer[string]
 }
 
 // phase is where a Daemon is in its life. It only moves forward.
@@ -256,6 +261,9 @@ func (d *Daemon) setPhase(p phase) {
 	d.setPhaseLocked(p)
 }
 
+// setPhaseLocked is setPhase, with d.mu held.
+//
+// +checklocks:d.mu
 func (d *Daemon) setPhaseLocked(p phase) {
 	old := d.phase
 	if p <= old {
