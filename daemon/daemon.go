@@ -172,7 +172,8 @@ type Daemon struct {
 	// +checklocks:mu
 	flows *flowCache // set when Run goes live
 
-	// Shared with the workers, which take no lock.
+	// Shared with the workers, which read them without a lock; and what
+	// loadRound summed last, under loadMu.
 
 	// fastOn: the workers have an XDP fast path (set once, at start).
 	fastOn atomic.Bool
