@@ -223,7 +223,7 @@ func TestReload(t *testing.T) {
 	if !newSeen {
 		t.Errorf("the added backend got none of 100 new flows")
 	}
-	gen := td.d.gen
+	gen := td.d.generation()
 
 	// A broken file changes nothing.
 	td.rewrite("[dataplane]\ningress = \n")
@@ -235,7 +235,7 @@ func TestReload(t *testing.T) {
 	if err := td.d.Reload(); !errors.Is(err, ErrRestartNeeded) {
 		t.Fatalf("queues change: %v", err)
 	}
-	if td.d.gen != gen {
+	if td.d.generation() != gen {
 		t.Errorf("a refused reload published a snapshot")
 	}
 	for p, was := range pinned {

@@ -40,10 +40,11 @@ type flowWalk struct {
 	done   chan struct{}
 	counts map[uint32]int
 	err    error
-	// +checklocks:flowCache.mu
+	// finished and at are guarded by the mu of the flowCache that made
+	// the walk. checklocks cannot check that: a guard it can name is a
+	// field of this struct or a package variable.
 	finished bool
-	// +checklocks:flowCache.mu
-	at time.Time // when it finished
+	at       time.Time // when it finished
 }
 
 func newFlowCache(base context.Context, walk func(context.Context) (map[uint32]int, error), ttl time.Duration) *flowCache {

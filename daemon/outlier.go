@@ -70,7 +70,12 @@ func (d *Daemon) outlierRound(now time.Time) {
 	if len(o.total) > 0 {
 		d.pruneEjectionsLocked()
 	}
-	changes := o.det.Evaluate(now, func(ref uint32) bool { return !d.health[ref].Down })
+	// Evaluate calls the func before it returns, so under d.mu; checklocks
+	// checks a func literal that is not called where it is made as if it
+	// ran without locks.
+	changes := o.det.Evaluate(now, func(ref uint32) bool {
+		return !d.health[ref].Down // +checklocksignore: see above
+	})
 	for _, c := range changes {
 		if c.Ejected {
 			o.ejected[c.Ref] = true
@@ -101,6 +106,8 @@ func (d *Daemon) outlierRound(now time.Time) {
 // longer configured, so that churn (backends coming and going by address)
 // does not grow the map; one that comes back starts at zero, as its metric
 // series does.
+//
+// +checklocks:d.mu
 func (d *Daemon) pruneEjectionsLocked() {
 	keep := make(map[string]bool, len(d.outliers.total))
 	for i := range d.cfg.VIPs {

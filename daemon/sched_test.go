@@ -11,6 +11,13 @@ import (
 	"github.com/vipd/vipd/dataplane"
 )
 
+// flowCache returns the daemon's flow cache (nil before Run goes live).
+func (d *Daemon) flowCache() *flowCache {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.flows
+}
+
 // TestSchedulerNamesAgree: the configuration's schedulers are the
 // dataplane's, and they agree on which are consistent across boxes.
 func TestSchedulerNamesAgree(t *testing.T) {
@@ -52,15 +59,15 @@ func TestLoadsPublished(t *testing.T) {
 	}
 	// A round within flowsTTL reuses the walk: it publishes nothing, so
 	// that the workers keep counting the flows they pinned since.
-	walks := td.d.flows.walked()
+	walks := td.d.flowCache().walked()
 	td.d.loadRound(context.Background())
-	if td.d.flows.walked() == walks && td.d.loads.Load() != l {
+	if td.d.flowCache().walked() == walks && td.d.loads.Load() != l {
 		t.Errorf("a round that reused the walk published a new load")
 	}
 
 	plain := start(t, testConfig)
 	plain.d.loadRound(context.Background())
-	if plain.d.loads.Load() != nil || plain.d.flows.walked() != 0 {
-		t.Errorf("Maglev only: a load was summed (%d walks)", plain.d.flows.walked())
+	if plain.d.loads.Load() != nil || plain.d.flowCache().walked() != 0 {
+		t.Errorf("Maglev only: a load was summed (%d walks)", plain.d.flowCache().walked())
 	}
 }

@@ -51,8 +51,12 @@ type tunnels struct {
 	mu sync.Mutex
 	// +checklocks:mu
 	p TunnelProber
+	// src4 and src6 are the running prober's sources. One field a line:
+	// checklocks matches annotations to fields by line.
 	// +checklocks:mu
-	src4, src6 netip.Addr
+	src4 netip.Addr
+	// +checklocks:mu
+	src6 netip.Addr
 	// opts are the running prober's options, to reopen it with when a
 	// reload's new prober cannot be opened.
 	// +checklocks:mu
@@ -101,6 +105,12 @@ func tunnelFamilies(cfg *config.Config) (v4, v6 bool) {
 	return v4, v6
 }
 
+// sameSource reports whether a running prober's source src, invalid when
+// it lacks the family, is still the egress address now. (A func, not a
+// func literal in ensure: checklocks checks an anonymous func called
+// under a lock as if it had to release the lock.)
+func sameSource(src, now netip.Addr) bool { return !src.IsValid() || src == now }
+
 // ensure opens the prober cfg needs, with host's egress addresses as its
 // sources. An error means cfg's tunnel probes cannot run: a start fails, a
 // reload is refused.
@@ -118,9 +128,8 @@ func (t *tunnels) ensure(cfg *config.Config, host control.Host) error {
 	// The running prober serves when it has every family needed, each
 	// from the egress address the host has now (a renumbered egress
 	// needs a new one: probes bound to the old address would all fail).
-	same := func(src, now netip.Addr) bool { return !src.IsValid() || src == now }
 	if t.p != nil && (!v4 || t.src4.IsValid()) && (!v6 || t.src6.IsValid()) &&
-		same(t.src4, host.Addr4[port]) && same(t.src6, host.Addr6[port]) {
+		sameSource(t.src4, host.Addr4[port]) && sameSource(t.src6, host.Addr6[port]) {
 		return nil
 	}
 	egress := cfg.Dataplane.EgressInterface()

@@ -67,8 +67,10 @@ type Prober struct {
 	opts Options
 	tun  *os.File
 	// raw4, raw6 send encapsulated packets (nil when the family has no
-	// source).
-	raw4, raw6 *os.File
+	// source). One field a line: checklocks matches annotations to
+	// fields by line, and a line that declares two shifts the rest.
+	raw4 *os.File
+	raw6 *os.File
 	// ns is the network namespace New ran in.
 	ns    *netNS
 	rules []rule

@@ -1,0 +1,162 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control"
+)
+
+// ErrRestartNeeded is wrapped by Reload when the new file changes settings
+// that only take effect at start.
+var ErrRestartNeeded = errors.New("needs a restart")
+
+// Reload reads the configuration file again. A file that does not load,
+// or that changes [dataplane], [conntrack], [admin] (other than
+// egress_mtu) or [bgp], is refused: the running configuration stays and the error
+// says why. Otherwise VIPs and backends that stay keep their flows,
+// removed ones stop, and new VIPs are announced.
+//
+// A reload that arrives before Run has published its first snapshot and
+// set up the health checks (even before Run is called) waits for that,
+// then reads the file and applies it whole; one that arrives after Run
+// failed to start or began to stop returns ErrNotRunning.
+func (d *Daemon) Reload() error {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	select {
+	case <-d.startDone:
+	default:
+		if d.testHookReloadWaits != nil {
+			d.testHookReloadWaits()
+		}
+		<-d.startDone
+	}
+	if !d.serving() {
+		d.log.Warn("reload ignored: vipd is not running")
+		return ErrNotRunning
+	}
+	cfg, warns, err := config.Load(d.opts.ConfigPath)
+	for _, w := range warns {
+		d.log.Warn("config warning", "problem", w.String())
+	}
+	if err != nil {
+		d.reloadErr.Add(1)
+		d.log.Error("reload refused: the running configuration stays", "err", err)
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.servingLocked() {
+		d.log.Warn("reload ignored: vipd is stopping")
+		return ErrNotRunning
+	}
+	if err := restartOnly(d.cfg, cfg); err != nil {
+		d.reloadErr.Add(1)
+		d.log.Error("reload refused: the running configuration stays", "err", err)
+		return err
+	}
+	if rc, ok := d.opts.Platform.(reloadChecker); ok {
+		if err := rc.CheckReload(cfg); err != nil {
+			d.reloadErr.Add(1)
+			d.log.Error("reload refused: the running configuration stays", "err", err)
+			return err
+		}
+	}
+	if err := d.tunnels.ensure(cfg, d.opts.Platform.Host()); err != nil {
+		d.reloadErr.Add(1)
+		d.log.Error("reload refused: the running configuration stays", "err", err)
+		return err
+	}
+	old := d.cfg
+	d.cfg = cfg
+	if err := d.publishLocked("reload"); err != nil {
+		d.cfg = old
+		d.reloadErr.Add(1)
+		d.log.Error("reload refused: the running configuration stays", "err", err)
+		return err
+	}
+	keepVIP, keepBackend := map[string]bool{}, map[string]bool{}
+	for i := range cfg.VIPs {
+		v := &cfg.VIPs[i]
+		keepVIP[control.VIPKey(v)] = true
+		for j := range v.Backends {
+			keepBackend[control.BackendKey(v, &v.Backends[j])] = true
+		}
+	}
+	d.reg.Forget(keepVIP, keepBackend)
+	targets := d.healthTargets(cfg)
+	if d.checking {
+		d.setTargetsLocked(targets)
+	} // else startChecks takes the targets of d.cfg, this configuration
+	live := map[uint32]bool{}
+	for _, t := range targets {
+		live[t.Ref] = true
+	}
+	stale := false
+	for ref := range d.health {
+		if !live[ref] {
+			// No longer checked (its check turned off, or it is gone):
+			// its last status, down or draining, goes, and no report
+			// will come to publish that. The snapshot just published
+			// still has it: publish again.
+			delete(d.health, ref)
+			delete(d.checked, ref)
+			d.markRefLocked(ref)
+			stale = true
+		}
+	}
+	if stale {
+		d.requestPublishLocked()
+	}
+	// A removed backend's drain goes with it: its ref may come to
+	// another backend (control.Registry).
+	for ref := range d.drains {
+		if _, ok := d.plan.VIPOf(ref); !ok {
+			delete(d.drains, ref)
+		}
+	}
+	d.loadedAt = time.Now()
+	d.reloadOK.Add(1)
+	d.log.Info("configuration reloaded", "vips", len(cfg.VIPs), "generation", d.gen)
+	return nil
+}
+
+// serving reports whether the daemon is live or running: it has published
+// a snapshot and does not stop.
+func (d *Daemon) serving() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.servingLocked()
+}
+
+// +checklocks:d.mu
+func (d *Daemon) servingLocked() bool {
+	return d.phase == phaseLive || d.phase == phaseRunning
+}
+
+// restartOnly reports changes a reload cannot apply.
+func restartOnly(old, new *config.Config) error {
+	a, b := old.Dataplane, new.Dataplane
+	a.EgressMTU, b.EgressMTU = 0, 0
+	var changed []string
+	if !reflect.DeepEqual(a, b) {
+		changed = append(changed, "[dataplane]")
+	}
+	if old.Conntrack != new.Conntrack {
+		changed = append(changed, "[conntrack]")
+	}
+	if !old.Admin.Equal(&new.Admin) {
+		changed = append(changed, "[admin]")
+	}
+	if !reflect.DeepEqual(old.BGP, new.BGP) {
+		changed = append(changed, "[bgp]")
+	}
+	if len(changed) > 0 {
+		return fmt.Errorf("%v changed: %w", changed, ErrRestartNeeded)
+	}
+	return nil
+}
