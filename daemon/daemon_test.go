@@ -23,6 +23,7 @@ import (
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/health"
+	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/tunprobe"
 )
 
@@ -322,17 +323,12 @@ func TestAdminDrainStateMetrics(t *testing.T) {
 		t.Fatalf("/metrics does not parse: %v", err)
 	}
 	// Counters are published by workers every 100 ms; wait for them.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		// Counters only grow: wait until they reach the total, then
-		// check they did not pass it.
-		if v := metric(fams, "vipd_vip_packets_total", "vip", "web"); v >= 140 || time.Now().After(deadline) {
-			if v != 140 {
-				t.Errorf("vipd_vip_packets_total{vip=web} = %v, want 140", v)
-			}
-			break
+	// Counters only grow: wait until they reach the total, then check
+	// they did not pass it.
+	testkit.Poll(testkit.Patience, func() bool {
+		if metric(fams, "vipd_vip_packets_total", "vip", "web") >= 140 {
+			return true
 		}
-		time.Sleep(50 * time.Millisecond)
 		resp, err := http.Get("http://" + addr + "/metrics")
 		if err != nil {
 			t.Fatal(err)
@@ -342,6 +338,10 @@ func TestAdminDrainStateMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		return false
+	})
+	if v := metric(fams, "vipd_vip_packets_total", "vip", "web"); v != 140 {
+		t.Errorf("vipd_vip_packets_total{vip=web} = %v, want 140", v)
 	}
 	if v := metric(fams, "vipd_vip_new_flows_total", "vip", "web"); v != 100 {
 		t.Errorf("new flows %v, want 100", v)

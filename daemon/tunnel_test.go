@@ -16,6 +16,7 @@ import (
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/dataplane"
+	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/tunprobe"
 )
 
@@ -134,14 +135,14 @@ func TestTunnelProbes(t *testing.T) {
 		}
 		return st.VIPs[vip].Backends[i].Health
 	}
-	waitUntil(t, "checks known", func() bool { return health(0, 0) == "up" && health(0, 1) == "up" && health(1, 0) == "up" })
+	testkit.Eventually(t, testkit.Patience, "checks known", func() bool { return health(0, 0) == "up" && health(0, 1) == "up" && health(1, 0) == "up" })
 	f.setFail("198.18.1.12", true)
-	waitUntil(t, "backend .12 down", func() bool { return health(0, 1) == "down" })
+	testkit.Eventually(t, testkit.Patience, "backend .12 down", func() bool { return health(0, 1) == "down" })
 	if health(0, 0) != "up" {
 		t.Errorf("backend .11 went down with .12")
 	}
 	f.setFail("198.18.1.12", false)
-	waitUntil(t, "backend .12 back", func() bool { return health(0, 1) == "up" })
+	testkit.Eventually(t, testkit.Patience, "backend .12 back", func() bool { return health(0, 1) == "up" })
 
 	f.mu.Lock()
 	want := map[string]tunprobe.Path{

@@ -21,6 +21,7 @@ import (
 	"github.com/google/gopacket/layers"
 	"golang.org/x/sys/unix"
 
+	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/packet"
 )
 
@@ -29,17 +30,11 @@ import (
 // counter that delivered it moves.
 func waitStats(t *testing.T, d *Decap, what string, ok func(Stats) bool) Stats {
 	t.Helper()
-	deadline := time.Now().Add(replyTimeout)
-	for {
-		s := d.Stats()
-		if ok(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: counters stuck at %+v", what, s)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var s Stats
+	if !testkit.Poll(replyTimeout, func() bool { s = d.Stats(); return ok(s) }) {
+		t.Fatalf("%s: counters stuck at %+v", what, s)
 	}
+	return s
 }
 
 // TestSYNACK4 is the DSR path end to end: an IPIP-encapsulated SYN to the

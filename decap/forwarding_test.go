@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // farAddr is an address that exists only in the far namespace, behind be.
@@ -79,16 +80,12 @@ func (r *rig) sendUDP(t *testing.T, dst netip.Addr, payload string) {
 // replyTimeout.
 func waitSysctl(t *testing.T, ns *nstest.NS, name, want string) {
 	t.Helper()
-	deadline := time.Now().Add(replyTimeout)
-	for {
-		got := strings.TrimSpace(ns.Must(t, "sysctl", "-n", name))
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %s after %v, want %s", name, got, replyTimeout, want)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var got string
+	if !testkit.Poll(replyTimeout, func() bool {
+		got = strings.TrimSpace(ns.Must(t, "sysctl", "-n", name))
+		return got == want
+	}) {
+		t.Fatalf("%s = %s after %v, want %s", name, got, replyTimeout, want)
 	}
 }
 
@@ -153,12 +150,8 @@ func TestTUNForwarding(t *testing.T) {
 				return
 			}
 			// The kernel's verdict on the packet written to the TUN.
-			deadline := time.Now().Add(replyTimeout)
-			for snmp(t, r.be, "Ip", "InAddrErrors") == addrErrors {
-				if time.Now().After(deadline) {
-					t.Fatalf("be's Ip InAddrErrors still %d after %v: the kernel did not refuse to route the packet", addrErrors, replyTimeout)
-				}
-				time.Sleep(10 * time.Millisecond)
+			if !testkit.Poll(replyTimeout, func() bool { return snmp(t, r.be, "Ip", "InAddrErrors") != addrErrors }) {
+				t.Fatalf("be's Ip InAddrErrors still %d after %v: the kernel did not refuse to route the packet", addrErrors, replyTimeout)
 			}
 			// be does route lb's own datagrams to far: the first to
 			// arrive must be this one.

@@ -17,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
 	"github.com/vipd/vipd/testbed/stream"
 )
@@ -30,6 +31,19 @@ const patience = 30 * time.Second
 // patient returns d, or patience when d is shorter: the time a scenario
 // expects a wait to take is no bound on a busy machine.
 func patient(d time.Duration) time.Duration { return max(d, patience) }
+
+// waitFor fails t unless cond holds within patient(limit).
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	testkit.Eventually(t, patient(limit), what, cond)
+}
+
+// waitStable fails t unless cond holds for window without a break within
+// patient(limit).
+func waitStable(t *testing.T, limit, window time.Duration, what string, cond func() bool) {
+	t.Helper()
+	testkit.Stable(t, patient(limit), window, what, cond)
+}
 
 // env is one scenario's bed and vipd.
 type env struct {

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // built is the command, built once for the tests that run it.
@@ -89,7 +90,7 @@ func start(t *testing.T, ns *nstest.NS, args ...string) *proc {
 // returned: the sockets are open).
 func (p *proc) running(t *testing.T) {
 	t.Helper()
-	if !waitFor(startTimeout, func() bool { return strings.Contains(p.log.String(), "msg=running") }) {
+	if !testkit.Poll(startTimeout, func() bool { return strings.Contains(p.log.String(), "msg=running") }) {
 		t.Fatalf("not running after %v; log:\n%s", startTimeout, p.log)
 	}
 }
@@ -291,7 +292,7 @@ func firstAtFar(t *testing.T, c *net.UDPConn) string {
 func (r *relayRig) metric(t *testing.T, name string, want float64, labels ...string) {
 	t.Helper()
 	var got float64
-	if !waitFor(startTimeout, func() bool {
+	if !testkit.Poll(startTimeout, func() bool {
 		got, _ = value(scrapeIn(t, r.be, "http://"+r.beMetrics+"/metrics"), name, labels...)
 		return got == want
 	}) {
@@ -390,7 +391,7 @@ func TestRelay(t *testing.T) {
 				r.metric(t, "vipd_decap_decapsulated_total", 0)
 			case refused:
 				r.metric(t, "vipd_decap_decapsulated_total", 1)
-				if !waitFor(startTimeout, func() bool { return snmpIn(t, r.be, "InAddrErrors") > addrErrors }) {
+				if !testkit.Poll(startTimeout, func() bool { return snmpIn(t, r.be, "InAddrErrors") > addrErrors }) {
 					t.Errorf("be's Ip InAddrErrors still %d: the kernel did not refuse the packet written to the TUN", addrErrors)
 				}
 			case relayed:
