@@ -234,7 +234,9 @@ func TestBGPGracefulRestart(t *testing.T) {
 	if err := v.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	// The session is gone, the route stays: BIRD holds it as stale.
+	// The session is gone, the route stays: BIRD holds it as stale. (It
+	// is watched for 3 s: the period is what the test checks, not a
+	// wait.)
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
 		hops, err := testbed.NextHops(bed.Router, hostRoute(testbed.VIPNAT))

@@ -41,7 +41,7 @@ func (e *env) slowDownloadCounted(url string, n int64, rate int, backend chan<- 
 		if err != nil {
 			return fmt.Errorf("after %d of %d bytes: %w", got.Load(), n, err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // paces the reads at rate: the test's subject, not a wait
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -78,11 +79,17 @@ func TestRestart(t *testing.T) {
 	e := setup(t, testbed.Options{}, testbed.ConfigOptions{})
 	be := make(chan string, 2)
 	done := make(chan error, 2)
-	go func() { done <- e.slowDownload(dsrURL, 16<<20, 4<<20, be) }()
-	go func() { done <- e.slowDownload(natURL, 16<<20, 4<<20, be) }()
+	var got [2]atomic.Int64
+	go func() { done <- e.slowDownloadCounted(dsrURL, 16<<20, 4<<20, be, &got[0]) }()
+	go func() { done <- e.slowDownloadCounted(natURL, 16<<20, 4<<20, be, &got[1]) }()
 	<-be
 	<-be
-	time.Sleep(300 * time.Millisecond)
+	// The restart lands mid-transfer: once each transfer has 1 of its 16
+	// MiB (a quarter second's worth, however long a busy machine takes
+	// for it).
+	for i := range got {
+		waitFor(t, patience, fmt.Sprintf("transfer %d's first MiB", i), func() bool { return got[i].Load() >= 1<<20 })
+	}
 	if err := e.v.Stop(); err != nil {
 		t.Fatal(err)
 	}
