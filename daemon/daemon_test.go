@@ -27,40 +27,6 @@ import (
 	"github.com/vipd/vipd/tunprobe"
 )
 
-const testConfig = `
-[dataplane]
-ingress = "eth0"
-egress = "eth1"
-queues = 2
-[conntrack]
-capacity = 65536
-[admin]
-listen = "127.0.0.1:0"
-socket = "@SOCKET@"
-[[vip]]
-name = "web"
-address = "198.18.0.100"
-port = 80
-[vip.healthcheck]
-type = "none"
-[[vip.backend]]
-address = "198.18.1.11"
-port = 8080
-[[vip.backend]]
-address = "198.18.1.12"
-port = 8080
-[[vip]]
-name = "dsr"
-address = "198.18.0.101"
-port = 80
-mode = "dsr"
-encap_source = "198.18.1.1"
-[vip.healthcheck]
-type = "none"
-[[vip.backend]]
-address = "198.18.1.11"
-`
-
 type testDaemon struct {
 	t      *testing.T
 	d      *Daemon

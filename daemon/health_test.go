@@ -49,35 +49,6 @@ func (f *fakeProbes) probe(_ context.Context, t *health.Target) health.Result {
 	return health.Result{OK: true}
 }
 
-const healthConfig = `
-[dataplane]
-ingress = "eth0"
-egress = "eth1"
-[admin]
-listen = "127.0.0.1:0"
-socket = "@SOCKET@"
-[[vip]]
-name = "web"
-address = "198.18.0.100"
-port = 80
-[vip.healthcheck]
-type = "http"
-path = "/healthz"
-interval = "20ms"
-timeout = "10ms"
-rise = 2
-fall = 2
-slow_start = "SLOW"
-on_all_down = "ALLDOWN"
-drain_status = 503
-[[vip.backend]]
-address = "198.18.1.11"
-port = 8080
-[[vip.backend]]
-address = "198.18.1.12"
-port = 8080
-`
-
 func startHealth(t *testing.T, slow, allDown string) (*testDaemon, *fakeProbes) {
 	t.Helper()
 	fp := newFakeProbes()

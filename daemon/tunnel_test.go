@@ -20,44 +20,6 @@ import (
 	"github.com/vipd/vipd/tunprobe"
 )
 
-const tunnelConfig = `
-[dataplane]
-ingress = "eth0"
-egress = "eth1"
-state_file = "" # the GUE VIP has previous_owner: keep its state in memory
-[admin]
-listen = "127.0.0.1:0"
-socket = "@SOCKET@"
-[[vip]]
-name = "dsr"
-address = "198.18.0.101"
-port = 80
-mode = "dsr"
-encap_source = "198.18.1.5"
-[vip.healthcheck]
-interval = "20ms"
-timeout = "10ms"
-rise = 1
-fall = 2
-[[vip.backend]]
-address = "198.18.1.11"
-[[vip.backend]]
-address = "198.18.1.12"
-[[vip]]
-name = "gue"
-address = "198.18.0.102"
-port = 443
-mode = "dsr"
-encap = "gue"
-gue_port = 7000
-[vip.healthcheck]
-port = 8443
-interval = "20ms"
-timeout = "10ms"
-[[vip.backend]]
-address = "198.18.1.13"
-`
-
 // fakeTunnels is a TunnelProber that connects without a network (net.Pipe)
 // unless the backend is marked failing, and records what it was asked.
 type fakeTunnels struct {
