@@ -249,17 +249,15 @@ func TestBGPGracefulRestart(t *testing.T) {
 		t.Fatalf("the session is still established after vipd stopped:\n%s", out)
 	}
 	v = bed.StartVIPD(cfg)
-	deadline = time.Now().Add(20 * time.Second)
-	for {
-		out, _ := router.Cmd("show", "protocols", "box1")
-		hops, err := testbed.NextHops(bed.Router, hostRoute(testbed.VIPNAT))
-		if strings.Contains(out, "Established") && err == nil && slices.Equal(hops, box) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the restarted vipd's session and route: %v %v\n%s", hops, err, out)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var out string
+	var hops []netip.Addr
+	var err error
+	if !testkit.Poll(20*time.Second, func() bool {
+		out, _ = router.Cmd("show", "protocols", "box1")
+		hops, err = testbed.NextHops(bed.Router, hostRoute(testbed.VIPNAT))
+		return strings.Contains(out, "Established") && err == nil && slices.Equal(hops, box)
+	}) {
+		t.Fatalf("the restarted vipd's session and route: %v %v\n%s", hops, err, out)
 	}
 	if got := (&env{t: t, bed: bed, c: bed.HTTPClient(10 * time.Second)}).names(natURL, 10); len(got) == 0 {
 		t.Errorf("no answer through the refreshed route")
