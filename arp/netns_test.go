@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // Privileged test helpers: throwaway network namespaces, and running code on
@@ -183,9 +185,8 @@ func newTestBed(t *testing.T) *testBed {
 // (IFF_RUNNING), for at most wait.
 func waitRunning(t *testing.T, ns *netns, ifname string) {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		var flags net.Flags
+	var flags net.Flags
+	running := testkit.Poll(wait, func() bool {
 		var err error
 		ns.do(t, func() {
 			var ifi *net.Interface
@@ -196,13 +197,10 @@ func waitRunning(t *testing.T, ns *netns, ifname string) {
 		if err != nil {
 			t.Fatalf("interface %s in %s: %v", ifname, ns.name, err)
 		}
-		if flags&net.FlagRunning != 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s in %s is not running %v after it came up (flags %v)", ifname, ns.name, wait, flags)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return flags&net.FlagRunning != 0
+	})
+	if !running {
+		t.Fatalf("%s in %s is not running %v after it came up (flags %v)", ifname, ns.name, wait, flags)
 	}
 }
 
@@ -222,19 +220,19 @@ func waitNeigh(t *testing.T, ns *netns, ifname, addr, want string, poke func()) 
 	if poke != nil {
 		poke()
 	}
-	deadline := time.Now().Add(wait)
-	for {
-		got := neigh(t, ns, ifname, addr)
+	var got string
+	ok := testkit.Poll(wait, func() bool {
+		got = neigh(t, ns, ifname, addr)
 		if strings.Contains(got, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("neighbor %s in %s is %q after %v, want it to contain %q", addr, ns.name, got, wait, want)
+			return true
 		}
 		if poke != nil && strings.Contains(got, "FAILED") {
 			poke()
 		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	})
+	if !ok {
+		t.Fatalf("neighbor %s in %s is %q after %v, want it to contain %q", addr, ns.name, got, wait, want)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mdlayher/ndp"
 
+	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/linkwatch"
 )
 
@@ -123,7 +124,7 @@ func TestPrivilegedResponder(t *testing.T) {
 	r.SetVIPs([]netip.Addr{vip4, vip6})
 	runIn(t, bed.a, r.Run)
 	// Run has its sockets once the first announcements are out.
-	waitFor(t, func() bool { return r.Stats().Announcements >= 2 }, "first announcements")
+	testkit.Eventually(t, wait, "first announcements", func() bool { return r.Stats().Announcements >= 2 })
 
 	// The VIP is answered with A's MAC, every field right; another
 	// address is not.
@@ -164,7 +165,7 @@ func TestPrivilegedResponder(t *testing.T) {
 	// last ones seconds after SetVIPs) before the link goes down: one due
 	// while it is down fails and counts as a send error, as it should, and
 	// a busy machine stretches the window between the two commands.
-	waitFor(t, func() bool { return r.Stats().Announcements >= 2*announceNum4+2*announceNum6 }, "every VIP's announcements")
+	testkit.Eventually(t, wait, "every VIP's announcements", func() bool { return r.Stats().Announcements >= 2*announceNum4+2*announceNum6 })
 
 	// The link goes down and up: the sockets report it once and go on.
 	// (Now B's end is the one whose carrier came back under it: wait

@@ -14,6 +14,7 @@ import (
 	"github.com/mdlayher/ndp"
 	"golang.org/x/sys/unix"
 
+	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/linkwatch"
 )
 
@@ -201,7 +202,7 @@ func (h *resolverHarness) settle(t *testing.T, targets ...netip.Addr) {
 	marker := netip.AddrFrom4([4]byte{198, 18, 0, byte(200 + h.markers)})
 	h.k.setNeighbor(neighbor{Ifindex: eth0, Addr: marker, MAC: macC, State: unix.NUD_REACHABLE})
 	h.r.SetTargets(append(slices.Clone(targets), marker))
-	waitFor(t, func() bool { _, ok := h.r.Lookup(marker); return ok }, "a round with a new target")
+	testkit.Eventually(t, wait, "a round with a new target", func() bool { _, ok := h.r.Lookup(marker); return ok })
 }
 
 func macString(m [6]byte) string { return netHW(m).String() }
@@ -298,7 +299,7 @@ func TestResolverStaleAndFailedEntries(t *testing.T) {
 			} else {
 				// An unanswered round publishes no change; a round
 				// after it does, and asks for the backend again.
-				waitFor(t, func() bool { return h.peers.count(backend) > 0 }, "a probe")
+				testkit.Eventually(t, wait, "a probe", func() bool { return h.peers.count(backend) > 0 })
 				h.settle(t, backend)
 				if _, ok := h.r.Lookup(backend); ok {
 					t.Error("Lookup found an address nobody answered for")
@@ -379,7 +380,7 @@ func TestResolverUnreachableTargets(t *testing.T) {
 	unroutable := netip.MustParseAddr("198.51.100.1")
 	h.r.SetTargets([]netip.Addr{unroutable, src4})
 	h.start(t)
-	waitFor(t, func() bool { return h.k.rounds() > 0 }, "a round")
+	testkit.Eventually(t, wait, "a round", func() bool { return h.k.rounds() > 0 })
 	h.settle(t, unroutable, src4)
 	h.net.none(t)
 	for _, a := range []netip.Addr{unroutable, src4} {
@@ -404,7 +405,7 @@ func TestResolverRefreshReportsChanges(t *testing.T) {
 	// Several refreshes with nothing new: no call. A round that starts
 	// proves the one before it over.
 	r0 := h.k.rounds()
-	waitFor(t, func() bool { return h.k.rounds() >= r0+5 }, "five more rounds")
+	testkit.Eventually(t, wait, "five more rounds", func() bool { return h.k.rounds() >= r0+5 })
 	if n := h.nChange.Load(); n != 1 {
 		t.Errorf("onChange called %d times without a change, want 1", n)
 	}
@@ -450,7 +451,7 @@ func TestResolverKeepsAnswersWhenARoundFails(t *testing.T) {
 	r0 := h.k.linkCalls
 	h.k.mu.Unlock()
 	// The failing round, and one after it, are over when a third starts.
-	waitFor(t, func() bool { return h.k.rounds() >= r0+3 }, "three more rounds")
+	testkit.Eventually(t, wait, "three more rounds", func() bool { return h.k.rounds() >= r0+3 })
 	h.lookup(t, backend, macB)
 	if n := h.nChange.Load(); n != 1 {
 		t.Errorf("onChange called %d times, want 1", n)
@@ -464,11 +465,14 @@ func TestResolverProbeSocketFailure(t *testing.T) {
 	h.peers.set(backend, macB)
 	h.r.SetTargets([]netip.Addr{backend})
 	h.start(t)
-	waitFor(t, func() bool {
-		h.net.mu.Lock()
-		defer h.net.mu.Unlock()
-		return h.net.listens > 0
-	}, "a listen attempt")
+	testkit.Eventually(t, wait,
+
+		"a listen attempt", func() bool {
+			h.net.mu.Lock()
+			defer h.net.mu.Unlock()
+			return h.net.listens > 0
+		})
+
 	h.settle(t, backend)
 	h.net.none(t)
 	if _, ok := h.r.Lookup(backend); ok {
@@ -479,11 +483,14 @@ func TestResolverProbeSocketFailure(t *testing.T) {
 func TestResolverRunTwiceAndDialError(t *testing.T) {
 	h := newResolverHarness(t, time.Hour)
 	h.start(t)
-	waitFor(t, func() bool {
-		h.r.mu.Lock()
-		defer h.r.mu.Unlock()
-		return h.r.running
-	}, "Run to start")
+	testkit.Eventually(t, wait,
+
+		"Run to start", func() bool {
+			h.r.mu.Lock()
+			defer h.r.mu.Unlock()
+			return h.r.running
+		})
+
 	if err := h.r.Run(context.Background(), nil); err == nil {
 		t.Error("second concurrent Run returned nil")
 	}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/google/gopacket/layers"
 	"github.com/mdlayher/ndp"
+
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 const (
@@ -205,13 +207,8 @@ func noFrames(t *testing.T, frames [][]byte, what string) {
 // never goes back, so a count that overshoots fails.
 func wantStats(t *testing.T, r *Responder, want ResponderStats) {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for r.Stats() != want {
-		if time.Now().After(deadline) {
-			t.Errorf("Stats = %+v, want %+v", r.Stats(), want)
-			return
-		}
-		time.Sleep(time.Millisecond)
+	if !testkit.Poll(wait, func() bool { return r.Stats() == want }) {
+		t.Errorf("Stats = %+v, want %+v", r.Stats(), want)
 	}
 }
 
@@ -475,7 +472,7 @@ func TestResponderMulticastMembership(t *testing.T) {
 		return nil
 	}()
 	snmMAC := multicastMAC(solicitedNode(vip6))
-	waitFor(t, func() bool { return ndpConn.groups()[snmMAC] == 1 }, "join of the VIP's solicited-node group")
+	testkit.Eventually(t, wait, "join of the VIP's solicited-node group", func() bool { return ndpConn.groups()[snmMAC] == 1 })
 
 	// A second VIP with the same low 24 bits shares the group: one join.
 	twin := netip.MustParseAddr("2001:2:0:1::100")
@@ -485,7 +482,7 @@ func TestResponderMulticastMembership(t *testing.T) {
 		t.Errorf("groups = %v, want one membership", g)
 	}
 	h.r.SetVIPs([]netip.Addr{vip4})
-	waitFor(t, func() bool { return len(ndpConn.groups()) == 0 }, "leave of the group when no IPv6 VIP is left")
+	testkit.Eventually(t, wait, "leave of the group when no IPv6 VIP is left", func() bool { return len(ndpConn.groups()) == 0 })
 }
 
 func TestResponderRunErrors(t *testing.T) {
@@ -512,17 +509,6 @@ func TestResponderRunTwice(t *testing.T) {
 	h := startResponder(t, vip4)
 	if err := h.r.Run(context.Background()); err == nil {
 		t.Error("second concurrent Run returned nil")
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v", what, wait)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // router is a plain GoBGP server on loopback playing the upstream router:
@@ -75,19 +76,6 @@ func (r *router) prefixes(t *testing.T) []netip.Prefix {
 	return out
 }
 
-// waitFor polls cond until it holds, for at most 30 s: the wait ends as
-// soon as it does, and a busy machine may need that long.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func speakerFor(t *testing.T, r *router, peerASN uint32) *Speaker {
 	t.Helper()
 	s := New(Config{
@@ -117,13 +105,14 @@ func TestSpeakerAgainstGoBGP(t *testing.T) {
 	vip1, vip2 := netip.MustParsePrefix("198.18.0.100/32"), netip.MustParsePrefix("198.18.0.101/32")
 	hop := netip.MustParseAddr("198.18.0.2")
 	s.Set([]Route{{Prefix: vip1, NextHop: hop}, {Prefix: vip2, NextHop: hop, MED: 10}})
-	waitFor(t, "the session", func() bool { return s.Peers()[0].State == "established" })
+	testkit.Eventually(t, testkit.Patience, "the session", func() bool { return s.Peers()[0].State == "established" })
 	own := netip.MustParsePrefix("198.19.0.0/16")
-	waitFor(t, "both routes at the router", func() bool {
+	testkit.Eventually(t, testkit.Patience, "both routes at the router", func() bool {
 		return slices.Equal(r.prefixes(t), []netip.Prefix{vip1, vip2, own})
 	})
+
 	s.Set([]Route{{Prefix: vip2, NextHop: hop, MED: 10}})
-	waitFor(t, "vip1 withdrawn", func() bool { return slices.Equal(r.prefixes(t), []netip.Prefix{vip2, own}) })
+	testkit.Eventually(t, testkit.Patience, "vip1 withdrawn", func() bool { return slices.Equal(r.prefixes(t), []netip.Prefix{vip2, own}) })
 	var imported int
 	s.srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_UC},
 		func(n bgppkt.NLRI, _ []*apiutil.Path) {
@@ -138,7 +127,7 @@ func TestSpeakerAgainstGoBGP(t *testing.T) {
 		t.Errorf("stats %+v, want 2 announcements, 1 withdrawal, 1 announced", st)
 	}
 	s.Stop(false)
-	waitFor(t, "everything withdrawn by Stop", func() bool { return slices.Equal(r.prefixes(t), []netip.Prefix{own}) })
+	testkit.Eventually(t, testkit.Patience, "everything withdrawn by Stop", func() bool { return slices.Equal(r.prefixes(t), []netip.Prefix{own}) })
 }
 
 // TestSpeakerWrongAS: a router of another AS than configured refuses the
@@ -148,7 +137,7 @@ func TestSpeakerWrongAS(t *testing.T) {
 	r := startRouter(t, 65000, 65010)
 	s := speakerFor(t, r, 65099) // the router is AS 65000
 	s.Set([]Route{{Prefix: netip.MustParsePrefix("198.18.0.100/32")}})
-	waitFor(t, "a failed attempt", func() bool { return s.Peers()[0].LastError != "" })
+	testkit.Eventually(t, testkit.Patience, "a failed attempt", func() bool { return s.Peers()[0].LastError != "" })
 	p := s.Peers()[0]
 	if p.State == "established" || len(r.prefixes(t)) != 0 || p.Notifications == 0 || !strings.Contains(p.LastError, "bad peer AS") {
 		t.Errorf("peer %+v, router table %v: the session must not come up", p, r.prefixes(t))
@@ -173,5 +162,5 @@ func TestSpeakerPeersAfterFirstSet(t *testing.T) {
 	}
 	vip := netip.MustParsePrefix("198.18.0.100/32")
 	s.Set([]Route{{Prefix: vip, NextHop: netip.MustParseAddr("198.18.0.2")}})
-	waitFor(t, "the route at the router", func() bool { return slices.Contains(r.prefixes(t), vip) })
+	testkit.Eventually(t, testkit.Patience, "the route at the router", func() bool { return slices.Contains(r.prefixes(t), vip) })
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // bgpBase is base with a [bgp] table and one peer.
-const bgpBase = base + `
+var bgpBase = base + `
 [bgp]
 asn = 65010
 

@@ -15,24 +15,19 @@ import (
 	"github.com/vipd/vipd/hashing"
 )
 
-// base is a minimal valid file; cases append to it or replace parts of it.
-const base = `
-[dataplane]
-ingress = "eth0"
+// base is a minimal valid file; cases append to it or replace parts of
+// it.
+var base = fixture("base.toml")
 
-[[vip]]
-name = "web"
-address = "198.18.0.100"
-port = 80
-
-[[vip.backend]]
-address = "198.18.1.11"
-port = 8080
-
-[[vip.backend]]
-address = "198.18.1.12"
-port = 8080
-`
+// fixture returns the file testdata/name (a package-level variable's
+// value, so it panics rather than fail a test).
+func fixture(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 // markLine returns the 1-based line of the first line containing "#!", the
 // marker test cases put on the line an error must point at.

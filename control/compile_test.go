@@ -2,12 +2,28 @@ package control
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/dataplane"
 )
+
+// twoVIPs is the configuration the tests share: NAT VIP "a" (two
+// backends, one of weight 2) and DSR VIP "b" (two, one draining).
+var twoVIPs = fixture("two-vips.toml")
+
+// fixture returns the file testdata/name (a package-level variable's
+// value, so it panics rather than fail a test).
+func fixture(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 func load(t *testing.T, src string) *config.Config {
 	t.Helper()
@@ -17,35 +33,6 @@ func load(t *testing.T, src string) *config.Config {
 	}
 	return cfg
 }
-
-const twoVIPs = `
-[dataplane]
-ingress = "eth0"
-egress = "eth1"
-[[vip]]
-name = "a"
-address = "198.18.0.100"
-port = 80
-[vip.healthcheck]
-on_all_down = "ignore_health"
-[[vip.backend]]
-address = "198.18.1.11"
-port = 8080
-weight = 2
-[[vip.backend]]
-address = "198.18.1.12"
-port = 8080
-[[vip]]
-name = "b"
-address = "198.18.0.101"
-port = 80
-mode = "dsr"
-[[vip.backend]]
-address = "198.18.1.11"
-[[vip.backend]]
-address = "198.18.1.13"
-state = "draining"
-`
 
 func testHost() *Host {
 	return &Host{

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // do makes a request and returns the status and body.
@@ -296,7 +297,7 @@ func TestStateWalksThrottled(t *testing.T) {
 	for p := uint16(7100); p < 7105; p++ {
 		td.send(syn(t, "198.18.0.100", p, "S"))
 	}
-	waitUntil(t, "the new flows counted", func() bool { return flows() == 15 })
+	testkit.Eventually(t, testkit.Patience, "the new flows counted", func() bool { return flows() == 15 })
 }
 
 // TestFlowCache drives the cache with a fake walk and a fake clock.
@@ -352,7 +353,7 @@ func TestFlowCache(t *testing.T) {
 			results <- m[1]
 		}()
 	}
-	waitUntil(t, "a walk", func() bool { return c.walked() == 1 })
+	testkit.Eventually(t, testkit.Patience, "a walk", func() bool { return c.walked() == 1 })
 	cancel()
 	time.Sleep(10 * time.Millisecond)
 	close(release) // from now on walks end at once

@@ -14,6 +14,7 @@ import (
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/health"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // closedLoopbackPort returns a loopback TCP port nothing listens on: the
@@ -98,7 +99,7 @@ func TestBGPAnnounce(t *testing.T) {
 	isAnnounced := func() bool { return slices.Equal(td.announced(), []netip.Prefix{web}) }
 	isWithdrawn := func() bool { return len(td.announced()) == 0 }
 
-	waitUntil(t, "web announced", isAnnounced)
+	testkit.Eventually(t, testkit.Patience, "web announced", isAnnounced)
 	if got := td.plat.lastNeighborVIPs(); !slices.Equal(got, []netip.Addr{netip.MustParseAddr("198.18.0.101")}) {
 		t.Errorf("ARP/NDP answered for %v, want only the VIP not announced over BGP", got)
 	}
@@ -132,7 +133,7 @@ func TestBGPAnnounce(t *testing.T) {
 	}
 	for _, s := range steps {
 		s.act()
-		waitUntil(t, s.name, s.cond)
+		testkit.Eventually(t, testkit.Patience, s.name, s.cond)
 		if got := td.vipAnnounce("web"); !strings.HasPrefix(got, s.status) {
 			t.Errorf("%s: announce %q, want %q…", s.name, got, s.status)
 		}
@@ -155,19 +156,19 @@ func TestBGPAnnounce(t *testing.T) {
 	if err := td.d.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "web withdrawn by the reload", isWithdrawn)
+	testkit.Eventually(t, testkit.Patience, "web withdrawn by the reload", isWithdrawn)
 	td.rewrite(cfg)
 	if err := td.d.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "web announced after the reload that brings it back", isAnnounced)
+	testkit.Eventually(t, testkit.Patience, "web announced after the reload that brings it back", isAnnounced)
 
 	// SIGTERM's lame duck: withdrawn, then drained after the linger.
 	ch := td.d.LameDuck()
 	if ch == nil {
 		t.Fatal("LameDuck with drain_on_stop: nothing to wait for")
 	}
-	waitUntil(t, "withdrawn by the lame duck", isWithdrawn)
+	testkit.Eventually(t, testkit.Patience, "withdrawn by the lame duck", isWithdrawn)
 	// An admin's drain-box -undo meanwhile is refused: it would stop the
 	// linger, and the stop waits for it.
 	if _, err := td.d.DrainBox(true); !errors.Is(err, ErrStopping) {
@@ -187,7 +188,7 @@ func TestBGPAnnounce(t *testing.T) {
 // no speaker, no BGP state and no box drain — vipd as before.
 func TestNoBGP(t *testing.T) {
 	td := start(t, strings.NewReplacer("SLOW", "0s", "ALLDOWN", "drop").Replace(healthConfig))
-	waitUntil(t, "the neighbor set", func() bool { return len(td.plat.lastNeighborVIPs()) == 1 })
+	testkit.Eventually(t, testkit.Patience, "the neighbor set", func() bool { return len(td.plat.lastNeighborVIPs()) == 1 })
 	st, err := td.d.State(context.Background())
 	if err != nil || st.BGP != nil || st.VIPs[0].Announce != "" {
 		t.Errorf("State without [bgp]: %+v, %v", st.BGP, err)

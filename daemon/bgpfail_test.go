@@ -18,6 +18,7 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/vipd/vipd/dataplane"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // grRouter is a GoBGP server on loopback playing an upstream router that
@@ -223,7 +224,7 @@ func TestBGPNoSessionBeforeRunning(t *testing.T) {
 		return resolve(a)
 	}
 	td.run()
-	waitUntil(t, "the session's End-of-RIB", func() bool { return r.count("eor") > 0 })
+	testkit.Eventually(t, testkit.Patience, "the session's End-of-RIB", func() bool { return r.count("eor") > 0 })
 	r.mu.Lock()
 	running := append([]bool(nil), r.running...)
 	r.mu.Unlock()
@@ -281,12 +282,12 @@ func TestBGPFatalExitWithdraws(t *testing.T) {
 			td.plat.runErr = make(chan error, 1)
 			td.run()
 			td.waitRunning()
-			waitUntil(t, "the route at the router", func() bool { has, stale := r.has(t); return has && !stale })
+			testkit.Eventually(t, testkit.Patience, "the route at the router", func() bool { has, stale := r.has(t); return has && !stale })
 			if tc.fail == nil {
 				if err := td.stop(); err != nil {
 					t.Fatal(err)
 				}
-				waitUntil(t, "the session down", func() bool { return r.count("down") > 0 })
+				testkit.Eventually(t, testkit.Patience, "the session down", func() bool { return r.count("down") > 0 })
 				if has, _ := r.has(t); !has || r.count("withdrawn") != 0 {
 					t.Errorf("after a clean stop the router's route: held %v, events %v; want it kept", has, r.log())
 				}
@@ -303,7 +304,7 @@ func TestBGPFatalExitWithdraws(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatal("vipd did not stop on the failure")
 			}
-			waitUntil(t, "the route withdrawn at the router", func() bool { has, _ := r.has(t); return !has })
+			testkit.Eventually(t, testkit.Patience, "the route withdrawn at the router", func() bool { has, _ := r.has(t); return !has })
 			if n := r.count("withdrawn"); n != 1 {
 				t.Errorf("the router withdrew the route %d times, want 1", n)
 			}
@@ -333,13 +334,13 @@ func TestStallWithdrawsAndUnready(t *testing.T) {
 	td.run()
 	td.waitRunning()
 	announced := func() bool { has, stale := r.has(t); return has && !stale }
-	waitUntil(t, "the route at the router", announced)
+	testkit.Eventually(t, testkit.Patience, "the route at the router", announced)
 	if err := td.d.Ready(); err != nil {
 		t.Fatalf("Ready before the stall: %v", err)
 	}
 
 	stalled.Store(true)
-	waitUntil(t, "the route withdrawn for the stall", func() bool { has, _ := r.has(t); return !has })
+	testkit.Eventually(t, testkit.Patience, "the route withdrawn for the stall", func() bool { has, _ := r.has(t); return !has })
 	if err := td.d.Ready(); err == nil || !strings.Contains(err.Error(), "no progress") {
 		t.Errorf("Ready while worker 1 stalls: %v, want an error that says so", err)
 	}
@@ -355,8 +356,8 @@ func TestStallWithdrawsAndUnready(t *testing.T) {
 	}
 
 	stalled.Store(false)
-	waitUntil(t, "the route announced again", announced)
-	waitUntil(t, "ready again", func() bool { return td.d.Ready() == nil })
+	testkit.Eventually(t, testkit.Patience, "the route announced again", announced)
+	testkit.Eventually(t, testkit.Patience, "ready again", func() bool { return td.d.Ready() == nil })
 	if m := td.d.Metrics(); m.WorkersStalled != 0 {
 		t.Errorf("metrics after the stall: %d workers stalled, want 0", m.WorkersStalled)
 	}

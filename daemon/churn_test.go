@@ -19,7 +19,7 @@ import (
 // backend addresses.
 func churnConfig(gen []int, backends int) string {
 	var b strings.Builder
-	b.WriteString("[dataplane]\ningress = \"eth0\"\negress = \"eth1\"\n[admin]\nlisten = \"\"\nsocket = \"\"\n")
+	b.WriteString(generatedHead)
 	for i, g := range gen {
 		fmt.Fprintf(&b, "[[vip]]\nname = \"v%d\"\naddress = \"198.18.2.%d\"\nport = 80\ntable_size = 251\n[vip.healthcheck]\ntype = \"none\"\n", i, 1+i)
 		for j := 0; j < backends; j++ {

@@ -23,42 +23,9 @@ import (
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/health"
+	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/tunprobe"
 )
-
-const testConfig = `
-[dataplane]
-ingress = "eth0"
-egress = "eth1"
-queues = 2
-[conntrack]
-capacity = 65536
-[admin]
-listen = "127.0.0.1:0"
-socket = "@SOCKET@"
-[[vip]]
-name = "web"
-address = "198.18.0.100"
-port = 80
-[vip.healthcheck]
-type = "none"
-[[vip.backend]]
-address = "198.18.1.11"
-port = 8080
-[[vip.backend]]
-address = "198.18.1.12"
-port = 8080
-[[vip]]
-name = "dsr"
-address = "198.18.0.101"
-port = 80
-mode = "dsr"
-encap_source = "198.18.1.1"
-[vip.healthcheck]
-type = "none"
-[[vip.backend]]
-address = "198.18.1.11"
-`
 
 type testDaemon struct {
 	t      *testing.T
@@ -322,17 +289,12 @@ func TestAdminDrainStateMetrics(t *testing.T) {
 		t.Fatalf("/metrics does not parse: %v", err)
 	}
 	// Counters are published by workers every 100 ms; wait for them.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		// Counters only grow: wait until they reach the total, then
-		// check they did not pass it.
-		if v := metric(fams, "vipd_vip_packets_total", "vip", "web"); v >= 140 || time.Now().After(deadline) {
-			if v != 140 {
-				t.Errorf("vipd_vip_packets_total{vip=web} = %v, want 140", v)
-			}
-			break
+	// Counters only grow: wait until they reach the total, then check
+	// they did not pass it.
+	testkit.Poll(testkit.Patience, func() bool {
+		if metric(fams, "vipd_vip_packets_total", "vip", "web") >= 140 {
+			return true
 		}
-		time.Sleep(50 * time.Millisecond)
 		resp, err := http.Get("http://" + addr + "/metrics")
 		if err != nil {
 			t.Fatal(err)
@@ -342,6 +304,10 @@ func TestAdminDrainStateMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		return false
+	})
+	if v := metric(fams, "vipd_vip_packets_total", "vip", "web"); v != 140 {
+		t.Errorf("vipd_vip_packets_total{vip=web} = %v, want 140", v)
 	}
 	if v := metric(fams, "vipd_vip_new_flows_total", "vip", "web"); v != 100 {
 		t.Errorf("new flows %v, want 100", v)

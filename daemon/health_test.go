@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/health"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // fakeProbes answers health probes from a table the test edits, and
@@ -48,35 +49,6 @@ func (f *fakeProbes) probe(_ context.Context, t *health.Target) health.Result {
 	return health.Result{OK: true}
 }
 
-const healthConfig = `
-[dataplane]
-ingress = "eth0"
-egress = "eth1"
-[admin]
-listen = "127.0.0.1:0"
-socket = "@SOCKET@"
-[[vip]]
-name = "web"
-address = "198.18.0.100"
-port = 80
-[vip.healthcheck]
-type = "http"
-path = "/healthz"
-interval = "20ms"
-timeout = "10ms"
-rise = 2
-fall = 2
-slow_start = "SLOW"
-on_all_down = "ALLDOWN"
-drain_status = 503
-[[vip.backend]]
-address = "198.18.1.11"
-port = 8080
-[[vip.backend]]
-address = "198.18.1.12"
-port = 8080
-`
-
 func startHealth(t *testing.T, slow, allDown string) (*testDaemon, *fakeProbes) {
 	t.Helper()
 	fp := newFakeProbes()
@@ -84,19 +56,6 @@ func startHealth(t *testing.T, slow, allDown string) (*testDaemon, *fakeProbes) 
 	td.run()
 	td.waitRunning()
 	return td, fp
-}
-
-// waitUntil polls cond until it holds, for at most 30 s: the wait ends
-// as soon as it does, and a busy machine may need that long.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func (td *testDaemon) backend(i int) map[string]string {
@@ -110,26 +69,26 @@ func (td *testDaemon) backend(i int) map[string]string {
 
 func TestHealthDownAndUp(t *testing.T) {
 	td, fp := startHealth(t, "0s", "drop")
-	waitUntil(t, "checks known", func() bool { return td.backend(0)["health"] == "up" && td.backend(1)["health"] == "up" })
+	testkit.Eventually(t, testkit.Patience, "checks known", func() bool { return td.backend(0)["health"] == "up" && td.backend(1)["health"] == "up" })
 	fp.set("198.18.1.11", health.Result{})
-	waitUntil(t, "backend 1 down", func() bool { return td.backend(0)["forwarding"] == "down" })
+	testkit.Eventually(t, testkit.Patience, "backend 1 down", func() bool { return td.backend(0)["forwarding"] == "down" })
 	for p := uint16(100); p < 150; p++ {
 		if got := td.send(syn(t, "198.18.0.100", p, "S")); got != netip.MustParseAddr("198.18.1.12") {
 			t.Fatalf("new flow %d went to %v while .11 is down", p, got)
 		}
 	}
 	fp.set("198.18.1.11", health.Result{OK: true})
-	waitUntil(t, "backend 1 back", func() bool { return td.backend(0)["forwarding"] == "up" })
+	testkit.Eventually(t, testkit.Patience, "backend 1 back", func() bool { return td.backend(0)["forwarding"] == "up" })
 }
 
 func TestHealthAllDown(t *testing.T) {
 	for _, mode := range []string{"drop", "ignore_health"} {
 		t.Run(mode, func(t *testing.T) {
 			td, fp := startHealth(t, "0s", mode)
-			waitUntil(t, "checks known", func() bool { return td.backend(1)["health"] == "up" })
+			testkit.Eventually(t, testkit.Patience, "checks known", func() bool { return td.backend(1)["health"] == "up" })
 			fp.set("198.18.1.11", health.Result{})
 			fp.set("198.18.1.12", health.Result{})
-			waitUntil(t, "all down", func() bool { return td.backend(0)["health"] == "down" && td.backend(1)["health"] == "down" })
+			testkit.Eventually(t, testkit.Patience, "all down", func() bool { return td.backend(0)["health"] == "down" && td.backend(1)["health"] == "down" })
 			q := td.plat.queues[0]
 			q.Inject(syn(t, "198.18.0.100", 999, "S"), 0)
 			// A forwarded frame comes within milliseconds; 30 s lets a
@@ -161,17 +120,17 @@ func TestHealthDrainAndSlowStart(t *testing.T) {
 	// A slow start of 6 s: the first sample must come before 70% of it
 	// has passed, which a busy machine can delay by a second or more.
 	td, fp := startHealth(t, "6s", "drop")
-	waitUntil(t, "checks known", func() bool { return td.backend(1)["health"] == "up" })
+	testkit.Eventually(t, testkit.Patience, "checks known", func() bool { return td.backend(1)["health"] == "up" })
 	fp.set("198.18.1.12", health.Result{OK: true, Draining: true})
-	waitUntil(t, "drain", func() bool { return td.backend(1)["forwarding"] == "draining" })
+	testkit.Eventually(t, testkit.Patience, "drain", func() bool { return td.backend(1)["forwarding"] == "draining" })
 	fp.set("198.18.1.12", health.Result{OK: true})
-	waitUntil(t, "undrain", func() bool { return td.backend(1)["forwarding"] == "up" })
+	testkit.Eventually(t, testkit.Patience, "undrain", func() bool { return td.backend(1)["forwarding"] == "up" })
 
 	// Down then up: the weight ramps over slow_start. The test samples
 	// the ramp through /v1/state, as often as a loaded machine allows: it
 	// needs a partial weight, a monotonic climb and the end at full weight.
 	fp.set("198.18.1.11", health.Result{})
-	waitUntil(t, "down", func() bool { return td.backend(0)["forwarding"] == "down" })
+	testkit.Eventually(t, testkit.Patience, "down", func() bool { return td.backend(0)["forwarding"] == "down" })
 	fp.set("198.18.1.11", health.Result{OK: true})
 	var ramps []float64
 	deadline := time.Now().Add(30 * time.Second)
@@ -209,7 +168,7 @@ func reloadDeadBackend(t *testing.T, old, new string) (*testDaemon, *fakeProbes)
 	t.Helper()
 	td, fp := startHealth(t, "0s", "drop")
 	fp.set("198.18.1.11", health.Result{})
-	waitUntil(t, ".11 down", func() bool { return td.backend(0)["forwarding"] == "down" })
+	testkit.Eventually(t, testkit.Patience, ".11 down", func() bool { return td.backend(0)["forwarding"] == "down" })
 	cfg := strings.NewReplacer("SLOW", "0s", "ALLDOWN", "drop").Replace(healthConfig)
 	td.rewrite(strings.Replace(cfg, old, new, 1))
 	if err := td.d.Reload(); err != nil {
@@ -224,7 +183,7 @@ func reloadDeadBackend(t *testing.T, old, new string) (*testDaemon, *fakeProbes)
 // that.
 func TestHealthCheckTurnedOff(t *testing.T) {
 	td, _ := reloadDeadBackend(t, `type = "http"`, `type = "none"`)
-	waitUntil(t, ".11 back in service without a check", func() bool { return td.backend(0)["forwarding"] == "up" })
+	testkit.Eventually(t, testkit.Patience, ".11 back in service without a check", func() bool { return td.backend(0)["forwarding"] == "up" })
 }
 
 // TestHealthReloadKeepsVerdict: a reload that changes only a VIP's check

@@ -20,7 +20,7 @@ import (
 // 198.19.0.0/16 (at most 250 addresses, the port tells VIPs apart).
 func bigConfig(vips, backends int) string {
 	var b strings.Builder
-	b.WriteString("[dataplane]\ningress = \"eth0\"\negress = \"eth1\"\n[admin]\nlisten = \"\"\nsocket = \"\"\n")
+	b.WriteString(generatedHead)
 	for i := 0; i < vips; i++ {
 		fmt.Fprintf(&b, "[[vip]]\nname = \"v%d\"\naddress = \"198.18.%d.%d\"\nport = 80\n", i, 2+i/250, 1+i%250)
 		b.WriteString("[vip.healthcheck]\ntype = \"tcp\"\n")

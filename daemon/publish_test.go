@@ -7,6 +7,7 @@ import (
 
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/dataplane"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // generation returns the number of snapshots published.
@@ -55,11 +56,12 @@ func TestPublisherCoalesces(t *testing.T) {
 				d.setHealth(targets[i].Ref, control.Status{Down: true}, false, true)
 			}
 			// Published once nothing waits any more.
-			waitUntil(t, "the reports published", func() bool {
+			testkit.Eventually(t, testkit.Patience, "the reports published", func() bool {
 				d.mu.Lock()
 				defer d.mu.Unlock()
 				return !d.pending && d.gen > gen0
 			})
+
 			elapsed := time.Since(start)
 			publishes := d.generation() - gen0
 			if tt.events == 1 && elapsed > d.gap/2 {

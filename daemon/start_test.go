@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // raceDaemon is a daemon with health checks (every 20 ms) that a test
@@ -130,7 +132,7 @@ func (rd *raceDaemon) checkReloaded(early bool) {
 	t := rd.t
 	t.Helper()
 	want := []string{"198.18.1.11", "198.18.1.13"}
-	waitUntil(t, "the reloaded backends up", func() bool {
+	testkit.Eventually(t, testkit.Patience, "the reloaded backends up", func() bool {
 		st, err := rd.d.State(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -147,17 +149,19 @@ func (rd *raceDaemon) checkReloaded(early bool) {
 		}
 		return true
 	})
+
 	probed := rd.fp.takeProbed()
 	if early && probed[netip.MustParseAddr("198.18.1.12")] > 0 {
 		t.Errorf("the removed backend was probed %d times", probed[netip.MustParseAddr("198.18.1.12")])
 	}
 	// Some more rounds of checks: the new set only.
-	waitUntil(t, "more probes", func() bool {
+	testkit.Eventually(t, testkit.Patience, "more probes", func() bool {
 		rd.fp.mu.Lock()
 		defer rd.fp.mu.Unlock()
 		p := rd.fp.probed
 		return p[netip.MustParseAddr("198.18.1.13")] >= 3 && p[netip.MustParseAddr("198.18.1.11")] >= 3
 	})
+
 	if n := rd.fp.takeProbed()[netip.MustParseAddr("198.18.1.12")]; n > 0 {
 		t.Errorf("the removed backend is still probed (%d times)", n)
 	}

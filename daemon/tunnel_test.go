@@ -16,46 +16,9 @@ import (
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/dataplane"
+	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/tunprobe"
 )
-
-const tunnelConfig = `
-[dataplane]
-ingress = "eth0"
-egress = "eth1"
-state_file = "" # the GUE VIP has previous_owner: keep its state in memory
-[admin]
-listen = "127.0.0.1:0"
-socket = "@SOCKET@"
-[[vip]]
-name = "dsr"
-address = "198.18.0.101"
-port = 80
-mode = "dsr"
-encap_source = "198.18.1.5"
-[vip.healthcheck]
-interval = "20ms"
-timeout = "10ms"
-rise = 1
-fall = 2
-[[vip.backend]]
-address = "198.18.1.11"
-[[vip.backend]]
-address = "198.18.1.12"
-[[vip]]
-name = "gue"
-address = "198.18.0.102"
-port = 443
-mode = "dsr"
-encap = "gue"
-gue_port = 7000
-[vip.healthcheck]
-port = 8443
-interval = "20ms"
-timeout = "10ms"
-[[vip.backend]]
-address = "198.18.1.13"
-`
 
 // fakeTunnels is a TunnelProber that connects without a network (net.Pipe)
 // unless the backend is marked failing, and records what it was asked.
@@ -134,14 +97,14 @@ func TestTunnelProbes(t *testing.T) {
 		}
 		return st.VIPs[vip].Backends[i].Health
 	}
-	waitUntil(t, "checks known", func() bool { return health(0, 0) == "up" && health(0, 1) == "up" && health(1, 0) == "up" })
+	testkit.Eventually(t, testkit.Patience, "checks known", func() bool { return health(0, 0) == "up" && health(0, 1) == "up" && health(1, 0) == "up" })
 	f.setFail("198.18.1.12", true)
-	waitUntil(t, "backend .12 down", func() bool { return health(0, 1) == "down" })
+	testkit.Eventually(t, testkit.Patience, "backend .12 down", func() bool { return health(0, 1) == "down" })
 	if health(0, 0) != "up" {
 		t.Errorf("backend .11 went down with .12")
 	}
 	f.setFail("198.18.1.12", false)
-	waitUntil(t, "backend .12 back", func() bool { return health(0, 1) == "up" })
+	testkit.Eventually(t, testkit.Patience, "backend .12 back", func() bool { return health(0, 1) == "up" })
 
 	f.mu.Lock()
 	want := map[string]tunprobe.Path{

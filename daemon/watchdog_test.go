@@ -13,6 +13,7 @@ import (
 
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/internal/sdnotify"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // fakeSystemd is the service manager's end of $NOTIFY_SOCKET: a unixgram
@@ -187,10 +188,11 @@ func TestWatchdogStopsWhenWorkerStalls(t *testing.T) {
 	}
 	pings("workers running", 5)
 	stalled.Store(true)
-	waitUntil(t, "worker 1 seen stalled", func() bool {
+	testkit.Eventually(t, testkit.Patience, "worker 1 seen stalled", func() bool {
 		s := td.d.Stalled(100 * time.Millisecond)
 		return len(s) == 1 && s[0] == 1
 	})
+
 	// Notify sees the stall from now on: a ping after this second was
 	// sent after it (the second lets one sent before arrive).
 	count(time.Second)

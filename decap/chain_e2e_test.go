@@ -30,7 +30,7 @@ type chainRig struct {
 	lb, a, b   *nstest.NS
 	lbA, lbB   *rig // views for the rig helpers: lb's side toward a, toward b
 	da, db     *Decap
-	sa, sb     *sender
+	sa, sb     *nstest.RawSender
 	capA, capB *capture
 	lnA, lnB   net.Listener
 }
@@ -49,34 +49,26 @@ var (
 func newChainRig(t *testing.T, runA bool) *chainRig {
 	t.Helper()
 	nstest.RequireRoot(t)
-	c := &chainRig{lb: nstest.New(t, "lb"), a: nstest.New(t, "ba"), b: nstest.New(t, "bb")}
-	// No duplicate address detection on the links to come: until the
-	// link-local addresses have passed it, the first IPv6 packets wait
-	// (measured: 2 s for a's first packet to b with it).
-	for _, ns := range []*nstest.NS{c.lb, c.a, c.b} {
-		ns.Must(t, "sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0")
-	}
-	ifLA, ifA, ifLB, ifB := nstest.Name("vl"), nstest.Name("va"), nstest.Name("vl"), nstest.Name("vb")
-	nstest.Veth(t, c.lb, ifLA, c.a, ifA)
+	// lb and a are nstest's Pair; b is on a second link of lb's.
+	p := nstest.NewPair(t, "lb", "ba")
+	c := &chainRig{lb: p.LB, a: p.BE, b: nstest.New(t, "bb")}
+	// No duplicate address detection on the links to come (NewPair turned
+	// it off in lb and a): until the link-local addresses have passed it,
+	// the first IPv6 packets wait (measured: 2 s for a's first packet to
+	// b with it).
+	c.b.NoDAD(t)
+	ifLA, ifLB, ifB := p.LBIf, nstest.Name("vl"), nstest.Name("vb")
 	nstest.Veth(t, c.lb, ifLB, c.b, ifB)
-	c.lb.Must(t, "ip", "addr", "add", lbAddr4.String()+"/24", "dev", ifLA)
-	c.lb.Must(t, "ip", "addr", "add", lbAddrB.String()+"/24", "dev", ifLB)
-	c.lb.Must(t, "ip", "addr", "add", lbAddr6.String()+"/64", "dev", ifLA, "nodad")
-	c.lb.Must(t, "ip", "addr", "add", lbAddrB6.String()+"/64", "dev", ifLB, "nodad")
+	c.lb.AddAddrs(t, ifLB, netip.PrefixFrom(lbAddrB, 24), netip.PrefixFrom(lbAddrB6, 64))
+	c.b.AddAddrs(t, ifB, netip.PrefixFrom(bAddr4, 24), netip.PrefixFrom(bAddr6, 64))
 	c.lb.Must(t, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
 	c.lb.Must(t, "ip", "route", "add", "blackhole", "198.18.2.0/24")
 	c.lb.Must(t, "ip", "-6", "route", "add", "blackhole", "2001:2:0:2::/64")
 	for _, be := range []struct {
-		ns         *nstest.NS
-		ifName     string
-		addr, gw   netip.Addr
-		addr6, gw6 netip.Addr
-	}{{c.a, ifA, aAddr4, lbAddr4, aAddr6, lbAddr6}, {c.b, ifB, bAddr4, lbAddrB, bAddr6, lbAddrB6}} {
-		be.ns.Must(t, "ip", "addr", "add", be.addr.String()+"/24", "dev", be.ifName)
-		be.ns.Must(t, "ip", "addr", "add", be.addr6.String()+"/64", "dev", be.ifName, "nodad")
-		be.ns.Must(t, "ip", "addr", "add", vip4.String()+"/32", "dev", "lo")
-		be.ns.Must(t, "ip", "addr", "add", vip6.String()+"/128", "dev", "lo", "nodad")
-		be.ns.Must(t, "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.all.arp_announce=2")
+		ns      *nstest.NS
+		gw, gw6 netip.Addr
+	}{{c.a, lbAddr4, lbAddr6}, {c.b, lbAddrB, lbAddrB6}} {
+		be.ns.DSRBackend(t, vip4, vip6)
 		be.ns.Must(t, "ip", "route", "add", "198.18.0.0/15", "via", be.gw.String())
 		be.ns.Must(t, "ip", "-6", "route", "add", "2001:2::/48", "via", be.gw6.String())
 	}
@@ -166,13 +158,13 @@ func tcpSeg4(tb testing.TB, sport uint16, seq, ack uint32, payload []byte) []byt
 // backend behind lbSide, as vipd would deliver it (GUE variant 1 from
 // outer), and returns the server's end, accepted from ln, and the next
 // sequence and acknowledgment numbers of the client.
-func connect(t *testing.T, lbSide *rig, s *sender, c *capture, ln net.Listener, outer, be netip.Addr, sport uint16) (conn net.Conn, seq, ack uint32) {
+func connect(t *testing.T, lbSide *rig, s *nstest.RawSender, c *capture, ln net.Listener, outer, be netip.Addr, sport uint16) (conn net.Conn, seq, ack uint32) {
 	t.Helper()
 	const isn = 1000
-	s.send(t, gue4(t, outer, be, 49152, DefaultGUEPort, tcp4(t, client4, vip4, sport, 80, true, false, isn, nil)))
+	s.Send(t, gue4(t, outer, be, 49152, DefaultGUEPort, tcp4(t, client4, vip4, sport, 80, true, false, isn, nil)))
 	p := c.waitTCP(t, synAckFrom(vip4, client4, sport))
 	serverISN := p.Layer(layers.LayerTypeTCP).(*layers.TCP).Seq
-	s.send(t, gue4(t, outer, be, 49152, DefaultGUEPort, tcpSeg4(t, sport, isn+1, serverISN+1, nil)))
+	s.Send(t, gue4(t, outer, be, 49152, DefaultGUEPort, tcpSeg4(t, sport, isn+1, serverISN+1, nil)))
 	ln.(*net.TCPListener).SetDeadline(time.Now().Add(replyTimeout))
 	conn, err := ln.Accept()
 	if err != nil {
@@ -211,7 +203,7 @@ func TestChainEndToEnd(t *testing.T) {
 	// A connection on b, the previous owner; its next data arrives at a.
 	connB, seq, ack := connect(t, c.lbB, c.sb, c.capB, c.lnB, lbAddrB, bAddr4, 40100)
 	msg := []byte("chained from a to b")
-	c.sa.send(t, gue4(t, lbAddr4, aAddr4, 49153, DefaultGUEPort, hinted(bAddr4, 0, tcpSeg4(t, 40100, seq, ack, msg))))
+	c.sa.Send(t, gue4(t, lbAddr4, aAddr4, 49153, DefaultGUEPort, hinted(bAddr4, 0, tcpSeg4(t, 40100, seq, ack, msg))))
 	readWant(t, connB, msg)
 	sa := waitStats(t, c.da, "a chained out", func(s Stats) bool { return s.Hints[HintChainedOut] == 1 })
 	sb := waitStats(t, c.db, "b chained in", func(s Stats) bool { return s.Hints[HintChainedIn] == 1 })
@@ -225,14 +217,14 @@ func TestChainEndToEnd(t *testing.T) {
 	// A connection on a itself: a hinted packet for it stays on a.
 	connA, seqA, ackA := connect(t, c.lbA, c.sa, c.capA, c.lnA, lbAddr4, aAddr4, 40200)
 	msgA := []byte("stays on a")
-	c.sa.send(t, gue4(t, lbAddr4, aAddr4, 49154, DefaultGUEPort, hinted(bAddr4, 0, tcpSeg4(t, 40200, seqA, ackA, msgA))))
+	c.sa.Send(t, gue4(t, lbAddr4, aAddr4, 49154, DefaultGUEPort, hinted(bAddr4, 0, tcpSeg4(t, 40200, seqA, ackA, msgA))))
 	readWant(t, connA, msgA)
 	waitStats(t, c.da, "a local match", func(s Stats) bool { return s.Hints[HintMatch] == 1 })
 
 	// A second packet of the chained flow: decided from the cache, and
 	// read on b.
 	msg2 := []byte(" and again")
-	c.sa.send(t, gue4(t, lbAddr4, aAddr4, 49153, DefaultGUEPort, hinted(bAddr4, 0, tcpSeg4(t, 40100, seq+uint32(len(msg)), ack, msg2))))
+	c.sa.Send(t, gue4(t, lbAddr4, aAddr4, 49153, DefaultGUEPort, hinted(bAddr4, 0, tcpSeg4(t, 40100, seq+uint32(len(msg)), ack, msg2))))
 	readWant(t, connB, msg2)
 	sa = waitStats(t, c.da, "a chained out twice", func(s Stats) bool { return s.Hints[HintChainedOut] == 2 })
 	if sa.CacheHits != 1 || sa.Lookups != 2 {
@@ -269,7 +261,7 @@ func TestChainDoesNotAllocate(t *testing.T) {
 	}
 	const runs = 50
 	for i := range runs + 1 {
-		c.sa.send(t, gue4(t, lbAddr4, aAddr4, 49160, DefaultGUEPort, hinted(bAddr4, 0, tcpSeg4(t, 40300, 5000+uint32(i), 1, []byte("x")))))
+		c.sa.Send(t, gue4(t, lbAddr4, aAddr4, 49160, DefaultGUEPort, hinted(bAddr4, 0, tcpSeg4(t, 40300, 5000+uint32(i), 1, []byte("x")))))
 	}
 	rx.f.SetReadDeadline(time.Now().Add(replyTimeout))
 	var err error
@@ -300,7 +292,7 @@ func TestChainDoesNotAllocate(t *testing.T) {
 func TestChainIPv6(t *testing.T) {
 	c := newChainRig(t, true)
 	seg := tcp6(t, client6, vip6, 40400, 80, false, true, 7, []byte("six"))
-	c.sa.send(t, gue6(t, lbAddr6, aAddr6, 49170, DefaultGUEPort, hinted(bAddr6, 0, seg)))
+	c.sa.Send(t, gue6(t, lbAddr6, aAddr6, 49170, DefaultGUEPort, hinted(bAddr6, 0, seg)))
 	waitStats(t, c.da, "a chained out", func(s Stats) bool { return s.Hints[HintChainedOut] == 1 })
 	sb := waitStats(t, c.db, "b chained in", func(s Stats) bool { return s.Hints[HintChainedIn] == 1 && s.Decapsulated == 1 })
 	if sb.TotalDropped() != 0 {
@@ -338,7 +330,7 @@ func TestChainToNonPeer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := c.da.Stats()
-			c.sa.send(t, tc.pkt)
+			c.sa.Send(t, tc.pkt)
 			s := waitStats(t, c.da, "a's verdict", func(s Stats) bool {
 				return s.Hinted == before.Hinted+1 && s.Dropped[DropChainTarget]+s.Hints[HintChainedOut]+s.Decapsulated > before.Dropped[DropChainTarget]+before.Hints[HintChainedOut]+before.Decapsulated
 			})

@@ -21,6 +21,7 @@ import (
 	"github.com/google/gopacket/layers"
 	"golang.org/x/sys/unix"
 
+	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/packet"
 )
 
@@ -29,17 +30,11 @@ import (
 // counter that delivered it moves.
 func waitStats(t *testing.T, d *Decap, what string, ok func(Stats) bool) Stats {
 	t.Helper()
-	deadline := time.Now().Add(replyTimeout)
-	for {
-		s := d.Stats()
-		if ok(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: counters stuck at %+v", what, s)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var s Stats
+	if !testkit.Poll(replyTimeout, func() bool { s = d.Stats(); return ok(s) }) {
+		t.Fatalf("%s: counters stuck at %+v", what, s)
 	}
+	return s
 }
 
 // TestSYNACK4 is the DSR path end to end: an IPIP-encapsulated SYN to the
@@ -58,7 +53,7 @@ func TestSYNACK4(t *testing.T) {
 	r.echo(t, netip.AddrPortFrom(vip4, 80))
 	s, c := r.sender(t), r.capture(t)
 
-	s.send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip4, 40001, 80, true, false, 1000, nil)))
+	s.Send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip4, 40001, 80, true, false, 1000, nil)))
 	// The captured checksum is not checked: veth passes the sender's
 	// partial checksum (offload) to the capture.
 	c.waitTCP(t, synAckFrom(vip4, client4, 40001))
@@ -67,9 +62,9 @@ func TestSYNACK4(t *testing.T) {
 	// Refused: a source outside the allow-list, a destination that is
 	// not local. Each is counted; neither gets an answer (the SYN-ACK to
 	// port 40004 below is the first thing captured after them).
-	s.send(t, ipip(t, stranger, beAddr4, tcp4(t, client4, vip4, 40002, 80, true, false, 1000, nil)))
-	s.send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, netip.MustParseAddr("198.18.0.102"), 40003, 80, true, false, 1000, nil)))
-	s.send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip4, 40004, 80, true, false, 1000, nil)))
+	s.Send(t, ipip(t, stranger, beAddr4, tcp4(t, client4, vip4, 40002, 80, true, false, 1000, nil)))
+	s.Send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, netip.MustParseAddr("198.18.0.102"), 40003, 80, true, false, 1000, nil)))
+	s.Send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip4, 40004, 80, true, false, 1000, nil)))
 	c.waitTCP(t, func(nl gopacket.NetworkLayer, tcp *layers.TCP) bool {
 		if tcp.SYN && tcp.ACK && tcp.DstPort != 40001 && tcp.DstPort != 40004 {
 			t.Errorf("answer to a refused packet: port %d", tcp.DstPort)
@@ -87,10 +82,10 @@ func TestSYNACK4(t *testing.T) {
 	// The open raw socket counts as a handler for protocol 4: the kernel
 	// neither counts the packets as of an unknown protocol nor answers
 	// vipd with "protocol unreachable" (it does both without a Decap).
-	if n := snmp(t, r.be, "Ip", "InUnknownProtos"); n != 0 {
+	if n := r.be.SNMP(t, "Ip", "InUnknownProtos"); n != 0 {
 		t.Errorf("Ip InUnknownProtos = %d, want 0", n)
 	}
-	if n := snmp(t, r.be, "Icmp", "OutDestUnreachs"); n != 0 {
+	if n := r.be.SNMP(t, "Icmp", "OutDestUnreachs"); n != 0 {
 		t.Errorf("Icmp OutDestUnreachs = %d, want 0", n)
 	}
 }
@@ -109,7 +104,7 @@ func TestSYNACKPolicyRouting(t *testing.T) {
 	run(t, d)
 	r.echo(t, netip.AddrPortFrom(vip4, 80))
 	s, c := r.sender(t), r.capture(t)
-	s.send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip4, 40001, 80, true, false, 1000, nil)))
+	s.Send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip4, 40001, 80, true, false, 1000, nil)))
 	c.waitTCP(t, synAckFrom(vip4, client4, 40001))
 }
 
@@ -125,9 +120,9 @@ func TestSYNACK6(t *testing.T) {
 	r.echo(t, netip.AddrPortFrom(vip6, 80))
 	s, c := r.sender(t), r.capture(t)
 
-	s.send(t, ip6ip6(t, lbAddr6, beAddr6, tcp6(t, client6, vip6, 40001, 80, true, false, 1000, nil)))
+	s.Send(t, ip6ip6(t, lbAddr6, beAddr6, tcp6(t, client6, vip6, 40001, 80, true, false, 1000, nil)))
 	c.waitTCP(t, synAckFrom(vip6, client6, 40001))
-	s.send(t, ip6ip6(t, stranger6, beAddr6, tcp6(t, client6, vip6, 40002, 80, true, false, 1000, nil)))
+	s.Send(t, ip6ip6(t, stranger6, beAddr6, tcp6(t, client6, vip6, 40002, 80, true, false, 1000, nil)))
 	st := waitStats(t, d, "drop", func(s Stats) bool {
 		return s.Received == 2 && s.Decapsulated+s.TotalDropped() == 2
 	})
@@ -136,10 +131,10 @@ func TestSYNACK6(t *testing.T) {
 	}
 	// Without the raw socket the kernel would answer with a parameter
 	// problem (unknown next header).
-	if n := snmp(t, r.be, "Ip6", "InUnknownProtos"); n != 0 {
+	if n := r.be.SNMP(t, "Ip6", "InUnknownProtos"); n != 0 {
 		t.Errorf("Ip6InUnknownProtos = %d, want 0", n)
 	}
-	if n := snmp(t, r.be, "Icmp6", "OutParmProblems"); n != 0 {
+	if n := r.be.SNMP(t, "Icmp6", "OutParmProblems"); n != 0 {
 		t.Errorf("Icmp6OutParmProblems = %d, want 0", n)
 	}
 }
@@ -164,7 +159,7 @@ func testLocalRefresh(t *testing.T, refresh time.Duration) {
 	run(t, d)
 	vip2 := netip.MustParseAddr("198.18.0.102")
 	s, c := r.sender(t), r.capture(t)
-	s.send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip2, 40001, 80, true, false, 1000, nil)))
+	s.Send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip2, 40001, 80, true, false, 1000, nil)))
 	waitStats(t, d, "drop before the VIP exists", func(s Stats) bool { return s.Dropped[DropNotLocal] == 1 })
 
 	r.be.Must(t, "ip", "addr", "add", vip2.String()+"/32", "dev", "lo")
@@ -174,7 +169,7 @@ func testLocalRefresh(t *testing.T, refresh time.Duration) {
 	// as a reply is waited for (a refresh can be late: netlink under
 	// RTNL contention, a loaded machine).
 	for i, end := 0, time.Now().Add(replyTimeout); time.Now().Before(end); i++ {
-		s.send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip2, uint16(40100+i%1000), 80, true, false, 1000, nil)))
+		s.Send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip2, uint16(40100+i%1000), 80, true, false, 1000, nil)))
 		time.Sleep(25 * time.Millisecond)
 		if d.Stats().Decapsulated > 0 {
 			break
@@ -198,7 +193,7 @@ func TestCloseRemovesTUN(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- d.Run(context.Background()) }()
 	// A packet read says Run's loops are up and back in their reads.
-	r.sender(t).send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip4, 40001, 81, true, false, 1000, nil)))
+	r.sender(t).Send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip4, 40001, 81, true, false, 1000, nil)))
 	waitStats(t, d, "Run receiving", func(s Stats) bool { return s.Received == 1 })
 	if err := d.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -282,7 +277,7 @@ func TestRPFilter(t *testing.T) {
 	stop := run(t, d)
 	r.echo(t, netip.AddrPortFrom(vip4, 80))
 	s, c := r.sender(t), r.capture(t)
-	s.send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip4, 40001, 80, true, false, 1000, nil)))
+	s.Send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip4, 40001, 80, true, false, 1000, nil)))
 	c.waitTCP(t, synAckFrom(vip4, client4, 40001))
 
 	stop()
@@ -390,7 +385,7 @@ func (r *rig) encapsulator(t *testing.T, gue bool) {
 			o.SetDestinationAddress(beAddr4.As4())
 			o.SetChecksum(0)
 			o.SetChecksum(o.ComputeChecksum())
-			if unix.Sendto(s.fd4, o, 0, &unix.SockaddrInet4{Addr: beAddr4.As4()}) != nil {
+			if s.TrySend(o) != nil {
 				continue // e.g. ENOBUFS under load; TCP retransmits
 			}
 		}
@@ -506,10 +501,10 @@ func TestReceiveDoesNotAllocate(t *testing.T) {
 	// AllocsPerRun calls once more to warm up; queue enough for all, the
 	// SYNs to a port nobody listens on (answered with RSTs, not counted).
 	for i := range runs + 1 {
-		s.send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip4, uint16(41000+i), 81, true, false, 1, nil)))
-		s.send(t, ip6ip6(t, lbAddr6, beAddr6, tcp6(t, client6, vip6, uint16(41000+i), 81, true, false, 1, nil)))
-		s.send(t, gue4(t, lbAddr4, beAddr4, uint16(50000+i), DefaultGUEPort, tcp4(t, client4, vip4, uint16(42000+i), 81, true, false, 1, nil)))
-		s.send(t, gue6(t, lbAddr6, beAddr6, uint16(50000+i), DefaultGUEPort, tcp6(t, client6, vip6, uint16(42000+i), 81, true, false, 1, nil)))
+		s.Send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip4, uint16(41000+i), 81, true, false, 1, nil)))
+		s.Send(t, ip6ip6(t, lbAddr6, beAddr6, tcp6(t, client6, vip6, uint16(41000+i), 81, true, false, 1, nil)))
+		s.Send(t, gue4(t, lbAddr4, beAddr4, uint16(50000+i), DefaultGUEPort, tcp4(t, client4, vip4, uint16(42000+i), 81, true, false, 1, nil)))
+		s.Send(t, gue6(t, lbAddr6, beAddr6, uint16(50000+i), DefaultGUEPort, tcp6(t, client6, vip6, uint16(42000+i), 81, true, false, 1, nil)))
 	}
 	// Without Run, nothing reads: the packets wait in the sockets.
 	for _, rx := range d.rx {

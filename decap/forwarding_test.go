@@ -11,27 +11,18 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // farAddr is an address that exists only in the far namespace, behind be.
-var farAddr = netip.MustParseAddr("198.18.4.2")
+var farAddr = nstest.PairFar4
 
-// far puts a namespace behind be and makes be a router, as every Docker
-// or Kubernetes node is (ip_forward=1, IPv6 forwarding too):
-//
-//	lb ──veth── be 198.18.4.1/24 ──veth── 198.18.4.2/24 far
-//
-// lb routes 198.18.4.0/24 via be. It returns a UDP socket on farAddr:9
-// in far, closed at cleanup: what reaches far on that port is read there.
+// far puts a namespace behind be and makes be a router (nstest's
+// Pair.AddFar). It returns a UDP socket on farAddr:9 in far, closed at
+// cleanup: what reaches far on that port is read there.
 func (r *rig) far(t *testing.T) *net.UDPConn {
 	t.Helper()
-	far := nstest.New(t, "far")
-	beF, farF := nstest.Name("vf"), nstest.Name("vf")
-	nstest.Veth(t, r.be, beF, far, farF)
-	r.be.Must(t, "ip", "addr", "add", "198.18.4.1/24", "dev", beF)
-	far.Must(t, "ip", "addr", "add", farAddr.String()+"/24", "dev", farF)
-	r.lb.Must(t, "ip", "route", "add", "198.18.4.0/24", "via", beAddr4.String())
-	r.be.Must(t, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
+	far := (&nstest.Pair{LB: r.lb, BE: r.be, LBIf: r.lbIf, BEIf: r.beIf}).AddFar(t)
 	var c *net.UDPConn
 	err := far.Do(func() (err error) {
 		c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(farAddr, 9)))
@@ -79,16 +70,12 @@ func (r *rig) sendUDP(t *testing.T, dst netip.Addr, payload string) {
 // replyTimeout.
 func waitSysctl(t *testing.T, ns *nstest.NS, name, want string) {
 	t.Helper()
-	deadline := time.Now().Add(replyTimeout)
-	for {
-		got := strings.TrimSpace(ns.Must(t, "sysctl", "-n", name))
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %s after %v, want %s", name, got, replyTimeout, want)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var got string
+	if !testkit.Poll(replyTimeout, func() bool {
+		got = strings.TrimSpace(ns.Must(t, "sysctl", "-n", name))
+		return got == want
+	}) {
+		t.Fatalf("%s = %s after %v, want %s", name, got, replyTimeout, want)
 	}
 }
 
@@ -143,8 +130,8 @@ func TestTUNForwarding(t *testing.T) {
 				waitSysctl(t, r.be, v6, "0")
 			}
 
-			addrErrors := snmp(t, r.be, "Ip", "InAddrErrors")
-			r.sender(t).send(t, ipip(t, lbAddr4, beAddr4, udpFrom(t, client4, farAddr, 40000, 9, []byte("relay"))))
+			addrErrors := r.be.SNMP(t, "Ip", "InAddrErrors")
+			r.sender(t).Send(t, ipip(t, lbAddr4, beAddr4, udpFrom(t, client4, farAddr, 40000, 9, []byte("relay"))))
 			waitStats(t, d, "decapsulated", func(s Stats) bool { return s.Decapsulated == 1 })
 			if tc.forwarding {
 				if got := firstDatagram(t, farConn); got != "relay" {
@@ -153,12 +140,8 @@ func TestTUNForwarding(t *testing.T) {
 				return
 			}
 			// The kernel's verdict on the packet written to the TUN.
-			deadline := time.Now().Add(replyTimeout)
-			for snmp(t, r.be, "Ip", "InAddrErrors") == addrErrors {
-				if time.Now().After(deadline) {
-					t.Fatalf("be's Ip InAddrErrors still %d after %v: the kernel did not refuse to route the packet", addrErrors, replyTimeout)
-				}
-				time.Sleep(10 * time.Millisecond)
+			if !testkit.Poll(replyTimeout, func() bool { return r.be.SNMP(t, "Ip", "InAddrErrors") != addrErrors }) {
+				t.Fatalf("be's Ip InAddrErrors still %d after %v: the kernel did not refuse to route the packet", addrErrors, replyTimeout)
 			}
 			// be does route lb's own datagrams to far: the first to
 			// arrive must be this one.
@@ -166,7 +149,7 @@ func TestTUNForwarding(t *testing.T) {
 			if got := firstDatagram(t, farConn); got != "control" {
 				t.Errorf("far received %q first, want only the control datagram: be relayed the decapsulated packet", got)
 			}
-			if n := snmp(t, r.be, "Ip", "ForwDatagrams"); n != 1 {
+			if n := r.be.SNMP(t, "Ip", "ForwDatagrams"); n != 1 {
 				t.Errorf("be forwarded %d datagrams, want 1 (the control)", n)
 			}
 		})

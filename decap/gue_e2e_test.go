@@ -73,7 +73,7 @@ func TestGUE(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := d.Stats()
-			s.send(t, tc.pkt(tc.sport))
+			s.Send(t, tc.pkt(tc.sport))
 			if tc.want == pass {
 				vip, client := vip4, client4
 				if tc.pkt(tc.sport)[0]>>4 == 6 {
@@ -92,7 +92,7 @@ func TestGUE(t *testing.T) {
 	}
 	// No answer to a refused SYN: the SYN-ACK to this last one is the
 	// first thing captured after them.
-	s.send(t, gue4(t, lbAddr4, beAddr4, 49152, port, syn4(40099)))
+	s.Send(t, gue4(t, lbAddr4, beAddr4, 49152, port, syn4(40099)))
 	c.waitTCP(t, func(nl gopacket.NetworkLayer, tcp *layers.TCP) bool {
 		if tcp.SYN && tcp.ACK && refused[uint16(tcp.DstPort)] {
 			t.Errorf("answer to a refused packet: port %d", tcp.DstPort)
@@ -106,13 +106,13 @@ func TestGUE(t *testing.T) {
 	// The open GUE sockets count as the port's listeners: the kernel
 	// neither counts the datagrams as to no port nor answers vipd with
 	// ICMP "port unreachable".
-	if n := snmp(t, r.be, "Udp", "NoPorts"); n != 0 {
+	if n := r.be.SNMP(t, "Udp", "NoPorts"); n != 0 {
 		t.Errorf("Udp NoPorts = %d, want 0", n)
 	}
-	if n := snmp(t, r.be, "Icmp", "OutDestUnreachs"); n != 0 {
+	if n := r.be.SNMP(t, "Icmp", "OutDestUnreachs"); n != 0 {
 		t.Errorf("Icmp OutDestUnreachs = %d, want 0", n)
 	}
-	if n := snmp(t, r.be, "Udp6", "NoPorts"); n != 0 {
+	if n := r.be.SNMP(t, "Udp6", "NoPorts"); n != 0 {
 		t.Errorf("Udp6NoPorts = %d, want 0", n)
 	}
 }
@@ -128,13 +128,13 @@ func TestGUEChecksum6(t *testing.T) {
 	s, c := r.sender(t), r.capture(t)
 	bad := gue6(t, lbAddr6, beAddr6, 49152, DefaultGUEPort, tcp6(t, client6, vip6, 40001, 80, true, false, 1000, nil))
 	bad[len(bad)-1] ^= 0xff // the last byte of the inner TCP header: only the UDP checksum notices
-	s.send(t, bad)
-	s.send(t, gue6(t, lbAddr6, beAddr6, 49152, DefaultGUEPort, tcp6(t, client6, vip6, 40002, 80, true, false, 1000, nil)))
+	s.Send(t, bad)
+	s.Send(t, gue6(t, lbAddr6, beAddr6, 49152, DefaultGUEPort, tcp6(t, client6, vip6, 40002, 80, true, false, 1000, nil)))
 	c.waitTCP(t, synAckFrom(vip6, client6, 40002))
 	if st := waitStats(t, d, "one received", func(s Stats) bool { return s.Decapsulated == 1 }); st.Received != 1 {
 		t.Errorf("received %d, want 1 (the corrupted datagram must not reach the socket): %+v", st.Received, st)
 	}
-	if n := snmp(t, r.be, "Udp6", "InCsumErrors"); n != 1 {
+	if n := r.be.SNMP(t, "Udp6", "InCsumErrors"); n != 1 {
 		t.Errorf("Udp6InCsumErrors = %d, want 1", n)
 	}
 }
@@ -184,7 +184,7 @@ func TestGUESpread(t *testing.T) {
 	for i := range flows {
 		sport := uint16(49152 + i*509) // spread over vipd's range
 		for range perFlow {
-			s.send(t, gue4(t, lbAddr4, beAddr4, sport, DefaultGUEPort, tcp4(t, client4, vip4, uint16(40000+i), 81, true, false, 1, nil)))
+			s.Send(t, gue4(t, lbAddr4, beAddr4, sport, DefaultGUEPort, tcp4(t, client4, vip4, uint16(40000+i), 81, true, false, 1, nil)))
 		}
 	}
 	// Without Run, the datagrams wait in the sockets: read each dry, and

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,10 +21,10 @@ import (
 	"github.com/vipd/vipd/internal/nstest"
 )
 
-// rig is the end-to-end topology: namespace lb (playing vipd, and the
-// router toward the clients) and namespace be (a DSR backend) joined by a
-// veth pair. be holds the VIPs on loopback and routes the client prefixes
-// back via lb, where the replies are captured.
+// rig is the end-to-end topology: nstest's Pair, namespace lb (playing
+// vipd, and the router toward the clients) and namespace be (a DSR
+// backend) joined by a veth pair. be holds the VIPs on loopback and
+// routes the client prefixes back via lb, where the replies are captured.
 //
 //	lb  lbIf 198.18.1.1/24  2001:2:0:1::1/64 ──veth── beIf 198.18.1.11/24  2001:2:0:1::11/64  be
 //	                                                   lo 198.18.0.101/32 2001:2::101/128
@@ -49,18 +48,10 @@ const transferTimeout = 60 * time.Second
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	nstest.RequireRoot(t)
-	r := &rig{lb: nstest.New(t, "lb"), be: nstest.New(t, "be"), lbIf: nstest.Name("vl"), beIf: nstest.Name("vb")}
-	nstest.Veth(t, r.lb, r.lbIf, r.be, r.beIf)
-	r.lb.Must(t, "ip", "addr", "add", lbAddr4.String()+"/24", "dev", r.lbIf)
-	r.be.Must(t, "ip", "addr", "add", beAddr4.String()+"/24", "dev", r.beIf)
-	r.lb.Must(t, "ip", "addr", "add", lbAddr6.String()+"/64", "dev", r.lbIf, "nodad")
-	r.be.Must(t, "ip", "addr", "add", beAddr6.String()+"/64", "dev", r.beIf, "nodad")
-	// The DSR backend: VIPs on loopback, not announced by ARP. The IPv6
-	// one with nodad: else it stays tentative, and no listener can bind
-	// it, until the kernel's DAD work runs, late on a busy machine.
-	r.be.Must(t, "ip", "addr", "add", vip4.String()+"/32", "dev", "lo")
-	r.be.Must(t, "ip", "addr", "add", vip6.String()+"/128", "dev", "lo", "nodad")
-	r.be.Must(t, "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.all.arp_announce=2")
+	p := nstest.NewPair(t, "lb", "be")
+	r := &rig{lb: p.LB, be: p.BE, lbIf: p.LBIf, beIf: p.BEIf}
+	// The DSR backend: VIPs on loopback, not announced by ARP.
+	r.be.DSRBackend(t, vip4, vip6)
 	r.be.Must(t, "ip", "route", "add", "198.18.2.0/24", "via", lbAddr4.String())
 	r.be.Must(t, "ip", "-6", "route", "add", "2001:2:0:2::/64", "via", lbAddr6.String())
 	return r
@@ -140,49 +131,9 @@ func (r *rig) echo(t *testing.T, addr netip.AddrPort) {
 	})
 }
 
-// sender injects whole IP packets from lb (IPPROTO_RAW: the header is the
-// caller's, outer source included).
-type sender struct {
-	fd4, fd6 int
-}
-
-func (r *rig) sender(t *testing.T) *sender {
-	t.Helper()
-	s := &sender{fd4: -1, fd6: -1}
-	err := r.lb.Do(func() (err error) {
-		if s.fd4, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW); err != nil {
-			return err
-		}
-		s.fd6, err = unix.Socket(unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
-		return err
-	})
-	t.Cleanup(func() {
-		for _, fd := range []int{s.fd4, s.fd6} {
-			if fd >= 0 {
-				unix.Close(fd)
-			}
-		}
-	})
-	if err != nil {
-		t.Fatalf("raw sockets in lb: %v", err)
-	}
-	return s
-}
-
-// send sends pkt, an IPv4 or IPv6 packet, toward its destination address.
-func (s *sender) send(t *testing.T, pkt []byte) {
-	t.Helper()
-	var err error
-	switch pkt[0] >> 4 {
-	case 4:
-		err = unix.Sendto(s.fd4, pkt, 0, &unix.SockaddrInet4{Addr: [4]byte(pkt[16:20])})
-	case 6:
-		err = unix.Sendto(s.fd6, pkt, 0, &unix.SockaddrInet6{Addr: [16]byte(pkt[24:40])})
-	}
-	if err != nil {
-		t.Fatalf("send: %v", err)
-	}
-}
+// sender injects whole IP packets from lb (the header is the caller's,
+// outer source included).
+func (r *rig) sender(t *testing.T) *nstest.RawSender { return r.lb.RawSender(t) }
 
 // capture reads the IP packets arriving on lb's veth (AF_PACKET, cooked:
 // no Ethernet header).
@@ -278,35 +229,4 @@ func links(t *testing.T, ns *nstest.NS) string {
 		}
 	}
 	return strings.Join(names, " ")
-}
-
-// snmp returns a counter of ns from /proc/net/snmp ("Ip", "InUnknownProtos")
-// or, for group "Ip6"/"Icmp6", from /proc/net/snmp6 ("Ip6InUnknownProtos").
-func snmp(t *testing.T, ns *nstest.NS, group, name string) int {
-	t.Helper()
-	if strings.HasSuffix(group, "6") {
-		for line := range strings.SplitSeq(ns.Must(t, "cat", "/proc/net/snmp6"), "\n") {
-			if f := strings.Fields(line); len(f) == 2 && f[0] == group+name {
-				n, _ := strconv.Atoi(f[1])
-				return n
-			}
-		}
-		t.Fatalf("no %s%s in /proc/net/snmp6", group, name)
-	}
-	// Pairs of lines: "Group: names..." then "Group: values...".
-	lines := strings.Split(ns.Must(t, "cat", "/proc/net/snmp"), "\n")
-	for i := 0; i+1 < len(lines); i++ {
-		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
-		if len(names) == 0 || names[0] != group+":" || len(values) != len(names) {
-			continue
-		}
-		for j, n := range names {
-			if n == name {
-				v, _ := strconv.Atoi(values[j])
-				return v
-			}
-		}
-	}
-	t.Fatalf("no %s %s in /proc/net/snmp", group, name)
-	return 0
 }

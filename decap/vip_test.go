@@ -164,7 +164,7 @@ func TestVIPDelivery(t *testing.T) {
 	run(t, d)
 	r.echo(t, netip.AddrPortFrom(vip, 80))
 	s, c := r.sender(t), r.capture(t)
-	s.send(t, gue4(t, lbAddr4, beAddr4, 49999, DefaultGUEPort, tcp4(t, client4, vip, 40001, 80, true, false, 1000, nil)))
+	s.Send(t, gue4(t, lbAddr4, beAddr4, 49999, DefaultGUEPort, tcp4(t, client4, vip, 40001, 80, true, false, 1000, nil)))
 	c.waitTCP(t, synAckFrom(vip, client4, 40001))
 }
 

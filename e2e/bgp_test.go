@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
 )
 
@@ -36,19 +37,6 @@ asn = %d
 // timer is not what it tests.
 const bgpHold9 = "hold_time = \"9s\"\nkeepalive = \"3s\""
 
-// waitUntilE2E polls cond every 100 ms for at most patient(d).
-func waitUntilE2E(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	d = patient(d)
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func hostRoute(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
 
 // waitHops polls the router's FIB until the route to a has exactly the
@@ -56,20 +44,17 @@ func hostRoute(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen(
 func waitHops(t *testing.T, bed *testbed.Bed, a netip.Addr, want []netip.Addr, d time.Duration, what string) {
 	t.Helper()
 	d = patient(d)
-	deadline := time.Now().Add(d)
-	for {
-		got, err := testbed.NextHops(bed.Router, hostRoute(a))
+	var got []netip.Addr
+	if !testkit.Poll(d, func() bool {
+		var err error
+		got, err = testbed.NextHops(bed.Router, hostRoute(a))
 		if err != nil {
 			t.Fatal(err)
 		}
 		slices.SortFunc(got, netip.Addr.Compare)
-		if slices.Equal(got, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: the router's route to %s has next hops %v after %v, want %v", what, a, got, d, want)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return slices.Equal(got, want)
+	}) {
+		t.Fatalf("%s: the router's route to %s has next hops %v after %v, want %v", what, a, got, d, want)
 	}
 }
 
@@ -145,11 +130,12 @@ func TestBGPOneBox(t *testing.T) {
 		}
 	}
 	peer := testbed.RouterBox.String()
-	waitUntilE2E(t, "both sessions established (one with TCP MD5)", 10*time.Second, func() bool {
+	waitFor(t, 10*time.Second, "both sessions established (one with TCP MD5)", func() bool {
 		fams, err := e.v.Metrics()
 		return err == nil && testbed.Metric(fams, "vipd_bgp_peer_up", "peer", peer) == 1 &&
 			testbed.Metric(fams, "vipd_bgp_peer_up", "peer", routerB.String()) == 1
 	})
+
 	if testbed.Metric(fams, "vipd_bgp_vip_announced", "vip", "web-dsr") != 1 || testbed.Metric(fams, "vipd_bgp_prefixes_announced") != 5 {
 		t.Errorf("metrics: web-dsr announced %v, prefixes %v; want 1 and 5",
 			testbed.Metric(fams, "vipd_bgp_vip_announced", "vip", "web-dsr"), testbed.Metric(fams, "vipd_bgp_prefixes_announced"))
@@ -248,7 +234,9 @@ func TestBGPGracefulRestart(t *testing.T) {
 	if err := v.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	// The session is gone, the route stays: BIRD holds it as stale.
+	// The session is gone, the route stays: BIRD holds it as stale. (It
+	// is watched for 3 s: the period is what the test checks, not a
+	// wait.)
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
 		hops, err := testbed.NextHops(bed.Router, hostRoute(testbed.VIPNAT))
@@ -261,17 +249,15 @@ func TestBGPGracefulRestart(t *testing.T) {
 		t.Fatalf("the session is still established after vipd stopped:\n%s", out)
 	}
 	v = bed.StartVIPD(cfg)
-	deadline = time.Now().Add(20 * time.Second)
-	for {
-		out, _ := router.Cmd("show", "protocols", "box1")
-		hops, err := testbed.NextHops(bed.Router, hostRoute(testbed.VIPNAT))
-		if strings.Contains(out, "Established") && err == nil && slices.Equal(hops, box) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the restarted vipd's session and route: %v %v\n%s", hops, err, out)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var out string
+	var hops []netip.Addr
+	var err error
+	if !testkit.Poll(20*time.Second, func() bool {
+		out, _ = router.Cmd("show", "protocols", "box1")
+		hops, err = testbed.NextHops(bed.Router, hostRoute(testbed.VIPNAT))
+		return strings.Contains(out, "Established") && err == nil && slices.Equal(hops, box)
+	}) {
+		t.Fatalf("the restarted vipd's session and route: %v %v\n%s", hops, err, out)
 	}
 	if got := (&env{t: t, bed: bed, c: bed.HTTPClient(10 * time.Second)}).names(natURL, 10); len(got) == 0 {
 		t.Errorf("no answer through the refreshed route")

@@ -63,10 +63,11 @@ func TestBGPRestartUnresolved(t *testing.T) {
 		// The session is up and BIRD is through the graceful restart:
 		// the new session's End-of-RIB came, its routes replaced the
 		// kept ones.
-		waitUntilE2E(t, fmt.Sprintf("restart %d: the session up and its graceful restart over", i+1), 60*time.Second, func() bool {
+		waitFor(t, 60*time.Second, fmt.Sprintf("restart %d: the session up and its graceful restart over", i+1), func() bool {
 			out, _ := router.Cmd("show", "protocols", "all", "box1")
 			return strings.Contains(out, "Established") && !strings.Contains(out, "graceful restart active")
 		})
+
 		waitHops(t, bed, testbed.VIPNAT, hopsOf(testbed.BoxIngress), 10*time.Second, "announced")
 		took = append(took, time.Since(start).Round(10*time.Millisecond))
 		if err := v.Stop(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
 )
 
@@ -41,7 +42,7 @@ func (e *env) slowDownloadCounted(url string, n int64, rate int, backend chan<- 
 		if err != nil {
 			return fmt.Errorf("after %d of %d bytes: %w", got.Load(), n, err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // paces the reads at rate: the test's subject, not a wait
 	}
 	return nil
 }
@@ -103,14 +104,8 @@ func testFailover(t *testing.T, o testbed.Options, co testbed.ConfigOptions) {
 	}
 	// The kill lands mid-transfer: once each transfer has 2 of its 10 MiB
 	// (half a second's worth, however long a busy machine takes for it).
-	deadline := time.Now().Add(patience)
 	for i := range got {
-		for got[i].Load() < 2<<20 {
-			if time.Now().After(deadline) {
-				t.Fatalf("transfer %d has %d bytes after %v", i, got[i].Load(), patience)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitFor(t, patience, fmt.Sprintf("transfer %d's first 2 MiB", i), func() bool { return got[i].Load() >= 2<<20 })
 	}
 	victim := e.bed.Backends[0]
 	killed := time.Now()
@@ -205,17 +200,10 @@ func testDrain(t *testing.T, o testbed.Options, co testbed.ConfigOptions) {
 		t.Fatalf("transfer did not start: %v", <-done)
 	}
 	target.SetDraining(true)
-	deadline := time.Now().Add(patience)
-	for {
+	waitFor(t, patience, "the backend draining", func() bool {
 		st, err := e.v.State()
-		if err == nil && backendByName(st, "web-nat", target).Forwarding == "draining" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("backend never went draining")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && backendByName(st, "web-nat", target).Forwarding == "draining"
+	})
 	counts := e.names(natURL, 60)
 	if counts[target.Name] != 0 {
 		t.Errorf("the draining backend got %d new connections: %v", counts[target.Name], counts)
@@ -224,16 +212,13 @@ func testDrain(t *testing.T, o testbed.Options, co testbed.ConfigOptions) {
 		t.Fatalf("the draining backend's transfer failed: %v", err)
 	}
 	e.fastPathUsed(co, 20000) // most of the 64 MiB's 46,000 segments
-	deadline = time.Now().Add(patience)
-	for {
-		st, err := e.v.State()
-		if err == nil && backendByName(st, "web-nat", target).ActiveFlows == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("active flows of the drained backend did not reach 0: %+v", backendByName(st, "web-nat", target))
-		}
-		time.Sleep(200 * time.Millisecond)
+	var st *admin.State
+	if !testkit.Poll(patience, func() bool {
+		var err error
+		st, err = e.v.State()
+		return err == nil && backendByName(st, "web-nat", target).ActiveFlows == 0
+	}) {
+		t.Fatalf("active flows of the drained backend did not reach 0: %+v", backendByName(st, "web-nat", target))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
 )
 
@@ -70,14 +71,9 @@ func (e *ecmpEnv) newFlows(t *testing.T, vip string) []float64 {
 // passes, and returns the last reading.
 func (e *ecmpEnv) newFlowsWhen(t *testing.T, vip string, d time.Duration, ok func([]float64) bool) []float64 {
 	t.Helper()
-	deadline := time.Now().Add(patient(d))
-	for {
-		c := e.newFlows(t, vip)
-		if ok(c) || time.Now().After(deadline) {
-			return c
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	var c []float64
+	testkit.Poll(patient(d), func() bool { c = e.newFlows(t, vip); return ok(c) })
+	return c
 }
 
 // TestECMP runs three vipd boxes behind BIRD, which spreads the VIPs over

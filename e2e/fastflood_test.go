@@ -52,7 +52,7 @@ func flood(t *testing.T, bed *testbed.Bed, vip net.IP, port uint16, first, n int
 			t.Fatalf("flood packet %d: %v", i, err)
 		}
 		if i%burst == burst-1 {
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // paces the flood, not a wait
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the flood took more than 30 s (%d of %d sent)", i, n)

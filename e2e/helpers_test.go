@@ -17,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
 	"github.com/vipd/vipd/testbed/stream"
 )
@@ -30,6 +31,19 @@ const patience = 30 * time.Second
 // patient returns d, or patience when d is shorter: the time a scenario
 // expects a wait to take is no bound on a busy machine.
 func patient(d time.Duration) time.Duration { return max(d, patience) }
+
+// waitFor fails t unless cond holds within patient(limit).
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	testkit.Eventually(t, patient(limit), what, cond)
+}
+
+// waitStable fails t unless cond holds for window without a break within
+// patient(limit).
+func waitStable(t *testing.T, limit, window time.Duration, what string, cond func() bool) {
+	t.Helper()
+	testkit.Stable(t, patient(limit), window, what, cond)
+}
 
 // env is one scenario's bed and vipd.
 type env struct {
@@ -192,14 +206,9 @@ func (e *env) eventually(cond func(float64) bool, name string, labels ...string)
 // eventuallyFor is eventually for at most patient(d).
 func (e *env) eventuallyFor(d time.Duration, cond func(float64) bool, name string, labels ...string) float64 {
 	e.t.Helper()
-	deadline := time.Now().Add(patient(d))
-	for {
-		v := e.metric(name, labels...)
-		if cond(v) || time.Now().After(deadline) {
-			return v
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var v float64
+	testkit.Poll(patient(d), func() bool { v = e.metric(name, labels...); return cond(v) })
+	return v
 }
 
 // tcpInSegs returns how many TCP segments the namespaces have received
@@ -290,21 +299,19 @@ func (e *env) backendNS() []*nstest.NS {
 func (e *env) settled(m natMark) map[string]*dto.MetricFamily {
 	e.t.Helper()
 	want := m.packets + tcpInSegs(e.t, m.ends...) - m.inSegs
-	deadline := time.Now().Add(patience)
-	for {
-		fams, err := e.v.Metrics()
-		if err != nil {
+	var fams map[string]*dto.MetricFamily
+	var got float64
+	if !testkit.Poll(patience, func() bool {
+		var err error
+		if fams, err = e.v.Metrics(); err != nil {
 			e.t.Fatalf("metrics: %v", err)
 		}
-		got := testbed.Metric(fams, "vipd_vip_packets_total", "vip", m.vip)
-		if got >= want {
-			return fams
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("vipd counted %v packets for %s, the namespaces received %v", got-m.packets, m.vip, want-m.packets)
-		}
-		time.Sleep(50 * time.Millisecond)
+		got = testbed.Metric(fams, "vipd_vip_packets_total", "vip", m.vip)
+		return got >= want
+	}) {
+		e.t.Fatalf("vipd counted %v packets for %s, the namespaces received %v", got-m.packets, m.vip, want-m.packets)
 	}
+	return fams
 }
 
 // waitBackends polls vipd's state until every backend of VIP vip has been
@@ -313,26 +320,27 @@ func (e *env) settled(m natMark) map[string]*dto.MetricFamily {
 // checks", which a busy machine makes late.
 func (e *env) waitBackends(vip, want string) *admin.State {
 	e.t.Helper()
-	deadline := time.Now().Add(patience)
-	for {
-		st, err := e.v.State()
-		if err == nil {
-			for _, v := range st.VIPs {
-				if v.Name != vip {
-					continue
-				}
-				all := len(v.Backends) > 0
-				for _, b := range v.Backends {
-					all = all && b.Health == want
-				}
-				if all {
-					return st
-				}
+	var st *admin.State
+	var err error
+	if !testkit.Poll(patience, func() bool {
+		if st, err = e.v.State(); err != nil {
+			return false
+		}
+		for _, v := range st.VIPs {
+			if v.Name != vip {
+				continue
+			}
+			all := len(v.Backends) > 0
+			for _, b := range v.Backends {
+				all = all && b.Health == want
+			}
+			if all {
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("the backends of %s are not all %s after %v: %+v (%v)", vip, want, patience, st, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		e.t.Fatalf("the backends of %s are not all %s after %v: %+v (%v)", vip, want, patience, st, err)
 	}
+	return st
 }

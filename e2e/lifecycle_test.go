@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
 )
 
@@ -40,13 +42,9 @@ func TestReload(t *testing.T) {
 	if err := e.v.Reload(bed.Config(testbed.ConfigOptions{Extra: extra}), "ok"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(patience)
-	for !strings.Contains(bed.Router.Must(t, "ip", "neigh", "show", newVIP), "lladdr") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the added VIP was not announced: the router has no ARP entry for %s", newVIP)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitFor(t, patience, "the added VIP announced: an ARP entry for "+newVIP+" at the router", func() bool {
+		return strings.Contains(bed.Router.Must(t, "ip", "neigh", "show", newVIP), "lladdr")
+	})
 	if got := e.names("http://"+newVIP, 5); got["backend2"] != 5 {
 		t.Errorf("the added VIP answered %v, want backend2 only", got)
 	}
@@ -78,11 +76,17 @@ func TestRestart(t *testing.T) {
 	e := setup(t, testbed.Options{}, testbed.ConfigOptions{})
 	be := make(chan string, 2)
 	done := make(chan error, 2)
-	go func() { done <- e.slowDownload(dsrURL, 16<<20, 4<<20, be) }()
-	go func() { done <- e.slowDownload(natURL, 16<<20, 4<<20, be) }()
+	var got [2]atomic.Int64
+	go func() { done <- e.slowDownloadCounted(dsrURL, 16<<20, 4<<20, be, &got[0]) }()
+	go func() { done <- e.slowDownloadCounted(natURL, 16<<20, 4<<20, be, &got[1]) }()
 	<-be
 	<-be
-	time.Sleep(300 * time.Millisecond)
+	// The restart lands mid-transfer: once each transfer has 1 of its 16
+	// MiB (a quarter second's worth, however long a busy machine takes
+	// for it).
+	for i := range got {
+		waitFor(t, patience, fmt.Sprintf("transfer %d's first MiB", i), func() bool { return got[i].Load() >= 1<<20 })
+	}
 	if err := e.v.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -162,17 +166,11 @@ func TestLinkFlap(t *testing.T) {
 			// to pass again, then every request must be answered. (A
 			// request that should be answered gets more than short's
 			// 300 ms: a busy machine can take longer.)
-			deadline := time.Now().Add(patience)
 			retry := e.bed.HTTPClient(5 * time.Second)
-			for {
-				if _, err := testbed.Get(context.Background(), retry, natURL); err == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("no request answered %v after the egress came back", patience)
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
+			waitFor(t, patience, "a request answered after the egress came back", func() bool {
+				_, err := testbed.Get(context.Background(), retry, natURL)
+				return err == nil
+			})
 			e.names(natURL, 10)
 			if err := syscall.Kill(pid, 0); err != nil || e.v.PID() != pid {
 				t.Errorf("vipd (pid %d) did not survive the flap: %v", pid, err)
@@ -254,10 +252,7 @@ func startAndMaybeKill(t *testing.T, cmd *exec.Cmd, kill bool) (string, error) {
 		err := cmd.Wait()
 		return out.String(), err
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(out.String(), "bed up") && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	testkit.Poll(60*time.Second, func() bool { return strings.Contains(out.String(), "bed up") })
 	cmd.Process.Kill()
 	cmd.Wait()
 	// Its children (vipd, backends, decapsulators) were started with
@@ -278,10 +273,7 @@ func startAndMaybeKill(t *testing.T, cmd *exec.Cmd, kill bool) (string, error) {
 	}
 	// SIGKILL is asynchronous: wait until none of them is left in a
 	// namespace of the child's (the caller checks that none is).
-	deadline = time.Now().Add(patience)
-	for vipdAlive(pid) && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	testkit.Poll(patience, func() bool { return !vipdAlive(pid) })
 	return out.String(), nil
 }
 

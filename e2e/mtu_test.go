@@ -3,7 +3,6 @@ package e2e
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vipd/vipd/testbed"
 )
@@ -63,13 +62,7 @@ func TestMTUChange(t *testing.T) {
 	}
 	e.bed.Box.Must(t, "ip", "link", "set", "eth1", "mtu", "1400")
 	e.bed.Switch.Must(t, "ip", "link", "set", "sbox", "mtu", "1400")
-	deadline := time.Now().Add(patience)
-	for !strings.Contains(e.v.Log(), "interface MTU changed") {
-		if time.Now().After(deadline) {
-			t.Fatalf("vipd did not notice the MTU change")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitFor(t, patience, "vipd to notice the MTU change", func() bool { return strings.Contains(e.v.Log(), "interface MTU changed") })
 	if _, err := e.upload(natURL, 4<<20); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
 )
 
@@ -83,19 +84,11 @@ max_ejection = "30s"
 	// passes, and takes clients again.
 	be.NS.Must(t, "nft", "delete", "table", "inet", "vipdtest")
 	fixed := time.Now()
-	for health() != "up" {
-		if time.Since(fixed) > patience {
-			t.Fatalf("not back after %v; health %q", time.Since(fixed), health())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testkit.Poll(patience, func() bool { return health() == "up" }) {
+		t.Fatalf("not back after %v; health %q", time.Since(fixed), health())
 	}
 	t.Logf("backend1 back %v after the fix", time.Since(fixed))
-	deadline := time.Now().Add(patience)
-	for e.names(natURL, 30)["backend1"] == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("backend1 takes no clients after its return")
-		}
-	}
+	waitFor(t, patience, "backend1 to take clients after its return", func() bool { return e.names(natURL, 30)["backend1"] != 0 })
 	if v := e.metric("vipd_backend_ejections_total", "vip", "web-nat"); v < 1 {
 		t.Errorf("vipd_backend_ejections_total = %v", v)
 	}

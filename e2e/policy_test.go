@@ -3,9 +3,9 @@ package e2e
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vipd/vipd/internal/offload"
+	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
 )
 
@@ -46,12 +46,8 @@ func TestTxOffloadWarning(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := bed.StartVIPD(bed.Config(testbed.ConfigOptions{}))
-	deadline := time.Now().Add(patience)
-	for !strings.Contains(v.Log(), "vipd running") {
-		if time.Now().After(deadline) {
-			t.Fatalf("vipd not running after %v:\n%s", patience, tail(v.Log(), 30))
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testkit.Poll(patience, func() bool { return strings.Contains(v.Log(), "vipd running") }) {
+		t.Fatalf("vipd not running after %v:\n%s", patience, tail(v.Log(), 30))
 	}
 	log := v.Log()
 	if !strings.Contains(log, "TX checksum offload") || !strings.Contains(log, "ethtool -K r1 tx off") {

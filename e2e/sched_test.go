@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
 )
 
@@ -41,17 +42,11 @@ func (e *env) backendState(vip string, i int) admin.BackendState {
 // effective weight for which cond holds, and returns it.
 func (e *env) waitWeight(i int, what string, cond func(float64) bool) float64 {
 	e.t.Helper()
-	deadline := time.Now().Add(patience)
-	for {
-		b := e.backendState("web-nat", i)
-		if cond(b.EffectiveWeight) {
-			return b.EffectiveWeight
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("backend %d: effective weight %v, still not %s", i, b.EffectiveWeight, what)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var w float64
+	if !testkit.Poll(patience, func() bool { w = e.backendState("web-nat", i).EffectiveWeight; return cond(w) }) {
+		e.t.Fatalf("backend %d: effective weight %v, still not %s", i, w, what)
 	}
+	return w
 }
 
 // TestLoadReport: a backend that reports a utilization of 0.8 in its
@@ -102,30 +97,22 @@ func TestErrorPenalty(t *testing.T) {
 	be := e.bed.Backends[0]
 	// Up first (rise 2): a backend failing every other check from the
 	// start would never pass two in a row.
-	deadline := time.Now().Add(patience)
-	for e.backendState("web-nat", 0).Health != "up" {
-		if time.Now().After(deadline) {
-			t.Fatalf("backend1 not up: %+v", e.backendState("web-nat", 0))
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testkit.Poll(patience, func() bool { return e.backendState("web-nat", 0).Health == "up" }) {
+		t.Fatalf("backend1 not up: %+v", e.backendState("web-nat", 0))
 	}
 	be.SetCheckFailures(2)
 	t.Cleanup(func() { be.SetCheckFailures(0) })
-	deadline = time.Now().Add(patience)
-	for {
-		b := e.backendState("web-nat", 0)
+	var b admin.BackendState
+	if !testkit.Poll(patience, func() bool {
+		b = e.backendState("web-nat", 0)
 		if b.Health != "up" {
 			t.Fatalf("marked %s before it was penalised (weight %v)", b.Health, b.EffectiveWeight)
 		}
-		if b.EffectiveWeight <= 0.7 {
-			t.Logf("penalised to %.2f while up", b.EffectiveWeight)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("failing half its checks, weight still %v", b.EffectiveWeight)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return b.EffectiveWeight <= 0.7
+	}) {
+		t.Fatalf("failing half its checks, weight still %v", b.EffectiveWeight)
 	}
+	t.Logf("penalised to %.2f while up", b.EffectiveWeight)
 	// Half the checks failing: about half the weight, and so fewer flows.
 	const n = 1000
 	w := e.backendState("web-nat", 0).EffectiveWeight
@@ -134,13 +121,7 @@ func TestErrorPenalty(t *testing.T) {
 		t.Errorf("backend1 (weight %.2f) took %.1f%% of new connections: %v", w, 100*p, counts)
 	}
 	be.SetCheckFailures(1)
-	deadline = time.Now().Add(patience)
-	for e.backendState("web-nat", 0).Health != "down" {
-		if time.Now().After(deadline) {
-			t.Fatal("failing every check, not marked down")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitFor(t, patience, "backend1 marked down, failing every check", func() bool { return e.backendState("web-nat", 0).Health == "down" })
 }
 
 // TestBoundedLoad: clients concentrated on one backend (60 long-lived

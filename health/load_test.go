@@ -16,6 +16,7 @@ import (
 
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 func loadCheck() config.HealthCheck {
@@ -151,20 +152,22 @@ func TestManagerLoadReport(t *testing.T) {
 	hc.LoadHalfLife = config.Duration(20 * time.Millisecond)
 	m.Set([]Target{{Ref: 1, VIP: "v", Label: "b", Addr: ap, Check: hc}})
 	defer m.Stop()
-	waitFor(t, "the weight to follow the report", func() bool {
+	testkit.Eventually(t, testkit.Patience, "the weight to follow the report", func() bool {
 		st, _ := r.get(1)
 		return st.Scale > 0.15 && st.Scale < 0.25
 	})
+
 	load.Store("lots")
-	waitFor(t, "malformed reports counted", func() bool { return m.LoadReportsMalformed()[1] >= 5 })
+	testkit.Eventually(t, testkit.Patience, "malformed reports counted", func() bool { return m.LoadReportsMalformed()[1] >= 5 })
 	if n := strings.Count(logs.String(), "load report malformed"); n != 1 {
 		t.Errorf("%d malformed-report log lines, want 1", n)
 	}
 	load.Store("0")
-	waitFor(t, "the whole weight back", func() bool {
+	testkit.Eventually(t, testkit.Patience, "the whole weight back", func() bool {
 		st, _ := r.get(1)
 		return st.Scale == 0 && st.Fraction() == 0
 	})
+
 	if !strings.Contains(logs.String(), "backend effective weight changed") {
 		t.Error("no weight change logged")
 	}

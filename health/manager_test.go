@@ -16,6 +16,7 @@ import (
 
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/tunprobe"
 )
 
@@ -57,19 +58,6 @@ func (r *reports) get(ref uint32) (control.Status, int) {
 	return r.last[ref], r.n[ref]
 }
 
-// waitFor polls cond until it holds, for at most 30 s: the wait ends as
-// soon as it does, and a busy machine may need that long.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func fastCheck() config.HealthCheck {
 	return config.HealthCheck{Type: config.CheckTCP, Interval: config.Duration(20 * time.Millisecond),
 		Timeout: config.Duration(10 * time.Millisecond), Rise: 2, Fall: 2}
@@ -95,9 +83,9 @@ func TestManagerSetKeepsState(t *testing.T) {
 	targets := []Target{{Ref: 0, Check: fastCheck()}, {Ref: 1, Check: fastCheck()}, {Ref: 2, Check: config.HealthCheck{Type: config.CheckNone}}}
 	m.Set(targets)
 	m.Start(ctx)
-	waitFor(t, "backend 1 down", func() bool { st, _ := r.get(1); return st.Down })
+	testkit.Eventually(t, testkit.Patience, "backend 1 down", func() bool { st, _ := r.get(1); return st.Down })
 	// A backend's first probe result is always reported.
-	waitFor(t, "backend 0's first report", func() bool { _, n := r.get(0); return n > 0 })
+	testkit.Eventually(t, testkit.Patience, "backend 0's first report", func() bool { _, n := r.get(0); return n > 0 })
 	if st, n := r.get(0); st.Down {
 		t.Errorf("backend 0: %+v after %d reports", st, n)
 	}
@@ -110,12 +98,12 @@ func TestManagerSetKeepsState(t *testing.T) {
 	// in the checker Set left, and a restarted checker would have reported
 	// its first result.
 	p1 := probes[1].Load()
-	waitFor(t, "three more probes of backend 1", func() bool { return probes[1].Load() >= p1+3 })
+	testkit.Eventually(t, testkit.Patience, "three more probes of backend 1", func() bool { return probes[1].Load() >= p1+3 })
 	if st, n := r.get(1); !st.Down || n != before {
 		t.Errorf("re-Set reset backend 1: %+v, %d reports (was %d)", st, n, before)
 	}
 	healthy[1].Store(true)
-	waitFor(t, "backend 1 back up", func() bool { st, _ := r.get(1); return !st.Down })
+	testkit.Eventually(t, testkit.Patience, "backend 1 back up", func() bool { st, _ := r.get(1); return !st.Down })
 	m.mu.Lock()
 	removed := m.running[1]
 	m.mu.Unlock()
@@ -128,7 +116,7 @@ func TestManagerSetKeepsState(t *testing.T) {
 	// Its checker is gone; three probe rounds of backend 0 later, nothing
 	// else has probed it (nor the type none backend).
 	n, p0 := probes[1].Load(), probes[0].Load()
-	waitFor(t, "three more probes of backend 0", func() bool { return probes[0].Load() >= p0+3 })
+	testkit.Eventually(t, testkit.Patience, "three more probes of backend 0", func() bool { return probes[0].Load() >= p0+3 })
 	if probes[1].Load() != n {
 		t.Errorf("a removed backend is still probed")
 	}
@@ -201,9 +189,9 @@ func TestManagerRampEnds(t *testing.T) {
 		m.Set([]Target{{Ref: 7, Check: check}})
 		ctx, cancel := context.WithCancel(context.Background())
 		m.Start(ctx)
-		waitFor(t, "down", func() bool { st, _ := r.get(7); return st.Down })
+		testkit.Eventually(t, testkit.Patience, "down", func() bool { st, _ := r.get(7); return st.Down })
 		up.Store(true)
-		waitFor(t, "full weight reported", func() bool { st, _ := r.get(7); return !st.Down && st.Ramp == 0 })
+		testkit.Eventually(t, testkit.Patience, "full weight reported", func() bool { st, _ := r.get(7); return !st.Down && st.Ramp == 0 })
 		if !r.sawRamp(7) {
 			t.Errorf("round %d: up at full weight without a slow-start ramp", round)
 		}
@@ -229,7 +217,7 @@ func TestManagerSetBeforeStart(t *testing.T) {
 	defer cancel()
 	m.Start(ctx)
 	defer m.Stop()
-	waitFor(t, "backend 1 probed", func() bool { return probes[1].Load() >= 3 })
+	testkit.Eventually(t, testkit.Patience, "backend 1 probed", func() bool { return probes[1].Load() >= 3 })
 	if n := probes[0].Load(); n != 0 {
 		t.Errorf("the removed backend was probed %d times", n)
 	}
@@ -339,14 +327,14 @@ func TestManagerSetCarriesVerdict(t *testing.T) {
 	check.Fall, check.SlowStart = 3, config.Duration(100*time.Millisecond)
 	m.Start(ctx)
 	m.Set([]Target{{Ref: 0, Check: check}, {Ref: 1, Check: check}}) // both added: 1 ramps up
-	waitFor(t, "backend 0 down", func() bool { st, _ := r.get(0); return st.Down })
-	waitFor(t, "backend 1 ramped", func() bool { return r.sawRamp(1) })
-	waitFor(t, "backend 1 at full weight", func() bool { st, _ := r.get(1); return !st.Down && st.Ramp == 0 })
+	testkit.Eventually(t, testkit.Patience, "backend 0 down", func() bool { st, _ := r.get(0); return st.Down })
+	testkit.Eventually(t, testkit.Patience, "backend 1 ramped", func() bool { return r.sawRamp(1) })
+	testkit.Eventually(t, testkit.Patience, "backend 1 at full weight", func() bool { st, _ := r.get(1); return !st.Down && st.Ramp == 0 })
 	// Every report of backend 1 before the full weight's is in once two
 	// more of its probes have started (its checker reports, on a ramp
 	// tick or after a probe, before it probes again).
 	p1 := probes[1].Load()
-	waitFor(t, "two more probes of backend 1", func() bool { return probes[1].Load() >= p1+2 })
+	testkit.Eventually(t, testkit.Patience, "two more probes of backend 1", func() bool { return probes[1].Load() >= p1+2 })
 	r.mu.Lock()
 	r.ramped[1] = false
 	r.mu.Unlock()
@@ -356,7 +344,7 @@ func TestManagerSetCarriesVerdict(t *testing.T) {
 	watch.Store(true)
 	m.Set([]Target{{Ref: 0, Check: changed}, {Ref: 1, Check: changed}})
 	p0 := probes[0].Load()
-	waitFor(t, "three probes of the new checkers", func() bool { return probes[0].Load() >= p0+3 })
+	testkit.Eventually(t, testkit.Patience, "three probes of the new checkers", func() bool { return probes[0].Load() >= p0+3 })
 	if st, n := r.get(0); !st.Down || deadUp.Load() {
 		t.Errorf("dead backend 0 reported up after its check changed (now %+v, %d reports)", st, n)
 	}

@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // RequireBird skips the test unless BIRD 2 (Debian's bird2, which `make
@@ -90,16 +90,10 @@ func (b *Bed) StartBird(ns *nstest.NS, o BirdOptions) *Bird {
 	// -f: foreground, so that Spawn holds its PID; -d would also log to
 	// stderr, -D file; the log is BIRD's own.
 	b.Spawn(ns, r.name, "bird", "-f", "-c", conf, "-s", r.sock, "-P", filepath.Join(b.dir, r.name+".pid"))
-	deadline := time.Now().Add(patience)
-	for {
-		if _, err := r.Cmd("show", "status"); err == nil {
-			return r
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("testbed: BIRD did not come up:\n%s", b.Log(r.name))
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testkit.Poll(patience, func() bool { _, err := r.Cmd("show", "status"); return err == nil }) {
+		b.t.Fatalf("testbed: BIRD did not come up:\n%s", b.Log(r.name))
 	}
+	return r
 }
 
 // Cmd runs a birdc command against the router and returns its output.

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // EchoFlows are long-lived TCP connections to a backend echo server
@@ -158,9 +160,9 @@ func (ef *EchoFlows) Settle(d time.Duration) (broken []string) {
 		base[i] = f.rounds
 	}
 	ef.mu.Unlock()
-	deadline := time.Now().Add(d)
-	for {
+	testkit.Poll(d, func() bool {
 		ef.mu.Lock()
+		defer ef.mu.Unlock()
 		var stalled []string
 		for i, f := range ef.flows {
 			if !f.dead && f.rounds <= base[i] {
@@ -168,12 +170,9 @@ func (ef *EchoFlows) Settle(d time.Duration) (broken []string) {
 			}
 		}
 		broken = append(append([]string(nil), ef.broken...), stalled...)
-		ef.mu.Unlock()
-		if len(stalled) == 0 || time.Now().After(deadline) {
-			return broken
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return len(stalled) == 0
+	})
+	return broken
 }
 
 // Finish stops every flow and waits for them.

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // AdminAddr is where the bed's vipd serves its admin API (inside the box
@@ -55,20 +56,23 @@ func (b *Bed) StartVIPDIn(ns *nstest.NS, file, cfg string, flags ...string) *VIP
 	}
 	v.client = &http.Client{Transport: &http.Transport{DialContext: Dialer(ns), DisableKeepAlives: true}, Timeout: 20 * time.Second}
 	v.cmd = b.Spawn(ns, v.name, b.Bin.VIPD, append([]string{"-config", v.Config, "-log-level", "debug"}, flags...)...)
-	deadline := time.Now().Add(patience)
-	for {
-		resp, err := v.client.Get("http://" + AdminAddr + "/healthz")
-		if err == nil {
+	var err error
+	if !testkit.Poll(patience, func() bool {
+		var resp *http.Response
+		if resp, err = v.client.Get("http://" + AdminAddr + "/healthz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return v
+				return true
 			}
 		}
-		if v.cmd.ProcessState != nil || time.Now().After(deadline) {
+		if v.cmd.ProcessState != nil {
 			b.t.Fatalf("testbed: vipd did not come up: %v\n%s", err, b.Log(v.name))
 		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		b.t.Fatalf("testbed: vipd did not come up: %v\n%s", err, b.Log(v.name))
 	}
+	return v
 }
 
 // Log returns vipd's output so far.
@@ -151,12 +155,8 @@ func (v *VIPD) Reload(cfg, wantResult string) error {
 		return err
 	}
 	v.cmd.Process.Signal(syscall.SIGHUP)
-	deadline := time.Now().Add(patience)
-	for time.Now().Before(deadline) {
-		if v.reloads(wantResult) > before {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
+	if testkit.Poll(patience, func() bool { return v.reloads(wantResult) > before }) {
+		return nil
 	}
 	return fmt.Errorf("no %s reload within %v:\n%s", wantResult, patience, v.Log())
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // TestProbeThroughTunnel: a probe of VIP:port through a backend's tunnel
@@ -48,10 +49,8 @@ func TestProbeThroughTunnel(t *testing.T) {
 			}
 			// The handshake's last ACK reaches the TUN reader after
 			// Dial returns: wait for it (bounded).
-			s := p.Stats()
-			for wait := time.Now().Add(30 * time.Second); s.Sent < before+2 && time.Now().Before(wait); s = p.Stats() {
-				time.Sleep(10 * time.Millisecond)
-			}
+			var s Stats
+			testkit.Poll(testkit.Patience, func() bool { s = p.Stats(); return s.Sent >= before+2 })
 			if s.Sent < before+2 || s.SendErrors != 0 {
 				t.Errorf("a probe sent its SYN and ACK through the tunnel: %+v (before: %d sent)", s, before)
 			}
@@ -79,21 +78,16 @@ func TestProbeThroughTunnel(t *testing.T) {
 // probeTimeout.
 func waitProbe(t *testing.T, p *Prober, vip netip.Addr, path Path, up bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
 	var err error
-	for {
+	if !testkit.Poll(testkit.Patience, func() bool {
 		if up {
 			err = probeUp(p, vip, path)
 		} else {
 			err = probe(p, vip, path)
 		}
-		if (err == nil) == up {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("probe of %v through %v: still %v, want up=%v", vip, path.Backend, err, up)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return (err == nil) == up
+	}) {
+		t.Fatalf("probe of %v through %v: still %v, want up=%v", vip, path.Backend, err, up)
 	}
 }
 

@@ -20,18 +20,18 @@ import (
 // Addresses of the tests: 198.18.0.0/15 and 2001:2::/48 only.
 var (
 	vip4    = netip.MustParseAddr("198.18.0.101")
-	boxAddr = netip.MustParseAddr("198.18.1.1") // probe source and encapsulation source
-	beAddr  = netip.MustParseAddr("198.18.1.11")
+	boxAddr = nstest.PairLB4 // probe source and encapsulation source
+	beAddr  = nstest.PairBE4
 
 	vip6     = netip.MustParseAddr("2001:2::101")
-	boxAddr6 = netip.MustParseAddr("2001:2:0:1::1")
-	beAddr6  = netip.MustParseAddr("2001:2:0:1::11")
+	boxAddr6 = nstest.PairLB6
+	beAddr6  = nstest.PairBE6
 )
 
 const vipPort = 8080
 
-// rig: namespace box (vipd's side: the prober) and be (a DSR backend),
-// joined by a veth pair. box routes the VIPs toward the clients, out of a
+// rig: nstest's Pair, namespace box (vipd's side: the prober) and be (a
+// DSR backend), joined by a veth pair. box routes the VIPs toward the clients, out of a
 // veth toward nowhere, as a vipd box routes them to its clients; be holds the VIPs on loopback and
 // a listener on VIP:vipPort.
 //
@@ -48,12 +48,8 @@ const probeTimeout = 500 * time.Millisecond
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	nstest.RequireRoot(t)
-	r := &rig{box: nstest.New(t, "box"), be: nstest.New(t, "be"), boxIf: nstest.Name("vx"), beIf: nstest.Name("vb")}
-	nstest.Veth(t, r.box, r.boxIf, r.be, r.beIf)
-	r.box.Must(t, "ip", "addr", "add", boxAddr.String()+"/24", "dev", r.boxIf)
-	r.be.Must(t, "ip", "addr", "add", beAddr.String()+"/24", "dev", r.beIf)
-	r.box.Must(t, "ip", "addr", "add", boxAddr6.String()+"/64", "dev", r.boxIf, "nodad")
-	r.be.Must(t, "ip", "addr", "add", beAddr6.String()+"/64", "dev", r.beIf, "nodad")
+	p := nstest.NewPair(t, "box", "be")
+	r := &rig{box: p.LB, be: p.BE, boxIf: p.LBIf, beIf: p.BEIf}
 	// The clients' side of the box, which its route to the VIPs takes.
 	// (No dummy module here: a veth pair with both ends in box.)
 	cIf := nstest.Name("vc")
@@ -62,10 +58,8 @@ func newRig(t *testing.T) *rig {
 	r.box.Must(t, "ip", "route", "add", "default", "via", "198.18.2.254")
 	r.box.Must(t, "ip", "-6", "addr", "add", "2001:2:0:2::1/64", "dev", cIf, "nodad")
 	r.box.Must(t, "ip", "-6", "route", "add", "default", "via", "2001:2:0:2::254")
-	r.addVIPs(t)
+	r.be.DSRBackend(t, vip4, vip6)
 	r.be.Sysctl(t, "net.ipv4.conf.all.rp_filter", "0")
-	r.be.Sysctl(t, "net.ipv4.conf.all.arp_ignore", "1")
-	r.be.Sysctl(t, "net.ipv4.conf.all.arp_announce", "2")
 	r.listen(t, netip.AddrPortFrom(vip4, vipPort))
 	r.listen(t, netip.AddrPortFrom(vip6, vipPort))
 	return r
@@ -73,16 +67,12 @@ func newRig(t *testing.T) *rig {
 
 func (r *rig) addVIPs(t *testing.T) {
 	t.Helper()
-	r.be.Must(t, "ip", "addr", "add", vip4.String()+"/32", "dev", "lo")
-	// nodad: without it the address stays tentative (unusable) until the
-	// kernel's DAD work runs, which a busy machine delays.
-	r.be.Must(t, "ip", "addr", "add", vip6.String()+"/128", "dev", "lo", "nodad")
+	r.be.AddVIPs(t, vip4, vip6)
 }
 
 func (r *rig) delVIPs(t *testing.T) {
 	t.Helper()
-	r.be.Must(t, "ip", "addr", "del", vip4.String()+"/32", "dev", "lo")
-	r.be.Must(t, "ip", "addr", "del", vip6.String()+"/128", "dev", "lo")
+	r.be.DelVIPs(t, vip4, vip6)
 }
 
 // listen accepts and closes connections on addr inside be until cleanup.

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // TestUsage drives the flags that stop before anything is opened, so it
@@ -291,16 +292,6 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// waitFor polls cond every 20 ms for at most d.
-func waitFor(d time.Duration, cond func() bool) bool {
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-	}
-	return cond()
-}
-
 // TestBinary runs the built command in a throwaway namespace, as a
 // backend agent would: it must fix rp_filter, put its VIPs on lo and set
 // the ARP sysctls, decapsulate an IPIP packet and a GUE datagram, serve
@@ -349,7 +340,7 @@ func TestBinary(t *testing.T) {
 	// "running" is logged once decap.New returned, that is after the
 	// sockets are open; the TUN exists earlier, and a packet sent in
 	// between is lost (CI saw it once).
-	if !waitFor(startTimeout, func() bool { return strings.Contains(log.String(), "msg=running") }) {
+	if !testkit.Poll(startTimeout, func() bool { return strings.Contains(log.String(), "msg=running") }) {
 		t.Fatalf("not running after %v; log:\n%s", startTimeout, log)
 	}
 	if !hasTUN() {
@@ -395,7 +386,7 @@ func TestBinary(t *testing.T) {
 	if err != nil {
 		t.Fatalf("send: %v", err)
 	}
-	if !waitFor(startTimeout, func() bool { return strings.Contains(log.String(), "gue=2 decapsulated=3") }) {
+	if !testkit.Poll(startTimeout, func() bool { return strings.Contains(log.String(), "gue=2 decapsulated=3") }) {
 		t.Fatalf("not 3 decapsulated packets, 2 of them GUE, in the stats after %v; log:\n%s", startTimeout, log)
 	}
 	fams := scrapeIn(t, ns, "http://"+metrics+"/metrics")

@@ -17,9 +17,9 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"golang.org/x/sys/unix"
 
 	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // built is the command, built once for the tests that run it.
@@ -89,7 +89,7 @@ func start(t *testing.T, ns *nstest.NS, args ...string) *proc {
 // returned: the sockets are open).
 func (p *proc) running(t *testing.T) {
 	t.Helper()
-	if !waitFor(startTimeout, func() bool { return strings.Contains(p.log.String(), "msg=running") }) {
+	if !testkit.Poll(startTimeout, func() bool { return strings.Contains(p.log.String(), "msg=running") }) {
 		t.Fatalf("not running after %v; log:\n%s", startTimeout, p.log)
 	}
 }
@@ -155,15 +155,16 @@ func TestRefusals(t *testing.T) {
 // exist only in far, behind be; the inner sources (the "clients") on no
 // interface at all.
 var (
-	rlLB4, rlLB6   = netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("2001:2:0:1::1")
-	rlBE4, rlBE6   = netip.MustParseAddr("198.18.1.11"), netip.MustParseAddr("2001:2:0:1::11")
-	rlFar4, rlFar6 = netip.MustParseAddr("198.18.4.2"), netip.MustParseAddr("2001:2:0:4::2")
+	rlLB4, rlLB6   = nstest.PairLB4, nstest.PairLB6
+	rlBE4, rlBE6   = nstest.PairBE4, nstest.PairBE6
+	rlFar4, rlFar6 = nstest.PairFar4, nstest.PairFar6
 	rlCli4, rlCli6 = netip.MustParseAddr("198.18.2.7"), netip.MustParseAddr("2001:2:0:2::7")
 )
 
 // relayRig is a backend that routes, as every Docker or Kubernetes node
 // does (ip_forward=1, IPv6 forwarding on), between lb, which plays vipd
-// and the rest of the world, and far, another host:
+// and the rest of the world, and far, another host (nstest's Pair and
+// its AddFar):
 //
 //	lb 198.18.1.1/24   ──veth── 198.18.1.11/24  be 198.18.4.1/24  ──veth── 198.18.4.2/24  far
 //	   2001:2:0:1::1/64          2001:2:0:1::11/64  2001:2:0:4::1/64        2001:2:0:4::2/64
@@ -173,41 +174,15 @@ var (
 type relayRig struct {
 	lb, be, far *nstest.NS
 	far4, far6  *net.UDPConn
-	raw4, raw6  int    // lb's IPPROTO_RAW sockets
-	beMetrics   string // where vipd-decap in be serves its metrics
+	raw         *nstest.RawSender // in lb
+	beMetrics   string            // where vipd-decap in be serves its metrics
 }
 
 func newRelayRig(t *testing.T) *relayRig {
 	t.Helper()
 	nstest.RequireRoot(t)
-	r := &relayRig{lb: nstest.New(t, "rlb"), be: nstest.New(t, "rbe"), far: nstest.New(t, "rfa"), raw4: -1, raw6: -1, beMetrics: "127.0.0.1:9717"}
-	// No DAD on the links to come: the IPv6 link-local addresses that
-	// neighbour discovery uses would be tentative for a while.
-	for _, ns := range []*nstest.NS{r.lb, r.be, r.far} {
-		ns.Must(t, "sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0")
-	}
-	lbIf, beL, beF, farIf := nstest.Name("rl"), nstest.Name("rl"), nstest.Name("rf"), nstest.Name("rf")
-	nstest.Veth(t, r.lb, lbIf, r.be, beL)
-	nstest.Veth(t, r.be, beF, r.far, farIf)
-	for _, a := range []struct {
-		ns   *nstest.NS
-		dev  string
-		addr string
-	}{
-		{r.lb, lbIf, rlLB4.String() + "/24"}, {r.lb, lbIf, rlLB6.String() + "/64"},
-		{r.be, beL, rlBE4.String() + "/24"}, {r.be, beL, rlBE6.String() + "/64"},
-		{r.be, beF, "198.18.4.1/24"}, {r.be, beF, "2001:2:0:4::1/64"},
-		{r.far, farIf, rlFar4.String() + "/24"}, {r.far, farIf, rlFar6.String() + "/64"},
-	} {
-		args := []string{"ip", "addr", "add", a.addr, "dev", a.dev}
-		if strings.Contains(a.addr, ":") {
-			args = append(args, "nodad")
-		}
-		a.ns.Must(t, args...)
-	}
-	r.lb.Must(t, "ip", "route", "add", "198.18.4.0/24", "via", rlBE4.String())
-	r.lb.Must(t, "ip", "-6", "route", "add", "2001:2:0:4::/64", "via", rlBE6.String())
-	r.be.Must(t, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
+	p := nstest.NewPair(t, "rlb", "rbe")
+	r := &relayRig{lb: p.LB, be: p.BE, far: p.AddFar(t), beMetrics: "127.0.0.1:9717"}
 	listen := func(a netip.Addr) *net.UDPConn {
 		var c *net.UDPConn
 		if err := r.far.Do(func() (err error) {
@@ -220,38 +195,14 @@ func newRelayRig(t *testing.T) *relayRig {
 		return c
 	}
 	r.far4, r.far6 = listen(rlFar4), listen(rlFar6)
-	err := r.lb.Do(func() (err error) {
-		if r.raw4, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW); err != nil {
-			return err
-		}
-		r.raw6, err = unix.Socket(unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
-		return err
-	})
-	t.Cleanup(func() {
-		for _, fd := range []int{r.raw4, r.raw6} {
-			if fd >= 0 {
-				unix.Close(fd)
-			}
-		}
-	})
-	if err != nil {
-		t.Fatalf("raw sockets in lb: %v", err)
-	}
+	r.raw = r.lb.RawSender(t)
 	return r
 }
 
 // inject sends pkt, a whole IP packet built by the test, from lb.
 func (r *relayRig) inject(t *testing.T, pkt []byte) {
 	t.Helper()
-	var err error
-	if pkt[0]>>4 == 4 {
-		err = unix.Sendto(r.raw4, pkt, 0, &unix.SockaddrInet4{Addr: [4]byte(pkt[16:20])})
-	} else {
-		err = unix.Sendto(r.raw6, pkt, 0, &unix.SockaddrInet6{Addr: [16]byte(pkt[24:40])})
-	}
-	if err != nil {
-		t.Fatalf("send from lb: %v", err)
-	}
+	r.raw.Send(t, pkt)
 }
 
 // control sends payload from lb to dst:9, a plain datagram that be
@@ -291,7 +242,7 @@ func firstAtFar(t *testing.T, c *net.UDPConn) string {
 func (r *relayRig) metric(t *testing.T, name string, want float64, labels ...string) {
 	t.Helper()
 	var got float64
-	if !waitFor(startTimeout, func() bool {
+	if !testkit.Poll(startTimeout, func() bool {
 		got, _ = value(scrapeIn(t, r.be, "http://"+r.beMetrics+"/metrics"), name, labels...)
 		return got == want
 	}) {
@@ -382,7 +333,7 @@ func TestRelay(t *testing.T) {
 				src, dst, farConn = rlCli6, rlFar6, r.far6
 			}
 			relay, control := "relay "+strconv.Itoa(i), "control "+strconv.Itoa(i)
-			addrErrors := snmpIn(t, r.be, "InAddrErrors")
+			addrErrors := r.be.SNMP(t, "Ip", "InAddrErrors")
 			r.inject(t, tc.encap(udpTo(t, src, dst, relay)))
 			switch tc.outcome {
 			case dropped:
@@ -390,7 +341,7 @@ func TestRelay(t *testing.T) {
 				r.metric(t, "vipd_decap_decapsulated_total", 0)
 			case refused:
 				r.metric(t, "vipd_decap_decapsulated_total", 1)
-				if !waitFor(startTimeout, func() bool { return snmpIn(t, r.be, "InAddrErrors") > addrErrors }) {
+				if !testkit.Poll(startTimeout, func() bool { return r.be.SNMP(t, "Ip", "InAddrErrors") > addrErrors }) {
 					t.Errorf("be's Ip InAddrErrors still %d: the kernel did not refuse the packet written to the TUN", addrErrors)
 				}
 			case relayed:
@@ -410,24 +361,4 @@ func TestRelay(t *testing.T) {
 			}
 		})
 	}
-}
-
-// snmpIn returns a counter of the Ip group of ns's /proc/net/snmp.
-func snmpIn(t *testing.T, ns *nstest.NS, name string) int {
-	t.Helper()
-	lines := strings.Split(ns.Must(t, "cat", "/proc/net/snmp"), "\n")
-	for i := 0; i+1 < len(lines); i++ {
-		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
-		if len(names) == 0 || names[0] != "Ip:" || len(values) != len(names) {
-			continue
-		}
-		for j, n := range names {
-			if n == name {
-				v, _ := strconv.Atoi(values[j])
-				return v
-			}
-		}
-	}
-	t.Fatalf("no Ip %s in /proc/net/snmp of %s", name, ns.Name)
-	return 0
 }

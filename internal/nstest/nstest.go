@@ -10,9 +10,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // RequireRoot skips the test unless it runs as root with the ip tool.
@@ -186,16 +187,13 @@ func Veth(tb T, a *NS, an string, b *NS, bn string) {
 // operational state in the same step.
 func (n *NS) WaitRunning(tb T, ifname string) {
 	tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, err := exec.Command("ip", "-n", n.Name, "-o", "link", "show", "dev", ifname).CombinedOutput()
-		if err == nil && strings.Contains(string(out), " state UP ") {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s in %s not running after 30 s: %s (%v)", ifname, n.Name, out, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var out []byte
+	var err error
+	if !testkit.Poll(testkit.Patience, func() bool {
+		out, err = exec.Command("ip", "-n", n.Name, "-o", "link", "show", "dev", ifname).CombinedOutput()
+		return err == nil && strings.Contains(string(out), " state UP ")
+	}) {
+		tb.Fatalf("%s in %s not running after %v: %s (%v)", ifname, n.Name, testkit.Patience, out, err)
 	}
 }
 

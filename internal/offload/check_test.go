@@ -3,15 +3,16 @@ package offload
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -211,16 +212,10 @@ func holdByProcess(t *testing.T, ns *nstest.NS) int {
 		cmd.Wait()
 	})
 	path := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/ns/net"
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	testkit.Eventually(t, testkit.Patience, fmt.Sprintf("process %d to enter %s", cmd.Process.Pid, ns.Name), func() bool {
 		var st unix.Stat_t
-		if unix.Stat(path, &st) == nil && st.Dev == want.Dev && st.Ino == want.Ino {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d did not enter %s", cmd.Process.Pid, ns.Name)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return unix.Stat(path, &st) == nil && st.Dev == want.Dev && st.Ino == want.Ino
+	})
 	nstest.Must(t, "ip", "netns", "del", ns.Name)
 	return cmd.Process.Pid
 }

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
 )
 
@@ -42,8 +43,7 @@ func demo(r *testbed.Run) {
 	// The example's admin socket, in the bed's directory instead of /run.
 	v := bed.StartVIPD(strings.Replace(string(cfg), `socket = "/run/vipd/admin.sock"`, fmt.Sprintf("socket = %q", bed.AdminSocket()), 1))
 	fmt.Printf("   vipd running in namespace %s with config.toml.example (io afxdp, pid %d)\n", bed.Box.Name, v.PID())
-	// Wait for the first health checks (interval 2 s / 1 s).
-	time.Sleep(2500 * time.Millisecond)
+	waitChecked(v)
 
 	c := bed.HTTPClient(10 * time.Second)
 	for _, vip := range []struct{ name, url string }{
@@ -74,7 +74,7 @@ func demo(r *testbed.Run) {
 	}
 	fmt.Printf("\n== a bounded burst: 20000 TCP SYNs from 20000 client ports to the NAT VIP, as fast as a raw socket sends\n")
 	sent := burst(r, bed, 20000)
-	time.Sleep(500 * time.Millisecond)
+	waitCounted(r, v)
 	fmt.Printf("   sent %d frames\n", sent)
 
 	fams, err := v.Metrics()
@@ -125,6 +125,45 @@ func demo(r *testbed.Run) {
 	fastPath(r, bed, string(cfg))
 }
 
+// waitChecked waits until vipd's /v1/state shows every backend checked
+// up (interval 2 s / 1 s in the example: some 2 s on an idle machine, more
+// on a busy one), for at most testkit.Patience. The demo goes on after
+// that either way: its requests then show what failed.
+func waitChecked(v *testbed.VIPD) {
+	testkit.Poll(testkit.Patience, func() bool {
+		st, err := v.State()
+		if err != nil {
+			return false
+		}
+		for _, vip := range st.VIPs {
+			for _, b := range vip.Backends {
+				if b.Health != "up" && b.Health != "none" {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// waitCounted waits until vipd's frame counter has stopped moving: the
+// workers publish their counters every 100 ms, so one unchanged for
+// 300 ms has every frame received so far (bounded by testkit.Patience).
+func waitCounted(r *testbed.Run, v *testbed.VIPD) {
+	last, since := -1.0, time.Now()
+	testkit.Poll(testkit.Patience, func() bool {
+		fams, err := v.Metrics()
+		if err != nil {
+			r.Fatalf("metrics: %v", err)
+		}
+		if n := testbed.Metric(fams, "vipd_rx_frames_total"); n != last {
+			last, since = n, time.Now()
+			return false
+		}
+		return time.Since(since) >= 300*time.Millisecond
+	})
+}
+
 // fastPath runs vipd again with fast_path = "on" and downloads 32 MiB
 // through the NAT VIP: most of both directions' frames are forwarded by
 // the XDP program, not by vipd's workers.
@@ -132,7 +171,14 @@ func fastPath(r *testbed.Run, bed *testbed.Bed, cfg string) {
 	fmt.Printf("\n== the XDP fast path: vipd again with fast_path = \"on\", a 32 MiB download through the NAT VIP\n")
 	cfg = strings.Replace(cfg, `fast_path = "auto"`, `fast_path = "on"`, 1)
 	v := bed.StartVIPD(strings.Replace(cfg, `socket = "/run/vipd/admin.sock"`, fmt.Sprintf("socket = %q", bed.AdminSocket()), 1))
-	time.Sleep(2500 * time.Millisecond) // the first health checks
+	started := time.Now()
+	waitChecked(v)
+	// Not only the checks: the burst's half-open connections have their
+	// SYN-ACKs retransmitted through vipd 1, 3 and 7 s after it, and the
+	// counts below must fall between two of those waves, as they do
+	// 2.5 s after the start. Counting as soon as the checks passed, a run
+	// saw 5,789 frames at the workers instead of ~7.
+	time.Sleep(time.Until(started.Add(2500 * time.Millisecond)))
 	counts := func() (fast, workers, vip, replies float64) {
 		fams, err := v.Metrics()
 		if err != nil {
