@@ -11,7 +11,8 @@ import (
 
 // The steering rule exists twice: in this package's BPF assembly and in
 // dataplane.Snapshot.Claims, whose answer the pipeline's verdicts follow
-// (dataplane's FuzzProcess and TestClaimsMatchProcess check that). The
+// (dataplane's FuzzProcess, and TestPolicyCorpus over its corpus, check
+// that, both through checkProcess). The
 // differential test is the single source of truth that the two agree: one
 // corpus through the kernel (BPF_PROG_TEST_RUN) and through Claims, every
 // frame must get the same answer.
