@@ -3,6 +3,8 @@ package xdpprog
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
+	"strings"
 
 	"github.com/cilium/ebpf/asm"
 	"github.com/vipd/vipd/packet"
@@ -129,6 +131,12 @@ func be32(v uint32) int32 {
 type builder struct {
 	insns   asm.Instructions
 	pending string
+	// source is the builder method that placed the pending label, and
+	// lastSource the one named last: the first instruction of a block
+	// placed by another method than the previous block carries it as a
+	// source comment (asm.Comment), which the golden listings under
+	// testdata/ show. Loading ignores it.
+	source, lastSource string
 	// clock is the helper the fast path reads the time with
 	// (fastClock).
 	clock asm.BuiltinFunc
@@ -139,16 +147,38 @@ func (b *builder) label(name string) {
 		panic(fmt.Sprintf("xdpprog: labels %q and %q on one instruction", b.pending, name))
 	}
 	b.pending = name
+	b.source = callerName(2)
 }
 
 func (b *builder) emit(insns ...asm.Instruction) {
 	for _, ins := range insns {
 		if b.pending != "" {
 			ins = ins.WithSymbol(b.pending)
+			if b.source != b.lastSource {
+				ins = ins.WithSource(asm.Comment(b.source))
+				b.lastSource = b.source
+			}
 			b.pending = ""
 		}
 		b.insns = append(b.insns, ins)
 	}
+}
+
+// callerName names the function skip frames up the stack as Go prints
+// it, without the package path: "(*builder).ipv4".
+func callerName(skip int) string {
+	pc, _, _, ok := runtime.Caller(skip)
+	if !ok {
+		return "?"
+	}
+	name := runtime.FuncForPC(pc).Name()
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	if i := strings.IndexByte(name, '.'); i >= 0 {
+		name = name[i+1:]
+	}
+	return name
 }
 
 // need jumps to fail unless n bytes starting at ptr lie before data_end.

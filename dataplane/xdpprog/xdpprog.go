@@ -135,7 +135,7 @@ func LoadWith(queues int, o Options) (*Program, error) {
 			progName: {
 				Name:         progName,
 				Type:         ebpf.XDP,
-				Instructions: instructions(o.FastFlows > 0, o.FastFlows6 > 0, clock),
+				Instructions: withoutSources(instructions(o.FastFlows > 0, o.FastFlows6 > 0, clock)),
 				// No GPL-only helper is called, so no license is claimed.
 			},
 		},
@@ -353,4 +353,17 @@ func (p *Program) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// withoutSources drops the source comments the builder attaches for the
+// golden listings: cilium/ebpf would turn them into BTF line info, which
+// the kernel then wants for the first instruction too, and the program
+// vipd loads carries no BTF.
+func withoutSources(insns asm.Instructions) asm.Instructions {
+	for i := range insns {
+		if insns[i].Source() != nil {
+			insns[i] = insns[i].WithSource(nil)
+		}
+	}
+	return insns
 }
