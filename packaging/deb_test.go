@@ -191,7 +191,7 @@ func gunzip(t *testing.T, path string) string {
 	return string(b)
 }
 
-// promtool returns Prometheus's promtool: on PATH, or where `make deps`
+// promtool returns Prometheus's promtool: on PATH, or where `make test-deps`
 // extracts it from Debian's prometheus package (bin/tools).
 func promtool(t *testing.T) string {
 	t.Helper()
@@ -203,7 +203,7 @@ func promtool(t *testing.T) string {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(p); err != nil {
-		t.Skip("promtool is missing: `make deps` as root extracts it from Debian's prometheus package into bin/tools")
+		t.Skip("promtool is missing: `make test-deps` as root extracts it from Debian's prometheus package into bin/tools")
 	}
 	return p
 }
