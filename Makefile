@@ -17,11 +17,14 @@ deps:
 	$(GO) mod download
 
 # apt-need installs, as root, the Debian packages among $(1) (package:command
-# pairs) whose command is missing, saying why ($(2)); without root it does
-# nothing, and the tests that need a missing command skip with a message.
+# pairs; package:/path for a file) whose command or file is missing, saying
+# why ($(2)); without root it does nothing, and the tests that need a
+# missing command skip with a message.
 define apt-need
 	@if [ "$$(id -u)" = 0 ]; then \
-		need=""; for p in $(1); do command -v $${p#*:} >/dev/null || need="$$need $${p%%:*}"; done; \
+		need=""; for p in $(1); do c=$${p#*:}; \
+			case $$c in /*) [ -e "$$c" ];; *) command -v "$$c" >/dev/null;; esac || need="$$need $${p%%:*}"; \
+		done; \
 		if [ -n "$$need" ]; then \
 			echo "installing$$need ($(2))"; \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y$$need; \
@@ -33,11 +36,12 @@ endef
 # missing: iproute2 (the ip tool, used by the privileged tests to build
 # namespaces), bird2 (BIRD 2, the upstream router of the BGP tests),
 # nftables (a backend that resets clients in the outlier test), lintian
-# (the package's test runs it on the .deb), and promtool (the alerting
+# (the package's test runs it on the .deb), bash-completion (the test of
+# vipd's completion loads it), and promtool (the alerting
 # rules' test), taken out of Debian's prometheus package without
 # installing it: the package would start a Prometheus server.
 test-deps: deps
-	$(call apt-need,iproute2:ip bird2:bird bird2:birdc nftables:nft lintian:lintian,the tests need them)
+	$(call apt-need,iproute2:ip bird2:bird bird2:birdc nftables:nft lintian:lintian bash-completion:/usr/share/bash-completion/bash_completion,the tests need them)
 	@if [ "$$(id -u)" = 0 ] && ! command -v promtool >/dev/null && [ ! -x $(BIN)/tools/promtool ]; then \
 		echo "extracting promtool from Debian's prometheus package into $(BIN)/tools (the rules test needs it; no server is installed)"; \
 		tmp=$$(mktemp -d) && chmod 755 "$$tmp" && \
