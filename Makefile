@@ -155,13 +155,13 @@ demo-ecmp: build
 # Writes bench/results/latest.md and latest.svg in about 10 minutes.
 # BENCH_FLAGS passes flags to bench/cmd/bench, e.g. only the box-limited
 # rows: make bench BENCH_FLAGS='-skip-inmem -tables box'.
-# Installs trafgen (netsniff-ng), nftables and valgrind (instruction counts
+# Installs iproute2, trafgen (netsniff-ng), nftables and valgrind (instruction counts
 # against the baseline) when they are missing, and
 # tries perf (linux-perf), which adds CPU profiles to the report.
 bench: export PATH := $(PATH):/usr/sbin:/sbin
 bench: deps
 	@if [ "$$(id -u)" != 0 ]; then echo "make bench needs root (network namespaces, XDP): sudo make bench"; exit 1; fi
-	@need=""; for p in netsniff-ng:trafgen nftables:nft valgrind:valgrind; do command -v $${p#*:} >/dev/null 2>&1 || need="$$need $${p%%:*}"; done; \
+	@need=""; for p in iproute2:ip netsniff-ng:trafgen nftables:nft valgrind:valgrind; do command -v $${p#*:} >/dev/null 2>&1 || need="$$need $${p%%:*}"; done; \
 	if [ -n "$$need" ]; then \
 		echo "make bench: installing missing Debian packages:$$need"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need >/dev/null || exit 1; \

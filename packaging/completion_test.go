@@ -32,6 +32,10 @@ func checkCompletion(t *testing.T, root string) {
 	bin := filepath.Join(root, "usr/sbin/vipd")
 	conf := filepath.Join(root, "etc/vipd/vipd.toml")
 
+	top := flagNames(bin)
+	if !slices.Contains(top, "-config") {
+		t.Fatalf("vipd -h lists the flags %v, without -config", top)
+	}
 	type tc struct {
 		words []string // COMP_WORDS, the last one being completed
 		want  []string
@@ -39,7 +43,7 @@ func checkCompletion(t *testing.T, root string) {
 	cases := []tc{
 		{[]string{"vipd", ""}, completionSubcommands},
 		{[]string{"vipd", "dr"}, []string{"drain", "drain-box"}},
-		{[]string{"vipd", "-"}, append(flagNames(t, bin), "-h")},
+		{[]string{"vipd", "-"}, append(top, "-h")},
 		{[]string{"vipd", "-log-level", ""}, []string{"debug", "info", "warn", "error"}},
 		{[]string{"vipd", "-log-format", ""}, []string{"text", "json"}},
 		{[]string{"vipd", "status", "-admin", ""}, nil},
@@ -52,7 +56,7 @@ func checkCompletion(t *testing.T, root string) {
 		}
 	}
 	for _, sub := range completionSubcommands {
-		cases = append(cases, tc{[]string{"vipd", sub, "-"}, append(flagNames(t, bin, sub), "-h")})
+		cases = append(cases, tc{[]string{"vipd", sub, "-"}, append(flagNames(bin, sub), "-h")})
 	}
 	data, err := os.ReadFile(conf)
 	if err != nil {
@@ -72,7 +76,7 @@ func checkCompletion(t *testing.T, root string) {
 	for _, sub := range []string{"drain", "weight", "enable", "disable"} {
 		cases = append(cases, tc{[]string{"vipd", sub, "-config", conf, ""}, names})
 	}
-	cases = append(cases, tc{[]string{"vipd", "-config", conf, "where", "-port", "80", ""}, names})
+	cases = append(cases, tc{[]string{"vipd", "where", "-config", conf, "-port", "80", ""}, names})
 	for _, v := range cfg.VIPs {
 		var backends []string
 		for _, b := range v.Backends {

@@ -36,16 +36,13 @@ func checkMD5Sums(t *testing.T, deb, root string) {
 	}
 }
 
-// flagNames returns the flags a Go command lists for -h ("  -name ...").
-func flagNames(t *testing.T, bin string, args ...string) []string {
-	t.Helper()
+// flagNames returns the flags a Go command lists for -h ("  -name ...");
+// a subcommand may have none.
+func flagNames(bin string, args ...string) []string {
 	out, _ := exec.Command(bin, append(args, "-h")...).CombinedOutput()
 	var names []string
 	for _, m := range regexp.MustCompile(`(?m)^  (-[a-z0-9-]+)`).FindAllStringSubmatch(string(out), -1) {
 		names = append(names, m[1])
-	}
-	if len(names) == 0 {
-		t.Fatalf("%s %s -h lists only %v:\n%s", bin, strings.Join(args, " "), names, out)
 	}
 	return names
 }
@@ -76,7 +73,11 @@ func checkManPages(t *testing.T, root string) {
 	}
 	page := gunzip(t, filepath.Join(root, "usr/share/man/man8/vipd-decap.8.gz"))
 	bin := filepath.Join(root, "usr/sbin/vipd-decap")
-	for _, f := range flagNames(t, bin) {
+	flags := flagNames(bin)
+	if len(flags) < 10 {
+		t.Errorf("vipd-decap -h lists only the flags %v", flags)
+	}
+	for _, f := range flags {
 		// In roff a hyphen in a flag is written \-.
 		if !strings.Contains(page, `.B `+strings.ReplaceAll(f, "-", `\-`)) && !strings.Contains(page, `.BI `+strings.ReplaceAll(f, "-", `\-`)+" ") {
 			t.Errorf("vipd-decap(8) does not document %s", f)
