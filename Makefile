@@ -155,8 +155,8 @@ demo-ecmp: build
 # Writes bench/results/latest.md and latest.svg in about 10 minutes.
 # BENCH_FLAGS passes flags to bench/cmd/bench, e.g. only the box-limited
 # rows: make bench BENCH_FLAGS='-skip-inmem -tables box'.
-# Installs iproute2, trafgen (netsniff-ng), nftables and valgrind (instruction counts
-# against the baseline) when they are missing, and
+# Installs iproute2, trafgen (netsniff-ng), nftables and valgrind
+# (instruction counts against the baseline) when they are missing, and
 # tries perf (linux-perf), which adds CPU profiles to the report.
 bench: export PATH := $(PATH):/usr/sbin:/sbin
 bench: deps
