@@ -6,36 +6,50 @@ BIN     := bin
 
 DEBVERSION ?= 0.0~git$(subst -,+,$(VERSION))
 
-.PHONY: all deb deps build test test-busy test-unit test-race test-bench-smoke lint hooks demo demo-ecmp bench pgo pgo-compare clean
+.PHONY: all deb deps test-deps build test test-busy test-unit test-race test-bench-smoke lint hooks demo demo-ecmp bench pgo pgo-compare clean
 
 all: build
 
-# Everything the tests need from the network: Go modules, iproute2 (the ip
-# tool, used by the privileged tests to build namespaces), bird2 (BIRD 2,
-# the upstream router of the BGP tests) and nftables (a backend that resets
-# clients in the outlier test) when missing, and promtool (the alerting
-# rules' test), taken out of Debian's prometheus package without installing
-# it: the package would start a Prometheus server.
+# What building needs from the network: the Go modules. `make build` and
+# `make deb` need nothing else (the package is made with dpkg-deb alone),
+# so a build box gets no test tools.
 deps:
 	$(GO) mod download
+
+# apt-need installs, as root, the Debian packages among $(1) (package:command
+# pairs; package:/path for a file) whose command or file is missing, saying
+# why ($(2)); without root it does nothing, and the tests that need a
+# missing command skip with a message.
+define apt-need
 	@if [ "$$(id -u)" = 0 ]; then \
-		need=""; \
-		command -v ip >/dev/null || need="$$need iproute2"; \
-		command -v bird >/dev/null && command -v birdc >/dev/null || need="$$need bird2"; \
-		command -v nft >/dev/null || need="$$need nftables"; \
+		need=""; for p in $(1); do c=$${p#*:}; \
+			case $$c in /*) [ -e "$$c" ];; *) command -v "$$c" >/dev/null;; esac || need="$$need $${p%%:*}"; \
+		done; \
 		if [ -n "$$need" ]; then \
-			echo "installing$$need (the privileged tests need them)"; \
+			echo "installing$$need ($(2))"; \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y$$need; \
 		fi; \
-		if ! command -v promtool >/dev/null && [ ! -x $(BIN)/tools/promtool ]; then \
-			echo "extracting promtool from Debian's prometheus package into $(BIN)/tools (the rules test needs it; no server is installed)"; \
-			tmp=$$(mktemp -d) && chmod 755 "$$tmp" && \
-			{ (cd "$$tmp" && apt-get download -qq prometheus 2>/dev/null) || \
-			  { apt-get update -qq && (cd "$$tmp" && apt-get download -qq prometheus 2>/dev/null); }; } && \
-			mkdir -p $(BIN)/tools && dpkg-deb --fsys-tarfile "$$tmp"/prometheus_*.deb | tar -xO ./usr/bin/promtool > $(BIN)/tools/promtool.new && \
-			chmod 755 $(BIN)/tools/promtool.new && mv $(BIN)/tools/promtool.new $(BIN)/tools/promtool; \
-			rm -rf "$$tmp"; \
-		fi; \
+	fi
+endef
+
+# Everything the tests need besides the Go modules, as root and when
+# missing: iproute2 (the ip tool, used by the privileged tests to build
+# namespaces), bird2 (BIRD 2, the upstream router of the BGP tests),
+# nftables (a backend that resets clients in the outlier test), lintian
+# (the package's test runs it on the .deb), bash-completion (the test of
+# vipd's completion loads it), and promtool (the alerting
+# rules' test), taken out of Debian's prometheus package without
+# installing it: the package would start a Prometheus server.
+test-deps: deps
+	$(call apt-need,iproute2:ip bird2:bird bird2:birdc nftables:nft lintian:lintian bash-completion:/usr/share/bash-completion/bash_completion,the tests need them)
+	@if [ "$$(id -u)" = 0 ] && ! command -v promtool >/dev/null && [ ! -x $(BIN)/tools/promtool ]; then \
+		echo "extracting promtool from Debian's prometheus package into $(BIN)/tools (the rules test needs it; no server is installed)"; \
+		tmp=$$(mktemp -d) && chmod 755 "$$tmp" && \
+		{ (cd "$$tmp" && apt-get download -qq prometheus 2>/dev/null) || \
+		  { apt-get update -qq && (cd "$$tmp" && apt-get download -qq prometheus 2>/dev/null); }; } && \
+		mkdir -p $(BIN)/tools && dpkg-deb --fsys-tarfile "$$tmp"/prometheus_*.deb | tar -xO ./usr/bin/promtool > $(BIN)/tools/promtool.new && \
+		chmod 755 $(BIN)/tools/promtool.new && mv $(BIN)/tools/promtool.new $(BIN)/tools/promtool; \
+		rm -rf "$$tmp"; \
 	fi
 
 build: deps
@@ -43,8 +57,10 @@ build: deps
 
 # The Debian package, with dpkg-deb alone: /usr/sbin/vipd and vipd-decap,
 # /etc/vipd/vipd.toml (a conffile, from config.toml.example), the systemd
-# units, the man pages (vipd.toml(5) generated from the schema), and the
-# Grafana dashboard and Prometheus rules under /usr/share/vipd/.
+# units, the man pages (vipd.toml(5) generated from the schema), the bash
+# completion, the copyright file and changelog under /usr/share/doc/vipd/,
+# and the Grafana dashboard and Prometheus rules under /usr/share/vipd/.
+# Needs Go and dpkg-deb, nothing the tests need.
 deb: deps
 	mkdir -p $(BIN)
 	packaging/mkdeb '$(DEBVERSION)' $(BIN)/vipd_$(DEBVERSION)_$$($(GO) env GOARCH).deb
@@ -54,12 +70,12 @@ deb: deps
 # the end-to-end suite), and a one-iteration run of every benchmark so none
 # rots. Privileged tests (network namespaces, AF_XDP, the end-to-end suite)
 # run when make is run as root and skip with a message otherwise.
-test: deps lint test-unit test-race test-bench-smoke
+test: test-deps lint test-unit test-race test-bench-smoke
 
 # make test while every CPU is kept busy by a CPU hog (stress-ng --cpu
 # $(nproc)), as on a shared CI machine: no test may need an idle one.
 # Installs Debian's stress-ng when missing (as root; not a test
-# dependency, so not in deps). The hog is started here and killed by its
+# dependency, so not in test-deps). The hog is started here and killed by its
 # PID when the run ends, however it ends (--timeout bounds it should this
 # shell be killed outright); the run's exit status and duration are
 # printed. Not part of make test.
@@ -117,14 +133,16 @@ hooks:
 
 # Needs root: builds vipd, brings up the namespaces, runs vipd with
 # config.toml.example, sends NAT and DSR traffic, prints what happened and
-# removes everything.
+# removes everything. Installs iproute2 (the ip tool) when missing.
 demo: build
+	$(call apt-need,iproute2:ip,make demo needs them)
 	$(GO) run ./testbed/demo
 
-# Needs root and bird2 (installed by deps): two vipd boxes behind BIRD
+# Needs root and bird2 (installed here when missing): two vipd boxes behind BIRD
 # announcing the VIPs over BGP, the router's ECMP route, the traffic split,
 # one box killed silently while 100 connections stream, and how many broke.
 demo-ecmp: build
+	$(call apt-need,iproute2:ip bird2:bird bird2:birdc,make demo-ecmp needs them)
 	$(GO) run ./testbed/demo-ecmp
 
 # Needs root: the in-memory Go benchmarks (pipeline incl. 1M flows,
@@ -137,13 +155,13 @@ demo-ecmp: build
 # Writes bench/results/latest.md and latest.svg in about 10 minutes.
 # BENCH_FLAGS passes flags to bench/cmd/bench, e.g. only the box-limited
 # rows: make bench BENCH_FLAGS='-skip-inmem -tables box'.
-# Installs trafgen (netsniff-ng), nftables and valgrind (instruction counts
-# against the baseline) when they are missing, and
+# Installs iproute2, trafgen (netsniff-ng), nftables and valgrind
+# (instruction counts against the baseline) when they are missing, and
 # tries perf (linux-perf), which adds CPU profiles to the report.
 bench: export PATH := $(PATH):/usr/sbin:/sbin
 bench: deps
 	@if [ "$$(id -u)" != 0 ]; then echo "make bench needs root (network namespaces, XDP): sudo make bench"; exit 1; fi
-	@need=""; for p in netsniff-ng:trafgen nftables:nft valgrind:valgrind; do command -v $${p#*:} >/dev/null 2>&1 || need="$$need $${p%%:*}"; done; \
+	@need=""; for p in iproute2:ip netsniff-ng:trafgen nftables:nft valgrind:valgrind; do command -v $${p#*:} >/dev/null 2>&1 || need="$$need $${p%%:*}"; done; \
 	if [ -n "$$need" ]; then \
 		echo "make bench: installing missing Debian packages:$$need"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need >/dev/null || exit 1; \

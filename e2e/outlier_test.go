@@ -18,7 +18,7 @@ import (
 func TestOutlier(t *testing.T) {
 	requireE2E(t)
 	if _, err := exec.LookPath("nft"); err != nil {
-		t.Skip("nft (nftables) is not installed: make deps installs it as root")
+		t.Skip("nft (nftables) is not installed: make test-deps installs it as root")
 	}
 	const outlierCfg = `[vip.outlier]
 enabled = true

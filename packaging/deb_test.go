@@ -62,8 +62,10 @@ func TestDeb(t *testing.T) {
 		"./usr/sbin/vipd", "./usr/sbin/vipd-decap", "./etc/vipd/vipd.toml", "./etc/default/vipd-decap",
 		"./lib/systemd/system/vipd.service", "./lib/systemd/system/vipd-decap.service",
 		"./usr/share/man/man8/vipd.8.gz", "./usr/share/man/man5/vipd.toml.5.gz",
+		"./usr/share/man/man8/vipd-decap.8.gz",
 		"./usr/share/vipd/grafana-dashboard.json", "./usr/share/vipd/prometheus-rules.yml",
-		"./usr/share/doc/vipd/README.md",
+		"./usr/share/doc/vipd/README.md", "./usr/share/doc/vipd/copyright", "./usr/share/doc/vipd/changelog.gz",
+		"./usr/share/bash-completion/completions/vipd", "./usr/share/lintian/overrides/vipd",
 	} {
 		if !strings.Contains(contents, " "+path+"\n") {
 			t.Errorf("the package lacks %s:\n%s", path, contents)
@@ -84,6 +86,14 @@ func TestDeb(t *testing.T) {
 	root := filepath.Join(dir, "root")
 	run(t, "", nil, "dpkg", "-x", deb, root)
 	verifyUnits(t, root)
+	checkMD5Sums(t, deb, root)
+	checkManPages(t, root)
+	checkCopyright(t, root)
+	if log := gunzip(t, filepath.Join(root, "usr/share/doc/vipd/changelog.gz")); !strings.HasPrefix(log, "vipd (1.2.3) unstable; urgency=medium\n") {
+		t.Errorf("changelog.gz does not start with the package's version:\n%s", log)
+	}
+	t.Run("lintian", func(t *testing.T) { checkLintian(t, deb) })
+	t.Run("completion", func(t *testing.T) { checkCompletion(t, root) })
 
 	// The packaged binary accepts the packaged configuration.
 	out := run(t, "", nil, filepath.Join(root, "usr/sbin/vipd"), "-check", "-config", filepath.Join(root, "etc/vipd/vipd.toml"))
@@ -191,7 +201,7 @@ func gunzip(t *testing.T, path string) string {
 	return string(b)
 }
 
-// promtool returns Prometheus's promtool: on PATH, or where `make deps`
+// promtool returns Prometheus's promtool: on PATH, or where `make test-deps`
 // extracts it from Debian's prometheus package (bin/tools).
 func promtool(t *testing.T) string {
 	t.Helper()
@@ -203,7 +213,7 @@ func promtool(t *testing.T) string {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(p); err != nil {
-		t.Skip("promtool is missing: `make deps` as root extracts it from Debian's prometheus package into bin/tools")
+		t.Skip("promtool is missing: `make test-deps` as root extracts it from Debian's prometheus package into bin/tools")
 	}
 	return p
 }

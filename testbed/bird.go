@@ -19,7 +19,7 @@ func RequireBird(tb testing.TB) {
 	tb.Helper()
 	for _, p := range []string{"bird", "birdc"} {
 		if _, err := exec.LookPath(p); err != nil {
-			tb.Skipf("needs BIRD 2 as the upstream router (%s not found): run make deps as root, or apt-get install bird2", p)
+			tb.Skipf("needs BIRD 2 as the upstream router (%s not found): run make test-deps as root, or apt-get install bird2", p)
 		}
 	}
 }

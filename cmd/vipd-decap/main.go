@@ -37,8 +37,8 @@ delivers the client's packet to this host's stack through a TUN device.
 With -vip it also puts the VIPs on lo and sets the ARP sysctls a DSR
 backend needs, and undoes that on exit. With -chain it forwards packets
 vipd marks with a previous owner, for connections this host does not
-have, to that owner (issue 18). For hosts without the ipip/fou
-modules; see "go doc github.com/vipd/vipd/cmd/vipd-decap". Needs root, or
+have, to that owner. For hosts without the ipip/fou modules; the manual
+is vipd-decap(8) ("man vipd-decap"). Needs root, or
 CAP_NET_ADMIN and CAP_NET_RAW. SIGTERM or SIGINT stops it. -check prints
 what it would do and exits.
 

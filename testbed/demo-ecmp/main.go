@@ -23,7 +23,7 @@ func main() {
 	}
 	for _, p := range []string{"bird", "birdc"} {
 		if _, err := exec.LookPath(p); err != nil {
-			fmt.Fprintf(os.Stderr, "make demo-ecmp needs BIRD 2 as the router (%s not found): make deps installs bird2\n", p)
+			fmt.Fprintf(os.Stderr, "make demo-ecmp needs BIRD 2 as the router (%s not found): sudo make demo-ecmp installs bird2\n", p)
 			os.Exit(1)
 		}
 	}
