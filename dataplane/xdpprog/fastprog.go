@@ -80,6 +80,31 @@ const (
 	stackFastKey6 = -104 // 40 bytes, below stackFastLen
 )
 
+// fastOpening emits the block fast and fast6 both open with, after their
+// label: the frame's bounds into rPkt and rEnd, the frame long enough for
+// the headers before the transport header (l4 bytes; the protocol is
+// checked within them first, so a frame too short for this protocol's
+// transport header may be long enough for the next one's), and the
+// EtherType, which continues at other unless it is etherType. It
+// returns the transport header's minimum length and its checksum's
+// offset in the frame (tcpCsum or udpCsum, by proto).
+func (b *builder) fastOpening(proto int32, l4 int32, etherType uint16, other string, tcpCsum, udpCsum int16) (l4Len int32, csumOff int16) {
+	l4Len, csumOff = udpLen, udpCsum
+	if proto == protoTCP {
+		l4Len, csumOff = tcpMinLen, tcpCsum
+	}
+	b.emit(
+		asm.LoadMem(rPkt, rCtx, mdData, asm.Word),
+		asm.LoadMem(rEnd, rCtx, mdDataEnd, asm.Word),
+	)
+	b.need(rPkt, l4, lblSteer)
+	b.emit(
+		asm.LoadMem(rT1, rPkt, fEthType, asm.Half),
+		asm.JNE.Imm(rT1, be16(etherType), other),
+	)
+	return l4Len, csumOff
+}
+
 // fast emits the IPv4 fast path for one transport protocol, at the start
 // of the program: any frame it does not forward continues at lblSteer with
 // nothing changed; a frame of another protocol continues at next, one of
@@ -87,21 +112,9 @@ const (
 // path's until it steers.
 func (b *builder) fast(name string, proto int32, next, notIPv4 string) {
 	steer := lblSteer
-	l4Len, csumOff := int32(udpLen), int16(fUDPCsum)
-	if proto == protoTCP {
-		l4Len, csumOff = tcpMinLen, fTCPCsum
-	}
 	b.label(name)
+	l4Len, csumOff := b.fastOpening(proto, fL4, etherTypeIPv4, notIPv4, fTCPCsum, fUDPCsum)
 	b.emit(
-		asm.LoadMem(rPkt, rCtx, mdData, asm.Word),
-		asm.LoadMem(rEnd, rCtx, mdDataEnd, asm.Word),
-	)
-	// The protocol first, within the IPv4 header: a frame too short for
-	// this protocol's header may be long enough for the next one's.
-	b.need(rPkt, fL4, steer)
-	b.emit(
-		asm.LoadMem(rT1, rPkt, fEthType, asm.Half),
-		asm.JNE.Imm(rT1, be16(etherTypeIPv4), notIPv4),
 		asm.LoadMem(rT1, rPkt, fVersIHL, asm.Byte),
 		asm.JNE.Imm(rT1, 0x45, steer), // IPv4, no options
 		asm.LoadMem(rT1, rPkt, fProto, asm.Byte),
@@ -181,19 +194,9 @@ func (b *builder) fast(name string, proto int32, next, notIPv4 string) {
 // headers. A frame of another protocol continues at next.
 func (b *builder) fast6(name string, proto int32, next string) {
 	steer := lblSteer
-	l4Len, csumOff := int32(udpLen), int16(f6UDPCsum)
-	if proto == protoTCP {
-		l4Len, csumOff = tcpMinLen, f6TCPCsum
-	}
 	b.label(name)
+	l4Len, csumOff := b.fastOpening(proto, f6L4, etherTypeIPv6, steer, f6TCPCsum, f6UDPCsum)
 	b.emit(
-		asm.LoadMem(rPkt, rCtx, mdData, asm.Word),
-		asm.LoadMem(rEnd, rCtx, mdDataEnd, asm.Word),
-	)
-	b.need(rPkt, f6L4, steer)
-	b.emit(
-		asm.LoadMem(rT1, rPkt, fEthType, asm.Half),
-		asm.JNE.Imm(rT1, be16(etherTypeIPv6), steer),
 		asm.LoadMem(rT1, rPkt, f6Vers, asm.Byte),
 		asm.And.Imm(rT1, 0xf0),
 		asm.JNE.Imm(rT1, 0x60, steer),
