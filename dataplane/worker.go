@@ -145,7 +145,7 @@ type Worker struct {
 	// sch is the schedulers' state (sched.go).
 	sch schedState
 
-	// The fast path (fast.go): where established flows go, nil for
+	// The fast path (dataplane/fast.go): where established flows go, nil for
 	// none; the conntrack state track found the last flow in before its
 	// packet (0 for a new or re-picked flow); room to describe a flow;
 	// whether flows were offered since the last flush.

@@ -160,6 +160,12 @@
 // kernel has it (5.11), a third cheaper per frame than bpf_ktime_get_ns
 // (BenchmarkFast), and then up to a tick late: Fast.ClockSlack.
 //
+// # Golden listings
+//
+// testdata/*.asm are the emitted programs as text, each block headed by
+// the builder method that emitted it; TestGoldenListings holds the
+// emitter to them, and -update rewrites them after a meant change.
+//
 // Kernel requirements: 5.9 (BPF links for XDP and the redirect fallback).
 // Before 5.11 the maps are charged to RLIMIT_MEMLOCK, which the caller
 // must raise.
