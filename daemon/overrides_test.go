@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -387,5 +388,49 @@ func TestForgivingNames(t *testing.T) {
 	_, err = td.d.Where("198.18.0.102", "198.18.0.1:1000", 0)
 	if !errors.Is(err, admin.ErrNotFound) || !strings.Contains(err.Error(), "web (198.18.0.100:80/tcp) or dsr (198.18.0.101:80/tcp)") {
 		t.Errorf("where of an unknown VIP: %v", err)
+	}
+}
+
+// TestOverrideOverSocket: the whole way, as vipd weight takes it: the
+// admin socket applies it and vipd status shows it; the TCP listener
+// refuses it.
+func TestOverrideOverSocket(t *testing.T) {
+	td := start(t, testConfig)
+	ctx := context.Background()
+	ans, err := admin.SetOverride(ctx, td.socket, admin.OverrideRequest{VIP: "198.18.0.100:80", Backend: "198.18.1.11", Weight: weight(5)})
+	if err != nil || ans.Backend != "198.18.1.11:8080" || ans.Override == nil {
+		t.Fatalf("%+v %v", ans, err)
+	}
+	if _, err := admin.SetOverride(ctx, td.socket, admin.OverrideRequest{VIP: "web", Backend: "198.18.1.12", Disabled: flag(true)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = admin.SetOverride(ctx, td.socket, admin.OverrideRequest{VIP: "web", Backend: "198.18.1.1", Disabled: flag(true)})
+	if err == nil || !strings.Contains(err.Error(), "did you mean 198.18.1.11:8080 or 198.18.1.12:8080?") {
+		t.Errorf("unknown backend over the socket: %v", err)
+	}
+	st, err := admin.FetchSocketState(ctx, td.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := admin.WriteStatus(&out, st); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"up(weight 5*)", "down(disabled*)", "* 2 run-time overrides in force"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("vipd status lacks %q:\n%s", s, out.String())
+		}
+	}
+	resp, err := http.Post("http://"+td.d.AdminAddr()+"/v1/override", "application/json",
+		strings.NewReader(`{"vip":"web","backend":"198.18.1.11","reset_weight":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("the TCP listener answered %s, want 403", resp.Status)
+	}
+	if b := td.backendState("web", "198.18.1.11"); b.Override == nil {
+		t.Errorf("the TCP listener undid the override")
 	}
 }
