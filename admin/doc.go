@@ -1,7 +1,8 @@
-// Package admin is vipd's administration interface over HTTP, and the
-// client side of `vipd status`, `vipd where`, `vipd drain` and the run-time
+// Package admin is vipd's administration interface over HTTP, the client
+// side of `vipd status`, `vipd where`, `vipd drain` and the run-time
 // overrides (`vipd weight`, `disable`, `enable`), and the forgiving names
-// every command resolves VIPs and backends by (ResolveVIP, ResolveBackend):
+// by which every command finds VIPs and backends (ResolveVIP,
+// ResolveBackend):
 //
 //	GET  /metrics    Prometheus text format: packets, bytes and new flows per
 //	                 VIP and backend, drops by reason, ICMP, conntrack,
