@@ -140,6 +140,7 @@ func WriteStatus(w io.Writer, st *State) error {
 			if b.Load > 0 && b.Load < 1 {
 				fwd += fmt.Sprintf("(load: weight %.0f%%)", 100*b.Load)
 			}
+			fwd += overrideMark(&b)
 			port := b.Port
 			if port == 0 {
 				port = v.Port
@@ -150,6 +151,7 @@ func WriteStatus(w io.Writer, st *State) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	writeOverrides(w, st)
 	writeBGP(w, st)
 	return nil
 }

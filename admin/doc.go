@@ -1,5 +1,8 @@
-// Package admin is vipd's administration interface over HTTP, and the
-// client side of `vipd status`, `vipd where` and `vipd drain`:
+// Package admin is vipd's administration interface over HTTP, the client
+// side of `vipd status`, `vipd where`, `vipd drain` and the run-time
+// overrides (`vipd weight`, `disable`, `enable`), and the forgiving names
+// by which every command finds VIPs and backends (ResolveVIP,
+// ResolveBackend):
 //
 //	GET  /metrics    Prometheus text format: packets, bytes and new flows per
 //	                 VIP and backend, drops by reason, ICMP, conntrack,
@@ -8,6 +11,8 @@
 //	GET  /v1/where   ?vip=NAME&client=ADDR:PORT: the backend a new flow gets
 //	GET  /healthz    200 while the daemon's workers run
 //	POST /v1/drain   {"vip": NAME, "backend": "ADDR:PORT", "drain": true|false}
+//	POST /v1/override {"vip": NAME, "backend": "ADDR:PORT"} and one of
+//	                 "weight": N, "reset_weight": true, "disabled": true|false
 //
 // Every endpoint answers 503 until the daemon's workers run. A handler is
 // made for one kind of listener (Access): the TCP listener ([admin]

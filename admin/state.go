@@ -82,6 +82,9 @@ type BackendState struct {
 	Packets         uint64  `json:"packets"`
 	Bytes           uint64  `json:"bytes"`
 	NewFlows        uint64  `json:"new_flows"`
+	// Override is the run-time override in force (vipd weight, vipd
+	// disable); nil: none, the file rules.
+	Override *Override `json:"override,omitempty"`
 }
 
 // Metrics is the raw material of /metrics, taken in one go.

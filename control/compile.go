@@ -44,6 +44,13 @@ type Status struct {
 	// error rate leave it (health's load report), in (0, 1]; 0 means full
 	// weight. It multiplies Ramp.
 	Scale float64
+	// Disabled and Weight are the operator's run-time overrides (vipd
+	// disable, vipd weight), applied as though the file said them:
+	// Disabled takes the backend out like state = "disabled"; Weight, when
+	// not 0, replaces the configured weight. (A weight override of 0 is a
+	// drain: the daemon sets Draining.)
+	Disabled bool
+	Weight   uint32
 }
 
 // Fraction is the share of its configured weight st gives a backend:
@@ -206,7 +213,7 @@ func (p *Plan) VIP(i int, host *Host, status func(ref uint32) Status) (vs datapl
 		b := &v.Backends[j]
 		ref := p.refs[i][j]
 		st := status(ref)
-		bs := dataplane.BackendSpec{Ref: ref, Epoch: p.epochs[i][j], Addr: b.Address, Port: b.Port, Weight: weight(b.Weight, st.Fraction())}
+		bs := dataplane.BackendSpec{Ref: ref, Epoch: p.epochs[i][j], Addr: b.Address, Port: b.Port, Weight: weight(st.weightOf(b), st.Fraction())}
 		if v.Mode == config.ModeDSR {
 			bs.Port = 0
 		}
@@ -229,9 +236,10 @@ func (p *Plan) VIP(i int, host *Host, status func(ref uint32) Status) (vs datapl
 			// total one. Every backend the operator enabled takes
 			// traffic at full weight, healthy or not.
 			for j := range vs.Backends {
-				if v.Backends[j].State == config.StateActive {
+				st := status(p.refs[i][j])
+				if v.Backends[j].State == config.StateActive && !st.Disabled {
 					vs.Backends[j].State = dataplane.BackendUp
-					vs.Backends[j].Weight = weight(v.Backends[j].Weight, 0)
+					vs.Backends[j].Weight = weight(st.weightOf(&v.Backends[j]), 0)
 				}
 			}
 		}
@@ -242,12 +250,20 @@ func (p *Plan) VIP(i int, host *Host, status func(ref uint32) Status) (vs datapl
 // state combines the operator's intent with the run-time status.
 func state(s config.BackendState, st Status) dataplane.BackendState {
 	switch {
-	case s == config.StateDisabled || st.Down:
+	case s == config.StateDisabled || st.Down || st.Disabled:
 		return dataplane.BackendDown
 	case s == config.StateDraining || st.Draining:
 		return dataplane.BackendDraining
 	}
 	return dataplane.BackendUp
+}
+
+// weightOf is b's weight under st: the override's, else the file's.
+func (st Status) weightOf(b *config.Backend) uint32 {
+	if st.Weight > 0 {
+		return st.Weight
+	}
+	return b.Weight
 }
 
 // weight scales a configured weight by a slow-start ramp. A ramping backend

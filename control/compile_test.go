@@ -157,6 +157,14 @@ func TestStatus(t *testing.T) {
 		// no all-down event; panic mode used to put them back to work.
 		{"all drained", map[uint32]Status{r0: {Draining: true}, r1: {Draining: true}}, [2]dataplane.BackendState{dataplane.BackendDraining, dataplane.BackendDraining}, [2]uint32{2000, 1000}, false},
 		{"one down, one drained", map[uint32]Status{r0: {Down: true}, r1: {Draining: true}}, [2]dataplane.BackendState{dataplane.BackendDown, dataplane.BackendDraining}, [2]uint32{2000, 1000}, false},
+		// Run-time overrides (vipd weight, vipd disable) apply as though
+		// the file said them, slow start included.
+		{"weight override", map[uint32]Status{r1: {Weight: 5}}, [2]dataplane.BackendState{dataplane.BackendUp, dataplane.BackendUp}, [2]uint32{2000, 5000}, false},
+		{"weight override, slow start", map[uint32]Status{r1: {Weight: 4, Ramp: 0.5}}, [2]dataplane.BackendState{dataplane.BackendUp, dataplane.BackendUp}, [2]uint32{2000, 2000}, false},
+		{"disabled", map[uint32]Status{r0: {Disabled: true}}, [2]dataplane.BackendState{dataplane.BackendDown, dataplane.BackendUp}, [2]uint32{2000, 1000}, false},
+		// Panic mode puts the backends the operator enabled back to work,
+		// at the weight in force; not one the operator disabled.
+		{"all down, ignore_health, one disabled", map[uint32]Status{r0: {Down: true, Disabled: true}, r1: {Down: true, Weight: 3}}, [2]dataplane.BackendState{dataplane.BackendDown, dataplane.BackendUp}, [2]uint32{2000, 3000}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -103,6 +103,10 @@ type Daemon struct {
 	reports map[uint32]report
 	// +checklocks:mu
 	drains map[uint32]bool // from the admin API, by ref
+	// overrides are the operator's weight and disable overrides from the
+	// admin API, by ref (overrides.go).
+	// +checklocks:mu
+	overrides map[uint32]override
 	// +checklocks:mu
 	outliers outlierState // passive outlier detection (outlier.go)
 
@@ -251,7 +255,7 @@ func New(cfg *config.Config, opts Options) *Daemon {
 		cfg: cfg, loadedAt: time.Now(),
 		health: map[uint32]control.Status{}, checked: map[uint32]bool{}, drains: map[uint32]bool{}, allDown: map[string]bool{},
 		dirtyVIPs: map[int]bool{}, targets: map[uint32]bool{}, reports: map[uint32]report{},
-		prev: control.NewPrevious(),
+		prev: control.NewPrevious(), overrides: map[uint32]override{},
 	}
 }
 
@@ -299,7 +303,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	// configuration, which no reload can change (restartOnly). What a
 	// reload can change is read from d.cfg under mu where it is used.
 	cfg := d.cfg
-	d.prev = d.loadPrevious(cfg.Dataplane.StateFile)
+	var saved []savedOverride
+	d.prev, saved = d.loadState(cfg.Dataplane.StateFile)
+	d.restoreOverridesLocked(saved)
 	d.mu.Unlock()
 	defer func() {
 		d.mu.Lock()

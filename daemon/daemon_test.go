@@ -141,6 +141,11 @@ func (td *testDaemon) send(frame []byte) netip.Addr {
 
 func (td *testDaemon) rewrite(src string) {
 	src = strings.ReplaceAll(src, "@SOCKET@", td.socket)
+	if !strings.Contains(src, "state_file") {
+		// Drains and overrides are saved in the state file: never the
+		// default one, which a vipd on this box may own.
+		src = strings.Replace(src, "[dataplane]\n", fmt.Sprintf("[dataplane]\nstate_file = %q\n", filepath.Join(filepath.Dir(td.path), "state.json")), 1)
+	}
 	if err := os.WriteFile(td.path, []byte(src), 0o644); err != nil {
 		td.t.Fatal(err)
 	}

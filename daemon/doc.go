@@ -1,6 +1,7 @@
 // Package daemon wires vipd together: it opens the dataplane queues
 // through a Platform, runs one worker per queue, compiles configuration,
-// health and drains into snapshots (package control) and publishes them,
+// health, drains and the operator's run-time overrides into snapshots
+// (package control) and publishes them,
 // serves the admin API, and reloads the configuration on request without
 // disturbing the flows of VIPs and backends that stay.
 //

@@ -1,50 +1,41 @@
 package daemon
 
 import (
-	"fmt"
-	"net/netip"
-
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/control"
 )
 
-// findBackend resolves a VIP name and a backend ("addr:port", or "addr")
-// to the backend's reference.
+// resolveLocked resolves a VIP and one of its backends in the running
+// configuration.
 //
 // +checklocks:d.mu
-func (d *Daemon) findBackend(vipName, backend string) (uint32, error) {
-	for i := range d.cfg.VIPs {
-		v := &d.cfg.VIPs[i]
-		if v.Name != vipName {
-			continue
-		}
-		for j := range v.Backends {
-			b := &v.Backends[j]
-			ap := netip.AddrPortFrom(b.Address, b.Port)
-			if backend == ap.String() || (b.Port == 0 && backend == b.Address.String()) ||
-				backend == netip.AddrPortFrom(b.Address, max(b.Port, v.Port)).String() {
-				return d.reg.Ref(control.BackendKey(v, b)), nil
-			}
-		}
-		return 0, fmt.Errorf("VIP %q has no backend %q: %w", vipName, backend, admin.ErrNotFound)
+func (d *Daemon) resolveLocked(vipName, backend string) (*config.VIP, *config.Backend, error) {
+	v, err := ResolveVIP(d.cfg, vipName)
+	if err != nil {
+		return nil, nil, err
 	}
-	return 0, fmt.Errorf("no VIP %q: %w", vipName, admin.ErrNotFound)
+	b, err := ResolveBackend(v, backend)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, b, nil
 }
 
 // SetDrain implements admin.Provider: a drained backend keeps its flows
-// and takes no new ones, until undrained. Drains set here last until the
-// process stops; a lasting one belongs in the configuration (state =
-// "draining").
+// and takes no new ones, until undrained. Drains are run-time overrides
+// (overrides.go): kept in the state file across restarts, and across
+// reloads while the file has the backend.
 func (d *Daemon) SetDrain(vipName, backend string, drain bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.servingLocked() {
 		return ErrNotRunning
 	}
-	ref, err := d.findBackend(vipName, backend)
+	v, b, err := d.resolveLocked(vipName, backend)
 	if err != nil {
 		return err
 	}
+	ref := d.reg.Ref(control.BackendKey(v, b))
 	was := d.drains[ref]
 	if drain {
 		d.drains[ref] = true
@@ -63,6 +54,9 @@ func (d *Daemon) SetDrain(vipName, backend string, drain bool) error {
 		d.markRefLocked(ref)
 		return err
 	}
-	d.log.Info("backend drain changed", "vip", vipName, "backend", backend, "drain", drain)
+	d.log.Info("backend drain changed", "vip", v.Name, "backend", backendLabel(b), "drain", drain)
+	if was != drain {
+		d.saveStateLocked()
+	}
 	return nil
 }

@@ -17,25 +17,31 @@ import (
 // (control.Previous). publishLocked observes every new configuration on a
 // copy, gives each VIP spec its previous set while it lasts, and, once the
 // snapshot is out, keeps the copy, logs the changes and writes the state
-// file ([dataplane] state_file) so that a restart keeps the previous sets.
+// file ([dataplane] state_file) so that a restart keeps the previous sets
+// (and the run-time overrides, which share the file: overrides.go).
 // A timer publishes again when the earliest previous set expires.
 
-// loadPrevious reads the state file; a missing file is an empty state,
-// an unreadable one is logged and ignored (the previous sets start
-// empty: hints only for changes from now on).
-func (d *Daemon) loadPrevious(path string) *control.Previous {
+// loadState reads the state file: the previous backend sets and the
+// run-time overrides (overrides.go). A missing file is an empty state, an
+// unreadable one is logged and ignored (the previous sets start empty:
+// hints only for changes from now on; no overrides).
+func (d *Daemon) loadState(path string) (*control.Previous, []savedOverride) {
 	if path == "" {
-		return control.NewPrevious()
+		return control.NewPrevious(), nil
 	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return control.NewPrevious()
+		return control.NewPrevious(), nil
 	}
 	if err == nil {
 		var p *control.Previous
+		var saved []savedOverride
 		if p, err = control.UnmarshalPrevious(b); err == nil {
-			d.log.Info("previous backend sets loaded", "state_file", path, "vips", len(p.Keys()))
-			return p
+			saved, err = unmarshalOverrides(b)
+		}
+		if err == nil {
+			d.log.Info("previous backend sets loaded", "state_file", path, "vips", len(p.Keys()), "overrides", len(saved))
+			return p, saved
 		}
 		// Read but not understood (corrupt, or written by a newer vipd):
 		// kept aside for the operator, since the next publish writes the
@@ -48,26 +54,34 @@ func (d *Daemon) loadPrevious(path string) *control.Previous {
 		}
 	}
 	d.stateErrors.Add(1)
-	d.log.Error("the state file cannot be read: previous backend sets start empty", "state_file", path, "err", err)
-	return control.NewPrevious()
+	d.log.Error("the state file cannot be read: previous backend sets start empty, and no run-time override is restored", "state_file", path, "err", err)
+	return control.NewPrevious(), nil
 }
 
-// savePrevious writes p to the state file, atomically and durably: a new
-// file, synced, renamed over the old one, and the directory synced, so
-// that a power loss leaves the old file or the new one, never an empty
-// one.
-func (d *Daemon) savePrevious(path string, p *control.Previous) {
+// saveStateLocked writes the previous sets and the run-time overrides to
+// the state file, atomically and durably: a new file, synced, renamed
+// over the old one, and the directory synced, so that a power loss leaves
+// the old file or the new one, never an empty one. A failure is logged
+// and counted, and returned for the admin API to report.
+//
+// +checklocks:d.mu
+func (d *Daemon) saveStateLocked() error {
+	path := d.cfg.Dataplane.StateFile
 	if path == "" {
-		return
+		return nil
 	}
-	b, err := p.Marshal()
+	b, err := d.prev.Marshal()
+	if err == nil {
+		b, err = marshalOverrides(b, d.savedOverridesLocked())
+	}
 	if err == nil {
 		err = writeFileDurably(path, b)
 	}
 	if err != nil {
 		d.stateErrors.Add(1)
-		d.log.Error("the state file cannot be written: a restart would forget the previous backend sets", "state_file", path, "err", err)
+		d.log.Error("the state file cannot be written: a restart would forget the previous backend sets and the run-time overrides", "state_file", path, "err", err)
 	}
+	return err
 }
 
 // previousFor fills vs's previous set from prev at now and returns when

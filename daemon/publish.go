@@ -79,14 +79,15 @@ func (d *Daemon) flushPending() {
 	}
 }
 
-// statusLocked is a backend's run-time status: health, drain and
-// outlier ejection.
+// statusLocked is a backend's run-time status: health, drain, outlier
+// ejection and the operator's overrides.
 //
 // +checklocks:d.mu
 func (d *Daemon) statusLocked(ref uint32) control.Status {
 	st := d.health[ref]
 	st.Draining = st.Draining || d.drains[ref]
 	st.Down = st.Down || d.outliers.ejected[ref]
+	d.overrides[ref].apply(&st)
 	return st
 }
 
@@ -195,7 +196,7 @@ func (d *Daemon) publishLocked(why string) error {
 	d.spec, d.plan, d.vipAllDown = spec, plan, allDown
 	d.prev = prev
 	if prevDirty {
-		d.savePrevious(d.cfg.Dataplane.StateFile, prev)
+		d.saveStateLocked()
 	}
 	for _, c := range prevChanges {
 		d.log.Info("backend set changed: the previous one gives mid-flow packets their previous-owner hints", "vip", c.VIP, "until", c.Until.Format(time.RFC3339))

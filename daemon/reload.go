@@ -112,6 +112,7 @@ func (d *Daemon) Reload() error {
 	if stale {
 		d.requestPublishLocked()
 	}
+	d.reconcileOverridesLocked(old, cfg)
 	// A removed backend's drain goes with it: its ref may come to
 	// another backend (control.Registry).
 	for ref := range d.drains {

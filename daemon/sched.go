@@ -55,9 +55,13 @@ func schedulerUsesLoad(name string) bool {
 	return ok && s.UsesLoad()
 }
 
-// effectiveWeight is configured weight w after the fractions of st (slow
-// start, load report), and the load report's fraction alone (1: none).
+// effectiveWeight is configured weight w (or the operator's override in
+// st) after the fractions of st (slow start, load report), and the load
+// report's fraction alone (1: none).
 func effectiveWeight(w uint32, st control.Status) (eff, load float64) {
+	if st.Weight > 0 {
+		w = st.Weight // the operator's override
+	}
 	eff, load = float64(w), 1
 	if f := st.Fraction(); f > 0 {
 		eff *= f

@@ -78,7 +78,8 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 			if r := d.health[ref].Ramp; r > 0 && r < 1 {
 				bs.SlowStart = r
 			}
-			bs.EffectiveWeight, bs.Load = effectiveWeight(b.Weight, d.health[ref])
+			bs.EffectiveWeight, bs.Load = effectiveWeight(b.Weight, d.statusLocked(ref))
+			bs.Override = d.overrides[ref].admin()
 			if spec != nil && j < len(spec.Backends) {
 				sb := spec.Backends[j]
 				bs.Forwarding = forwardingNames[sb.State]
@@ -224,7 +225,7 @@ func (d *Daemon) Metrics() *admin.Metrics {
 		v := &d.cfg.VIPs[i]
 		for j := range v.Backends {
 			ref := d.reg.Ref(control.BackendKey(v, &v.Backends[j]))
-			m.EffectiveWeight[ref], _ = effectiveWeight(v.Backends[j].Weight, d.health[ref])
+			m.EffectiveWeight[ref], _ = effectiveWeight(v.Backends[j].Weight, d.statusLocked(ref))
 		}
 	}
 	if d.checks != nil {
@@ -260,16 +261,12 @@ func (d *Daemon) Where(vipName, client string, port uint16) (*admin.WhereAnswer,
 		d.mu.Unlock()
 		return nil, ErrNotRunning
 	}
-	var v *config.VIP
-	for i := range d.cfg.VIPs {
-		if d.cfg.VIPs[i].Name == vipName {
-			v = &d.cfg.VIPs[i]
-		}
-	}
+	v, err := ResolveVIP(d.cfg, vipName)
 	d.mu.Unlock()
-	if v == nil {
-		return nil, fmt.Errorf("no VIP %q: %w", vipName, admin.ErrNotFound)
+	if err != nil {
+		return nil, err
 	}
+	vipName = v.Name
 	vport := v.Port
 	if vport == 0 {
 		if port == 0 {

@@ -38,6 +38,12 @@ const usage = `usage:
                                       (as root: through the admin socket, default ` + config.DefaultAdminSocket + `)
   vipd where [-port P] [-admin ADDR | -config FILE] VIP CLIENT:PORT
                                       which backend a new flow from CLIENT gets
+  vipd weight [-socket PATH | -config FILE] VIP BACKEND N|-reset
+                                      run-time override: BACKEND takes weight N (0..1000; 0: no new
+                                      flows) over the file's until -reset, across reloads and restarts
+  vipd disable|enable [-socket PATH | -config FILE] VIP BACKEND
+                                      run-time override: BACKEND takes no flows at all / again
+                                      (VIP: name or ADDR[:PORT]; BACKEND: ADDR[:PORT], ADDR if unambiguous)
   vipd drain-box [-undo] [-no-wait] [-socket PATH | -config FILE]
                                       lame duck (with [bgp]): withdraw every VIP from the routers, keep
                                       forwarding for [bgp] linger, then report drained; -undo announces again
@@ -64,6 +70,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return where(args[1:], stdout, stderr)
 		case "drain-box":
 			return drainBox(args[1:], stdout, stderr)
+		case "weight":
+			return weightCmd(args[1:], stdout, stderr)
+		case "disable", "enable":
+			return disableCmd(args[1:], stdout, stderr, args[0] == "disable")
 		}
 	}
 	fs := flag.NewFlagSet("vipd", flag.ContinueOnError)

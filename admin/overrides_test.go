@@ -1,0 +1,130 @@
+package admin
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// overrideProvider is a fakeProvider that takes overrides: VIP "web" has
+// one backend, 198.18.1.11:8080; its file disables 198.18.1.12:8080.
+type overrideProvider struct {
+	fakeProvider
+	got []OverrideRequest
+}
+
+func (p *overrideProvider) SetOverride(req OverrideRequest) (*OverrideAnswer, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case req.VIP != "web":
+		return nil, fmt.Errorf("no VIP %q: %w", req.VIP, ErrNotFound)
+	case req.Backend == "198.18.1.12:8080":
+		return nil, fmt.Errorf("the file disables it: %w", ErrConflict)
+	case req.Weight != nil && *req.Weight > 1000:
+		return nil, fmt.Errorf("weight %d: %w", *req.Weight, ErrInvalid)
+	}
+	p.got = append(p.got, req)
+	ans := &OverrideAnswer{VIP: "web", Backend: "198.18.1.11:8080", FileWeight: 1, FileState: "active"}
+	if req.Weight != nil {
+		ans.Override = &Override{Weight: req.Weight, Since: time.Now()}
+	}
+	return ans, nil
+}
+
+// TestOverrideHandler: POST /v1/override is served on the socket only,
+// JSON only, one change at a time, with the daemon's errors mapped.
+func TestOverrideHandler(t *testing.T) {
+	p := &overrideProvider{}
+	ro, ctl := Handler(p, ReadOnly), Handler(p, Control)
+	const js = "application/json"
+	for _, tt := range []struct {
+		name string
+		h    http.Handler
+		body string
+		code int
+		want string
+	}{
+		{"read-only listener", ro, `{"vip":"web","backend":"198.18.1.11","weight":5}`, 403, "vipd weight"},
+		{"weight", ctl, `{"vip":"web","backend":"198.18.1.11","weight":5}`, 200, `"weight":5`},
+		{"weight 0", ctl, `{"vip":"web","backend":"198.18.1.11","weight":0}`, 200, `"weight":0`},
+		{"reset", ctl, `{"vip":"web","backend":"198.18.1.11","reset_weight":true}`, 200, `"file_weight":1`},
+		{"disable", ctl, `{"vip":"web","backend":"198.18.1.11","disabled":true}`, 200, `"backend":"198.18.1.11:8080"`},
+		{"two changes at once", ctl, `{"vip":"web","backend":"198.18.1.11","weight":5,"disabled":true}`, 400, "one of"},
+		{"no change", ctl, `{"vip":"web","backend":"198.18.1.11"}`, 400, "one of"},
+		{"no backend", ctl, `{"vip":"web","weight":5}`, 400, "one of"},
+		{"unknown field", ctl, `{"vip":"web","backend":"198.18.1.11","weight":5,"drain":true}`, 400, "one of"},
+		{"unknown VIP", ctl, `{"vip":"db","backend":"198.18.1.11","weight":5}`, 404, `no VIP "db"`},
+		{"the file decides", ctl, `{"vip":"web","backend":"198.18.1.12:8080","disabled":false}`, 409, "the file disables it"},
+		{"weight out of range", ctl, `{"vip":"web","backend":"198.18.1.11","weight":1001}`, 400, "weight 1001"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := serve(t, tt.h, "POST", "/v1/override", js, tt.body)
+			if code != tt.code || !strings.Contains(body, tt.want) {
+				t.Errorf("%d %q, want %d with %q", code, body, tt.code, tt.want)
+			}
+		})
+	}
+	if len(p.got) != 4 {
+		t.Errorf("%d overrides applied, want 4: %+v", len(p.got), p.got)
+	}
+	if code, _ := serve(t, ctl, "POST", "/v1/override", "text/plain", `{"vip":"web","backend":"198.18.1.11","weight":5}`); code != http.StatusUnsupportedMediaType {
+		t.Errorf("a text/plain body: %d, want 415", code)
+	}
+	// A provider without overrides says so.
+	if code, _ := serve(t, Handler(&fakeProvider{}, Control), "POST", "/v1/override", js, `{"vip":"web","backend":"198.18.1.11","weight":5}`); code != http.StatusNotImplemented {
+		t.Errorf("no Overrider: %d, want 501", code)
+	}
+}
+
+// TestSetOverrideClient: the client reaches the socket and reads the
+// answer, or the server's error.
+func TestSetOverrideClient(t *testing.T) {
+	p := &overrideProvider{}
+	sock := filepath.Join(t.TempDir(), "admin.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: Handler(p, Control)}
+	go srv.Serve(ln)
+	defer srv.Close()
+	w := uint32(7)
+	ans, err := SetOverride(t.Context(), sock, OverrideRequest{VIP: "web", Backend: "198.18.1.11", Weight: &w})
+	if err != nil || ans.Backend != "198.18.1.11:8080" || ans.Override == nil || *ans.Override.Weight != 7 {
+		t.Fatalf("%+v %v", ans, err)
+	}
+	if _, err := SetOverride(t.Context(), sock, OverrideRequest{VIP: "db", Backend: "198.18.1.11", Weight: &w}); err == nil || !strings.Contains(err.Error(), `no VIP "db"`) {
+		t.Errorf("unknown VIP: %v", err)
+	}
+}
+
+// TestWriteStatusOverrides: vipd status marks an overridden backend and
+// explains the mark once, under the table; without overrides, nothing.
+func TestWriteStatusOverrides(t *testing.T) {
+	w := uint32(5)
+	st := &State{VIPs: []VIPState{{Name: "web", Address: "198.18.0.100", Port: 80, Protocol: "tcp", Mode: "nat", Backends: []BackendState{
+		{Address: "198.18.1.11", Port: 8080, Weight: 1, Forwarding: "up", Override: &Override{Weight: &w}},
+		{Address: "198.18.1.12", Port: 8080, Weight: 1, Forwarding: "down", Override: &Override{Disabled: true}},
+		{Address: "198.18.1.13", Port: 8080, Weight: 1, Forwarding: "up"},
+	}}}}
+	var out strings.Builder
+	if err := WriteStatus(&out, st); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"up(weight 5*)", "down(disabled*)", "* 2 run-time overrides in force over the file", "vipd weight -reset"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("status lacks %q:\n%s", s, out.String())
+		}
+	}
+	st.VIPs[0].Backends = st.VIPs[0].Backends[2:]
+	out.Reset()
+	WriteStatus(&out, st)
+	if strings.Contains(out.String(), "*") {
+		t.Errorf("a mark without overrides:\n%s", out.String())
+	}
+}
