@@ -41,6 +41,9 @@ const usage = `usage:
   vipd drain-box [-undo] [-no-wait] [-socket PATH | -config FILE]
                                       lame duck (with [bgp]): withdraw every VIP from the routers, keep
                                       forwarding for [bgp] linger, then report drained; -undo announces again
+  vipd reload [-socket PATH | -config FILE]
+                                      reload the configuration file and print what changed, or every
+                                      error (exit 1: refused, the running configuration stays)
   vipd -version
 
 Signals: SIGHUP reloads the configuration (a bad file keeps the old one),
@@ -64,6 +67,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return where(args[1:], stdout, stderr)
 		case "drain-box":
 			return drainBox(args[1:], stdout, stderr)
+		case "reload":
+			return reload(args[1:], stdout, stderr)
 		}
 	}
 	fs := flag.NewFlagSet("vipd", flag.ContinueOnError)
