@@ -163,7 +163,7 @@ func checkSocketDir(path string, fail func(string, ...any)) {
 			continue
 		}
 		if err != nil {
-			fail("[admin] socket = %q: %v", path, err)
+			fail("[admin] socket = %q: %v: run this as the user vipd runs as (root), or set another [admin] socket", path, err)
 			return
 		}
 		if !fi.IsDir() {
