@@ -106,6 +106,7 @@ func WriteStatus(w io.Writer, st *State) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "vipd %s  io %s  workers %d  config %s (loaded %s)  snapshot %d\n",
 		st.Version, st.IO, st.Workers, st.ConfigFile, st.LoadedAt.Format(time.RFC3339), st.Generation)
+	writeConfigNotice(tw, st)
 	fast := "off"
 	if st.FastPath {
 		fast = "on"

@@ -94,6 +94,7 @@ func Handler(p Provider, access Access, extra ...prometheus.Collector) http.Hand
 			http.Error(w, "this listener is read-only: drain-box is served on vipd's admin socket ([admin] socket) only; use `vipd drain-box` as root", http.StatusForbidden)
 		})
 		mux.HandleFunc("POST /v1/override", overrideReadOnly)
+		mux.HandleFunc("POST /v1/reload", refuseReload)
 		return ready(p, mux)
 	}
 	mux.Handle("POST /v1/drain", jsonOnly(func(w http.ResponseWriter, r *http.Request) {
@@ -116,6 +117,7 @@ func Handler(p Provider, access Access, extra ...prometheus.Collector) http.Hand
 	}))
 	mux.Handle("POST /v1/drain-box", handleDrainBox(p))
 	mux.Handle("POST /v1/override", handleOverride(p))
+	mux.Handle("POST /v1/reload", handleReload(p))
 	return ready(p, mux)
 }
 

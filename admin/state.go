@@ -24,6 +24,12 @@ type State struct {
 	Conntrack conntrack.Stats `json:"conntrack"`
 	// BGP is the speaker's state; nil without [bgp].
 	BGP *BGPState `json:"bgp,omitempty"`
+	// ConfigDiffers: the file on disk is not the one the running
+	// configuration was loaded from (edited since, and not reloaded, or
+	// its reload failed). ConfigError is the last reload's errors, one a
+	// line, while it failed; a reload that applies clears it.
+	ConfigDiffers bool   `json:"config_differs"`
+	ConfigError   string `json:"config_error,omitempty"`
 }
 
 // VIPState is one VIP in State.

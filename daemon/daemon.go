@@ -77,6 +77,9 @@ type Daemon struct {
 	// testHookReloadWaits, when set (tests only), is called by a Reload
 	// that is about to wait for the start to finish.
 	testHookReloadWaits func()
+	// cfgFile tells whether the file on disk is the one that runs
+	// (reloadreport.go); its own lock.
+	cfgFile *configFile
 
 	// mu guards every field annotated +checklocks:mu below and orders
 	// publication: every snapshot (start, host change, reload, health
@@ -252,7 +255,7 @@ func New(cfg *config.Config, opts Options) *Daemon {
 		opts: opts, log: opts.Log, reg: reg, tunnels: tun,
 		startDone: make(chan struct{}), running: make(chan struct{}), kick: make(chan struct{}, 1), gap: publishGap,
 		hostWait: firstHostWait, stallAfter: stallTimeout,
-		cfg: cfg, loadedAt: time.Now(),
+		cfg: cfg, loadedAt: time.Now(), cfgFile: newConfigFile(opts.ConfigPath),
 		health: map[uint32]control.Status{}, checked: map[uint32]bool{}, drains: map[uint32]bool{}, allDown: map[string]bool{},
 		dirtyVIPs: map[int]bool{}, targets: map[uint32]bool{}, reports: map[uint32]report{},
 		prev: control.NewPrevious(), overrides: map[uint32]override{},

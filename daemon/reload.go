@@ -3,7 +3,9 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/vipd/vipd/config"
@@ -17,7 +19,8 @@ var ErrRestartNeeded = errors.New("needs a restart")
 // Reload reads the configuration file again. A file that does not load,
 // or that changes [dataplane], [conntrack], [admin] (other than
 // egress_mtu) or [bgp], is refused: the running configuration stays and the error
-// says why. Otherwise VIPs and backends that stay keep their flows,
+// says why (each key that needs a restart, with its old and new value;
+// ReloadWithReport has every reason apart). Otherwise VIPs and backends that stay keep their flows,
 // removed ones stop, and new VIPs are announced.
 //
 // A reload that arrives before Run has published its first snapshot and
@@ -25,6 +28,12 @@ var ErrRestartNeeded = errors.New("needs a restart")
 // then reads the file and applies it whole; one that arrives after Run
 // failed to start or began to stop returns ErrNotRunning.
 func (d *Daemon) Reload() error {
+	_, err := d.reload()
+	return err
+}
+
+// reload is Reload, returning what it did (nil with ErrNotRunning).
+func (d *Daemon) reload() (*ReloadReport, error) {
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
 	select {
@@ -37,47 +46,50 @@ func (d *Daemon) Reload() error {
 	}
 	if !d.serving() {
 		d.log.Warn("reload ignored: vipd is not running")
-		return ErrNotRunning
+		return nil, ErrNotRunning
 	}
-	cfg, warns, err := config.Load(d.opts.ConfigPath)
+	rep := &ReloadReport{File: d.opts.ConfigPath}
+	// The bytes are kept: their hash tells /v1/state whether the file
+	// on disk is still the one that runs.
+	data, err := os.ReadFile(d.opts.ConfigPath)
+	if err != nil {
+		return d.refuse(rep, []string{err.Error()}, err)
+	}
+	cfg, warns, err := config.Parse(d.opts.ConfigPath, data)
+	rep.Warnings = warns
 	for _, w := range warns {
 		d.log.Warn("config warning", "problem", w.String())
 	}
 	if err != nil {
-		d.reloadErr.Add(1)
-		d.log.Error("reload refused: the running configuration stays", "err", err)
-		return err
+		return d.refuse(rep, errorEntries(err), err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.servingLocked() {
 		d.log.Warn("reload ignored: vipd is stopping")
-		return ErrNotRunning
+		return nil, ErrNotRunning
 	}
-	if err := restartOnly(d.cfg, cfg); err != nil {
-		d.reloadErr.Add(1)
-		d.log.Error("reload refused: the running configuration stays", "err", err)
-		return err
+	diff := config.Compare(d.cfg, cfg)
+	if keys := restartEntries(d.cfg, cfg, diff); len(keys) > 0 {
+		entries := make([]string, len(keys))
+		for i, k := range keys {
+			entries[i] = k + ": " + ErrRestartNeeded.Error()
+		}
+		return d.refuse(rep, entries, fmt.Errorf("%s: %w", strings.Join(keys, ", "), ErrRestartNeeded))
 	}
 	if rc, ok := d.opts.Platform.(reloadChecker); ok {
 		if err := rc.CheckReload(cfg); err != nil {
-			d.reloadErr.Add(1)
-			d.log.Error("reload refused: the running configuration stays", "err", err)
-			return err
+			return d.refuse(rep, []string{err.Error()}, err)
 		}
 	}
 	if err := d.tunnels.ensure(cfg, d.opts.Platform.Host()); err != nil {
-		d.reloadErr.Add(1)
-		d.log.Error("reload refused: the running configuration stays", "err", err)
-		return err
+		return d.refuse(rep, []string{err.Error()}, err)
 	}
 	old := d.cfg
 	d.cfg = cfg
 	if err := d.publishLocked("reload"); err != nil {
 		d.cfg = old
-		d.reloadErr.Add(1)
-		d.log.Error("reload refused: the running configuration stays", "err", err)
-		return err
+		return d.refuse(rep, []string{err.Error()}, err)
 	}
 	keepVIP, keepBackend := map[string]bool{}, map[string]bool{}
 	for i := range cfg.VIPs {
@@ -122,8 +134,11 @@ func (d *Daemon) Reload() error {
 	}
 	d.loadedAt = time.Now()
 	d.reloadOK.Add(1)
+	d.cfgFile.succeeded(data)
+	rep.Diff = diff
+	d.logChanges(diff)
 	d.log.Info("configuration reloaded", "vips", len(cfg.VIPs), "generation", d.gen)
-	return nil
+	return rep, nil
 }
 
 // serving reports whether the daemon is live or running: it has published
@@ -139,25 +154,24 @@ func (d *Daemon) servingLocked() bool {
 	return d.phase == phaseLive || d.phase == phaseRunning
 }
 
-// restartOnly reports changes a reload cannot apply.
-func restartOnly(old, new *config.Config) error {
+// restartOnly names the tables (of those a reload cannot apply) that
+// differ between old and new: the net under restartEntries, which names
+// the keys.
+func restartOnly(old, new *config.Config) []string {
 	a, b := old.Dataplane, new.Dataplane
 	a.EgressMTU, b.EgressMTU = 0, 0
 	var changed []string
 	if !reflect.DeepEqual(a, b) {
-		changed = append(changed, "[dataplane]")
+		changed = append(changed, "dataplane")
 	}
 	if old.Conntrack != new.Conntrack {
-		changed = append(changed, "[conntrack]")
+		changed = append(changed, "conntrack")
 	}
 	if !old.Admin.Equal(&new.Admin) {
-		changed = append(changed, "[admin]")
+		changed = append(changed, "admin")
 	}
 	if !reflect.DeepEqual(old.BGP, new.BGP) {
-		changed = append(changed, "[bgp]")
+		changed = append(changed, "bgp")
 	}
-	if len(changed) > 0 {
-		return fmt.Errorf("%v changed: %w", changed, ErrRestartNeeded)
-	}
-	return nil
+	return changed
 }

@@ -43,6 +43,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 	if sp != nil {
 		peers = sp.Peers() // asks GoBGP: not under mu
 	}
+	differs, cfgErr := d.cfgFile.status() // reads the file: not under mu
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st := &admin.State{
@@ -50,6 +51,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 		Generation: d.gen, IO: string(d.cfg.Dataplane.IO), Workers: len(workers), FastPath: d.fastOn.Load(),
 		Conntrack: ct.Stats(), BGP: d.bgpStateLocked(peers),
 	}
+	st.ConfigDiffers, st.ConfigError = differs, cfgErr
 	for i := range d.cfg.VIPs {
 		v := &d.cfg.VIPs[i]
 		vs := admin.VIPState{

@@ -12,6 +12,8 @@
 //
 //	vipd -config FILE          run the daemon
 //	vipd -check -config FILE   validate FILE, print a summary, exit 0 or 1
+//	vipd -check-host -config FILE   the same, and check this machine has what FILE names
+//	vipd reload                reload the file, print what changed or every error
 //	vipd -version              print the version and exit
 //
 // This package holds only flags, wiring and signal handling; everything a

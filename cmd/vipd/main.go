@@ -31,6 +31,7 @@ func main() {
 const usage = `usage:
   vipd -config FILE                   run the load balancer
   vipd -check -config FILE            validate FILE and print a summary
+  vipd -check-host -config FILE       the same, and check this machine has what FILE names
   vipd status [-admin ADDR | -config FILE]
                                       print VIPs, backends and flows (like ipvsadm -Ln)
   vipd drain [-undo] [-socket PATH | -config FILE] VIP BACKEND
@@ -47,6 +48,9 @@ const usage = `usage:
   vipd drain-box [-undo] [-no-wait] [-socket PATH | -config FILE]
                                       lame duck (with [bgp]): withdraw every VIP from the routers, keep
                                       forwarding for [bgp] linger, then report drained; -undo announces again
+  vipd reload [-socket PATH | -config FILE]
+                                      reload the configuration file and print what changed, or every
+                                      error (exit 1: refused, the running configuration stays)
   vipd -version
 
 Signals: SIGHUP reloads the configuration (a bad file keeps the old one),
@@ -74,12 +78,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return weightCmd(args[1:], stdout, stderr)
 		case "disable", "enable":
 			return disableCmd(args[1:], stdout, stderr, args[0] == "disable")
+		case "reload":
+			return reload(args[1:], stdout, stderr)
 		}
 	}
 	fs := flag.NewFlagSet("vipd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "configuration `file` (see config.toml.example)")
 	check := fs.Bool("check", false, "validate the configuration, print a summary and exit (0 valid, 1 invalid)")
+	checkOnHost := fs.Bool("check-host", false, "-check, and check that this machine has what the file names (interfaces up, XDP mode, MTUs, admin socket directory): for the box itself, as the unit's ExecStartPre")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log format: text or json (journald keeps either)")
@@ -116,8 +123,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vipd: %v\n", err)
 		return 1
 	}
-	if *check {
-		if !checkHost(cfg, stdout, stderr) {
+	if *check || *checkOnHost {
+		ok := checkHost(cfg, stdout, stderr)
+		if *checkOnHost {
+			ok = checkMachine(cfg, stderr) && ok
+		}
+		if !ok {
 			return 1
 		}
 		fmt.Fprintf(stdout, "%s: OK\n", *cfgPath)
