@@ -24,7 +24,7 @@ fast_tcp:
 	  18: LdXMemB dst: r1 src: r7 off: 22 imm: 0
 	  19: JLEImm dst: r1 off: -1 imm: 1 <steer>
 	  20: LdXMemH dst: r2 src: r7 off: 16 imm: 0
-	  21: SwapBE dst: r2 
+	  21: SwapBE dst: r2  width: 16
 	  22: JLTImm dst: r2 off: -1 imm: 40 <steer>
 	  23: MovReg dst: r1 src: r8
 	  24: SubReg dst: r1 src: r7
@@ -98,7 +98,7 @@ fast_tcp_any_in:
 	  92: LdXMemDW dst: r1 src: r9 off: 8 imm: 0
 	  93: JGEReg dst: r0 off: -1 src: r1 <steer>
 	  94: LdXMemH dst: r3 src: r7 off: 16 imm: 0
-	  95: SwapBE dst: r3 
+	  95: SwapBE dst: r3  width: 16
 	  96: LdXMemH dst: r1 src: r9 off: 34 imm: 0
 	  97: JGTReg dst: r3 off: -1 src: r1 <steer>
 	  98: MovReg dst: r2 src: r7
@@ -115,7 +115,7 @@ fast_tcp_any_in:
 	 109: AddImm dst: r0 imm: 54
 	 110: JGTReg dst: r0 off: -1 src: r8 <steer>
 	 111: LdXMemH dst: r3 src: r7 off: 16 imm: 0
-	 112: SwapBE dst: r3 
+	 112: SwapBE dst: r3  width: 16
 fast_tcp_unpadded:
 	 113: StXMemW dst: rfp src: r3 off: -64 imm: 0
 	 114: LdXMemB dst: r1 src: r9 off: 48 imm: 0
@@ -236,12 +236,12 @@ fast_tcp_ipip:
 	 219: StMemH dst: r7 src: r0 off: 12 imm: 8
 	 220: LdXMemB dst: r1 src: r7 off: 35 imm: 0
 	 221: LdXMemH dst: r3 src: r7 off: 36 imm: 0
-	 222: SwapBE dst: r3 
+	 222: SwapBE dst: r3  width: 16
 	 223: AddImm dst: r3 imm: 20
 	 224: StMemB dst: r7 src: r0 off: 14 imm: 69
 	 225: StXMemB dst: r7 src: r1 off: 15 imm: 0
 	 226: MovReg dst: r2 src: r3
-	 227: SwapBE dst: r2 
+	 227: SwapBE dst: r2  width: 16
 	 228: StXMemH dst: r7 src: r2 off: 16 imm: 0
 	 229: StMemW dst: r7 src: r0 off: 18 imm: 4194304
 	 230: StMemH dst: r7 src: r0 off: 22 imm: 1088
@@ -261,7 +261,7 @@ fast_tcp_ipip:
 	 244: AndImm dst: r2 imm: 65535
 	 245: AddReg dst: r2 src: r4
 	 246: XorImm dst: r2 imm: 65535
-	 247: SwapBE dst: r2 
+	 247: SwapBE dst: r2  width: 16
 	 248: StXMemH dst: r7 src: r2 off: 24 imm: 0
 	 249: Ja off: -1 <fast_tcp_count>
 fast_tcp_gue:
@@ -283,21 +283,21 @@ fast_tcp_gue:
 	 265: StMemH dst: r7 src: r0 off: 12 imm: 8
 	 266: LdXMemB dst: r1 src: r7 off: 43 imm: 0
 	 267: LdXMemH dst: r3 src: r7 off: 44 imm: 0
-	 268: SwapBE dst: r3 
+	 268: SwapBE dst: r3  width: 16
 	 269: LdXMemH dst: r2 src: r9 off: 30 imm: 0
 	 270: StXMemH dst: r7 src: r2 off: 34 imm: 0
 	 271: LdXMemH dst: r2 src: r9 off: 28 imm: 0
 	 272: StXMemH dst: r7 src: r2 off: 36 imm: 0
 	 273: MovReg dst: r2 src: r3
 	 274: AddImm dst: r2 imm: 8
-	 275: SwapBE dst: r2 
+	 275: SwapBE dst: r2  width: 16
 	 276: StXMemH dst: r7 src: r2 off: 38 imm: 0
 	 277: StMemH dst: r7 src: r0 off: 40 imm: 0
 	 278: AddImm dst: r3 imm: 28
 	 279: StMemB dst: r7 src: r0 off: 14 imm: 69
 	 280: StXMemB dst: r7 src: r1 off: 15 imm: 0
 	 281: MovReg dst: r2 src: r3
-	 282: SwapBE dst: r2 
+	 282: SwapBE dst: r2  width: 16
 	 283: StXMemH dst: r7 src: r2 off: 16 imm: 0
 	 284: StMemW dst: r7 src: r0 off: 18 imm: 4194304
 	 285: StMemH dst: r7 src: r0 off: 22 imm: 4416
@@ -317,7 +317,7 @@ fast_tcp_gue:
 	 299: AndImm dst: r2 imm: 65535
 	 300: AddReg dst: r2 src: r4
 	 301: XorImm dst: r2 imm: 65535
-	 302: SwapBE dst: r2 
+	 302: SwapBE dst: r2  width: 16
 	 303: StXMemH dst: r7 src: r2 off: 24 imm: 0
 	 304: Ja off: -1 <fast_tcp_count>
 fast_tcp_count:
@@ -374,7 +374,7 @@ fast_udp:
 	 352: LdXMemB dst: r1 src: r7 off: 22 imm: 0
 	 353: JLEImm dst: r1 off: -1 imm: 1 <steer>
 	 354: LdXMemH dst: r2 src: r7 off: 16 imm: 0
-	 355: SwapBE dst: r2 
+	 355: SwapBE dst: r2  width: 16
 	 356: JLTImm dst: r2 off: -1 imm: 28 <steer>
 	 357: MovReg dst: r1 src: r8
 	 358: SubReg dst: r1 src: r7
@@ -382,7 +382,7 @@ fast_udp:
 	 360: JGTReg dst: r2 off: -1 src: r1 <steer>
 	 361: SubImm dst: r2 imm: 20
 	 362: LdXMemH dst: r1 src: r7 off: 38 imm: 0
-	 363: SwapBE dst: r1 
+	 363: SwapBE dst: r1  width: 16
 	 364: JLTImm dst: r1 off: -1 imm: 8 <steer>
 	 365: JGTReg dst: r1 off: -1 src: r2 <steer>
 	 366: LdXMemW dst: r1 src: r7 off: 14 imm: 0
@@ -444,7 +444,7 @@ fast_udp_any_in:
 	 422: LdXMemDW dst: r1 src: r9 off: 8 imm: 0
 	 423: JGEReg dst: r0 off: -1 src: r1 <steer>
 	 424: LdXMemH dst: r3 src: r7 off: 16 imm: 0
-	 425: SwapBE dst: r3 
+	 425: SwapBE dst: r3  width: 16
 	 426: LdXMemH dst: r1 src: r9 off: 34 imm: 0
 	 427: JGTReg dst: r3 off: -1 src: r1 <steer>
 	 428: MovReg dst: r2 src: r7
@@ -461,7 +461,7 @@ fast_udp_any_in:
 	 439: AddImm dst: r0 imm: 42
 	 440: JGTReg dst: r0 off: -1 src: r8 <steer>
 	 441: LdXMemH dst: r3 src: r7 off: 16 imm: 0
-	 442: SwapBE dst: r3 
+	 442: SwapBE dst: r3  width: 16
 fast_udp_unpadded:
 	 443: StXMemW dst: rfp src: r3 off: -64 imm: 0
 	 444: LdXMemB dst: r1 src: r9 off: 48 imm: 0
@@ -594,12 +594,12 @@ fast_udp_ipip:
 	 555: StMemH dst: r7 src: r0 off: 12 imm: 8
 	 556: LdXMemB dst: r1 src: r7 off: 35 imm: 0
 	 557: LdXMemH dst: r3 src: r7 off: 36 imm: 0
-	 558: SwapBE dst: r3 
+	 558: SwapBE dst: r3  width: 16
 	 559: AddImm dst: r3 imm: 20
 	 560: StMemB dst: r7 src: r0 off: 14 imm: 69
 	 561: StXMemB dst: r7 src: r1 off: 15 imm: 0
 	 562: MovReg dst: r2 src: r3
-	 563: SwapBE dst: r2 
+	 563: SwapBE dst: r2  width: 16
 	 564: StXMemH dst: r7 src: r2 off: 16 imm: 0
 	 565: StMemW dst: r7 src: r0 off: 18 imm: 4194304
 	 566: StMemH dst: r7 src: r0 off: 22 imm: 1088
@@ -619,7 +619,7 @@ fast_udp_ipip:
 	 580: AndImm dst: r2 imm: 65535
 	 581: AddReg dst: r2 src: r4
 	 582: XorImm dst: r2 imm: 65535
-	 583: SwapBE dst: r2 
+	 583: SwapBE dst: r2  width: 16
 	 584: StXMemH dst: r7 src: r2 off: 24 imm: 0
 	 585: Ja off: -1 <fast_udp_count>
 fast_udp_gue:
@@ -641,21 +641,21 @@ fast_udp_gue:
 	 601: StMemH dst: r7 src: r0 off: 12 imm: 8
 	 602: LdXMemB dst: r1 src: r7 off: 43 imm: 0
 	 603: LdXMemH dst: r3 src: r7 off: 44 imm: 0
-	 604: SwapBE dst: r3 
+	 604: SwapBE dst: r3  width: 16
 	 605: LdXMemH dst: r2 src: r9 off: 30 imm: 0
 	 606: StXMemH dst: r7 src: r2 off: 34 imm: 0
 	 607: LdXMemH dst: r2 src: r9 off: 28 imm: 0
 	 608: StXMemH dst: r7 src: r2 off: 36 imm: 0
 	 609: MovReg dst: r2 src: r3
 	 610: AddImm dst: r2 imm: 8
-	 611: SwapBE dst: r2 
+	 611: SwapBE dst: r2  width: 16
 	 612: StXMemH dst: r7 src: r2 off: 38 imm: 0
 	 613: StMemH dst: r7 src: r0 off: 40 imm: 0
 	 614: AddImm dst: r3 imm: 28
 	 615: StMemB dst: r7 src: r0 off: 14 imm: 69
 	 616: StXMemB dst: r7 src: r1 off: 15 imm: 0
 	 617: MovReg dst: r2 src: r3
-	 618: SwapBE dst: r2 
+	 618: SwapBE dst: r2  width: 16
 	 619: StXMemH dst: r7 src: r2 off: 16 imm: 0
 	 620: StMemW dst: r7 src: r0 off: 18 imm: 4194304
 	 621: StMemH dst: r7 src: r0 off: 22 imm: 4416
@@ -675,7 +675,7 @@ fast_udp_gue:
 	 635: AndImm dst: r2 imm: 65535
 	 636: AddReg dst: r2 src: r4
 	 637: XorImm dst: r2 imm: 65535
-	 638: SwapBE dst: r2 
+	 638: SwapBE dst: r2  width: 16
 	 639: StXMemH dst: r7 src: r2 off: 24 imm: 0
 	 640: Ja off: -1 <fast_udp_count>
 fast_udp_count:

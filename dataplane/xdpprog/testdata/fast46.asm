@@ -24,7 +24,7 @@ fast_tcp:
 	  18: LdXMemB dst: r1 src: r7 off: 22 imm: 0
 	  19: JLEImm dst: r1 off: -1 imm: 1 <steer>
 	  20: LdXMemH dst: r2 src: r7 off: 16 imm: 0
-	  21: SwapBE dst: r2 
+	  21: SwapBE dst: r2  width: 16
 	  22: JLTImm dst: r2 off: -1 imm: 40 <steer>
 	  23: MovReg dst: r1 src: r8
 	  24: SubReg dst: r1 src: r7
@@ -98,7 +98,7 @@ fast_tcp_any_in:
 	  92: LdXMemDW dst: r1 src: r9 off: 8 imm: 0
 	  93: JGEReg dst: r0 off: -1 src: r1 <steer>
 	  94: LdXMemH dst: r3 src: r7 off: 16 imm: 0
-	  95: SwapBE dst: r3 
+	  95: SwapBE dst: r3  width: 16
 	  96: LdXMemH dst: r1 src: r9 off: 34 imm: 0
 	  97: JGTReg dst: r3 off: -1 src: r1 <steer>
 	  98: MovReg dst: r2 src: r7
@@ -115,7 +115,7 @@ fast_tcp_any_in:
 	 109: AddImm dst: r0 imm: 54
 	 110: JGTReg dst: r0 off: -1 src: r8 <steer>
 	 111: LdXMemH dst: r3 src: r7 off: 16 imm: 0
-	 112: SwapBE dst: r3 
+	 112: SwapBE dst: r3  width: 16
 fast_tcp_unpadded:
 	 113: StXMemW dst: rfp src: r3 off: -64 imm: 0
 	 114: LdXMemB dst: r1 src: r9 off: 48 imm: 0
@@ -236,12 +236,12 @@ fast_tcp_ipip:
 	 219: StMemH dst: r7 src: r0 off: 12 imm: 8
 	 220: LdXMemB dst: r1 src: r7 off: 35 imm: 0
 	 221: LdXMemH dst: r3 src: r7 off: 36 imm: 0
-	 222: SwapBE dst: r3 
+	 222: SwapBE dst: r3  width: 16
 	 223: AddImm dst: r3 imm: 20
 	 224: StMemB dst: r7 src: r0 off: 14 imm: 69
 	 225: StXMemB dst: r7 src: r1 off: 15 imm: 0
 	 226: MovReg dst: r2 src: r3
-	 227: SwapBE dst: r2 
+	 227: SwapBE dst: r2  width: 16
 	 228: StXMemH dst: r7 src: r2 off: 16 imm: 0
 	 229: StMemW dst: r7 src: r0 off: 18 imm: 4194304
 	 230: StMemH dst: r7 src: r0 off: 22 imm: 1088
@@ -261,7 +261,7 @@ fast_tcp_ipip:
 	 244: AndImm dst: r2 imm: 65535
 	 245: AddReg dst: r2 src: r4
 	 246: XorImm dst: r2 imm: 65535
-	 247: SwapBE dst: r2 
+	 247: SwapBE dst: r2  width: 16
 	 248: StXMemH dst: r7 src: r2 off: 24 imm: 0
 	 249: Ja off: -1 <fast_tcp_count>
 fast_tcp_gue:
@@ -283,21 +283,21 @@ fast_tcp_gue:
 	 265: StMemH dst: r7 src: r0 off: 12 imm: 8
 	 266: LdXMemB dst: r1 src: r7 off: 43 imm: 0
 	 267: LdXMemH dst: r3 src: r7 off: 44 imm: 0
-	 268: SwapBE dst: r3 
+	 268: SwapBE dst: r3  width: 16
 	 269: LdXMemH dst: r2 src: r9 off: 30 imm: 0
 	 270: StXMemH dst: r7 src: r2 off: 34 imm: 0
 	 271: LdXMemH dst: r2 src: r9 off: 28 imm: 0
 	 272: StXMemH dst: r7 src: r2 off: 36 imm: 0
 	 273: MovReg dst: r2 src: r3
 	 274: AddImm dst: r2 imm: 8
-	 275: SwapBE dst: r2 
+	 275: SwapBE dst: r2  width: 16
 	 276: StXMemH dst: r7 src: r2 off: 38 imm: 0
 	 277: StMemH dst: r7 src: r0 off: 40 imm: 0
 	 278: AddImm dst: r3 imm: 28
 	 279: StMemB dst: r7 src: r0 off: 14 imm: 69
 	 280: StXMemB dst: r7 src: r1 off: 15 imm: 0
 	 281: MovReg dst: r2 src: r3
-	 282: SwapBE dst: r2 
+	 282: SwapBE dst: r2  width: 16
 	 283: StXMemH dst: r7 src: r2 off: 16 imm: 0
 	 284: StMemW dst: r7 src: r0 off: 18 imm: 4194304
 	 285: StMemH dst: r7 src: r0 off: 22 imm: 4416
@@ -317,7 +317,7 @@ fast_tcp_gue:
 	 299: AndImm dst: r2 imm: 65535
 	 300: AddReg dst: r2 src: r4
 	 301: XorImm dst: r2 imm: 65535
-	 302: SwapBE dst: r2 
+	 302: SwapBE dst: r2  width: 16
 	 303: StXMemH dst: r7 src: r2 off: 24 imm: 0
 	 304: Ja off: -1 <fast_tcp_count>
 fast_tcp_count:
@@ -374,7 +374,7 @@ fast_udp:
 	 352: LdXMemB dst: r1 src: r7 off: 22 imm: 0
 	 353: JLEImm dst: r1 off: -1 imm: 1 <steer>
 	 354: LdXMemH dst: r2 src: r7 off: 16 imm: 0
-	 355: SwapBE dst: r2 
+	 355: SwapBE dst: r2  width: 16
 	 356: JLTImm dst: r2 off: -1 imm: 28 <steer>
 	 357: MovReg dst: r1 src: r8
 	 358: SubReg dst: r1 src: r7
@@ -382,7 +382,7 @@ fast_udp:
 	 360: JGTReg dst: r2 off: -1 src: r1 <steer>
 	 361: SubImm dst: r2 imm: 20
 	 362: LdXMemH dst: r1 src: r7 off: 38 imm: 0
-	 363: SwapBE dst: r1 
+	 363: SwapBE dst: r1  width: 16
 	 364: JLTImm dst: r1 off: -1 imm: 8 <steer>
 	 365: JGTReg dst: r1 off: -1 src: r2 <steer>
 	 366: LdXMemW dst: r1 src: r7 off: 14 imm: 0
@@ -444,7 +444,7 @@ fast_udp_any_in:
 	 422: LdXMemDW dst: r1 src: r9 off: 8 imm: 0
 	 423: JGEReg dst: r0 off: -1 src: r1 <steer>
 	 424: LdXMemH dst: r3 src: r7 off: 16 imm: 0
-	 425: SwapBE dst: r3 
+	 425: SwapBE dst: r3  width: 16
 	 426: LdXMemH dst: r1 src: r9 off: 34 imm: 0
 	 427: JGTReg dst: r3 off: -1 src: r1 <steer>
 	 428: MovReg dst: r2 src: r7
@@ -461,7 +461,7 @@ fast_udp_any_in:
 	 439: AddImm dst: r0 imm: 42
 	 440: JGTReg dst: r0 off: -1 src: r8 <steer>
 	 441: LdXMemH dst: r3 src: r7 off: 16 imm: 0
-	 442: SwapBE dst: r3 
+	 442: SwapBE dst: r3  width: 16
 fast_udp_unpadded:
 	 443: StXMemW dst: rfp src: r3 off: -64 imm: 0
 	 444: LdXMemB dst: r1 src: r9 off: 48 imm: 0
@@ -594,12 +594,12 @@ fast_udp_ipip:
 	 555: StMemH dst: r7 src: r0 off: 12 imm: 8
 	 556: LdXMemB dst: r1 src: r7 off: 35 imm: 0
 	 557: LdXMemH dst: r3 src: r7 off: 36 imm: 0
-	 558: SwapBE dst: r3 
+	 558: SwapBE dst: r3  width: 16
 	 559: AddImm dst: r3 imm: 20
 	 560: StMemB dst: r7 src: r0 off: 14 imm: 69
 	 561: StXMemB dst: r7 src: r1 off: 15 imm: 0
 	 562: MovReg dst: r2 src: r3
-	 563: SwapBE dst: r2 
+	 563: SwapBE dst: r2  width: 16
 	 564: StXMemH dst: r7 src: r2 off: 16 imm: 0
 	 565: StMemW dst: r7 src: r0 off: 18 imm: 4194304
 	 566: StMemH dst: r7 src: r0 off: 22 imm: 1088
@@ -619,7 +619,7 @@ fast_udp_ipip:
 	 580: AndImm dst: r2 imm: 65535
 	 581: AddReg dst: r2 src: r4
 	 582: XorImm dst: r2 imm: 65535
-	 583: SwapBE dst: r2 
+	 583: SwapBE dst: r2  width: 16
 	 584: StXMemH dst: r7 src: r2 off: 24 imm: 0
 	 585: Ja off: -1 <fast_udp_count>
 fast_udp_gue:
@@ -641,21 +641,21 @@ fast_udp_gue:
 	 601: StMemH dst: r7 src: r0 off: 12 imm: 8
 	 602: LdXMemB dst: r1 src: r7 off: 43 imm: 0
 	 603: LdXMemH dst: r3 src: r7 off: 44 imm: 0
-	 604: SwapBE dst: r3 
+	 604: SwapBE dst: r3  width: 16
 	 605: LdXMemH dst: r2 src: r9 off: 30 imm: 0
 	 606: StXMemH dst: r7 src: r2 off: 34 imm: 0
 	 607: LdXMemH dst: r2 src: r9 off: 28 imm: 0
 	 608: StXMemH dst: r7 src: r2 off: 36 imm: 0
 	 609: MovReg dst: r2 src: r3
 	 610: AddImm dst: r2 imm: 8
-	 611: SwapBE dst: r2 
+	 611: SwapBE dst: r2  width: 16
 	 612: StXMemH dst: r7 src: r2 off: 38 imm: 0
 	 613: StMemH dst: r7 src: r0 off: 40 imm: 0
 	 614: AddImm dst: r3 imm: 28
 	 615: StMemB dst: r7 src: r0 off: 14 imm: 69
 	 616: StXMemB dst: r7 src: r1 off: 15 imm: 0
 	 617: MovReg dst: r2 src: r3
-	 618: SwapBE dst: r2 
+	 618: SwapBE dst: r2  width: 16
 	 619: StXMemH dst: r7 src: r2 off: 16 imm: 0
 	 620: StMemW dst: r7 src: r0 off: 18 imm: 4194304
 	 621: StMemH dst: r7 src: r0 off: 22 imm: 4416
@@ -675,7 +675,7 @@ fast_udp_gue:
 	 635: AndImm dst: r2 imm: 65535
 	 636: AddReg dst: r2 src: r4
 	 637: XorImm dst: r2 imm: 65535
-	 638: SwapBE dst: r2 
+	 638: SwapBE dst: r2  width: 16
 	 639: StXMemH dst: r7 src: r2 off: 24 imm: 0
 	 640: Ja off: -1 <fast_udp_count>
 fast_udp_count:
@@ -730,7 +730,7 @@ fast6_tcp:
 	 686: LdXMemB dst: r1 src: r7 off: 21 imm: 0
 	 687: JLEImm dst: r1 off: -1 imm: 1 <steer>
 	 688: LdXMemH dst: r2 src: r7 off: 18 imm: 0
-	 689: SwapBE dst: r2 
+	 689: SwapBE dst: r2  width: 16
 	 690: JLTImm dst: r2 off: -1 imm: 20 <steer>
 	 691: MovReg dst: r1 src: r8
 	 692: SubReg dst: r1 src: r7
@@ -789,7 +789,7 @@ fast6_tcp_any_in:
 	 745: LdXMemDW dst: r1 src: r9 off: 8 imm: 0
 	 746: JGEReg dst: r0 off: -1 src: r1 <steer>
 	 747: LdXMemH dst: r3 src: r7 off: 18 imm: 0
-	 748: SwapBE dst: r3 
+	 748: SwapBE dst: r3  width: 16
 	 749: AddImm dst: r3 imm: 40
 	 750: LdXMemH dst: r1 src: r9 off: 34 imm: 0
 	 751: JGTReg dst: r3 off: -1 src: r1 <steer>
@@ -807,7 +807,7 @@ fast6_tcp_any_in:
 	 763: AddImm dst: r0 imm: 74
 	 764: JGTReg dst: r0 off: -1 src: r8 <steer>
 	 765: LdXMemH dst: r3 src: r7 off: 18 imm: 0
-	 766: SwapBE dst: r3 
+	 766: SwapBE dst: r3  width: 16
 	 767: AddImm dst: r3 imm: 40
 fast6_tcp_unpadded:
 	 768: StXMemW dst: rfp src: r3 off: -64 imm: 0
@@ -927,17 +927,17 @@ fast6_tcp_ipip:
 	 872: StXMemW dst: r7 src: r1 off: 50 imm: 0
 	 873: StMemH dst: r7 src: r0 off: 12 imm: 56710
 	 874: LdXMemW dst: r1 src: r7 off: 54 imm: 0
-	 875: SwapBE dst: r1 
+	 875: SwapBE dst: r1  width: 32
 	 876: AndImm dst: r1 imm: 267386880
 	 877: LdXMemW dst: r2 src: r9 off: 4 imm: 0
 	 878: OrReg dst: r1 src: r2
 	 879: OrImm dst: r1 imm: 1610612736
-	 880: SwapBE dst: r1 
+	 880: SwapBE dst: r1  width: 32
 	 881: StXMemW dst: r7 src: r1 off: 14 imm: 0
 	 882: LdXMemH dst: r1 src: r7 off: 58 imm: 0
-	 883: SwapBE dst: r1 
+	 883: SwapBE dst: r1  width: 16
 	 884: AddImm dst: r1 imm: 40
-	 885: SwapBE dst: r1 
+	 885: SwapBE dst: r1  width: 16
 	 886: StXMemH dst: r7 src: r1 off: 18 imm: 0
 	 887: StMemH dst: r7 src: r0 off: 20 imm: 16425
 	 888: Ja off: -1 <fast6_tcp_count>
@@ -993,14 +993,14 @@ fast6_udp:
 	 934: LdXMemB dst: r1 src: r7 off: 21 imm: 0
 	 935: JLEImm dst: r1 off: -1 imm: 1 <steer>
 	 936: LdXMemH dst: r2 src: r7 off: 18 imm: 0
-	 937: SwapBE dst: r2 
+	 937: SwapBE dst: r2  width: 16
 	 938: JLTImm dst: r2 off: -1 imm: 8 <steer>
 	 939: MovReg dst: r1 src: r8
 	 940: SubReg dst: r1 src: r7
 	 941: SubImm dst: r1 imm: 54
 	 942: JGTReg dst: r2 off: -1 src: r1 <steer>
 	 943: LdXMemH dst: r1 src: r7 off: 58 imm: 0
-	 944: SwapBE dst: r1 
+	 944: SwapBE dst: r1  width: 16
 	 945: JLTImm dst: r1 off: -1 imm: 8 <steer>
 	 946: JGTReg dst: r1 off: -1 src: r2 <steer>
 	 947: LdXMemH dst: r1 src: r7 off: 60 imm: 0
@@ -1050,7 +1050,7 @@ fast6_udp_any_in:
 	 991: LdXMemDW dst: r1 src: r9 off: 8 imm: 0
 	 992: JGEReg dst: r0 off: -1 src: r1 <steer>
 	 993: LdXMemH dst: r3 src: r7 off: 18 imm: 0
-	 994: SwapBE dst: r3 
+	 994: SwapBE dst: r3  width: 16
 	 995: AddImm dst: r3 imm: 40
 	 996: LdXMemH dst: r1 src: r9 off: 34 imm: 0
 	 997: JGTReg dst: r3 off: -1 src: r1 <steer>
@@ -1068,7 +1068,7 @@ fast6_udp_any_in:
 	1009: AddImm dst: r0 imm: 62
 	1010: JGTReg dst: r0 off: -1 src: r8 <steer>
 	1011: LdXMemH dst: r3 src: r7 off: 18 imm: 0
-	1012: SwapBE dst: r3 
+	1012: SwapBE dst: r3  width: 16
 	1013: AddImm dst: r3 imm: 40
 fast6_udp_unpadded:
 	1014: StXMemW dst: rfp src: r3 off: -64 imm: 0
@@ -1200,17 +1200,17 @@ fast6_udp_ipip:
 	1124: StXMemW dst: r7 src: r1 off: 50 imm: 0
 	1125: StMemH dst: r7 src: r0 off: 12 imm: 56710
 	1126: LdXMemW dst: r1 src: r7 off: 54 imm: 0
-	1127: SwapBE dst: r1 
+	1127: SwapBE dst: r1  width: 32
 	1128: AndImm dst: r1 imm: 267386880
 	1129: LdXMemW dst: r2 src: r9 off: 4 imm: 0
 	1130: OrReg dst: r1 src: r2
 	1131: OrImm dst: r1 imm: 1610612736
-	1132: SwapBE dst: r1 
+	1132: SwapBE dst: r1  width: 32
 	1133: StXMemW dst: r7 src: r1 off: 14 imm: 0
 	1134: LdXMemH dst: r1 src: r7 off: 58 imm: 0
-	1135: SwapBE dst: r1 
+	1135: SwapBE dst: r1  width: 16
 	1136: AddImm dst: r1 imm: 40
-	1137: SwapBE dst: r1 
+	1137: SwapBE dst: r1  width: 16
 	1138: StXMemH dst: r7 src: r1 off: 18 imm: 0
 	1139: StMemH dst: r7 src: r0 off: 20 imm: 16425
 	1140: Ja off: -1 <fast6_udp_count>
