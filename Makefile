@@ -12,10 +12,11 @@ all: build
 
 # Everything the tests need from the network: Go modules, iproute2 (the ip
 # tool, used by the privileged tests to build namespaces), bird2 (BIRD 2,
-# the upstream router of the BGP tests) and nftables (a backend that resets
-# clients in the outlier test) when missing, and promtool (the alerting
-# rules' test), taken out of Debian's prometheus package without installing
-# it: the package would start a Prometheus server.
+# the upstream router of the BGP tests), nftables (a backend that resets
+# clients in the outlier test) and chromium (the headless browser that
+# loads the status page in its end-to-end test) when missing, and promtool
+# (the alerting rules' test), taken out of Debian's prometheus package
+# without installing it: the package would start a Prometheus server.
 deps:
 	$(GO) mod download
 	@if [ "$$(id -u)" = 0 ]; then \
@@ -23,6 +24,7 @@ deps:
 		command -v ip >/dev/null || need="$$need iproute2"; \
 		command -v bird >/dev/null && command -v birdc >/dev/null || need="$$need bird2"; \
 		command -v nft >/dev/null || need="$$need nftables"; \
+		command -v chromium >/dev/null || need="$$need chromium"; \
 		if [ -n "$$need" ]; then \
 			echo "installing$$need (the privileged tests need them)"; \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y$$need; \

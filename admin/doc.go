@@ -1,6 +1,8 @@
 // Package admin is vipd's administration interface over HTTP, and the
 // client side of `vipd status`, `vipd where` and `vipd drain`:
 //
+//	GET  /           the status page: HTML rendered from /v1/state, reloading
+//	                 itself, no script or external asset
 //	GET  /metrics    Prometheus text format: packets, bytes and new flows per
 //	                 VIP and backend, drops by reason, ICMP, conntrack,
 //	                 per-worker batch sizes, driver counters
