@@ -25,6 +25,8 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	"age":           age,
 	"weight":        func(f float64) string { return strconv.FormatFloat(f, 'g', 4, 64) },
 	"announceClass": announceClass,
+	"rate":          rate,
+	"byteRate":      func(f float64) string { return humanBytes(uint64(max(f, 0))) + "/s" },
 	"pct":           func(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" },
 }).Parse(pageHTML))
 
@@ -117,6 +119,22 @@ func digitsBefore(f float64) int {
 		d++
 	}
 	return d
+}
+
+// rate is a per-second rate to three significant digits, with k, M or G
+// for thousands, millions, billions ("0", "12.5", "1.23k", "45.6M").
+func rate(f float64) string {
+	const units = " kMG"
+	u := 0
+	for f >= 999.5 && u < len(units)-1 {
+		f /= 1000
+		u++
+	}
+	if f < 0.005 {
+		return "0"
+	}
+	s := strconv.FormatFloat(f, 'f', max(0, 2-digitsBefore(max(f, 1))), 64)
+	return strings.TrimSpace(s + units[u:u+1])
 }
 
 // age is how long before now t was, to the second ("3m12s"), or "" for

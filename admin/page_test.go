@@ -148,3 +148,11 @@ func TestHumanBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestRate(t *testing.T) {
+	for f, want := range map[float64]string{0: "0", 0.001: "0", 0.5: "0.50", 3: "3.00", 12.5: "12.5", 999: "999", 999.7: "1.00k", 1234: "1.23k", 45.6e6: "45.6M", 2e9: "2.00G", 5e12: "5000G"} {
+		if got := rate(f); got != want {
+			t.Errorf("rate(%v) = %q, want %q", f, got, want)
+		}
+	}
+}
