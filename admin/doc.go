@@ -4,6 +4,8 @@
 // by which every command finds VIPs and backends (ResolveVIP,
 // ResolveBackend):
 //
+//	GET  /           the status page: HTML rendered from /v1/state, reloading
+//	                 itself, no script or external asset
 //	GET  /metrics    Prometheus text format: packets, bytes and new flows per
 //	                 VIP and backend, drops by reason, ICMP, conntrack,
 //	                 per-worker batch sizes, driver counters

@@ -43,6 +43,7 @@ func Handler(p Provider, access Access, extra ...prometheus.Collector) http.Hand
 	reg.MustRegister(extra...)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /{$}", pageHandler(p))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})

@@ -1,0 +1,151 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"fmt"
+	"html/template"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+//go:embed page.html
+var pageHTML string
+
+// pageTemplate is the status page. html/template escapes every value by
+// the context it lands in (text, attribute, URL): a VIP named
+// "<script>" shows as text.
+var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
+	"hostport":      hostPort,
+	"num":           groupDigits,
+	"bytes":         humanBytes,
+	"age":           age,
+	"weight":        func(f float64) string { return strconv.FormatFloat(f, 'g', 4, 64) },
+	"announceClass": announceClass,
+	"rate":          rate,
+	"byteRate":      func(f float64) string { return humanBytes(uint64(max(f, 0))) + "/s" },
+	"pct":           func(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" },
+}).Parse(pageHTML))
+
+// pageRefresh is how often the page reloads itself by default (seconds);
+// ?refresh=N changes it, 0 turns it off.
+const pageRefresh = 2
+
+// pageData is what page.html renders: the State of /v1/state (embedded,
+// so a field added to State is there too) and the page's own values.
+type pageData struct {
+	*State
+	Now     time.Time // when the page was rendered, UTC
+	Refresh int       // seconds between reloads, 0: none
+}
+
+// pageHandler serves the status page: State rendered server-side, a meta
+// refresh reloading it, and nothing else — no script, no external asset,
+// so it works offline and a Content-Security-Policy of 'none' holds.
+func pageHandler(p Provider) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		refresh := pageRefresh
+		if s := r.URL.Query().Get("refresh"); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 0 || n > 3600 {
+				http.Error(w, "refresh must be 0..3600 (seconds; 0: never)", http.StatusBadRequest)
+				return
+			}
+			refresh = n
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		defer cancel()
+		st, err := p.State(ctx)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		var buf bytes.Buffer
+		if err := pageTemplate.Execute(&buf, pageData{State: st, Now: time.Now().UTC(), Refresh: refresh}); err != nil {
+			http.Error(w, "status page: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		h.Set("Cache-Control", "no-store")
+		// Inline styles only; no script, frame, image or fetch of any kind.
+		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		w.Write(buf.Bytes())
+	}
+}
+
+// announceClass is the word of VIPState.Announce that names its style:
+// "withdrawn: WHY" is styled as "withdrawn".
+func announceClass(announce string) string {
+	word, _, _ := strings.Cut(announce, ":")
+	return word
+}
+
+// groupDigits writes n with thin spaces between groups of three digits.
+func groupDigits(n uint64) string {
+	s := strconv.FormatUint(n, 10)
+	var b []byte
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b = append(b, "\u202f"...)
+		}
+		b = append(b, s[i])
+	}
+	return string(b)
+}
+
+// humanBytes is n in B, KiB, MiB, GiB or TiB, three significant digits.
+func humanBytes(n uint64) string {
+	const units = "KMGT"
+	if n < 1024 {
+		return strconv.FormatUint(n, 10) + " B"
+	}
+	f, u := float64(n)/1024, 0
+	for f >= 1024 && u < len(units)-1 {
+		f /= 1024
+		u++
+	}
+	return strconv.FormatFloat(f, 'f', max(0, 2-digitsBefore(f)), 64) + " " + units[u:u+1] + "iB"
+}
+
+// digitsBefore is how many digits f >= 1 has before the point, less one.
+func digitsBefore(f float64) int {
+	d := 0
+	for ; f >= 10; f /= 10 {
+		d++
+	}
+	return d
+}
+
+// rate is a per-second rate to three significant digits, with k, M or G
+// for thousands, millions, billions ("0", "12.5", "1.23k", "45.6M").
+func rate(f float64) string {
+	const units = " kMG"
+	u := 0
+	for f >= 999.5 && u < len(units)-1 {
+		f /= 1000
+		u++
+	}
+	if f < 0.005 {
+		return "0"
+	}
+	s := strconv.FormatFloat(f, 'f', max(0, 2-digitsBefore(max(f, 1))), 64)
+	return strings.TrimSpace(s + units[u:u+1])
+}
+
+// age is how long before now t was, to the second ("3m12s"), or "" for
+// the zero time.
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	d := now.Sub(t).Round(time.Second)
+	if d < 0 {
+		return fmt.Sprintf("in %v", -d)
+	}
+	return d.String()
+}

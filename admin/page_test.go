@@ -1,0 +1,158 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// stateProvider is a fakeProvider whose State is st.
+type stateProvider struct {
+	fakeProvider
+	st *State
+}
+
+func (s *stateProvider) State(context.Context) (*State, error) { return s.st, nil }
+
+// pageState is a VIP with one backend down, one up, one draining, and a
+// BGP peer.
+func pageState() *State {
+	return &State{
+		Version: "1.2.3", Generation: 7, IO: "afxdp", Workers: 2, FastPath: true,
+		LoadedAt: time.Now().Add(-time.Minute),
+		VIPs: []VIPState{{
+			Name: "web", Address: "198.18.0.100", Port: 80, Protocol: "tcp", Mode: "nat",
+			FlowHash: "5tuple", TableSize: 65537, Packets: 1234567, Bytes: 3 << 20, NewFlows: 42,
+			Announce: "withdrawn: all backends down",
+			Backends: []BackendState{
+				{Address: "198.18.1.11", Port: 8080, Weight: 1, MaglevWeight: 1, Config: "active", Health: "up", Forwarding: "up", SlowStart: 1, EffectiveWeight: 1, Load: 1, ActiveFlows: 3},
+				{Address: "198.18.1.12", Port: 8080, Weight: 2, Config: "active", Health: "down", Forwarding: "down", SlowStart: 1, Load: 1},
+				{Address: "198.18.1.13", Port: 8080, Weight: 1, Config: "draining", Health: "up", Drained: true, Forwarding: "draining", SlowStart: 1, Load: 1},
+			},
+		}},
+		BGP: &BGPState{ASN: 65001, RouterID: "198.18.0.2", Box: BoxAnnouncing, Peers: []BGPPeerState{
+			{Address: "198.18.0.1", ASN: 65000, State: "established", Since: time.Now().Add(-time.Hour)},
+		}},
+	}
+}
+
+// TestPage: GET / renders the state, a down backend as down (row class
+// and data attributes), the others as what they are, and reloads itself.
+func TestPage(t *testing.T) {
+	h := Handler(&stateProvider{st: pageState()}, ReadOnly)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	body := w.Body.String()
+	if w.Code != 200 {
+		t.Fatalf("GET / answered %d: %s", w.Code, body)
+	}
+	for k, want := range map[string]string{
+		"Content-Type":            "text/html; charset=utf-8",
+		"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+		"Cache-Control":           "no-store",
+	} {
+		if got := w.Header().Get(k); got != want {
+			t.Errorf("%s: %q, want %q", k, got, want)
+		}
+	}
+	for _, want := range []string{
+		`<meta http-equiv="refresh" content="2">`,
+		`<tr class="backend up" data-backend="198.18.1.11:8080" data-health="up" data-forwarding="up">`,
+		`<tr class="backend down" data-backend="198.18.1.12:8080" data-health="down" data-forwarding="down">`,
+		`<tr class="backend draining" data-backend="198.18.1.13:8080" data-health="up" data-forwarding="draining">`,
+		`<span class="pill s-down">down</span>`,
+		`<span class="pill s-withdrawn" title="BGP">withdrawn: all backends down</span>`,
+		`data-peer="198.18.0.1" data-state="established"`,
+		`version <b>1.2.3</b>`,
+		`generation <b>7</b>`,
+		"1\u202f234\u202f567 pkts · 3.00 MiB",
+		"198.18.0.100:80 tcp",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "<script") || regexp.MustCompile(`(src|href)="(https?:)?//`).MatchString(body) {
+		t.Errorf("the page has a script or an external asset")
+	}
+}
+
+// TestPageEscapes: every value from the state is escaped: a VIP named
+// <script> shows as text, an attribute value cannot be closed.
+func TestPageEscapes(t *testing.T) {
+	st := pageState()
+	st.VIPs[0].Name = `<script>alert("vip")</script>`
+	st.VIPs[0].Backends[1].Address = `"><img src=x onerror=alert(1)>`
+	st.BGP.Peers[0].LastError = `<b>bold</b>`
+	_, body := serve(t, Handler(&stateProvider{st: st}, ReadOnly), "GET", "/", "", "")
+	for _, bad := range []string{"<script", "<img", "<b>bold"} {
+		if strings.Contains(body, bad) {
+			t.Errorf("the page contains %q unescaped", bad)
+		}
+	}
+	for _, want := range []string{"&lt;script&gt;alert(&#34;vip&#34;)&lt;/script&gt;", "&lt;b&gt;bold&lt;/b&gt;", `data-backend="&#34;&gt;&lt;img`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks the escaped %q", want)
+		}
+	}
+}
+
+// TestPageRoutes: ?refresh, 404 for other paths, 503 before ready, and
+// WithPprof still serving its profiles beside the page.
+func TestPageRoutes(t *testing.T) {
+	p := &stateProvider{st: pageState()}
+	starting := &stateProvider{fakeProvider: fakeProvider{ready: errors.New("vipd is starting")}, st: pageState()}
+	tests := []struct {
+		name         string
+		h            http.Handler
+		path         string
+		code         int
+		want, refuse string
+	}{
+		{"no refresh", Handler(p, ReadOnly), "/?refresh=0", 200, "reload by itself", "http-equiv"},
+		{"refresh 10", Handler(p, ReadOnly), "/?refresh=10", 200, `content="10"`, ""},
+		{"bad refresh", Handler(p, ReadOnly), "/?refresh=-1", 400, "0..3600", ""},
+		{"unknown path", Handler(p, ReadOnly), "/index.html", 404, "", "<html"},
+		{"control socket too", Handler(p, Control), "/", 200, "198.18.1.12:8080", ""},
+		{"not ready", Handler(starting, ReadOnly), "/", 503, "starting", "<html"},
+		{"pprof: the page", WithPprof(Handler(p, Control)), "/", 200, "198.18.1.12:8080", ""},
+		{"pprof: the index", WithPprof(Handler(p, Control)), "/debug/pprof/", 200, "goroutine", "198.18.1.12"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := serve(t, tt.h, "GET", tt.path, "", "")
+			if code != tt.code || !strings.Contains(body, tt.want) || (tt.refuse != "" && strings.Contains(body, tt.refuse)) {
+				t.Errorf("GET %s answered %d %.200q, want %d with %q without %q", tt.path, code, body, tt.code, tt.want, tt.refuse)
+			}
+		})
+	}
+}
+
+func TestGroupDigits(t *testing.T) {
+	for n, want := range map[uint64]string{0: "0", 999: "999", 1000: "1\u202f000", 1234567: "1\u202f234\u202f567"} {
+		if got := groupDigits(n); got != want {
+			t.Errorf("groupDigits(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestHumanBytes(t *testing.T) {
+	for n, want := range map[uint64]string{0: "0 B", 1023: "1023 B", 1024: "1.00 KiB", 1536: "1.50 KiB", 100 << 20: "100 MiB", 15 << 30: "15.0 GiB", 3 << 50: "3072 TiB"} {
+		if got := humanBytes(n); got != want {
+			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestRate(t *testing.T) {
+	for f, want := range map[float64]string{0: "0", 0.001: "0", 0.5: "0.50", 3: "3.00", 12.5: "12.5", 999: "999", 999.7: "1.00k", 1234: "1.23k", 45.6e6: "45.6M", 2e9: "2.00G", 5e12: "5000G"} {
+		if got := rate(f); got != want {
+			t.Errorf("rate(%v) = %q, want %q", f, got, want)
+		}
+	}
+}
