@@ -6,6 +6,7 @@ import (
 
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/dataplane"
+	"github.com/vipd/vipd/health"
 )
 
 // State is the answer of GET /v1/state.
@@ -82,6 +83,12 @@ type BackendState struct {
 	Packets         uint64  `json:"packets"`
 	Bytes           uint64  `json:"bytes"`
 	NewFlows        uint64  `json:"new_flows"`
+	// LastError is why the last health check failed ("" when it passed),
+	// StateSince when the check's verdict last changed, LastCheckSeconds
+	// how long the last check took (health.Record).
+	LastError        string    `json:"last_error,omitempty"`
+	StateSince       time.Time `json:"state_since,omitzero"`
+	LastCheckSeconds float64   `json:"last_check_seconds"`
 }
 
 // Metrics is the raw material of /metrics, taken in one go.
@@ -124,6 +131,9 @@ type Metrics struct {
 	// (sent, not_probe, unknown, send_error, read_error), summed since
 	// start; nil while no DSR VIP has ever had probe = "tunnel".
 	TunnelProber map[string]uint64
+	// HealthChecks holds each checked backend's check totals and
+	// durations by ref (health.Record).
+	HealthChecks map[uint32]health.Record
 }
 
 // BackendLabel identifies a backend in metric labels.

@@ -13,6 +13,7 @@ import (
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/dataplane"
+	"github.com/vipd/vipd/health"
 )
 
 var forwardingNames = map[dataplane.BackendState]string{
@@ -45,6 +46,10 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	var records map[uint32]health.Record
+	if d.checks != nil {
+		records = d.checks.Records() // mu before the manager's lock, as Set
+	}
 	st := &admin.State{
 		Version: d.opts.Version, ConfigFile: d.opts.ConfigPath, LoadedAt: d.loadedAt,
 		Generation: d.gen, IO: string(d.cfg.Dataplane.IO), Workers: len(workers), FastPath: d.fastOn.Load(),
@@ -79,6 +84,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 				bs.SlowStart = r
 			}
 			bs.EffectiveWeight, bs.Load = effectiveWeight(b.Weight, d.health[ref])
+			addRecord(&bs, records, ref)
 			if spec != nil && j < len(spec.Backends) {
 				sb := spec.Backends[j]
 				bs.Forwarding = forwardingNames[sb.State]
@@ -229,6 +235,7 @@ func (d *Daemon) Metrics() *admin.Metrics {
 	}
 	if d.checks != nil {
 		m.LoadReportsMalformed = d.checks.LoadReportsMalformed()
+		m.HealthChecks = d.checks.Records()
 	}
 	for _, v := range d.spec.VIPs {
 		m.VIPNames[v.ID] = v.Name
