@@ -31,13 +31,15 @@ func main() {
 const usage = `usage:
   vipd -config FILE                   run the load balancer
   vipd -check -config FILE            validate FILE and print a summary
-  vipd status [-admin ADDR | -config FILE]
+  vipd status [-json] [-admin ADDR | -config FILE]
                                       print VIPs, backends and flows (like ipvsadm -Ln)
   vipd drain [-undo] [-socket PATH | -config FILE] VIP BACKEND
                                       stop new flows to BACKEND (addr:port) of VIP, keeping its flows
                                       (as root: through the admin socket, default ` + config.DefaultAdminSocket + `)
-  vipd where [-port P] [-admin ADDR | -config FILE] VIP CLIENT:PORT
+  vipd where [-json] [-port P] [-admin ADDR | -config FILE] VIP CLIENT:PORT
                                       which backend a new flow from CLIENT gets
+  vipd peers [-json] [-admin ADDR | -config FILE]
+                                      the BGP sessions and their state
   vipd drain-box [-undo] [-no-wait] [-socket PATH | -config FILE]
                                       lame duck (with [bgp]): withdraw every VIP from the routers, keep
                                       forwarding for [bgp] linger, then report drained; -undo announces again
@@ -64,6 +66,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return where(args[1:], stdout, stderr)
 		case "drain-box":
 			return drainBox(args[1:], stdout, stderr)
+		case "peers":
+			return peers(args[1:], stdout, stderr)
 		}
 	}
 	fs := flag.NewFlagSet("vipd", flag.ContinueOnError)
@@ -333,6 +337,7 @@ func adminAddr(addr, cfgPath string) (string, error) {
 
 func status(args []string, stdout, stderr io.Writer) int {
 	fs, addrFlag, cfgFlag := adminFlags("status", stderr)
+	asJSON := fs.Bool("json", false, "print /v1/state as JSON")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -345,6 +350,9 @@ func status(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd status: %v\n", err)
 		return 1
+	}
+	if *asJSON {
+		return writeJSON(stdout, st)
 	}
 	if err := admin.WriteStatus(stdout, st); err != nil {
 		return 1
@@ -409,6 +417,7 @@ func drainSocket(socket, addr, cfgPath string) (string, error) {
 func where(args []string, stdout, stderr io.Writer) int {
 	fs, addrFlag, cfgFlag := adminFlags("where", stderr)
 	port := fs.Uint("port", 0, "the VIP port, for VIPs that serve every port")
+	asJSON := fs.Bool("json", false, "print /v1/where's answer as JSON")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -425,6 +434,12 @@ func where(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd where: %v\n", err)
 		return 1
+	}
+	if *asJSON {
+		if writeJSON(stdout, ans) != 0 || ans.Backend == "" {
+			return 1
+		}
+		return 0
 	}
 	if ans.Backend == "" {
 		fmt.Fprintf(stdout, "%s from %s: %s\n", ans.VIP, ans.Client, ans.Note)
