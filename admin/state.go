@@ -25,6 +25,9 @@ type State struct {
 	Conntrack conntrack.Stats `json:"conntrack"`
 	// BGP is the speaker's state; nil without [bgp].
 	BGP *BGPState `json:"bgp,omitempty"`
+	// WorkersDetail holds each worker's rates (admin/rates.go); the
+	// contract's Workers name is taken by the worker count.
+	WorkersDetail []WorkerState `json:"workers_detail"`
 }
 
 // VIPState is one VIP in State.
@@ -52,6 +55,10 @@ type VIPState struct {
 	// expires; zero while it has none.
 	PreviousUntil time.Time      `json:"previous_until,omitzero"`
 	Backends      []BackendState `json:"backends"`
+	// Rates are per second over the last sampling interval; ActiveFlows
+	// sums the backends' flows.
+	Rates       Rates `json:"rates"`
+	ActiveFlows int   `json:"active_flows"`
 }
 
 // BackendState is one backend in State.
@@ -89,6 +96,7 @@ type BackendState struct {
 	LastError        string    `json:"last_error,omitempty"`
 	StateSince       time.Time `json:"state_since,omitzero"`
 	LastCheckSeconds float64   `json:"last_check_seconds"`
+	Rates            Rates     `json:"rates"`
 }
 
 // Metrics is the raw material of /metrics, taken in one go.

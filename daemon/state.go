@@ -71,6 +71,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 		if id, err := d.reg.VIPID(control.VIPKey(v)); err == nil && int(id) < len(sum.VIPs) {
 			f := sum.VIPs[id]
 			vs.Packets, vs.Bytes, vs.NewFlows = f.Packets, f.Bytes, f.NewFlows
+			vs.Rates = d.rates.vip(id)
 		}
 		for j := range v.Backends {
 			b := &v.Backends[j]
@@ -85,6 +86,8 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 			}
 			bs.EffectiveWeight, bs.Load = effectiveWeight(b.Weight, d.health[ref])
 			addRecord(&bs, records, ref)
+			bs.Rates = d.rates.backend(ref)
+			vs.ActiveFlows += bs.ActiveFlows
 			if spec != nil && j < len(spec.Backends) {
 				sb := spec.Backends[j]
 				bs.Forwarding = forwardingNames[sb.State]
@@ -100,6 +103,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 		}
 		st.VIPs = append(st.VIPs, vs)
 	}
+	st.WorkersDetail = d.rates.workerStates()
 	return st, nil
 }
 
