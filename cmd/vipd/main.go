@@ -31,8 +31,11 @@ func main() {
 const usage = `usage:
   vipd -config FILE                   run the load balancer
   vipd -check -config FILE            validate FILE and print a summary
-  vipd status [-json] [-admin ADDR | -config FILE]
-                                      print VIPs, backends and flows (like ipvsadm -Ln)
+  vipd status [-json] [-rate] [-admin ADDR | -config FILE]
+                                      print VIPs, backends and flows (like ipvsadm -Ln);
+                                      -rate: flows, packets and bytes per second (ipvsadm -Ln --rate)
+  vipd top [-n N] [-interval D] [-admin ADDR | -config FILE]
+                                      live rates per VIP, backend and worker, redrawn every second
   vipd drain [-undo] [-socket PATH | -config FILE] VIP BACKEND
                                       stop new flows to BACKEND (addr:port) of VIP, keeping its flows
                                       (as root: through the admin socket, default ` + config.DefaultAdminSocket + `)
@@ -68,6 +71,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return drainBox(args[1:], stdout, stderr)
 		case "peers":
 			return peers(args[1:], stdout, stderr)
+		case "top":
+			return top(args[1:], stdout, stderr)
 		}
 	}
 	fs := flag.NewFlagSet("vipd", flag.ContinueOnError)
@@ -338,6 +343,7 @@ func adminAddr(addr, cfgPath string) (string, error) {
 func status(args []string, stdout, stderr io.Writer) int {
 	fs, addrFlag, cfgFlag := adminFlags("status", stderr)
 	asJSON := fs.Bool("json", false, "print /v1/state as JSON")
+	rate := fs.Bool("rate", false, "print rates per second, like ipvsadm -Ln --rate")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -353,6 +359,12 @@ func status(args []string, stdout, stderr io.Writer) int {
 	}
 	if *asJSON {
 		return writeJSON(stdout, st)
+	}
+	if *rate {
+		if admin.WriteRates(stdout, st) != nil {
+			return 1
+		}
+		return 0
 	}
 	if err := admin.WriteStatus(stdout, st); err != nil {
 		return 1
