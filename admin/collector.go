@@ -187,4 +187,5 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	collectBGP(m.BGP, counter, gauge)
 	collectChecks(m, ch)
+	collectFlows(m, ch)
 }

@@ -142,6 +142,11 @@ type Metrics struct {
 	// HealthChecks holds each checked backend's check totals and
 	// durations by ref (health.Record).
 	HealthChecks map[uint32]health.Record
+	// ActiveFlows counts the flows pinned to each backend by ref (the
+	// State's active_flows, up to its cache's age); nil while the workers
+	// do not run. Version and GoVersion label vipd_build_info.
+	ActiveFlows        map[uint32]int
+	Version, GoVersion string
 }
 
 // BackendLabel identifies a backend in metric labels.

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"time"
 
@@ -121,5 +122,23 @@ func (d *Daemon) runRates(ctx context.Context) {
 			}
 			d.rates.sample(cs, now)
 		}
+	}
+}
+
+// activeFlows fills in m's active flows per backend (from the flow cache
+// State uses, so a scrape walks the table at most once per flowsTTL) and
+// the build information.
+func (d *Daemon) activeFlows(m *admin.Metrics) {
+	m.Version, m.GoVersion = d.opts.Version, runtime.Version()
+	d.mu.Lock()
+	running, cache := d.phase == phaseRunning, d.flows
+	d.mu.Unlock()
+	if !running || cache == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if flows, err := cache.get(ctx); err == nil {
+		m.ActiveFlows = flows
 	}
 }

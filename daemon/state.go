@@ -195,6 +195,7 @@ func (d *Daemon) Metrics() *admin.Metrics {
 		return true
 	})
 	m.BGP = d.bgpMetrics()
+	d.activeFlows(m)
 	if st, ok := d.tunnels.stats(); ok {
 		m.TunnelProber = map[string]uint64{"sent": st.Sent, "not_probe": st.NotProbe, "unknown": st.Unknown,
 			"send_error": st.SendErrors, "read_error": st.ReadErrors}
