@@ -39,37 +39,19 @@ func (s *rateSampler) sample(cs []*dataplane.Counters, now time.Time) {
 	if prev == nil || dt <= 0 || len(prev) != len(cs) {
 		return
 	}
-	rate := func(cur, old uint64) float64 {
-		if cur < old {
-			return 0
-		}
-		return float64(cur-old) / dt
-	}
 	cur, old := dataplane.Sum(cs...), dataplane.Sum(prev...)
-	flows := func(cur, old []dataplane.FlowCounters) []admin.Rates {
-		out := make([]admin.Rates, len(cur))
-		for i := range cur {
-			var o dataplane.FlowCounters
-			if i < len(old) {
-				o = old[i]
-			}
-			out[i] = admin.Rates{PacketsPerSec: rate(cur[i].Packets, o.Packets),
-				BytesPerSec: rate(cur[i].Bytes, o.Bytes), NewFlowsPerSec: rate(cur[i].NewFlows, o.NewFlows)}
-		}
-		return out
-	}
-	s.vips, s.backends = flows(cur.VIPs, old.VIPs), flows(cur.Backends, old.Backends)
+	s.vips, s.backends = flowRates(cur.VIPs, old.VIPs, dt), flowRates(cur.Backends, old.Backends, dt)
 	s.workers = make([]admin.WorkerState, len(cs))
 	for i, c := range cs {
 		p := prev[i]
 		w := admin.WorkerState{Queue: i, RxPackets: c.RxFrames,
-			RxPerSec: rate(c.RxFrames, p.RxFrames),
-			TxPerSec: rate(c.Verdicts[dataplane.VerdictTX]+c.Verdicts[dataplane.VerdictReply],
-				p.Verdicts[dataplane.VerdictTX]+p.Verdicts[dataplane.VerdictReply]),
+			RxPerSec: perSec(c.RxFrames, p.RxFrames, dt),
+			TxPerSec: perSec(c.Verdicts[dataplane.VerdictTX]+c.Verdicts[dataplane.VerdictReply],
+				p.Verdicts[dataplane.VerdictTX]+p.Verdicts[dataplane.VerdictReply], dt),
 		}
 		for _, r := range dataplane.DropReasons() {
 			w.DroppedTotal += c.Drops[r]
-			if d := rate(c.Drops[r], p.Drops[r]); d > 0 {
+			if d := perSec(c.Drops[r], p.Drops[r], dt); d > 0 {
 				if w.DropsPerSec == nil {
 					w.DropsPerSec = map[string]float64{}
 				}
@@ -78,6 +60,29 @@ func (s *rateSampler) sample(cs []*dataplane.Counters, now time.Time) {
 		}
 		s.workers[i] = w
 	}
+}
+
+// perSec is the rate of a counter that went from old to cur in dt
+// seconds; 0 if it went backwards.
+func perSec(cur, old uint64, dt float64) float64 {
+	if cur < old {
+		return 0
+	}
+	return float64(cur-old) / dt
+}
+
+// flowRates are the rates of cur since old, dt seconds before, by index.
+func flowRates(cur, old []dataplane.FlowCounters, dt float64) []admin.Rates {
+	out := make([]admin.Rates, len(cur))
+	for i := range cur {
+		var o dataplane.FlowCounters
+		if i < len(old) {
+			o = old[i]
+		}
+		out[i] = admin.Rates{PacketsPerSec: perSec(cur[i].Packets, o.Packets, dt),
+			BytesPerSec: perSec(cur[i].Bytes, o.Bytes, dt), NewFlowsPerSec: perSec(cur[i].NewFlows, o.NewFlows, dt)}
+	}
+	return out
 }
 
 // vip, backend and workerStates return the last interval's rates.
