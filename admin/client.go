@@ -113,7 +113,7 @@ func WriteStatus(w io.Writer, st *State) error {
 	}
 	fmt.Fprintf(tw, "conntrack %d/%d flows  XDP fast path %s\n", st.Conntrack.Entries, st.Conntrack.Capacity, fast)
 	fmt.Fprintf(tw, "Prot\tVIP:Port\tMode\tScheduler\tFlags\t\t\t\n")
-	fmt.Fprintf(tw, "  ->\tBackend:Port\tWeight\tForward\tHealth\tActiveFlows\tNewFlows\tPackets\n")
+	fmt.Fprintf(tw, "  ->\tBackend:Port\tWeight\tForward\tHealth\tActiveFlows\tNewFlows\tPackets\tWhy\n")
 	for _, v := range st.VIPs {
 		flags := v.FlowHash
 		if v.AllDown {
@@ -146,7 +146,7 @@ func WriteStatus(w io.Writer, st *State) error {
 			if port == 0 {
 				port = v.Port
 			}
-			fmt.Fprintf(tw, "  ->\t%s\t%d\t%s\t%s\t%d\t%d\t%d\n", hostPort(b.Address, port), b.Weight, fwd, b.Health, b.ActiveFlows, b.NewFlows, b.Packets)
+			fmt.Fprintf(tw, "  ->\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\n", hostPort(b.Address, port), b.Weight, fwd, healthCell(b, time.Now()), b.ActiveFlows, b.NewFlows, b.Packets, b.LastError)
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -186,4 +186,6 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dTunProbe, v, event)
 	}
 	collectBGP(m.BGP, counter, gauge)
+	collectChecks(m, ch)
+	collectFlows(m, ch)
 }

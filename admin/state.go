@@ -6,6 +6,7 @@ import (
 
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/dataplane"
+	"github.com/vipd/vipd/health"
 )
 
 // State is the answer of GET /v1/state.
@@ -30,6 +31,9 @@ type State struct {
 	// line, while it failed; a reload that applies clears it.
 	ConfigDiffers bool   `json:"config_differs"`
 	ConfigError   string `json:"config_error,omitempty"`
+	// WorkersDetail holds each worker's rates (admin/rates.go); the
+	// contract's Workers name is taken by the worker count.
+	WorkersDetail []WorkerState `json:"workers_detail"`
 }
 
 // VIPState is one VIP in State.
@@ -57,6 +61,10 @@ type VIPState struct {
 	// expires; zero while it has none.
 	PreviousUntil time.Time      `json:"previous_until,omitzero"`
 	Backends      []BackendState `json:"backends"`
+	// Rates are per second over the last sampling interval; ActiveFlows
+	// sums the backends' flows.
+	Rates       Rates `json:"rates"`
+	ActiveFlows int   `json:"active_flows"`
 }
 
 // BackendState is one backend in State.
@@ -91,6 +99,13 @@ type BackendState struct {
 	// Override is the run-time override in force (vipd weight, vipd
 	// disable); nil: none, the file rules.
 	Override *Override `json:"override,omitempty"`
+	// LastError is why the last health check failed ("" when it passed),
+	// StateSince when the check's verdict last changed, LastCheckSeconds
+	// how long the last check took (health.Record).
+	LastError        string    `json:"last_error,omitempty"`
+	StateSince       time.Time `json:"state_since,omitzero"`
+	LastCheckSeconds float64   `json:"last_check_seconds"`
+	Rates            Rates     `json:"rates"`
 }
 
 // Metrics is the raw material of /metrics, taken in one go.
@@ -133,6 +148,14 @@ type Metrics struct {
 	// (sent, not_probe, unknown, send_error, read_error), summed since
 	// start; nil while no DSR VIP has ever had probe = "tunnel".
 	TunnelProber map[string]uint64
+	// HealthChecks holds each checked backend's check totals and
+	// durations by ref (health.Record).
+	HealthChecks map[uint32]health.Record
+	// ActiveFlows counts the flows pinned to each backend by ref (the
+	// State's active_flows, up to its cache's age); nil while the workers
+	// do not run. Version and GoVersion label vipd_build_info.
+	ActiveFlows        map[uint32]int
+	Version, GoVersion string
 }
 
 // BackendLabel identifies a backend in metric labels.

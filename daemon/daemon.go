@@ -116,6 +116,8 @@ type Daemon struct {
 	// Health checks, under mu (health.go).
 	// +checklocks:mu
 	checks *health.Manager // set when Run goes live
+
+	rates rateSampler // per-second rates (rates.go)
 	// +checklocks:mu
 	checking bool // checks started: from then on a reload sets their targets
 	// targets are the refs the health checks probe: reports of others
@@ -403,6 +405,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	go func() {
 		defer wg.Done()
 		d.runPublisher(ctx)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.runRates(ctx) // rates.go
 	}()
 	// The platform starts first: its first round of next-hop resolution
 	// fills in the backends' MACs. Workers start when it has (or after

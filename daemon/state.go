@@ -13,6 +13,7 @@ import (
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/dataplane"
+	"github.com/vipd/vipd/health"
 )
 
 var forwardingNames = map[dataplane.BackendState]string{
@@ -46,6 +47,10 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 	differs, cfgErr := d.cfgFile.status() // reads the file: not under mu
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	var records map[uint32]health.Record
+	if d.checks != nil {
+		records = d.checks.Records() // mu before the manager's lock, as Set
+	}
 	st := &admin.State{
 		Version: d.opts.Version, ConfigFile: d.opts.ConfigPath, LoadedAt: d.loadedAt,
 		Generation: d.gen, IO: string(d.cfg.Dataplane.IO), Workers: len(workers), FastPath: d.fastOn.Load(),
@@ -68,6 +73,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 		if id, err := d.reg.VIPID(control.VIPKey(v)); err == nil && int(id) < len(sum.VIPs) {
 			f := sum.VIPs[id]
 			vs.Packets, vs.Bytes, vs.NewFlows = f.Packets, f.Bytes, f.NewFlows
+			vs.Rates = d.rates.vip(id)
 		}
 		for j := range v.Backends {
 			b := &v.Backends[j]
@@ -82,6 +88,9 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 			}
 			bs.EffectiveWeight, bs.Load = effectiveWeight(b.Weight, d.statusLocked(ref))
 			bs.Override = d.overrides[ref].admin()
+			addRecord(&bs, records, ref)
+			bs.Rates = d.rates.backend(ref)
+			vs.ActiveFlows += bs.ActiveFlows
 			if spec != nil && j < len(spec.Backends) {
 				sb := spec.Backends[j]
 				bs.Forwarding = forwardingNames[sb.State]
@@ -97,6 +106,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 		}
 		st.VIPs = append(st.VIPs, vs)
 	}
+	st.WorkersDetail = d.rates.workerStates()
 	return st, nil
 }
 
@@ -188,6 +198,7 @@ func (d *Daemon) Metrics() *admin.Metrics {
 		return true
 	})
 	m.BGP = d.bgpMetrics()
+	d.activeFlows(m)
 	if st, ok := d.tunnels.stats(); ok {
 		m.TunnelProber = map[string]uint64{"sent": st.Sent, "not_probe": st.NotProbe, "unknown": st.Unknown,
 			"send_error": st.SendErrors, "read_error": st.ReadErrors}
@@ -232,6 +243,7 @@ func (d *Daemon) Metrics() *admin.Metrics {
 	}
 	if d.checks != nil {
 		m.LoadReportsMalformed = d.checks.LoadReportsMalformed()
+		m.HealthChecks = d.checks.Records()
 	}
 	for _, v := range d.spec.VIPs {
 		m.VIPNames[v.ID] = v.Name

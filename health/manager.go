@@ -35,6 +35,8 @@ type Manager struct {
 	started  bool
 	// loadBad counts malformed load reports per backend (load.go).
 	loadBad map[uint32]uint64
+	// records are the checked backends' records (record.go), by ref.
+	records map[uint32]*Record
 }
 
 // badLoadLogEvery is how often a backend's malformed load reports are
@@ -149,6 +151,9 @@ func (m *Manager) Set(targets []Target) {
 				m.stopping = append(m.stopping, r)
 			}
 			delete(m.running, ref)
+			if !ok {
+				delete(m.records, ref)
+			}
 			if ok {
 				replaced[ref] = r.lastVerdict()
 			}
@@ -235,11 +240,16 @@ func (m *Manager) run(ctx context.Context, r *runner, added bool) {
 			}
 			setRamp(now)
 		case <-timer.C:
+			began := time.Now()
 			res := m.probe(ctx, t)
 			if ctx.Err() != nil {
 				return
 			}
 			now := time.Now()
+			errText := describe(res.Err, t.Check.Timeout.D())
+			if !res.OK && errText == "" {
+				errText = "failed"
+			}
 			wasKnown := c.Known()
 			if res.BadLoad != "" {
 				m.badLoad(t, res.BadLoad, now, &badLogged)
@@ -247,8 +257,9 @@ func (m *Manager) run(ctx context.Context, r *runner, added bool) {
 			weighed := ls != nil && ls.observe(res, now)
 			changed := c.Observe(res, now) || !wasKnown
 			r.setVerdict(c)
+			m.record(t.Ref, now.Sub(began), errText, changed, now)
 			if changed {
-				m.logChange(t, c, res)
+				m.logChange(t, c, res, errText)
 			}
 			if weighed {
 				m.log.Info("backend effective weight changed", "vip", t.VIP, "backend", t.Label,
@@ -264,10 +275,16 @@ func (m *Manager) run(ctx context.Context, r *runner, added bool) {
 	}
 }
 
-func (m *Manager) logChange(t *Target, c *Checker, res Result) {
+// logChange logs a change of verdict: at WARN when the backend went down,
+// with why (errText, the check's error as describe says it).
+func (m *Manager) logChange(t *Target, c *Checker, res Result, errText string) {
 	args := []any{"vip", t.VIP, "backend", t.Label, "up", c.Up(), "draining", res.Draining && c.Up()}
-	if res.Err != nil {
-		args = append(args, "last_error", res.Err.Error())
+	if errText != "" {
+		args = append(args, "last_error", errText)
+	}
+	if !c.Up() {
+		m.log.Warn("backend health changed", args...)
+		return
 	}
 	m.log.Info("backend health changed", args...)
 }

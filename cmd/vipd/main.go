@@ -34,10 +34,15 @@ const usage = `usage:
   vipd -check-host -config FILE       the same, and check this machine has what FILE names
   vipd status [-admin ADDR | -config FILE]
                                       print VIPs, backends and flows (like ipvsadm -Ln)
+  vipd status [-json] [-rate] [-admin ADDR | -config FILE]
+                                      print VIPs, backends and flows (like ipvsadm -Ln);
+                                      -rate: flows, packets and bytes per second (ipvsadm -Ln --rate)
+  vipd top [-n N] [-interval D] [-admin ADDR | -config FILE]
+                                      live rates per VIP, backend and worker, redrawn every second
   vipd drain [-undo] [-socket PATH | -config FILE] VIP BACKEND
                                       stop new flows to BACKEND (addr:port) of VIP, keeping its flows
                                       (as root: through the admin socket, default ` + config.DefaultAdminSocket + `)
-  vipd where [-port P] [-admin ADDR | -config FILE] VIP CLIENT:PORT
+  vipd where [-json] [-port P] [-admin ADDR | -config FILE] VIP CLIENT:PORT
                                       which backend a new flow from CLIENT gets
   vipd weight [-socket PATH | -config FILE] VIP BACKEND N|-reset
                                       run-time override: BACKEND takes weight N (0..1000; 0: no new
@@ -45,6 +50,8 @@ const usage = `usage:
   vipd disable|enable [-socket PATH | -config FILE] VIP BACKEND
                                       run-time override: BACKEND takes no flows at all / again
                                       (VIP: name or ADDR[:PORT]; BACKEND: ADDR[:PORT], ADDR if unambiguous)
+  vipd peers [-json] [-admin ADDR | -config FILE]
+                                      the BGP sessions and their state
   vipd drain-box [-undo] [-no-wait] [-socket PATH | -config FILE]
                                       lame duck (with [bgp]): withdraw every VIP from the routers, keep
                                       forwarding for [bgp] linger, then report drained; -undo announces again
@@ -80,6 +87,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return disableCmd(args[1:], stdout, stderr, args[0] == "disable")
 		case "reload":
 			return reload(args[1:], stdout, stderr)
+		case "peers":
+			return peers(args[1:], stdout, stderr)
+		case "top":
+			return top(args[1:], stdout, stderr)
 		}
 	}
 	fs := flag.NewFlagSet("vipd", flag.ContinueOnError)
@@ -354,6 +365,8 @@ func adminAddr(addr, cfgPath string) (string, error) {
 
 func status(args []string, stdout, stderr io.Writer) int {
 	fs, addrFlag, cfgFlag := adminFlags("status", stderr)
+	asJSON := fs.Bool("json", false, "print /v1/state as JSON")
+	rate := fs.Bool("rate", false, "print rates per second, like ipvsadm -Ln --rate")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -366,6 +379,15 @@ func status(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd status: %v\n", err)
 		return 1
+	}
+	if *asJSON {
+		return writeJSON(stdout, st)
+	}
+	if *rate {
+		if admin.WriteRates(stdout, st) != nil {
+			return 1
+		}
+		return 0
 	}
 	if err := admin.WriteStatus(stdout, st); err != nil {
 		return 1
@@ -430,6 +452,7 @@ func drainSocket(socket, addr, cfgPath string) (string, error) {
 func where(args []string, stdout, stderr io.Writer) int {
 	fs, addrFlag, cfgFlag := adminFlags("where", stderr)
 	port := fs.Uint("port", 0, "the VIP port, for VIPs that serve every port")
+	asJSON := fs.Bool("json", false, "print /v1/where's answer as JSON")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -446,6 +469,12 @@ func where(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd where: %v\n", err)
 		return 1
+	}
+	if *asJSON {
+		if writeJSON(stdout, ans) != 0 || ans.Backend == "" {
+			return 1
+		}
+		return 0
 	}
 	if ans.Backend == "" {
 		fmt.Fprintf(stdout, "%s from %s: %s\n", ans.VIP, ans.Client, ans.Note)

@@ -1,0 +1,149 @@
+package daemon
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/dataplane"
+)
+
+// rateInterval is how often the sampler reads the counters. A rate is the
+// counters' increase over the last interval divided by its length: no
+// smoothing (ipvsadm's estimator averages over about 2 s; this one answers
+// "what happened in the last second", which is what vipd top shows).
+const rateInterval = time.Second
+
+// rateSampler turns the workers' monotonic counters into per-second rates.
+type rateSampler struct {
+	mu sync.Mutex
+	// prev is the last sample, at prevAt; zero before the first.
+	prev   []*dataplane.Counters
+	prevAt time.Time
+	// The rates of the last interval, by VIP ID, by backend ref and by
+	// worker.
+	vips, backends []admin.Rates
+	workers        []admin.WorkerState
+}
+
+// sample takes workers' counters read at now and computes the rates since
+// the previous sample. A counter that went backwards (a worker replaced)
+// counts as no traffic for the interval.
+func (s *rateSampler) sample(cs []*dataplane.Counters, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev, dt := s.prev, now.Sub(s.prevAt).Seconds()
+	s.prev, s.prevAt = cs, now
+	if prev == nil || dt <= 0 || len(prev) != len(cs) {
+		return
+	}
+	cur, old := dataplane.Sum(cs...), dataplane.Sum(prev...)
+	s.vips, s.backends = flowRates(cur.VIPs, old.VIPs, dt), flowRates(cur.Backends, old.Backends, dt)
+	s.workers = make([]admin.WorkerState, len(cs))
+	for i, c := range cs {
+		p := prev[i]
+		w := admin.WorkerState{Queue: i, RxPackets: c.RxFrames,
+			RxPerSec: perSec(c.RxFrames, p.RxFrames, dt),
+			TxPerSec: perSec(c.Verdicts[dataplane.VerdictTX]+c.Verdicts[dataplane.VerdictReply],
+				p.Verdicts[dataplane.VerdictTX]+p.Verdicts[dataplane.VerdictReply], dt),
+		}
+		for _, r := range dataplane.DropReasons() {
+			w.DroppedTotal += c.Drops[r]
+			if d := perSec(c.Drops[r], p.Drops[r], dt); d > 0 {
+				if w.DropsPerSec == nil {
+					w.DropsPerSec = map[string]float64{}
+				}
+				w.DropsPerSec[r.String()] = d
+			}
+		}
+		s.workers[i] = w
+	}
+}
+
+// perSec is the rate of a counter that went from old to cur in dt
+// seconds; 0 if it went backwards.
+func perSec(cur, old uint64, dt float64) float64 {
+	if cur < old {
+		return 0
+	}
+	return float64(cur-old) / dt
+}
+
+// flowRates are the rates of cur since old, dt seconds before, by index.
+func flowRates(cur, old []dataplane.FlowCounters, dt float64) []admin.Rates {
+	out := make([]admin.Rates, len(cur))
+	for i := range cur {
+		var o dataplane.FlowCounters
+		if i < len(old) {
+			o = old[i]
+		}
+		out[i] = admin.Rates{PacketsPerSec: perSec(cur[i].Packets, o.Packets, dt),
+			BytesPerSec: perSec(cur[i].Bytes, o.Bytes, dt), NewFlowsPerSec: perSec(cur[i].NewFlows, o.NewFlows, dt)}
+	}
+	return out
+}
+
+// vip, backend and workerStates return the last interval's rates.
+func (s *rateSampler) vip(id uint16) admin.Rates {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if int(id) < len(s.vips) {
+		return s.vips[id]
+	}
+	return admin.Rates{}
+}
+
+func (s *rateSampler) backend(ref uint32) admin.Rates {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if int(ref) < len(s.backends) {
+		return s.backends[ref]
+	}
+	return admin.Rates{}
+}
+
+func (s *rateSampler) workerStates() []admin.WorkerState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]admin.WorkerState(nil), s.workers...)
+}
+
+// runRates samples the workers' published counters every rateInterval
+// until ctx ends. Reading them stops no worker (Worker.Published).
+func (d *Daemon) runRates(ctx context.Context) {
+	t := time.NewTicker(rateInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			workers, _ := d.dataplaneOf()
+			cs := make([]*dataplane.Counters, len(workers))
+			for i, w := range workers {
+				cs[i] = w.Published()
+			}
+			d.rates.sample(cs, now)
+		}
+	}
+}
+
+// activeFlows fills in m's active flows per backend (from the flow cache
+// State uses, so a scrape walks the table at most once per flowsTTL) and
+// the build information.
+func (d *Daemon) activeFlows(m *admin.Metrics) {
+	m.Version, m.GoVersion = d.opts.Version, runtime.Version()
+	d.mu.Lock()
+	running, cache := d.phase == phaseRunning, d.flows
+	d.mu.Unlock()
+	if !running || cache == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if flows, err := cache.get(ctx); err == nil {
+		m.ActiveFlows = flows
+	}
+}

@@ -1,0 +1,114 @@
+package health
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/internal/testkit"
+)
+
+// syncBuf is a log sink safe for the checking goroutines.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestRecordsWhyDown: the record of a failing backend carries the check's
+// error as an operator reads it, when it went down, the check's latency
+// and the totals; the change to down is logged at WARN with the error.
+func TestRecordsWhyDown(t *testing.T) {
+	var healthy atomic.Bool
+	healthy.Store(true)
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}
+	probe := func(context.Context, *Target) Result {
+		time.Sleep(2 * time.Millisecond)
+		if healthy.Load() {
+			return Result{OK: true}
+		}
+		return Result{Err: refused}
+	}
+	var logs syncBuf
+	r := &reports{last: map[uint32]control.Status{}, n: map[uint32]int{}}
+	m := NewManager(slog.New(slog.NewTextHandler(&logs, nil)), probe, r.report)
+	m.Set([]Target{{Ref: 1, VIP: "web", Label: "198.18.1.11:80", Check: fastCheck()}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m.Start(ctx)
+	defer m.Stop()
+	testkit.Eventually(t, 5*time.Second, "3 good checks", func() bool { return m.Records()[1].OK >= 3 })
+	before := time.Now()
+	healthy.Store(false)
+	testkit.Eventually(t, 5*time.Second, "the backend down", func() bool {
+		st, _ := r.get(1)
+		return st.Down
+	})
+	rec := m.Records()[1]
+	if rec.LastError != "connect: connection refused" {
+		t.Errorf("LastError = %q", rec.LastError)
+	}
+	if rec.Since.Before(before) {
+		t.Errorf("Since = %v, before the backend failed (%v)", rec.Since, before)
+	}
+	if rec.LastCheck < 2*time.Millisecond || rec.LastCheck > time.Second {
+		t.Errorf("LastCheck = %v, want the probe's ~2ms", rec.LastCheck)
+	}
+	if rec.Fail < 2 || rec.OK < 3 {
+		t.Errorf("OK %d, Fail %d", rec.OK, rec.Fail)
+	}
+	var n uint64
+	for _, b := range rec.Buckets {
+		n += b
+	}
+	if n != rec.OK+rec.Fail {
+		t.Errorf("histogram holds %d checks, want %d", n, rec.OK+rec.Fail)
+	}
+	out := logs.String()
+	if !strings.Contains(out, `level=WARN msg="backend health changed"`) ||
+		!strings.Contains(out, `last_error="connect: connection refused"`) {
+		t.Errorf("no WARN with the error in the log:\n%s", out)
+	}
+	m.Set(nil)
+	if _, ok := m.Records()[1]; ok {
+		t.Error("a removed backend keeps its record")
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{nil, ""},
+		{fmt.Errorf("HTTP 503"), "HTTP 503"},
+		{context.DeadlineExceeded, "timeout after 1s"},
+		{&net.OpError{Op: "dial", Net: "tcp", Addr: net.TCPAddrFromAddrPort(netip.MustParseAddrPort("198.18.0.1:80")),
+			Err: errors.New("connect: connection refused")}, "connect: connection refused"},
+	} {
+		if got := describe(c.err, time.Second); got != c.want {
+			t.Errorf("describe(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+}
