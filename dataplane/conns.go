@@ -1,0 +1,71 @@
+package dataplane
+
+import (
+	"context"
+
+	"github.com/vipd/vipd/conntrack"
+)
+
+// flowList is a request for a copy of the worker's live flows, served by
+// the worker between batches in bounded steps, like flowCount.
+type flowList struct {
+	keep func(*conntrack.Flow) bool
+	most int
+	dst  []conntrack.Flow
+	next int
+	now  conntrack.Tick // the shard's clock when the listing ended
+	done chan struct{}
+}
+
+// listStep is how many conntrack buckets (8 flows each) a worker lists
+// between two batches: as many as a count step, since a step that copies
+// nothing costs about what a count step does.
+const listStep = countStep
+
+// ListFlows returns up to most of the worker's live flows for which keep
+// returns true (nil: all), and the shard's clock (conntrack ticks) at the
+// end of the listing, to tell idle times by. It may be called from any
+// goroutine while the worker runs (Run): the worker copies one step of
+// listStep buckets between batches (64 when idle), so forwarding never
+// waits for more than a step, and at most most flows are copied. keep runs
+// on the worker's goroutine and must only read what does not change under
+// it.
+//
+// The listing is not a snapshot: a flow shows its state as of the step
+// that copied it (a few milliseconds old on a loaded worker), and flows
+// created, ended or moved during the listing may be missed or listed
+// twice.
+func (w *Worker) ListFlows(ctx context.Context, keep func(*conntrack.Flow) bool, most int) ([]conntrack.Flow, conntrack.Tick, error) {
+	if most <= 0 {
+		return nil, 0, nil
+	}
+	w.listMu.Lock()
+	defer w.listMu.Unlock()
+	r := &flowList{keep: keep, most: most, done: make(chan struct{})}
+	w.listReq.Store(r)
+	select {
+	case <-r.done:
+		return r.dst, r.now, nil
+	case <-ctx.Done():
+		// As for CountFlows: a step already under way finishes on r.
+		w.listReq.CompareAndSwap(r, nil)
+		return nil, 0, ctx.Err()
+	}
+}
+
+// serveList advances a pending listing by up to steps steps.
+func (w *Worker) serveList(steps int) {
+	r := w.listReq.Load()
+	if r == nil {
+		return
+	}
+	for i := 0; i < steps; i++ {
+		r.dst, r.next = w.ct.List(r.dst, r.next, listStep, r.most, r.keep)
+		if r.next == 0 || len(r.dst) >= r.most || w.listReq.Load() != r {
+			r.now = w.ct.Now()
+			w.listReq.CompareAndSwap(r, nil)
+			close(r.done)
+			return
+		}
+	}
+}
