@@ -69,3 +69,7 @@ func (w *Worker) serveList(steps int) {
 		}
 	}
 }
+
+// Hinted reports whether a listed flow's packets carry a previous-owner
+// hint (a DSR VIP's previous table gives its hash to another backend).
+func Hinted(f *conntrack.Flow) bool { return f.Flags&flagPrevious != 0 }
