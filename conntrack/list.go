@@ -15,22 +15,23 @@ type Flow struct {
 // List appends to dst a copy of every live flow in n buckets (8 slots
 // each) starting at bucket from for which keep returns true (nil keeps
 // all), and returns dst and the bucket to continue from: 0 once the walk
-// has passed the last bucket. It stops early, returning a non-zero bucket,
-// once len(dst) reaches most: a listing with a limit never copies more
-// than it shows. A full listing starts at 0 and calls it until it returns
-// 0 or dst is full.
+// has passed the last bucket. It never grows dst: it stops before a bucket
+// when dst has no room left for a whole bucket (8 flows), and returns that
+// bucket to continue from with a new dst. A full listing starts at 0 and
+// calls it until it returns 0.
 //
 // Like CountByBackend it runs on the owner goroutine, one bounded step
-// between batches; keep runs there too, on a Flow it must not retain.
-// Flows inserted, removed or moved between steps may be missed or listed
-// twice. It allocates only when dst grows.
-func (s *Shard) List(dst []Flow, from, n, most int, keep func(*Flow) bool) ([]Flow, int) {
+// between batches (at most n buckets scanned, at most cap(dst) flows
+// copied); keep runs there too, on a Flow it must not retain. Flows
+// inserted, removed or moved between steps may be missed or listed twice.
+// It never allocates.
+func (s *Shard) List(dst []Flow, from, n int, keep func(*Flow) bool) ([]Flow, int) {
 	if from < 0 || from >= len(s.buckets) {
 		return dst, 0
 	}
 	end := min(len(s.buckets), from+max(n, 1))
 	for bi := from; bi < end; bi++ {
-		if len(dst) >= most {
+		if cap(dst)-len(dst) < slotsPerBucket {
 			return dst, bi
 		}
 		b := &s.buckets[bi]
@@ -38,9 +39,6 @@ func (s *Shard) List(dst []Flow, from, n, most int, keep func(*Flow) bool) ([]Fl
 			i := bits.TrailingZeros32(u)
 			if s.expired(b, i) {
 				continue
-			}
-			if len(dst) >= most {
-				return dst, bi
 			}
 			// Copied into dst before keep sees it: a local for keep
 			// to point at would escape, one allocation per step.

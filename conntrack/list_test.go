@@ -2,13 +2,21 @@ package conntrack
 
 import "testing"
 
-// listAll runs List to completion (or until most) in steps of n buckets.
+// listAll runs List to completion (or until most) in steps of n buckets,
+// into chunks of 16 flows.
 func listAll(s *Shard, n, most int, keep func(*Flow) bool) []Flow {
-	dst, next := s.List(nil, 0, n, most, keep)
-	for next != 0 && len(dst) < most {
-		dst, next = s.List(dst, next, n, most, keep)
+	var all []Flow
+	chunk, next := s.List(make([]Flow, 0, 16), 0, n, keep)
+	for {
+		if next == 0 || len(all)+len(chunk) >= most || cap(chunk)-len(chunk) < 8 {
+			all = append(all, chunk...)
+			chunk = make([]Flow, 0, 16)
+		}
+		if next == 0 || len(all) >= most {
+			return all[:min(len(all), most)]
+		}
+		chunk, next = s.List(chunk, next, n, keep)
 	}
-	return dst
 }
 
 func TestList(t *testing.T) {
@@ -73,9 +81,9 @@ func TestListNoAllocs(t *testing.T) {
 	}
 	dst := make([]Flow, 0, 1000)
 	if n := testing.AllocsPerRun(10, func() {
-		d, next := s.List(dst[:0], 0, 64, cap(dst), nil)
-		for next != 0 && len(d) < cap(dst) {
-			d, next = s.List(d, next, 64, cap(dst), nil)
+		d, next := s.List(dst[:0], 0, 64, nil)
+		for next != 0 {
+			d, next = s.List(d, next, 64, nil)
 		}
 	}); n != 0 {
 		t.Fatalf("List allocates %v times with room in dst", n)

@@ -9,25 +9,32 @@ import (
 // flowList is a request for a copy of the worker's live flows, served by
 // the worker between batches in bounded steps, like flowCount.
 type flowList struct {
-	keep func(*conntrack.Flow) bool
-	most int
-	dst  []conntrack.Flow
-	next int
-	now  conntrack.Tick // the shard's clock when the listing ended
-	done chan struct{}
+	keep   func(*conntrack.Flow) bool
+	most   int
+	chunks [][]conntrack.Flow // full chunks, then the one being filled
+	n      int                // flows in chunks
+	next   int
+	now    conntrack.Tick // the shard's clock when the listing ended
+	done   chan struct{}
 }
 
-// listStep is how many conntrack buckets (8 flows each) a worker lists
+// listStep is how many conntrack buckets (8 flows each) a worker scans
 // between two batches: as many as a count step, since a step that copies
-// nothing costs about what a count step does.
-const listStep = countStep
+// nothing costs about what a count step does. listChunk bounds the flows
+// it copies in a step: flows go into chunks of that many, never into one
+// growing slice, whose doubling would copy the whole listing in one step.
+const (
+	listStep  = countStep
+	listChunk = 512
+)
 
 // ListFlows returns up to most of the worker's live flows for which keep
 // returns true (nil: all), and the shard's clock (conntrack ticks) at the
 // end of the listing, to tell idle times by. It may be called from any
 // goroutine while the worker runs (Run): the worker copies one step of
-// listStep buckets between batches (64 when idle), so forwarding never
-// waits for more than a step, and at most most flows are copied. keep runs
+// listStep buckets and copies at most listChunk flows between batches
+// (64 steps when idle), so forwarding never waits for more than a step,
+// and at most most (+7) flows are copied. keep runs
 // on the worker's goroutine and must only read what does not change under
 // it.
 //
@@ -45,7 +52,11 @@ func (w *Worker) ListFlows(ctx context.Context, keep func(*conntrack.Flow) bool,
 	w.listReq.Store(r)
 	select {
 	case <-r.done:
-		return r.dst, r.now, nil
+		out := make([]conntrack.Flow, 0, min(r.n, most))
+		for _, c := range r.chunks {
+			out = append(out, c[:min(len(c), most-len(out))]...)
+		}
+		return out, r.now, nil
 	case <-ctx.Done():
 		// As for CountFlows: a step already under way finishes on r.
 		w.listReq.CompareAndSwap(r, nil)
@@ -60,8 +71,15 @@ func (w *Worker) serveList(steps int) {
 		return
 	}
 	for i := 0; i < steps; i++ {
-		r.dst, r.next = w.ct.List(r.dst, r.next, listStep, r.most, r.keep)
-		if r.next == 0 || len(r.dst) >= r.most || w.listReq.Load() != r {
+		last := len(r.chunks) - 1
+		if last < 0 || cap(r.chunks[last])-len(r.chunks[last]) < 8 {
+			r.chunks = append(r.chunks, make([]conntrack.Flow, 0, listChunk))
+			last++
+		}
+		before := len(r.chunks[last])
+		r.chunks[last], r.next = w.ct.List(r.chunks[last], r.next, listStep, r.keep)
+		r.n += len(r.chunks[last]) - before
+		if r.next == 0 || r.n >= r.most || w.listReq.Load() != r {
 			r.now = w.ct.Now()
 			w.listReq.CompareAndSwap(r, nil)
 			close(r.done)
