@@ -60,6 +60,7 @@ func Handler(p Provider, access Access, extra ...prometheus.Collector) http.Hand
 		enc.SetIndent("", "  ")
 		enc.Encode(st)
 	})
+	mux.HandleFunc("GET /v1/conns", handleConns(p))
 	mux.HandleFunc("GET /v1/where", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		port := uint16(0)

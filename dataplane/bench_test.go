@@ -51,7 +51,7 @@ const hdrLen = 14 + 20 + 20 // Ethernet, IPv4, TCP: all the pipeline touches
 
 // flowHeaders returns n distinct frame headers for flows to vip: client
 // addresses 198.18.0.1 and up, source ports 1024-61023.
-func flowHeaders(b *testing.B, vip netip.Addr, n, size int) ([]byte, []byte) {
+func flowHeaders(b testing.TB, vip netip.Addr, n, size int) ([]byte, []byte) {
 	tmpl := build(b, pk{src: client4, dst: vip, sport: 1024, dport: 80, flags: "A", payload: make([]byte, size-hdrLen)})
 	hdrs := make([]byte, n*64)
 	for i := 0; i < n; i++ {

@@ -142,6 +142,9 @@ type Worker struct {
 	countMu  sync.Mutex // one flow count at a time
 	countReq atomic.Pointer[flowCount]
 
+	listMu  sync.Mutex // one flow listing at a time (conns.go)
+	listReq atomic.Pointer[flowList]
+
 	// sch is the schedulers' state (sched.go).
 	sch schedState
 
@@ -218,6 +221,7 @@ func (w *Worker) CountFlows(ctx context.Context) (map[uint32]int, error) {
 
 // serveCount advances a pending flow count by up to steps steps.
 func (w *Worker) serveCount(steps int) {
+	w.serveList(steps)
 	r := w.countReq.Load()
 	if r == nil {
 		return

@@ -52,6 +52,8 @@ const usage = `usage:
                                       (VIP: name or ADDR[:PORT]; BACKEND: ADDR[:PORT], ADDR if unambiguous)
   vipd peers [-json] [-admin ADDR | -config FILE]
                                       the BGP sessions and their state
+  vipd conns [-client ADDR] [-backend ADDR] [-limit N] [-json] [-admin ADDR | -config FILE] [VIP]
+                                      the pinned flows (like ipvsadm -Lnc), at most N (default 1000)
   vipd drain-box [-undo] [-no-wait] [-socket PATH | -config FILE]
                                       lame duck (with [bgp]): withdraw every VIP from the routers, keep
                                       forwarding for [bgp] linger, then report drained; -undo announces again
@@ -79,6 +81,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return drain(args[1:], stdout, stderr)
 		case "where":
 			return where(args[1:], stdout, stderr)
+		case "conns":
+			return conns(args[1:], stdout, stderr)
 		case "drain-box":
 			return drainBox(args[1:], stdout, stderr)
 		case "weight":

@@ -1,0 +1,95 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// connsProvider is fakeProvider with connections: it answers every query
+// with the query it got, in the first flow's VIP field.
+type connsProvider struct {
+	fakeProvider
+	got ConnsQuery
+}
+
+func (p *connsProvider) Conns(_ context.Context, q ConnsQuery) (*Conns, error) {
+	p.got = q
+	if q.VIP == "nope" {
+		return nil, ErrNotFound
+	}
+	return &Conns{Limit: q.Limit, Truncated: q.Limit == 1, Conns: []Conn{{
+		Protocol: "tcp", Client: "198.18.0.1:40000", VIP: "web", VIPAddress: "198.18.1.1:80",
+		Backend: "198.18.2.1:8080", State: "Established", IdleSeconds: 3, FastPath: "eligible",
+	}, {
+		Protocol: "udp", Client: "198.18.0.2:53", VIP: "dns", VIPAddress: "198.18.1.2:53",
+		Backend: "198.18.2.2", State: "UDP", FastPath: "off", Previous: "198.18.2.9",
+	}}}, nil
+}
+
+func TestConnsEndpoint(t *testing.T) {
+	p := &connsProvider{}
+	srv := httptest.NewServer(Handler(p, ReadOnly))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	tests := []struct {
+		name    string
+		q       ConnsQuery
+		want    ConnsQuery
+		wantErr string
+	}{
+		{"no filter", ConnsQuery{}, ConnsQuery{Limit: DefaultConnsLimit}, ""},
+		{"filters", ConnsQuery{VIP: "web", Client: "198.18.0.1", Backend: "198.18.2.1:8080", Limit: 5},
+			ConnsQuery{VIP: "web", Client: "198.18.0.1", Backend: "198.18.2.1:8080", Limit: 5}, ""},
+		{"capped", ConnsQuery{Limit: MaxConnsLimit + 1}, ConnsQuery{Limit: MaxConnsLimit}, ""},
+		{"unknown VIP", ConnsQuery{VIP: "nope"}, ConnsQuery{VIP: "nope", Limit: DefaultConnsLimit}, "not found"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := FetchConns(context.Background(), addr, tc.q)
+			if p.got != tc.want {
+				t.Errorf("server got %+v, want %+v", p.got, tc.want)
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || len(c.Conns) != 2 || c.Limit != tc.want.Limit {
+				t.Fatalf("FetchConns: %+v, %v", c, err)
+			}
+		})
+	}
+	if _, err := FetchConns(context.Background(), addr, ConnsQuery{Limit: -1}); err != nil {
+		t.Errorf("a negative limit is the default: %v", err)
+	}
+}
+
+func TestConnsNotImplemented(t *testing.T) {
+	srv := httptest.NewServer(Handler(&fakeProvider{}, ReadOnly))
+	defer srv.Close()
+	if _, err := FetchConns(context.Background(), strings.TrimPrefix(srv.URL, "http://"), ConnsQuery{}); err == nil {
+		t.Fatal("a provider without Conns listed connections")
+	}
+}
+
+func TestWriteConns(t *testing.T) {
+	p := &connsProvider{}
+	c, _ := p.Conns(context.Background(), ConnsQuery{Limit: 1})
+	var buf bytes.Buffer
+	if err := WriteConns(&buf, c); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"PROTO", "tcp    198.18.0.1:40000  web 198.18.1.1:80  198.18.2.1:8080  Established  3s",
+		"eligible", "198.18.2.9", "limit; more match",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/vipd/vipd/admin"
+)
+
+const connsUsage = "usage: vipd conns [-client ADDR[:PORT]] [-backend ADDR[:PORT]] [-limit N] [-json] [-admin ADDR | -config FILE] [VIP]"
+
+// conns lists the pinned flows, like ipvsadm -Lnc. The VIP may come
+// before or after the flags.
+func conns(args []string, stdout, stderr io.Writer) int {
+	fs, addrFlag, cfgFlag := adminFlags("conns", stderr)
+	client := fs.String("client", "", "only flows from this client `addr[:port]`")
+	backend := fs.String("backend", "", "only flows pinned to this backend `addr[:port]`")
+	limit := fs.Int("limit", admin.DefaultConnsLimit, fmt.Sprintf("show at most `N` flows (at most %d)", admin.MaxConnsLimit))
+	asJSON := fs.Bool("json", false, "print the answer of GET /v1/conns as JSON")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var vip string
+	if fs.NArg() > 0 {
+		vip = fs.Arg(0)
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
+			return 2
+		}
+	}
+	if fs.NArg() > 0 || *limit < 1 || *limit > admin.MaxConnsLimit {
+		fmt.Fprintln(stderr, connsUsage)
+		return 2
+	}
+	addr, err := adminAddr(*addrFlag, *cfgFlag)
+	if err != nil {
+		fmt.Fprintf(stderr, "vipd conns: %v\n", err)
+		return 1
+	}
+	c, err := admin.FetchConns(context.Background(), addr, admin.ConnsQuery{VIP: vip, Client: *client, Backend: *backend, Limit: *limit})
+	if err != nil {
+		fmt.Fprintf(stderr, "vipd conns: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(c); err != nil {
+			fmt.Fprintf(stderr, "vipd conns: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	if err := admin.WriteConns(stdout, c); err != nil {
+		fmt.Fprintf(stderr, "vipd conns: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/vipd/vipd/admin"
+)
+
+// TestConnsCommand runs vipd conns against a fake admin server: the VIP
+// before or after the flags, the table and -json.
+func TestConnsCommand(t *testing.T) {
+	var got string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.URL.RawQuery
+		json.NewEncoder(w).Encode(admin.Conns{Limit: 5, Conns: []admin.Conn{{
+			Protocol: "tcp", Client: "198.18.0.1:40000", VIP: "web", VIPAddress: "198.18.0.100:80",
+			Backend: "198.18.1.11:8080", State: "Established", IdleSeconds: 2, FastPath: "no",
+		}}})
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	for _, tc := range []struct {
+		args      []string
+		wantQuery string
+		wantOut   string
+	}{
+		{[]string{"conns", "-admin", addr}, "limit=1000", "198.18.1.11:8080  Established  2s"},
+		{[]string{"conns", "-admin", addr, "-limit", "5", "web", "-client", "198.18.0.1"}, "client=198.18.0.1&limit=5&vip=web", "(1 flows)"},
+		{[]string{"conns", "-admin", addr, "-backend", "198.18.1.11", "-json"}, "backend=198.18.1.11&limit=1000", `"fast_path": "no"`},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(tc.args, &out, &errOut); code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.args, code, errOut.String())
+		}
+		if got != tc.wantQuery {
+			t.Errorf("%v: query %q, want %q", tc.args, got, tc.wantQuery)
+		}
+		if !strings.Contains(out.String(), tc.wantOut) {
+			t.Errorf("%v: output lacks %q:\n%s", tc.args, tc.wantOut, out.String())
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"conns", "-admin", addr, "-limit", "0"}, &out, &errOut); code != 2 {
+		t.Errorf("-limit 0: exit %d, want 2", code)
+	}
+}
