@@ -19,19 +19,25 @@ type stateProvider struct {
 
 func (s *stateProvider) State(context.Context) (*State, error) { return s.st, nil }
 
+var overrideWeight uint32 = 5
+
 // pageState is a VIP with one backend down, one up, one draining, and a
 // BGP peer.
 func pageState() *State {
 	return &State{
+		ConfigDiffers: true, ConfigError: "vipd.toml:3: <bad>",
 		Version: "1.2.3", Generation: 7, IO: "afxdp", Workers: 2, FastPath: true,
 		LoadedAt: time.Now().Add(-time.Minute),
 		VIPs: []VIPState{{
 			Name: "web", Address: "198.18.0.100", Port: 80, Protocol: "tcp", Mode: "nat",
+			ActiveFlows: 17, Rates: Rates{PacketsPerSec: 1234, BytesPerSec: 2 << 20, NewFlowsPerSec: 3.5},
 			FlowHash: "5tuple", TableSize: 65537, Packets: 1234567, Bytes: 3 << 20, NewFlows: 42,
 			Announce: "withdrawn: all backends down",
 			Backends: []BackendState{
 				{Address: "198.18.1.11", Port: 8080, Weight: 1, MaglevWeight: 1, Config: "active", Health: "up", Forwarding: "up", SlowStart: 1, EffectiveWeight: 1, Load: 1, ActiveFlows: 3},
-				{Address: "198.18.1.12", Port: 8080, Weight: 2, Config: "active", Health: "down", Forwarding: "down", SlowStart: 1, Load: 1},
+				{Address: "198.18.1.12", Port: 8080, Weight: 2, Config: "active", Health: "down", Forwarding: "down", SlowStart: 1, Load: 1,
+					LastError: "dial tcp 198.18.1.12:8080: connection refused", StateSince: time.Now().Add(-90 * time.Second), LastCheckSeconds: 0.0012,
+					Override: &Override{Weight: &overrideWeight, Since: time.Now()}},
 				{Address: "198.18.1.13", Port: 8080, Weight: 1, Config: "draining", Health: "up", Drained: true, Forwarding: "draining", SlowStart: 1, Load: 1},
 			},
 		}},
@@ -72,6 +78,12 @@ func TestPage(t *testing.T) {
 		`generation <b>7</b>`,
 		"1\u202f234\u202f567 pkts · 3.00 MiB",
 		"198.18.0.100:80 tcp",
+		"17 active flows · 1.23k pkt/s · 2.00 MiB/s · 3.50 new flows/s",
+		`<div class="err">dial tcp 198.18.1.12:8080: connection refused</div>`,
+		`title="the last check took 0.001 s">for 1m30s</small>`,
+		`<span class="pill s-override"`, `>weight 5</span>`,
+		`<div class="banner config-differs">`,
+		"the previous configuration still runs:\nvipd.toml:3: &lt;bad&gt;</div>",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q", want)

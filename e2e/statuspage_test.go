@@ -115,6 +115,9 @@ func TestStatusPage(t *testing.T) {
 			if pill := fmt.Sprintf(`<span class="pill s-%s">%s</span>`, health, health); !bytes.Contains(row[5], []byte(pill)) {
 				t.Errorf("VIP %s backend %s: the row does not show %s: %s", v.Name, key, health, row[5])
 			}
+			if health == "down" && (b.LastError == "" || !bytes.Contains(row[5], []byte(`<div class="err">`))) {
+				t.Errorf("VIP %s backend %s: the row does not show why it is down (last_error %q): %s", v.Name, key, b.LastError, row[5])
+			}
 		}
 	}
 	if t.Failed() {
