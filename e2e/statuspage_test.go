@@ -130,7 +130,7 @@ func TestStatusPage(t *testing.T) {
 			t.Fatal(err)
 		}
 		os.Remove(out)
-		chromium(t, e.bed.Box, browser, "--screenshot="+out, "--window-size=1200,800", "--hide-scrollbars",
+		chromium(t, e.bed.Box, browser, "--screenshot="+out, "--window-size=1600,660", "--hide-scrollbars",
 			"http://"+testbed.AdminAddr+"/?refresh=0")
 		if fi, err := os.Stat(out); err != nil || fi.Size() == 0 {
 			t.Fatalf("chromium wrote no screenshot to %s: %v", out, err)
