@@ -133,7 +133,8 @@ hooks:
 	@echo "installed $$(git rev-parse --git-path hooks)/pre-commit"
 
 # Needs root: builds vipd, brings up the namespaces, runs vipd with
-# config.toml.example, sends NAT and DSR traffic, prints what happened and
+# config.toml.example, sends NAT and DSR traffic, prints what happened, runs
+# vipd status, weight, top and conns as an operator would, and
 # removes everything. Installs iproute2 (the ip tool) when missing.
 demo: build
 	$(call apt-need,iproute2:ip,make demo needs them)

@@ -1,6 +1,7 @@
 // Package admin is vipd's administration interface over HTTP, the client
-// side of `vipd status`, `vipd where`, `vipd drain` and the run-time
-// overrides (`vipd weight`, `disable`, `enable`), and the forgiving names
+// side of `vipd status`, `top`, `where`, `conns`, `peers`, `drain`,
+// `reload` and the run-time overrides (`vipd weight`, `disable`,
+// `enable`), and the forgiving names
 // by which every command finds VIPs and backends (ResolveVIP,
 // ResolveBackend):
 //
@@ -9,12 +10,15 @@
 //	GET  /metrics    Prometheus text format: packets, bytes and new flows per
 //	                 VIP and backend, drops by reason, ICMP, conntrack,
 //	                 per-worker batch sizes, driver counters
-//	GET  /v1/state   JSON: VIPs, backends, weights, health, drains, active flows
+//	GET  /v1/state   JSON: VIPs, backends, weights, health and why, drains,
+//	                 overrides, rates, active flows, workers, BGP peers
 //	GET  /v1/where   ?vip=NAME&client=ADDR:PORT: the backend a new flow gets
+//	GET  /v1/conns   ?vip=&client=&backend=&limit=: the pinned flows
 //	GET  /healthz    200 while the daemon's workers run
 //	POST /v1/drain   {"vip": NAME, "backend": "ADDR:PORT", "drain": true|false}
 //	POST /v1/override {"vip": NAME, "backend": "ADDR:PORT"} and one of
 //	                 "weight": N, "reset_weight": true, "disabled": true|false
+//	POST /v1/reload  reload the file; answers what changed or every error
 //
 // Every endpoint answers 503 until the daemon's workers run. A handler is
 // made for one kind of listener (Access): the TCP listener ([admin]

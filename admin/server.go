@@ -23,13 +23,14 @@ var ErrNotFound = errors.New("not found")
 type Access int
 
 const (
-	// ReadOnly serves GET /metrics, /healthz, /v1/state and /v1/where and
-	// refuses every change (403): for the TCP listener, which every local
-	// user, and every web page a browser on the box opens, can reach.
+	// ReadOnly serves GET /, /metrics, /healthz, /v1/state, /v1/where and
+	// /v1/conns and refuses every change (403): for the TCP listener,
+	// which every local user, and every web page a browser on the box
+	// opens, can reach.
 	ReadOnly Access = iota
-	// Control serves the changes too (POST /v1/drain): only for a listener
-	// whose transport authenticates its callers, such as a Unix socket
-	// with mode 0600.
+	// Control serves the changes too (POST /v1/drain, /v1/override,
+	// /v1/reload, /v1/drain-box): only for a listener whose transport
+	// authenticates its callers, such as a Unix socket with mode 0600.
 	Control
 )
 

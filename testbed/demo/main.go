@@ -16,7 +16,6 @@ import (
 	"github.com/google/gopacket/layers"
 	"golang.org/x/sys/unix"
 
-	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
 )
@@ -40,8 +39,7 @@ func demo(r *testbed.Run) {
 	if err != nil {
 		r.Fatalf("%v", err)
 	}
-	// The example's admin socket, in the bed's directory instead of /run.
-	v := bed.StartVIPD(strings.Replace(string(cfg), `socket = "/run/vipd/admin.sock"`, fmt.Sprintf("socket = %q", bed.AdminSocket()), 1))
+	v := bed.StartVIPD(inBed(bed, string(cfg)))
 	fmt.Printf("   vipd running in namespace %s with config.toml.example (io afxdp, pid %d)\n", bed.Box.Name, v.PID())
 	waitChecked(v)
 
@@ -106,12 +104,7 @@ func demo(r *testbed.Run) {
 	}
 	fmt.Println()
 
-	st, err := v.State()
-	if err != nil {
-		r.Fatalf("state: %v", err)
-	}
-	fmt.Printf("\n== vipd status\n")
-	admin.WriteStatus(os.Stdout, st)
+	dayToDay(r, bed, v)
 
 	fmt.Printf("\n== stopping vipd (SIGTERM)\n")
 	if err := v.Stop(); err != nil {
@@ -170,7 +163,7 @@ func waitCounted(r *testbed.Run, v *testbed.VIPD) {
 func fastPath(r *testbed.Run, bed *testbed.Bed, cfg string) {
 	fmt.Printf("\n== the XDP fast path: vipd again with fast_path = \"on\", a 32 MiB download through the NAT VIP\n")
 	cfg = strings.Replace(cfg, `fast_path = "auto"`, `fast_path = "on"`, 1)
-	v := bed.StartVIPD(strings.Replace(cfg, `socket = "/run/vipd/admin.sock"`, fmt.Sprintf("socket = %q", bed.AdminSocket()), 1))
+	v := bed.StartVIPD(inBed(bed, cfg))
 	started := time.Now()
 	waitChecked(v)
 	// Not only the checks: the burst's half-open connections have their
@@ -259,6 +252,14 @@ func burst(r *testbed.Run, bed *testbed.Bed, n int) int {
 		}
 	}
 	return sent
+}
+
+// inBed moves the example's admin socket and state file from /run and
+// /var/lib into the bed's own directory.
+func inBed(bed *testbed.Bed, cfg string) string {
+	dir := filepath.Dir(bed.AdminSocket())
+	cfg = strings.Replace(cfg, `socket = "/run/vipd/admin.sock"`, fmt.Sprintf("socket = %q", bed.AdminSocket()), 1)
+	return strings.Replace(cfg, `state_file = "/var/lib/vipd/state.json"`, fmt.Sprintf("state_file = %q", filepath.Join(dir, "state.json")), 1)
 }
 
 func exampleConfig() string {
