@@ -36,10 +36,13 @@ type Conn struct {
 	Client   string `json:"client"`   // ADDR:PORT
 	VIP      string `json:"vip"`      // the VIP's name
 	// VIPAddress is the VIP's address and the port the client sent to.
-	VIPAddress  string `json:"vip_address"`
-	Backend     string `json:"backend"` // ADDR[:PORT]; "?" when the backend is gone
-	State       string `json:"state"`   // the conntrack state (SynSent, Established, UDP, ...)
-	IdleSeconds int64  `json:"idle_seconds"`
+	VIPAddress string `json:"vip_address"`
+	Backend    string `json:"backend"` // ADDR[:PORT]; "?" when the backend is gone
+	State      string `json:"state"`   // the conntrack state (SynSent, Established, UDP, ...)
+	// AgeSeconds is how long ago the flow was first seen, IdleSeconds how
+	// long ago its last packet was (whole seconds, the table's clock).
+	AgeSeconds  int64 `json:"age_seconds"`
+	IdleSeconds int64 `json:"idle_seconds"`
 	// FastPath is "off" (vipd runs no XDP fast path), "no" (the flow's
 	// state or VIP keeps it in the workers) or "eligible" (the workers
 	// hand it down; whether the kernel map holds it now is not known).
@@ -144,14 +147,14 @@ func FetchConns(ctx context.Context, addr string, q ConnsQuery) (*Conns, error) 
 // WriteConns prints c like `ipvsadm -Lnc`: one line per flow.
 func WriteConns(w io.Writer, c *Conns) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROTO\tCLIENT\tVIP\tBACKEND\tSTATE\tIDLE\tFAST\tPREVIOUS")
+	fmt.Fprintln(tw, "PROTO\tCLIENT\tVIP\tBACKEND\tSTATE\tAGE\tIDLE\tFAST\tPREVIOUS")
 	for _, x := range c.Conns {
 		prev := x.Previous
 		if prev == "" {
 			prev = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\n", x.Protocol, x.Client, x.VIP, x.VIPAddress,
-			x.Backend, x.State, time.Duration(x.IdleSeconds)*time.Second, x.FastPath, prev)
+		fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.Protocol, x.Client, x.VIP, x.VIPAddress,
+			x.Backend, x.State, time.Duration(x.AgeSeconds)*time.Second, time.Duration(x.IdleSeconds)*time.Second, x.FastPath, prev)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -22,7 +22,7 @@ func (p *connsProvider) Conns(_ context.Context, q ConnsQuery) (*Conns, error) {
 	}
 	return &Conns{Limit: q.Limit, Truncated: q.Limit == 1, Conns: []Conn{{
 		Protocol: "tcp", Client: "198.18.0.1:40000", VIP: "web", VIPAddress: "198.18.1.1:80",
-		Backend: "198.18.2.1:8080", State: "Established", IdleSeconds: 3, FastPath: "eligible",
+		Backend: "198.18.2.1:8080", State: "Established", AgeSeconds: 3600, IdleSeconds: 3, FastPath: "eligible",
 	}, {
 		Protocol: "udp", Client: "198.18.0.2:53", VIP: "dns", VIPAddress: "198.18.1.2:53",
 		Backend: "198.18.2.2", State: "UDP", FastPath: "off", Previous: "198.18.2.9",
@@ -85,7 +85,7 @@ func TestWriteConns(t *testing.T) {
 	}
 	out := buf.String()
 	for _, want := range []string{
-		"PROTO", "tcp    198.18.0.1:40000  web 198.18.1.1:80  198.18.2.1:8080  Established  3s",
+		"PROTO", "tcp    198.18.0.1:40000  web 198.18.1.1:80  198.18.2.1:8080  Established  1h0m0s  3s",
 		"eligible", "198.18.2.9", "limit; more match",
 	} {
 		if !strings.Contains(out, want) {

@@ -6,7 +6,7 @@ import "math/bits"
 // metadata for its eight slots, then the eight 32-byte records.
 //
 //	line 0   tags[8]×16b | seen[8]×32b | state[8]×8b | ovf 32b | pad
-//	line 1-4 recs[8]: Key (24 B) | backend (4 B) | flags (1 B) | pad (3 B)
+//	line 1-4 recs[8]: Key (24 B) | backend (4 B) | flags (1 B) | born (3 B)
 //
 // Everything that decides whether a slot matters — occupancy, age, state,
 // which bucket of its pair it lives in — is on line 0, so expiry, eviction
@@ -42,16 +42,28 @@ type record struct {
 	key     Key
 	backend uint32
 	flags   uint8
-	_       [3]byte
+	// bornLo and bornHi are the low 24 bits of the tick the flow was
+	// inserted in, for listings (Flow.Age): the record's padding, so free.
+	// Only a listing reads them.
+	bornHi uint8
+	bornLo uint16
 }
 
-// set makes r the record of a new flow with key k on backend b, field by
-// field: b.recs[i] = record{...} is built on the stack and copied in
-// 16-byte moves whose loads wait for the narrower stores of the literal
-// (a failed store-to-load forward on every insert).
-func (r *record) set(k *Key, b uint32) {
+// set makes r the record of a new flow with key k on backend b, inserted
+// at tick now, field by field: b.recs[i] = record{...} is built on the
+// stack and copied in 16-byte moves whose loads wait for the narrower
+// stores of the literal (a failed store-to-load forward on every insert).
+func (r *record) set(k *Key, b uint32, now Tick) {
 	r.key, r.backend, r.flags = *k, b, 0
+	r.bornHi, r.bornLo = uint8(now>>16), uint16(now)
 }
+
+// bornMask is the range of a record's birth tick: ages wrap after 2^24
+// ticks (194 days).
+const bornMask = 1<<24 - 1
+
+// born returns the low 24 bits of the record's birth tick.
+func (r *record) born() Tick { return Tick(r.bornHi)<<16 | Tick(r.bornLo) }
 
 const (
 	slotsPerBucket = 8

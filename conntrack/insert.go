@@ -142,7 +142,7 @@ func free(u uint32) int { return bits.TrailingZeros32(^u) }
 // flow's primary bucket, so bi != p means it lives in its alternate.
 func (s *Shard) place(b *bucket, bi, p uint32, i int, t uint16, k *Key, backend uint32, ph uint8) Entry {
 	i &= 7
-	b.recs[i].set(k, backend)
+	b.recs[i].set(k, backend, s.now)
 	b.seen[i] = s.now
 	b.state[i] = ph
 	if bi != p {
@@ -175,7 +175,7 @@ func (s *Shard) replace(b *bucket, bi, p uint32, i int, t uint16, k *Key, backen
 	if b.state[i]&altBit != 0 { // the old flow's primary loses an overflow
 		s.buckets[s.primary(bi, b.tag(i))].ovf--
 	}
-	b.recs[i].set(k, backend)
+	b.recs[i].set(k, backend, s.now)
 	b.seen[i] = s.now
 	b.state[i] = ph
 	if bi != p {

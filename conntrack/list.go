@@ -10,6 +10,10 @@ type Flow struct {
 	Flags    uint8  // the pipeline's opaque flag bits
 	State    State
 	LastSeen Tick // the tick of the flow's last packet
+	// Age is how many ticks ago the flow was inserted, modulo 2^24
+	// (194 days at one tick a second): a flow older than that shows
+	// younger.
+	Age Tick
 }
 
 // List appends to dst a copy of every live flow in n buckets (8 slots
@@ -43,7 +47,8 @@ func (s *Shard) List(dst []Flow, from, n int, keep func(*Flow) bool) ([]Flow, in
 			// Copied into dst before keep sees it: a local for keep
 			// to point at would escape, one allocation per step.
 			r := &b.recs[i&7]
-			dst = append(dst, Flow{Key: r.key, Backend: r.backend, Flags: r.flags, State: State(b.state[i] & stateMask), LastSeen: b.seen[i]})
+			dst = append(dst, Flow{Key: r.key, Backend: r.backend, Flags: r.flags, State: State(b.state[i] & stateMask),
+				LastSeen: b.seen[i], Age: (s.now - r.born()) & bornMask})
 			if keep != nil && !keep(&dst[len(dst)-1]) {
 				dst = dst[:len(dst)-1]
 			}

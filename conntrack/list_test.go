@@ -89,3 +89,53 @@ func TestListNoAllocs(t *testing.T) {
 		t.Fatalf("List allocates %v times with room in dst", n)
 	}
 }
+
+// TestListAge: a listed flow's Age counts ticks from its insertion, not
+// from its last packet, and moves with it when Insert relocates it.
+func TestListAge(t *testing.T) {
+	s := newShard(t, 1024)
+	udp := func(n int) Key { k := testKey(n); k.Proto = 17; return k }
+	a := insert(t, s, udp(1), 1, 0, Inserted)
+	s.Advance(3)
+	s.Touch(a, 0)
+	insert(t, s, udp(2), 2, 0, Inserted)
+	s.Advance(10)
+	got := map[uint32]Flow{}
+	for _, f := range listAll(s, 1<<20, 1<<20, nil) {
+		got[f.Backend] = f
+	}
+	for _, tc := range []struct {
+		backend   uint32
+		age, seen Tick
+	}{{1, 10, 3}, {2, 7, 3}} {
+		f, ok := got[tc.backend]
+		if !ok {
+			t.Fatalf("flow of backend %d not listed: %v", tc.backend, got)
+		}
+		if f.Age != tc.age || f.LastSeen != tc.seen {
+			t.Errorf("flow of backend %d: age %d last seen %d, want age %d last seen %d", tc.backend, f.Age, f.LastSeen, tc.age, tc.seen)
+		}
+	}
+	// Fill the table at tick 12 until Insert has relocated flows: the first
+	// two keep ages 12 and 9 and the rest are 0, whatever bucket a flow
+	// was moved to.
+	s.Advance(12)
+	for i := 3; i < 4096 && s.c.relocations == 0; i++ {
+		insert(t, s, udp(i), 9, 0, Inserted)
+	}
+	if s.c.relocations == 0 {
+		t.Fatalf("no flow was relocated: the test proves nothing about moves")
+	}
+	for _, f := range listAll(s, 1<<20, 1<<20, nil) {
+		want := Tick(0)
+		switch f.Backend {
+		case 1:
+			want = 12
+		case 2:
+			want = 9
+		}
+		if f.Age != want {
+			t.Errorf("flow of backend %d: age %d, want %d", f.Backend, f.Age, want)
+		}
+	}
+}

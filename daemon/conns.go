@@ -220,6 +220,7 @@ func describeConn(f *conntrack.Flow, now conntrack.Tick, vips map[uint16]connVIP
 	if now > f.LastSeen {
 		c.IdleSeconds = int64(now - f.LastSeen)
 	}
+	c.AgeSeconds = int64(f.Age)
 	if fast {
 		// The workers offer the XDP fast path the proven flows of VIPs
 		// without a previous table (Worker.mayHandDown); whether the

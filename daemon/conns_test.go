@@ -34,7 +34,7 @@ func TestConns(t *testing.T) {
 	all := list(admin.ConnsQuery{})
 	perBackend := map[string]int{}
 	for _, c := range all.Conns {
-		if c.Protocol != "tcp" || !strings.HasPrefix(c.Client, "198.18.0.1:") || c.State != "SynSent" || c.FastPath != "off" {
+		if c.Protocol != "tcp" || !strings.HasPrefix(c.Client, "198.18.0.1:") || c.State != "SynSent" || c.FastPath != "off" || c.AgeSeconds < c.IdleSeconds {
 			t.Errorf("flow %+v", c)
 		}
 		if c.VIP == "web" {

@@ -19,7 +19,7 @@ func TestConnsCommand(t *testing.T) {
 		got = r.URL.RawQuery
 		json.NewEncoder(w).Encode(admin.Conns{Limit: 5, Conns: []admin.Conn{{
 			Protocol: "tcp", Client: "198.18.0.1:40000", VIP: "web", VIPAddress: "198.18.0.100:80",
-			Backend: "198.18.1.11:8080", State: "Established", IdleSeconds: 2, FastPath: "no",
+			Backend: "198.18.1.11:8080", State: "Established", AgeSeconds: 75, IdleSeconds: 2, FastPath: "no",
 		}}})
 	}))
 	defer srv.Close()
@@ -29,7 +29,7 @@ func TestConnsCommand(t *testing.T) {
 		wantQuery string
 		wantOut   string
 	}{
-		{[]string{"conns", "-admin", addr}, "limit=1000", "198.18.1.11:8080  Established  2s"},
+		{[]string{"conns", "-admin", addr}, "limit=1000", "198.18.1.11:8080  Established  1m15s  2s"},
 		{[]string{"conns", "-admin", addr, "-limit", "5", "web", "-client", "198.18.0.1"}, "client=198.18.0.1&limit=5&vip=web", "(1 flows)"},
 		{[]string{"conns", "-admin", addr, "-backend", "198.18.1.11", "-json"}, "backend=198.18.1.11&limit=1000", `"fast_path": "no"`},
 	} {
