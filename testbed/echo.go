@@ -189,6 +189,24 @@ func (ef *EchoFlows) Finish() {
 // Len is the number of flows started.
 func (ef *EchoFlows) Len() int { return len(ef.flows) }
 
+// EchoFlow is one flow of EchoFlows: the client's address and port, and
+// the name of the backend that answered it.
+type EchoFlow struct {
+	Local   netip.AddrPort
+	Backend string
+}
+
+// Flows lists the flows started.
+func (ef *EchoFlows) Flows() []EchoFlow {
+	ef.mu.Lock()
+	defer ef.mu.Unlock()
+	out := make([]EchoFlow, len(ef.flows))
+	for i, f := range ef.flows {
+		out[i] = EchoFlow{f.local, f.backend}
+	}
+	return out
+}
+
 // Backends counts the flows by the backend that answered them.
 func (ef *EchoFlows) Backends() map[string]int {
 	ef.mu.Lock()
