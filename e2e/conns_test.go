@@ -49,17 +49,18 @@ func TestConns(t *testing.T) {
 			}
 			defer ef.Finish()
 			flows := ef.Flows()
-			// Their ages reach 2 s while they stream (a round every
-			// 100 ms): the age counts from the first packet, the idle time
-			// from the last.
+			// They become Established (proven: packets in three distinct
+			// seconds) and their ages reach 2 s while they stream, a round
+			// every 100 ms: the age counts from the first packet, the idle
+			// time from the last.
 			var c *admin.Conns
-			waitFor(t, patience, "every flow of "+vip.name+" listed, 2 s old", func() bool {
+			waitFor(t, patience, "every flow of "+vip.name+" listed, Established, 2 s old", func() bool {
 				c = list(vip.name)
 				if len(c.Conns) < n {
 					return false
 				}
 				for _, x := range c.Conns {
-					if x.AgeSeconds < 2 {
+					if x.AgeSeconds < 2 || x.State != "Established" {
 						return false
 					}
 				}
