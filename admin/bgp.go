@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -145,11 +144,7 @@ func handleDrainBox(p Provider) http.Handler {
 		}
 		ans, err := bd.DrainBox(req.Undo)
 		if err != nil {
-			code := http.StatusInternalServerError
-			if errors.Is(err, ErrNoBGP) {
-				code = http.StatusConflict
-			}
-			http.Error(w, err.Error(), code)
+			httpError(w, err)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -160,18 +155,8 @@ func handleDrainBox(p Provider) http.Handler {
 // DrainBox asks the vipd on the admin socket at path to lame-duck the box
 // (undo: to announce again).
 func DrainBox(ctx context.Context, socket string, undo bool) (*BoxDrainAnswer, error) {
-	body := fmt.Sprintf(`{"undo":%v}`, undo)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://vipd/v1/drain-box", strings.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := SocketClient(socket).Do(req)
-	if err != nil {
-		return nil, SocketError(socket, err)
-	}
 	var a BoxDrainAnswer
-	return &a, answer(resp, &a)
+	return &a, postSocket(ctx, socket, "/v1/drain-box", map[string]bool{"undo": undo}, &a)
 }
 
 // FetchSocketState reads GET /v1/state over the admin socket.

@@ -45,11 +45,20 @@ func FetchState(ctx context.Context, addr string) (*State, error) {
 // to drain (or undrain) a backend. Only the user vipd runs as (root) may
 // use the socket; the error says so.
 func Drain(ctx context.Context, socket, vip, backend string, drain bool) error {
+	return postSocket(ctx, socket, "/v1/drain", DrainRequest{VIP: vip, Backend: backend, Drain: &drain}, nil)
+}
+
+// postSocket POSTs body as JSON to path on the admin socket, within 15 s,
+// and reads a 200 answer into into (nil: no body wanted).
+func postSocket(ctx context.Context, socket, path string, body, into any) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	body, _ := json.Marshal(DrainRequest{VIP: vip, Backend: backend, Drain: &drain})
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
 	// The host is not used: every connection goes to the socket.
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://vipd/v1/drain", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://vipd"+path, bytes.NewReader(b))
 	if err != nil {
 		return err
 	}
@@ -58,7 +67,7 @@ func Drain(ctx context.Context, socket, vip, backend string, drain bool) error {
 	if err != nil {
 		return SocketError(socket, err)
 	}
-	return answer(resp, nil)
+	return answer(resp, into)
 }
 
 // answer reads an admin server's reply into into (nil: no body wanted) and

@@ -14,8 +14,8 @@ type metricsProvider struct {
 
 func (p *metricsProvider) Metrics() *Metrics { return p.m }
 
-// gather returns the value of each series of family name, by the value of
-// label.
+// gather returns the value of each series (a counter's or a gauge's) of
+// family name, by the value of label.
 func gather(t *testing.T, m *Metrics, name, label string) map[string]float64 {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
@@ -32,7 +32,7 @@ func gather(t *testing.T, m *Metrics, name, label string) map[string]float64 {
 		for _, s := range f.GetMetric() {
 			for _, l := range s.GetLabel() {
 				if l.GetName() == label {
-					got[l.GetValue()] = s.GetCounter().GetValue()
+					got[l.GetValue()] = s.GetCounter().GetValue() + s.GetGauge().GetValue()
 				}
 			}
 		}

@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -108,16 +107,7 @@ func handleOverride(p Provider) http.Handler {
 		}
 		ans, err := o.SetOverride(req)
 		if err != nil {
-			code := http.StatusInternalServerError
-			switch {
-			case errors.Is(err, ErrNotFound):
-				code = http.StatusNotFound
-			case errors.Is(err, ErrConflict):
-				code = http.StatusConflict
-			case errors.Is(err, ErrInvalid):
-				code = http.StatusBadRequest
-			}
-			http.Error(w, err.Error(), code)
+			httpError(w, err)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -127,20 +117,8 @@ func handleOverride(p Provider) http.Handler {
 
 // SetOverride sends req to the vipd on the admin socket at path.
 func SetOverride(ctx context.Context, socket string, req OverrideRequest) (*OverrideAnswer, error) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	body, _ := json.Marshal(req)
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://vipd/v1/override", bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	resp, err := SocketClient(socket).Do(hreq)
-	if err != nil {
-		return nil, SocketError(socket, err)
-	}
 	var a OverrideAnswer
-	return &a, answer(resp, &a)
+	return &a, postSocket(ctx, socket, "/v1/override", req, &a)
 }
 
 // overrideMark is what vipd status adds to a backend's forwarding column

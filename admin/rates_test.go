@@ -1,35 +1,6 @@
 package admin
 
-import (
-	"testing"
-
-	"github.com/prometheus/client_golang/prometheus"
-)
-
-// gauges returns family name's gauge values by the value of label.
-func gauges(t *testing.T, m *Metrics, name, label string) map[string]float64 {
-	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(collector{&metricsProvider{m: m}})
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-		for _, s := range f.GetMetric() {
-			for _, l := range s.GetLabel() {
-				if l.GetName() == label {
-					got[l.GetValue()] = s.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return got
-}
+import "testing"
 
 // TestActiveFlowsAndBuildInfo: the active-flow gauges sum a VIP's
 // backends (a VIP without flows reads 0), and vipd_build_info is 1.
@@ -40,16 +11,16 @@ func TestActiveFlowsAndBuildInfo(t *testing.T) {
 		ActiveFlows: map[uint32]int{1: 3, 2: 4},
 		Version:     "1.2.3", GoVersion: "go1.25",
 	}
-	if got := gauges(t, m, "vipd_vip_active_flows", "vip"); got["web"] != 7 || got["dns"] != 0 || len(got) != 2 {
+	if got := gather(t, m, "vipd_vip_active_flows", "vip"); got["web"] != 7 || got["dns"] != 0 || len(got) != 2 {
 		t.Errorf("vipd_vip_active_flows %v", got)
 	}
-	if got := gauges(t, m, "vipd_backend_active_flows", "backend"); got["198.18.1.12:80"] != 4 {
+	if got := gather(t, m, "vipd_backend_active_flows", "backend"); got["198.18.1.12:80"] != 4 {
 		t.Errorf("vipd_backend_active_flows %v", got)
 	}
-	if got := gauges(t, m, "vipd_build_info", "version"); got["1.2.3"] != 1 {
+	if got := gather(t, m, "vipd_build_info", "version"); got["1.2.3"] != 1 {
 		t.Errorf("vipd_build_info %v", got)
 	}
-	if got := gauges(t, &Metrics{}, "vipd_vip_active_flows", "vip"); len(got) != 0 {
+	if got := gather(t, &Metrics{}, "vipd_vip_active_flows", "vip"); len(got) != 0 {
 		t.Errorf("before the workers run: %v", got)
 	}
 }

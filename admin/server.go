@@ -34,6 +34,22 @@ const (
 	Control
 )
 
+// httpError answers a change that failed with err, its status by the
+// sentinel err wraps: 404 ErrNotFound, 409 ErrConflict and ErrNoBGP (the
+// file or the setup decides, not the request), 400 ErrInvalid, else 500.
+func httpError(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, ErrNotFound):
+		code = http.StatusNotFound
+	case errors.Is(err, ErrConflict), errors.Is(err, ErrNoBGP):
+		code = http.StatusConflict
+	case errors.Is(err, ErrInvalid):
+		code = http.StatusBadRequest
+	}
+	http.Error(w, err.Error(), code)
+}
+
 // Handler returns the admin HTTP handler over p, for callers with the
 // given access. Until p.Ready returns nil, every request is answered 503.
 // /metrics also reports the extra collectors (the TCP listener's
@@ -109,11 +125,7 @@ func Handler(p Provider, access Access, extra ...prometheus.Collector) http.Hand
 			return
 		}
 		if err := p.SetDrain(req.VIP, req.Backend, *req.Drain); err != nil {
-			code := http.StatusInternalServerError
-			if errors.Is(err, ErrNotFound) {
-				code = http.StatusNotFound
-			}
-			http.Error(w, err.Error(), code)
+			httpError(w, err)
 			return
 		}
 		fmt.Fprintln(w, "ok")
