@@ -102,12 +102,14 @@ func (p *drainProvider) SetDrain(vip, backend string, drain bool) error {
 	return nil
 }
 
-// TestDrain: `vipd drain` keeps its command line and reaches the admin
-// socket named by -config (or -socket).
-func TestDrain(t *testing.T) {
+// serveSocket serves the admin API over p with Control access on a Unix
+// socket in a temporary directory until the test ends, and returns a
+// configuration file whose [admin] socket names it, and the socket's path.
+func serveSocket(t *testing.T, p admin.Provider) (sock, cfg string) {
+	t.Helper()
 	dir := t.TempDir()
-	sock := filepath.Join(dir, "admin.sock")
-	cfg := filepath.Join(dir, "vipd.toml")
+	sock = filepath.Join(dir, "admin.sock")
+	cfg = filepath.Join(dir, "vipd.toml")
 	if err := os.WriteFile(cfg, []byte("[dataplane]\ningress = \"eth0\"\n[admin]\nsocket = \""+sock+"\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -115,10 +117,17 @@ func TestDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &drainProvider{}
 	srv := &http.Server{Handler: admin.Handler(p, admin.Control)}
 	go srv.Serve(ln)
-	defer srv.Close()
+	t.Cleanup(func() { srv.Close() })
+	return sock, cfg
+}
+
+// TestDrain: `vipd drain` keeps its command line and reaches the admin
+// socket named by -config (or -socket).
+func TestDrain(t *testing.T) {
+	p := &drainProvider{}
+	sock, cfg := serveSocket(t, p)
 	for _, tt := range []struct {
 		args []string
 		out  string

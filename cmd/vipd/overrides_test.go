@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -58,20 +55,8 @@ func (p *overrideProvider) SetOverride(req admin.OverrideRequest) (*admin.Overri
 // TestOverrideCommands: vipd weight, disable and enable keep their
 // command lines, reach the admin socket and say what is in force.
 func TestOverrideCommands(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "admin.sock")
-	cfg := filepath.Join(dir, "vipd.toml")
-	if err := os.WriteFile(cfg, []byte("[dataplane]\ningress = \"eth0\"\n[admin]\nsocket = \""+sock+"\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := &overrideProvider{}
-	srv := &http.Server{Handler: admin.Handler(p, admin.Control)}
-	go srv.Serve(ln)
-	defer srv.Close()
+	sock, cfg := serveSocket(t, p)
 	for _, tt := range []struct {
 		args []string
 		code int
@@ -92,7 +77,7 @@ func TestOverrideCommands(t *testing.T) {
 		{[]string{"enable", "-socket", sock, "web", "a", "b"}, 2, "usage: vipd enable"},
 		{[]string{"enable", "-bogus", "web", "a"}, 2, "flag provided but not defined"},
 		{[]string{"weight", "-admin", "127.0.0.1:9180", "web", "198.18.1.11", "5"}, 1, "not served over TCP"},
-		{[]string{"disable", "-socket", filepath.Join(dir, "missing.sock"), "web", "198.18.1.11"}, 1, "is vipd running"},
+		{[]string{"disable", "-socket", filepath.Join(filepath.Dir(sock), "missing.sock"), "web", "198.18.1.11"}, 1, "is vipd running"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(tt.args, &stdout, &stderr)
