@@ -120,7 +120,14 @@ func WriteStatus(w io.Writer, st *State) error {
 	if st.FastPath {
 		fast = "on"
 	}
-	fmt.Fprintf(tw, "conntrack %d/%d flows  XDP fast path %s\n", st.Conntrack.Entries, st.Conntrack.Capacity, fast)
+	role := ""
+	if st.Role != "" {
+		role = "  role " + st.Role
+		if st.Role == RoleStandby {
+			role += " (answers no ARP/NDP for its VIPs: vipd active)"
+		}
+	}
+	fmt.Fprintf(tw, "conntrack %d/%d flows  XDP fast path %s%s\n", st.Conntrack.Entries, st.Conntrack.Capacity, fast, role)
 	fmt.Fprintf(tw, "Prot\tVIP:Port\tMode\tScheduler\tFlags\t\t\t\n")
 	fmt.Fprintf(tw, "  ->\tBackend:Port\tWeight\tForward\tHealth\tActiveFlows\tNewFlows\tPackets\tWhy\n")
 	for _, v := range st.VIPs {

@@ -65,6 +65,8 @@ var (
 	dReloads     = desc("config_reloads_total", "Configuration reloads, by result.", "result")
 	dAllDown     = desc("all_backends_down_total", "Times every backend of a VIP was found down.", "vip")
 	dGeneration  = desc("snapshot_generation", "Snapshots published since start.")
+	dRole        = desc("neighbor_role", "1 for the box's neighbor role now (active: answers ARP/NDP for its VIPs and announces them; standby: neither), 0 for the other.", "role")
+	dRoleChanges = desc("neighbor_role_changes_total", "Switches of the neighbor role since start (vipd active, vipd standby).")
 	dHints       = desc("previous_owner_hints_total", "Previous-owner hints: flows that missed the connection table mid-stream and were given one (flows), and packets sent with one (packets).", "what")
 	dPrevUntil   = desc("vip_previous_owner_expiry_seconds", "When the VIP's previous backend set (previous_owner) expires, in Unix seconds; absent while it has none.", "vip")
 	dStateErrors = desc("state_file_errors_total", "Reads and writes of [dataplane] state_file that failed.")
@@ -181,6 +183,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dAllDown, v, vip)
 	}
 	gauge(dGeneration, float64(m.Generation))
+	if m.Role != "" {
+		for _, r := range []string{RoleActive, RoleStandby} {
+			gauge(dRole, map[bool]float64{true: 1}[m.Role == r], r)
+		}
+		counter(dRoleChanges, m.RoleChanges)
+	}
 	gauge(dFastOn, map[bool]float64{true: 1}[m.FastPath])
 	for event, v := range m.TunnelProber {
 		counter(dTunProbe, v, event)

@@ -26,6 +26,7 @@ var overrideWeight uint32 = 5
 func pageState() *State {
 	return &State{
 		ConfigDiffers: true, ConfigError: "vipd.toml:3: <bad>",
+		Role:    "standby",
 		Version: "1.2.3", Generation: 7, IO: "afxdp", Workers: 2, FastPath: true,
 		LoadedAt: time.Now().Add(-time.Minute),
 		VIPs: []VIPState{{
@@ -83,6 +84,7 @@ func TestPage(t *testing.T) {
 		`title="the last check took 0.001 s">for 1m30s</small>`,
 		`<span class="pill s-override"`, `>weight 5</span>`,
 		`<div class="banner config-differs">`,
+		`>standby</b>`,
 		"the previous configuration still runs:\nvipd.toml:3: &lt;bad&gt;</div>",
 	} {
 		if !strings.Contains(body, want) {

@@ -29,7 +29,7 @@ const (
 	// opens, can reach.
 	ReadOnly Access = iota
 	// Control serves the changes too (POST /v1/drain, /v1/override,
-	// /v1/reload, /v1/drain-box): only for a listener whose transport
+	// /v1/reload, /v1/drain-box, /v1/role): only for a listener whose transport
 	// authenticates its callers, such as a Unix socket with mode 0600.
 	Control
 )
@@ -114,6 +114,7 @@ func Handler(p Provider, access Access, extra ...prometheus.Collector) http.Hand
 		})
 		mux.HandleFunc("POST /v1/override", overrideReadOnly)
 		mux.HandleFunc("POST /v1/reload", refuseReload)
+		mux.HandleFunc("POST /v1/role", refuseRole)
 		return ready(p, mux)
 	}
 	mux.Handle("POST /v1/drain", jsonOnly(func(w http.ResponseWriter, r *http.Request) {
@@ -133,6 +134,7 @@ func Handler(p Provider, access Access, extra ...prometheus.Collector) http.Hand
 	mux.Handle("POST /v1/drain-box", handleDrainBox(p))
 	mux.Handle("POST /v1/override", handleOverride(p))
 	mux.Handle("POST /v1/reload", handleReload(p))
+	mux.Handle("POST /v1/role", handleRole(p))
 	return ready(p, mux)
 }
 

@@ -31,6 +31,11 @@ type State struct {
 	// line, while it failed; a reload that applies clears it.
 	ConfigDiffers bool   `json:"config_differs"`
 	ConfigError   string `json:"config_error,omitempty"`
+	// Role is the box's neighbor role (RoleActive or RoleStandby), since
+	// RoleSince: a standby box answers no ARP/NDP for its VIPs and
+	// announces none.
+	Role      string    `json:"role"`
+	RoleSince time.Time `json:"role_since"`
 	// WorkersDetail holds each worker's rates (admin/rates.go); the
 	// contract's Workers name is taken by the worker count.
 	WorkersDetail []WorkerState `json:"workers_detail"`
@@ -156,6 +161,10 @@ type Metrics struct {
 	// do not run. Version and GoVersion label vipd_build_info.
 	ActiveFlows        map[uint32]int
 	Version, GoVersion string
+	// Role is the box's neighbor role; RoleChanges counts its switches
+	// since start (vipd active, vipd standby).
+	Role        string
+	RoleChanges uint64
 }
 
 // BackendLabel identifies a backend in metric labels.

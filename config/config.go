@@ -60,6 +60,17 @@ func (m *FastPathMode) decodeValue(src any) error {
 	return fmt.Errorf("must be %q, %q, %q, true or false, not %s", FastPathAuto, FastPathOn, FastPathOff, describe(src))
 }
 
+// NeighborRole is how a box starts ([dataplane] neighbor_role): active
+// answers ARP/NDP for its VIPs and announces them (gratuitously, and over
+// BGP); standby forwards whatever reaches it but does neither, until
+// `vipd active` (keepalived's notify script on a two-box segment).
+type NeighborRole string
+
+const (
+	RoleActive  NeighborRole = "active"
+	RoleStandby NeighborRole = "standby"
+)
+
 // XDPMode is how the XDP steering program is attached.
 type XDPMode string
 
@@ -135,6 +146,10 @@ type Dataplane struct {
 	// FlowHashSeed seeds the flow hash. Every vipd instance that shares VIPs
 	// behind ECMP must use the same seed so that they agree on every flow.
 	FlowHashSeed uint64 `toml:"flow_hash_seed"`
+	// NeighborRole is the role the box starts in; `vipd active` and
+	// `vipd standby` change it at run time (not kept across restarts: a
+	// box under keepalived starts standby and is made active by it).
+	NeighborRole NeighborRole `toml:"neighbor_role"`
 	// StateFile is where vipd keeps what must outlive a restart: each
 	// previous_owner VIP's backend set before its last change. "" keeps
 	// it in memory only.

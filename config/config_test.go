@@ -72,6 +72,7 @@ func TestValidationErrors(t *testing.T) {
 		{"absurd busy poll budget", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nbusy_poll_usecs = 50\nbusy_poll_budget = 65536 #!", 1), "dataplane.busy_poll_budget", "not 65536"},
 		{"busy poll budget over the ring", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nrx_ring_size = 256\nbusy_poll_usecs = 50\nbusy_poll_budget = 512 #!", 1), "dataplane.busy_poll_budget", "larger than rx_ring_size (256)"},
 		{"xdp mode", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nxdp_mode = \"offload\" #!", 1), "dataplane.xdp_mode", `not "offload"`},
+		{"neighbor role", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nneighbor_role = \"backup\" #!", 1), "dataplane.neighbor_role", `must be "active" or "standby", not "backup"`},
 		{"egress mtu too small for IPv6 DSR", "[dataplane]\ningress = \"eth0\"\negress_mtu = 1300 #!\n[[vip]]\nname = \"v6\"\naddress = \"2001:2::100\"\nport = 80\nmode = \"dsr\"\nencap_source = \"2001:2:1::1\"\n[[vip.backend]]\naddress = \"2001:2:1::11\"\n", "dataplane.egress_mtu", "from 1320"},
 		{"egress mtu too small", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\negress_mtu = 500 #!", 1), "dataplane.egress_mtu", "from 576"},
 		{"string where integer", strings.Replace(base, `ingress = "eth0"`, "ingress = \"eth0\"\nqueues = \"two\" #!", 1), "dataplane.queues", `not the string "two"`},

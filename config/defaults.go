@@ -58,6 +58,7 @@ const (
 	DefaultMinHealthy        = 1 // withdraw a VIP with no backend up
 	DefaultPreviousOwnerTTL  = time.Hour
 	DefaultStateFile         = "/var/lib/vipd/state.json"
+	DefaultNeighborRole      = RoleActive
 )
 
 // Default returns a Config with every default filled in and no VIPs.
@@ -81,6 +82,7 @@ func Default() Config {
 			FastPathRefresh:    Duration(DefaultFastPathRefresh),
 			FlowHashSeed:       DefaultFlowHashSeed,
 			StateFile:          DefaultStateFile,
+			NeighborRole:       DefaultNeighborRole,
 		},
 		Conntrack: Conntrack{
 			Capacity:         DefaultConntrackCapacity,

@@ -116,6 +116,11 @@ func (c *collector) validateDataplane(d *Dataplane, cfg *Config) {
 		c.warnf(p+".busy_poll_budget", "has no effect while busy_poll_usecs is 0 (busy polling off)")
 	}
 	c.validateFastPath(d, &cfg.Conntrack)
+	switch d.NeighborRole {
+	case RoleActive, RoleStandby:
+	default:
+		c.errorf(p+".neighbor_role", "must be %q or %q, not %q", RoleActive, RoleStandby, d.NeighborRole)
+	}
 	switch d.XDPMode {
 	case XDPAuto, XDPNative, XDPGeneric:
 	default:

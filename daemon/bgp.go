@@ -128,6 +128,8 @@ func (d *Daemon) updateRoutesLocked() {
 			st = announceState{why: fmt.Sprintf("workers %v make no progress", d.box.stalled)}
 		case d.box.draining:
 			st = announceState{why: "the box is drained (drain-box)"}
+		case d.role.standby:
+			st = announceState{why: "the box is standby (vipd standby, or neighbor_role)"}
 		case up < v.MinHealthy:
 			st = announceState{why: fmt.Sprintf("%d of %d backends up, min_healthy %d", up, len(v.Backends), v.MinHealthy)}
 		}

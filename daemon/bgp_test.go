@@ -130,6 +130,16 @@ func TestBGPAnnounce(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, isAnnounced, "announced"},
+		{"standby", func() {
+			if ans, err := td.d.SetRole(admin.RoleStandby); err != nil || ans.Routes != "every VIP withdrawn (standby)" {
+				t.Fatalf("SetRole(standby): %+v, %v", ans, err)
+			}
+		}, func() bool { return isWithdrawn() && len(td.plat.lastNeighborVIPs()) == 0 }, "withdrawn: the box is standby"},
+		{"active", func() {
+			if _, err := td.d.SetRole(admin.RoleActive); err != nil {
+				t.Fatal(err)
+			}
+		}, func() bool { return isAnnounced() && len(td.plat.lastNeighborVIPs()) == 1 }, "announced"},
 	}
 	for _, s := range steps {
 		s.act()

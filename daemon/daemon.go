@@ -167,6 +167,9 @@ type Daemon struct {
 	// box is the BGP speaker and the box-wide lame duck (see boxState).
 	// +checklocks:mu
 	box boxState
+	// role is the neighbor role, active or standby (role.go).
+	// +checklocks:mu
+	role roleState
 
 	// The dataplane, under mu: set once, when Run goes live; readers copy
 	// them under mu (dataplaneOf).
@@ -260,7 +263,7 @@ func New(cfg *config.Config, opts Options) *Daemon {
 		cfg: cfg, loadedAt: time.Now(), cfgFile: newConfigFile(opts.ConfigPath),
 		health: map[uint32]control.Status{}, checked: map[uint32]bool{}, drains: map[uint32]bool{}, allDown: map[string]bool{},
 		dirtyVIPs: map[int]bool{}, targets: map[uint32]bool{}, reports: map[uint32]report{},
-		prev: control.NewPrevious(), overrides: map[uint32]override{},
+		prev: control.NewPrevious(), overrides: map[uint32]override{}, role: newRole(cfg),
 	}
 }
 

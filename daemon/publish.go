@@ -179,10 +179,7 @@ func (d *Daemon) publishLocked(why string) error {
 		}
 		d.steerStale = false
 	}
-	if nv := neighborVIPs(d.cfg); !slices.Equal(nv, d.neighborVIPs) {
-		d.opts.Platform.SetNeighborVIPs(nv)
-		d.neighborVIPs = nv
-	}
+	d.applyNeighborsLocked()
 	d.snaps.Store(snap)
 	if fp, ok := d.opts.Platform.(fastPlatform); ok {
 		// Entries computed under the previous snapshot stop serving now.

@@ -132,6 +132,10 @@ func (d *Daemon) reload() (*ReloadReport, error) {
 			delete(d.drains, ref)
 		}
 	}
+	if old.Dataplane.NeighborRole != cfg.Dataplane.NeighborRole {
+		d.log.Warn("neighbor_role changed in the file: it is the role the box starts in; the role now stays until vipd active or vipd standby",
+			"file", cfg.Dataplane.NeighborRole, "role", d.role.name())
+	}
 	d.loadedAt = time.Now()
 	d.reloadOK.Add(1)
 	d.cfgFile.succeeded(data)
@@ -160,6 +164,7 @@ func (d *Daemon) servingLocked() bool {
 func restartOnly(old, new *config.Config) []string {
 	a, b := old.Dataplane, new.Dataplane
 	a.EgressMTU, b.EgressMTU = 0, 0
+	a.NeighborRole, b.NeighborRole = "", "" // the start role: applies at the next start
 	var changed []string
 	if !reflect.DeepEqual(a, b) {
 		changed = append(changed, "dataplane")

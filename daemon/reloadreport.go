@@ -177,7 +177,7 @@ func restartEntries(old, new *config.Config, diff *config.Diff) []string {
 	named := map[string]bool{}
 	for _, c := range diff.Keys {
 		switch {
-		case c.Table == "dataplane" && c.Key == "egress_mtu":
+		case c.Table == "dataplane" && (c.Key == "egress_mtu" || c.Key == "neighbor_role"):
 			continue
 		case c.Table == "dataplane", c.Table == "conntrack", c.Table == "admin", c.Table == "bgp":
 			named[c.Table] = true

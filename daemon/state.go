@@ -57,6 +57,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 		Conntrack: ct.Stats(), BGP: d.bgpStateLocked(peers),
 	}
 	st.ConfigDiffers, st.ConfigError = differs, cfgErr
+	st.Role, st.RoleSince = d.role.name(), d.role.since
 	for i := range d.cfg.VIPs {
 		v := &d.cfg.VIPs[i]
 		vs := admin.VIPState{
@@ -206,6 +207,7 @@ func (d *Daemon) Metrics() *admin.Metrics {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	m.Generation = d.gen
+	m.Role, m.RoleChanges = d.role.name(), d.role.changes
 	m.FastPath = d.fastOn.Load()
 	m.StateErrors = d.stateErrors.Load()
 	m.WorkersStalled, m.WorkerStalls = len(d.box.stalled), d.stallEvents.Load()

@@ -32,8 +32,6 @@ const usage = `usage:
   vipd -config FILE                   run the load balancer
   vipd -check -config FILE            validate FILE and print a summary
   vipd -check-host -config FILE       the same, and check this machine has what FILE names
-  vipd status [-admin ADDR | -config FILE]
-                                      print VIPs, backends and flows (like ipvsadm -Ln)
   vipd status [-json] [-rate] [-admin ADDR | -config FILE]
                                       print VIPs, backends and flows (like ipvsadm -Ln);
                                       -rate: flows, packets and bytes per second (ipvsadm -Ln --rate)
@@ -54,6 +52,9 @@ const usage = `usage:
                                       the BGP sessions and their state
   vipd conns [-client ADDR] [-backend ADDR] [-limit N] [-json] [-admin ADDR | -config FILE] [VIP]
                                       the pinned flows (like ipvsadm -Lnc), at most N (default 1000)
+  vipd active|standby [-socket PATH | -config FILE]
+                                      neighbor role: answer ARP/NDP for the VIPs and announce them, or
+                                      forward what arrives but neither (keepalived's notify script)
   vipd drain-box [-undo] [-no-wait] [-socket PATH | -config FILE]
                                       lame duck (with [bgp]): withdraw every VIP from the routers, keep
                                       forwarding for [bgp] linger, then report drained; -undo announces again
@@ -91,6 +92,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return disableCmd(args[1:], stdout, stderr, args[0] == "disable")
 		case "reload":
 			return reload(args[1:], stdout, stderr)
+		case "active", "standby":
+			return roleCmd(args[0], args[1:], stdout, stderr)
 		case "peers":
 			return peers(args[1:], stdout, stderr)
 		case "top":

@@ -1,0 +1,91 @@
+package admin
+
+import (
+	"bytes"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// roleProvider is a fakeProvider with a neighbor role.
+type roleProvider struct {
+	fakeProvider
+	role string
+}
+
+func (p *roleProvider) SetRole(role string) (*RoleAnswer, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	prev := p.role
+	p.role = role
+	return &RoleAnswer{Role: role, Previous: prev, Since: time.Date(2026, 12, 4, 16, 0, 0, 0, time.UTC), Neighbors: map[string]int{RoleActive: 2}[role]}, nil
+}
+
+// TestRoleHandler: POST /v1/role is served on the socket only, with
+// "active" or "standby" and nothing else; the client prints the outcome;
+// the role is in the status header and in /metrics.
+func TestRoleHandler(t *testing.T) {
+	p := &roleProvider{role: RoleStandby}
+	ro, ctl := Handler(p, ReadOnly), Handler(p, Control)
+	const js = "application/json"
+	for _, tt := range []struct {
+		name string
+		h    http.Handler
+		body string
+		code int
+		want string
+	}{
+		{"read-only listener", ro, `{"role":"active"}`, 403, "vipd active"},
+		{"active", ctl, `{"role":"active"}`, 200, `"previous":"standby"`},
+		{"standby", ctl, `{"role":"standby"}`, 200, `"neighbor_vips":0`},
+		{"unknown role", ctl, `{"role":"master"}`, 400, `want {"role": "active"|"standby"}`},
+		{"unknown field", ctl, `{"role":"active","force":true}`, 400, "want"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := serve(t, tt.h, "POST", "/v1/role", js, tt.body)
+			if code != tt.code || !strings.Contains(body, tt.want) {
+				t.Errorf("%d %q, want %d with %q", code, body, tt.code, tt.want)
+			}
+		})
+	}
+	if code, _ := serve(t, Handler(&fakeProvider{}, Control), "POST", "/v1/role", js, `{"role":"active"}`); code != http.StatusNotImplemented {
+		t.Errorf("no RoleSetter: %d, want 501", code)
+	}
+
+	sock := filepath.Join(t.TempDir(), "admin.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: ctl}
+	go srv.Serve(ln)
+	defer srv.Close()
+	ans, err := SetRole(t.Context(), sock, RoleActive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	WriteRole(&buf, ans)
+	if want := "active since 2026-12-04T16:00:00Z (was standby): answers ARP/NDP for 2 VIP addresses"; !strings.Contains(buf.String(), want) {
+		t.Errorf("WriteRole: %q, want %q", buf.String(), want)
+	}
+	ans, _ = SetRole(t.Context(), sock, RoleActive)
+	buf.Reset()
+	WriteRole(&buf, ans)
+	if !strings.Contains(buf.String(), "(no change)") {
+		t.Errorf("WriteRole, same role: %q", buf.String())
+	}
+
+	buf.Reset()
+	WriteStatus(&buf, &State{Role: RoleStandby})
+	if !strings.Contains(buf.String(), "role standby (answers no ARP/NDP for its VIPs: vipd active)") {
+		t.Errorf("status header: %q", buf.String())
+	}
+	got := gather(t, &Metrics{Role: RoleStandby, RoleChanges: 3}, "vipd_neighbor_role", "role")
+	if got[RoleStandby] != 1 || got[RoleActive] != 0 || len(got) != 2 {
+		t.Errorf("vipd_neighbor_role: %v", got)
+	}
+}
