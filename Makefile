@@ -38,11 +38,13 @@ endef
 # nftables (a backend that resets clients in the outlier test), lintian
 # (the package's test runs it on the .deb), bash-completion (the test of
 # vipd's completion loads it), chromium (the headless browser that loads
-# the status page in its end-to-end test), and promtool (the alerting
+# the status page in its end-to-end test), keepalived (the example
+# keepalived.conf is checked by it; its unit starts nothing without a
+# /etc/keepalived/keepalived.conf), and promtool (the alerting
 # rules' test), taken out of Debian's prometheus package without
 # installing it: the package would start a Prometheus server.
 test-deps: deps
-	$(call apt-need,iproute2:ip bird2:bird bird2:birdc nftables:nft lintian:lintian bash-completion:/usr/share/bash-completion/bash_completion chromium:chromium,the tests need them)
+	$(call apt-need,iproute2:ip bird2:bird bird2:birdc nftables:nft lintian:lintian bash-completion:/usr/share/bash-completion/bash_completion chromium:chromium keepalived:keepalived,the tests need them)
 	@if [ "$$(id -u)" = 0 ] && ! command -v promtool >/dev/null && [ ! -x $(BIN)/tools/promtool ]; then \
 		echo "extracting promtool from Debian's prometheus package into $(BIN)/tools (the rules test needs it; no server is installed)"; \
 		tmp=$$(mktemp -d) && chmod 755 "$$tmp" && \

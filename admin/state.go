@@ -56,9 +56,14 @@ type VIPState struct {
 	// says what the VIP does about it.
 	AllDown   bool   `json:"all_down"`
 	OnAllDown string `json:"on_all_down"`
-	Packets   uint64 `json:"packets"`
-	Bytes     uint64 `json:"bytes"`
-	NewFlows  uint64 `json:"new_flows"`
+	// BackendsUp counts the enabled backends that are up (neither down
+	// nor draining), against the VIP's min_healthy: below it, BGP
+	// withdraws the VIP and `vipd keepalived-check` fails.
+	BackendsUp int    `json:"backends_up"`
+	MinHealthy int    `json:"min_healthy"`
+	Packets    uint64 `json:"packets"`
+	Bytes      uint64 `json:"bytes"`
+	NewFlows   uint64 `json:"new_flows"`
 	// Announce says what BGP does with the VIP: "" without [bgp], "off"
 	// (announce = false), "announced", or "withdrawn: WHY".
 	Announce string `json:"announce,omitempty"`

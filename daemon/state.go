@@ -64,7 +64,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 			Name: v.Name, Address: v.Address.String(), Port: v.Port, Protocol: string(v.Protocol),
 			Mode: string(v.Mode), FlowHash: string(v.FlowHash), TableSize: v.TableSize, Scheduler: v.Scheduler,
 			AllDown: d.allDown[v.Name], OnAllDown: string(v.HealthCheck.OnAllDown),
-			Announce: d.announceNameLocked(v),
+			Announce: d.announceNameLocked(v), BackendsUp: d.backendsUpLocked(i), MinHealthy: v.MinHealthy,
 		}
 		vs.PreviousUntil = d.prev.Until(v, time.Now())
 		var spec *dataplane.VIPSpec

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/jsimonetti/rtnetlink/v2"
+	"golang.org/x/sys/unix"
 )
 
 // Link is the kernel's view of one interface.
@@ -21,7 +22,12 @@ type Link struct {
 	// destinations.
 	MTU int
 	// Addrs are the link's own addresses with their prefix lengths,
-	// unmasked (198.18.0.1/24) and sorted (SortPrefixes).
+	// unmasked (198.18.0.1/24): first its primary addresses, then the
+	// ones that may float — the kernel's secondary addresses (a second
+	// address in a subnet the link has) and host addresses (/32, /128) —
+	// each group sorted (SortPrefixes). The virtual addresses keepalived
+	// adds are of the second kind, so the first address of a link is its
+	// own, whichever box holds a VRRP address at the moment.
 	Addrs []netip.Prefix
 	// Kind is the kind of a virtual link (IFLA_INFO_KIND: "veth",
 	// "bond", "vlan"...), empty for a physical one.
@@ -118,17 +124,25 @@ func FromMessages(lm []rtnetlink.LinkMessage, am []rtnetlink.AddressMessage) []L
 		byIndex[l.Index] = len(links)
 		links = append(links, l)
 	}
+	floating := make([][]netip.Prefix, len(links))
 	for i := range am {
 		p, ok := prefixFromMessage(&am[i])
 		if !ok {
 			continue
 		}
-		if j, ok := byIndex[int(am[i].Index)]; ok {
+		j, ok := byIndex[int(am[i].Index)]
+		switch {
+		case !ok:
+		case am[i].Flags&unix.IFA_F_SECONDARY != 0 || p.Bits() == p.Addr().BitLen():
+			floating[j] = append(floating[j], p)
+		default:
 			links[j].Addrs = append(links[j].Addrs, p)
 		}
 	}
 	for i := range links {
 		SortPrefixes(links[i].Addrs)
+		SortPrefixes(floating[i])
+		links[i].Addrs = append(links[i].Addrs, floating[i]...)
 	}
 	return links
 }

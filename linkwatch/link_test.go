@@ -67,12 +67,20 @@ func TestFromMessages(t *testing.T) {
 			Address: net.ParseIP("198.18.9.2").To4(), Local: net.ParseIP("198.18.9.1").To4()}},
 		{Family: unix.AF_INET, PrefixLength: 8, Index: 1, Attributes: &rtnetlink.AddressAttributes{Local: net.ParseIP("127.0.0.1")}},
 		{Family: unix.AF_INET, PrefixLength: 24, Index: 99}, // unknown link, no attributes: skipped
+		// keepalived's virtual addresses: one in eth0's subnet (the
+		// kernel flags it secondary), one host address; both sort after
+		// eth0's own, though lower.
+		{Family: unix.AF_INET, PrefixLength: 24, Index: 2, Flags: unix.IFA_F_SECONDARY, Attributes: &rtnetlink.AddressAttributes{
+			Address: net.ParseIP("198.18.0.0").To4(), Local: net.ParseIP("198.18.0.0").To4()}},
+		{Family: unix.AF_INET, PrefixLength: 32, Index: 2, Attributes: &rtnetlink.AddressAttributes{
+			Address: net.ParseIP("198.19.0.9").To4(), Local: net.ParseIP("198.19.0.9").To4()}},
 	}
 	got := FromMessages(lm, am)
 	want := []Link{
 		{Index: 1, Name: "lo", MTU: 65536, Addrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/8")}},
 		{Index: 2, Name: "eth0", MAC: macA, MTU: 9000, Addrs: []netip.Prefix{
-			netip.MustParsePrefix("198.18.0.1/24"), netip.MustParsePrefix("2001:2::1/64")}},
+			netip.MustParsePrefix("198.18.0.1/24"), netip.MustParsePrefix("2001:2::1/64"),
+			netip.MustParsePrefix("198.18.0.0/24"), netip.MustParsePrefix("198.19.0.9/32")}},
 		{Index: 3, Name: "tun0", MTU: 1420, Kind: "tun", Addrs: []netip.Prefix{netip.MustParsePrefix("198.18.9.1/32")}},
 	}
 	if !slices.EqualFunc(got, want, Link.Equal) {

@@ -65,6 +65,7 @@ func TestDeb(t *testing.T) {
 		"./usr/share/man/man8/vipd-decap.8.gz",
 		"./usr/share/vipd/grafana-dashboard.json", "./usr/share/vipd/prometheus-rules.yml",
 		"./usr/share/doc/vipd/README.md", "./usr/share/doc/vipd/copyright", "./usr/share/doc/vipd/changelog.gz",
+		"./usr/share/doc/vipd/examples/keepalived.conf",
 		"./usr/share/bash-completion/completions/vipd", "./usr/share/lintian/overrides/vipd",
 	} {
 		if !strings.Contains(contents, " "+path+"\n") {

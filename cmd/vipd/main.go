@@ -54,7 +54,13 @@ const usage = `usage:
                                       the pinned flows (like ipvsadm -Lnc), at most N (default 1000)
   vipd active|standby [-socket PATH | -config FILE]
                                       neighbor role: answer ARP/NDP for the VIPs and announce them, or
-                                      forward what arrives but neither (keepalived's notify script)
+                                      forward what arrives but neither
+  vipd keepalived-notify [-socket PATH | -config FILE] [-state-file FILE] TYPE NAME STATE [PRIORITY]
+                                      keepalived's notify script: MASTER makes the box active, BACKUP,
+                                      FAULT and STOP standby
+  vipd keepalived-check [-socket PATH | -config FILE] [-state-file FILE]
+                                      keepalived's track script: exit 1 while vipd is down, not ready or
+                                      below min_healthy on a VIP; puts the role right for keepalived
   vipd drain-box [-undo] [-no-wait] [-socket PATH | -config FILE]
                                       lame duck (with [bgp]): withdraw every VIP from the routers, keep
                                       forwarding for [bgp] linger, then report drained; -undo announces again
@@ -94,6 +100,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return reload(args[1:], stdout, stderr)
 		case "active", "standby":
 			return roleCmd(args[0], args[1:], stdout, stderr)
+		case "keepalived-notify":
+			return keepalivedNotify(args[1:], stdout, stderr)
+		case "keepalived-check":
+			return keepalivedCheck(args[1:], stdout, stderr)
 		case "peers":
 			return peers(args[1:], stdout, stderr)
 		case "top":
