@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/testbed"
+)
+
+// TestKeepalivedFailover: two vipd boxes on one segment under keepalived (Debian's,
+// with the package's example configuration), no BGP, shared backends;
+// long-lived TCP connections stream both ways through a DSR and a NAT VIP
+// while the active box fails and comes back. No connection table is
+// copied: the other box picks the same backends by Maglev. For each event
+// it logs the connections broken and how long until every connection
+// made progress again, and fails on any broken one.
+func TestKeepalivedFailover(t *testing.T) {
+	requireE2E(t)
+	testbed.RequireKeepalived(t)
+	const perVIP = 150
+	bed := testbed.NewECMPWith(t, 2, testbed.Options{Backends: 3})
+	// NAT backends reply through the VRRP gateway, which moves with the
+	// MASTER (the standard LVS-NAT pair).
+	for _, be := range bed.Backends {
+		be.NS.Must(t, "ip", "route", "replace", "default", "via", testbed.GatewayVRRP)
+	}
+	co := testbed.ConfigOptions{Echo: true, Health: testbed.FastHealth}
+	boxCfg := func(i int) string {
+		cfg := bed.BoxConfig(i, co, "")
+		return strings.Replace(cfg, "[dataplane]\n", "[dataplane]\nneighbor_role = \"standby\"\n", 1)
+	}
+	v := []*testbed.VIPD{bed.StartBox(0, boxCfg(0)), bed.StartBox(1, boxCfg(1))}
+	ka := []*testbed.Keepalived{bed.StartKeepalived(0, 150, true), bed.StartKeepalived(1, 100, true)}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i := range v {
+				t.Logf("box %d keepalived log:\n%s\nvipd log:\n%s", i, tail(ka[i].Log(), 25), tail(v[i].Log(), 25))
+			}
+		}
+	})
+	role := func(i int) string {
+		st, err := v[i].State()
+		if err != nil {
+			return "down"
+		}
+		return st.Role
+	}
+	waitRoles := func(what string, want ...string) time.Time {
+		t.Helper()
+		waitFor(t, patience, what, func() bool { return role(0) == want[0] && role(1) == want[1] })
+		return time.Now()
+	}
+	waitRoles("box 0 active and box 1 standby", admin.RoleActive, admin.RoleStandby)
+	dsr, err := bed.StartEchoFlows(testbed.VIPDSR, perVIP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dsr.Finish()
+	nat, err := bed.StartEchoFlows(testbed.VIPNAT, perVIP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nat.Finish()
+
+	// event waits, after an event at t0, until every connection has made
+	// progress again, and reports the broken ones.
+	event := func(name string, t0, switched time.Time) {
+		t.Helper()
+		bd := dsr.Settle(patience)
+		bn := nat.Settle(patience)
+		flowing := time.Since(t0)
+		t.Logf("%s: broken DSR %d/%d, NAT %d/%d; new active box after %.1f s; every connection moving again after %.1f s",
+			name, len(bd), perVIP, len(bn), perVIP, switched.Sub(t0).Seconds(), flowing.Seconds())
+		if len(bd)+len(bn) > 0 {
+			t.Errorf("%s: connections broke: DSR %s; NAT %s", name, testbed.FirstN(bd, 3), testbed.FirstN(bn, 3))
+		}
+	}
+
+	// 1. vipd on the active box killed (kill -9): its track script fails,
+	// box 1 takes over.
+	t0 := time.Now()
+	v[0].Kill()
+	event("kill -9 vipd on the active box", t0, waitRoles("box 1 active", "down", admin.RoleActive))
+
+	// 2. vipd back on box 0 (as systemd would restart it): it starts
+	// standby, its check passes again, keepalived preempts and makes it
+	// active.
+	t0 = time.Now()
+	v[0] = bed.StartBox(0, boxCfg(0))
+	event("vipd back on box 0, preempting", t0, waitRoles("box 0 active again", admin.RoleActive, admin.RoleStandby))
+
+	// 3. A planned switchover: box 0 steps down (vipd standby, then its
+	// keepalived stopped, which tells the other at once).
+	t0 = time.Now()
+	bed.Boxes[0].Must(t, bed.Bin.VIPD, "standby", "-socket", bed.BoxSocket(0))
+	if err := ka[0].Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	event("planned switchover", t0, waitRoles("box 1 active", admin.RoleStandby, admin.RoleActive))
+}
