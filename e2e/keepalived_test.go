@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -67,13 +69,18 @@ func TestKeepalivedFailover(t *testing.T) {
 
 	// event waits, after an event at t0, until every connection has made
 	// progress again, and reports the broken ones.
+	// A zero switched time: the active box did not change.
 	event := func(name string, t0, switched time.Time) {
 		t.Helper()
 		bd := dsr.Settle(patience)
 		bn := nat.Settle(patience)
 		flowing := time.Since(t0)
-		t.Logf("%s: broken DSR %d/%d, NAT %d/%d; new active box after %.1f s; every connection moving again after %.1f s",
-			name, len(bd), perVIP, len(bn), perVIP, switched.Sub(t0).Seconds(), flowing.Seconds())
+		sw := "the active box unchanged"
+		if !switched.IsZero() {
+			sw = fmt.Sprintf("new active box after %.1f s", switched.Sub(t0).Seconds())
+		}
+		t.Logf("%s: broken DSR %d/%d, NAT %d/%d; %s; every connection moving again after %.1f s",
+			name, len(bd), perVIP, len(bn), perVIP, sw, flowing.Seconds())
 		if len(bd)+len(bn) > 0 {
 			t.Errorf("%s: connections broke: DSR %s; NAT %s", name, testbed.FirstN(bd, 3), testbed.FirstN(bn, 3))
 		}
@@ -100,4 +107,48 @@ func TestKeepalivedFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	event("planned switchover", t0, waitRoles("box 1 active", admin.RoleStandby, admin.RoleActive))
+
+	// 4. Box 0's keepalived back with nopreempt: though its priority is
+	// higher, box 1 stays MASTER and nothing moves.
+	t0 = time.Now()
+	ka[0] = bed.StartKeepalived(0, 150, false)
+	waitFor(t, patience, "box 0's keepalived BACKUP", func() bool { return kaState(bed, 0) == "BACKUP" })
+	if r0, r1 := role(0), role(1); r0 != admin.RoleStandby || r1 != admin.RoleActive {
+		t.Errorf("box 0 back with nopreempt: roles %s and %s, want standby and active", r0, r1)
+	}
+	event("box 0 back with nopreempt (box 1 stays active)", t0, time.Time{})
+
+	// 5. The active box lost entirely: its keepalived and vipd killed and
+	// its links down, as a box that loses power.
+	// The links go first: killed, keepalived's VRRP process gives the
+	// addresses up with a priority-0 advertisement, which a box that
+	// loses power never sends.
+	t0 = time.Now()
+	for _, dev := range []string{"eth0", "eth1"} {
+		bed.Boxes[1].Must(t, "ip", "link", "set", dev, "down")
+	}
+	ka[1].Kill()
+	v[1].Kill()
+	event("the active box lost (keepalived and vipd killed, links down)", t0, waitRoles("box 0 active", admin.RoleActive, "down"))
+
+	// 6. Box 1 back, rebooted (without the VRRP address it held), with
+	// the lower priority: it stays standby.
+	t0 = time.Now()
+	bed.Boxes[1].Must(t, "ip", "addr", "flush", "dev", "eth1", "to", testbed.GatewayVRRP+"/32")
+	for _, dev := range []string{"eth0", "eth1"} {
+		bed.Boxes[1].Must(t, "ip", "link", "set", dev, "up")
+	}
+	v[1] = bed.StartBox(1, boxCfg(1))
+	ka[1] = bed.StartKeepalived(1, 100, true)
+	waitFor(t, patience, "box 1's keepalived BACKUP", func() bool { return kaState(bed, 1) == "BACKUP" })
+	if r0, r1 := role(0), role(1); r0 != admin.RoleActive || r1 != admin.RoleStandby {
+		t.Errorf("box 1 back: roles %s and %s, want active and standby", r0, r1)
+	}
+	event("box 1 back (lower priority: stays standby)", t0, time.Time{})
+}
+
+// kaState is the VRRP state box i's keepalived last notified.
+func kaState(bed *testbed.ECMPBed, i int) string {
+	b, _ := os.ReadFile(bed.KeepalivedState(i))
+	return strings.TrimSpace(string(b))
 }
