@@ -6,7 +6,7 @@ BIN     := bin
 
 DEBVERSION ?= 0.0~git$(subst -,+,$(VERSION))
 
-.PHONY: all deb deps test-deps build test test-busy test-unit test-race test-bench-smoke lint hooks demo demo-ecmp bench pgo pgo-compare clean
+.PHONY: all deb deps test-deps build test test-busy test-unit test-race test-bench-smoke lint hooks demo demo-ecmp demo-ha bench pgo pgo-compare clean
 
 all: build
 
@@ -148,6 +148,14 @@ demo: build
 demo-ecmp: build
 	$(call apt-need,iproute2:ip bird2:bird bird2:birdc,make demo-ecmp needs them)
 	$(GO) run ./testbed/demo-ecmp
+
+# Needs root and keepalived (installed here when missing): two vipd boxes on
+# one segment under keepalived with the package's keepalived.conf, no BGP;
+# vipd killed on the active box while 200 connections stream, and how many
+# broke.
+demo-ha: build
+	$(call apt-need,iproute2:ip keepalived:keepalived,make demo-ha needs them)
+	$(GO) run ./testbed/demo-ha
 
 # Needs root: the in-memory Go benchmarks (pipeline incl. 1M flows,
 # conntrack, hashing), then the packets-per-second rig in throwaway
