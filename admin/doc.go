@@ -19,6 +19,7 @@
 //	POST /v1/override {"vip": NAME, "backend": "ADDR:PORT"} and one of
 //	                 "weight": N, "reset_weight": true, "disabled": true|false
 //	POST /v1/reload  reload the file; answers what changed or every error
+//	POST /v1/role    {"role": "active"|"standby"}: the neighbor role
 //
 // Every endpoint answers 503 until the daemon's workers run. A handler is
 // made for one kind of listener (Access): the TCP listener ([admin]
