@@ -6,7 +6,7 @@ BIN     := bin
 
 DEBVERSION ?= 0.0~git$(subst -,+,$(VERSION))
 
-.PHONY: all deb deps test-deps build test test-busy test-unit test-race test-bench-smoke lint hooks demo demo-ecmp demo-ha bench pgo pgo-compare clean
+.PHONY: all deb deps test-deps build test test-busy test-unit test-race test-bench-smoke lint hooks demo demo-ecmp demo-ha test-failover bench pgo pgo-compare clean
 
 all: build
 
@@ -102,6 +102,11 @@ test-unit:
 
 test-race:
 	$(GO) test -count=1 -race -short -timeout 20m ./...
+
+# Needs root and keepalived (make test-deps): the keepalived failover
+# scenarios five times in a row, as CI runs them after make test.
+test-failover: test-deps
+	$(GO) test -count=5 -run '^TestKeepalivedFailover$$' -timeout 15m ./e2e/
 
 test-bench-smoke:
 	$(GO) test -count=1 -short -run '^$$' -bench . -benchtime=1x -timeout 10m ./...
