@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -103,7 +102,7 @@ func TestKeepalivedFailover(t *testing.T) {
 	// keepalived stopped, which tells the other at once).
 	t0 = time.Now()
 	bed.Boxes[0].Must(t, bed.Bin.VIPD, "standby", "-socket", bed.BoxSocket(0))
-	if err := ka[0].Signal(syscall.SIGTERM); err != nil {
+	if err := ka[0].Stop(); err != nil {
 		t.Fatal(err)
 	}
 	event("planned switchover", t0, waitRoles("box 1 active", admin.RoleStandby, admin.RoleActive))

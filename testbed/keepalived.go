@@ -6,7 +6,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // GatewayVRRP is the NAT backends' default gateway on the keepalived bed:
@@ -85,9 +87,29 @@ func (k *Keepalived) Kill() {
 	}
 }
 
-// Signal sends keepalived sig (SIGTERM: it stops, giving its addresses up
-// with a priority-0 advertisement, which the other box takes at once).
-func (k *Keepalived) Signal(sig os.Signal) error { return k.cmd.Process.Signal(sig) }
+// Stop stops keepalived as its unit would (SIGTERM: it gives its
+// addresses up with a priority-0 advertisement, which the other box takes
+// at once) and waits until it has exited, for at most 10 s (then kills
+// it): a keepalived started again before that finds the old one's pid
+// file and refuses to run.
+func (k *Keepalived) Stop() error {
+	if k.cmd.ProcessState != nil {
+		return nil
+	}
+	if err := k.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { k.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(10 * time.Second):
+		k.cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("keepalived did not stop within 10 s of SIGTERM")
+	}
+}
 
 // Log returns what keepalived logged so far.
 func (k *Keepalived) Log() string { return k.bed.Log(k.name) }
