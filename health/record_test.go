@@ -1,7 +1,6 @@
 package health
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,24 +15,6 @@ import (
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/internal/testkit"
 )
-
-// syncBuf is a log sink safe for the checking goroutines.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestRecordsWhyDown: the record of a failing backend carries the check's
 // error as an operator reads it, when it went down, the check's latency
@@ -50,7 +30,7 @@ func TestRecordsWhyDown(t *testing.T) {
 		}
 		return Result{Err: refused}
 	}
-	var logs syncBuf
+	var logs lockedBuffer
 	r := &reports{last: map[uint32]control.Status{}, n: map[uint32]int{}}
 	m := NewManager(slog.New(slog.NewTextHandler(&logs, nil)), probe, r.report)
 	m.Set([]Target{{Ref: 1, VIP: "web", Label: "198.18.1.11:80", Check: fastCheck()}})
