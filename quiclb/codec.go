@@ -3,6 +3,7 @@ package quiclb
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"encoding/binary"
 	"fmt"
 )
 
@@ -10,10 +11,18 @@ import (
 // nothing escapes to the heap per call. Its zero value is ready; a worker
 // keeps one and never shares it while a call is running.
 type Scratch struct {
-	in, out [aes.BlockSize]byte // one AES block in and out
-	l, r    [aes.BlockSize]byte // Feistel halves (at most 10 octets used)
-	p       [aes.BlockSize + 4]byte
+	out  [aes.BlockSize]byte // AES output
+	l, r half                // Feistel halves
+	p    [aes.BlockSize + 4]byte
 }
+
+// half is one Feistel half, at most 10 octets, in a 16-octet array whose
+// octets past the half's length (and the unused nibble, for odd lengths)
+// are zero, but for the last two: the whole array is the round function's
+// input, expand(plen, pass, half), once round has written plen and pass
+// there. Copying the half into a separate AES input block instead made a
+// four-pass decode about 10% slower (116 against 102 ns here).
+type half [aes.BlockSize]byte
 
 // feistel is the draft's four-round Feistel network over plen octets
 // (5..19 in the draft; the Generator also runs it over a 4..18-octet nonce)
@@ -22,97 +31,89 @@ type feistel struct {
 	block cipher.Block
 	plen  int // plaintext length in octets
 	half  int // plen/2 rounded up; the two halves share an octet when plen is odd
+	// Masks of the octets (and, for odd lengths, nibbles) each half owns,
+	// as two little-endian words: left keeps the middle octet's high
+	// nibble, right its low one.
+	maskL, maskR [2]uint64
 }
 
 func newFeistel(b cipher.Block, plen int) feistel {
-	return feistel{block: b, plen: plen, half: (plen + 1) / 2}
+	f := feistel{block: b, plen: plen, half: (plen + 1) / 2}
+	var ml, mr half
+	for i := 0; i < f.half; i++ {
+		ml[i], mr[i] = 0xff, 0xff
+	}
+	if plen&1 == 1 {
+		ml[f.half-1] = 0xf0
+		mr[0] = 0x0f
+	}
+	f.maskL = [2]uint64{binary.LittleEndian.Uint64(ml[:8]), binary.LittleEndian.Uint64(ml[8:])}
+	f.maskR = [2]uint64{binary.LittleEndian.Uint64(mr[:8]), binary.LittleEndian.Uint64(mr[8:])}
+	return f
 }
 
-// round XORs into dst[:half] the first half octets of
-// AES(expand(plen, pass, src[:half])).
-func (f *feistel) round(dst, src []byte, pass byte, s *Scratch) {
-	in := &s.in
-	*in = [aes.BlockSize]byte{}
-	copy(in[:f.half], src[:f.half])
-	in[14] = byte(f.plen)
-	in[15] = pass
-	f.block.Encrypt(s.out[:], in[:])
-	out := s.out[:f.half]
-	dst = dst[:f.half]
-	for i := range dst {
-		dst[i] ^= out[i]
-	}
-}
-
-// With an odd length, left keeps the high nibble of the middle octet and
-// right its low nibble; the masks keep the other nibble zero after each pass.
-func (f *feistel) maskLeft(l []byte) {
-	if f.plen&1 == 1 {
-		l[f.half-1] &= 0xf0
-	}
-}
-
-func (f *feistel) maskRight(r []byte) {
-	if f.plen&1 == 1 {
-		r[0] &= 0x0f
-	}
+// round is one pass: dst ^= truncate(AES(expand(plen, pass, src)), half),
+// then dst's foreign nibble and tail are cleared with mask (the draft's
+// "clear the first/last four bits" steps).
+func (f *feistel) round(dst, src *half, pass byte, mask *[2]uint64, s *Scratch) {
+	// src is its own expand(): its tail is zero; the length and pass go in
+	// the last two octets, which dst's mask clears again when src is next
+	// written.
+	src[14] = byte(f.plen)
+	src[15] = pass
+	f.block.Encrypt(s.out[:], src[:])
+	le := binary.LittleEndian
+	le.PutUint64(dst[:8], (le.Uint64(dst[:8])^le.Uint64(s.out[:8]))&mask[0])
+	le.PutUint64(dst[8:], (le.Uint64(dst[8:])^le.Uint64(s.out[8:]))&mask[1])
 }
 
 // split loads src[:plen] into s.l and s.r.
-func (f *feistel) split(src []byte, s *Scratch) (l, r []byte) {
-	l, r = s.l[:f.half], s.r[:f.half]
-	copy(l, src[:f.half])
-	copy(r, src[f.plen-f.half:f.plen])
-	f.maskLeft(l)
-	f.maskRight(r)
+func (f *feistel) split(src []byte, s *Scratch) (l, r *half) {
+	l, r = &s.l, &s.r
+	*l, *r = half{}, half{}
+	copy(l[:f.half], src[:f.half])
+	copy(r[:f.half], src[f.plen-f.half:f.plen])
+	l[f.half-1] &= byte(f.maskL[(f.half-1)/8] >> (8 * ((f.half - 1) % 8)))
+	r[0] &= byte(f.maskR[0])
 	return l, r
 }
 
-// join writes l||r (the shared nibble merged when plen is odd) to dst[:plen].
-func (f *feistel) join(dst, l, r []byte) {
+// join writes l||r (the shared octet merged when plen is odd) to dst[:plen].
+func (f *feistel) join(dst []byte, l, r *half) {
+	copy(dst[:f.half], l[:f.half])
 	if f.plen&1 == 1 {
-		copy(dst[:f.half], l)
 		dst[f.half-1] |= r[0]
-		copy(dst[f.half:f.plen], r[1:])
+		copy(dst[f.half:f.plen], r[1:f.half])
 		return
 	}
-	copy(dst[:f.half], l)
-	copy(dst[f.half:f.plen], r)
+	copy(dst[f.half:f.plen], r[:f.half])
 }
 
 // encrypt runs the four passes over src[:plen] into dst[:plen]; dst and src
 // may overlap exactly.
 func (f *feistel) encrypt(dst, src []byte, s *Scratch) {
 	l, r := f.split(src, s)
-	f.round(r, l, 1, s)
-	f.maskRight(r)
-	f.round(l, r, 2, s)
-	f.maskLeft(l)
-	f.round(r, l, 3, s)
-	f.maskRight(r)
-	f.round(l, r, 4, s)
-	f.maskLeft(l)
+	f.round(r, l, 1, &f.maskR, s)
+	f.round(l, r, 2, &f.maskL, s)
+	f.round(r, l, 3, &f.maskR, s)
+	f.round(l, r, 4, &f.maskL, s)
 	f.join(dst, l, r)
 }
 
 // decryptLeft runs passes 4, 3, 2 over src[:plen] and returns left_0 (in
 // s.l) and right_1 (in s.r).
-func (f *feistel) decryptLeft(src []byte, s *Scratch) (l, r []byte) {
+func (f *feistel) decryptLeft(src []byte, s *Scratch) (l, r *half) {
 	l, r = f.split(src, s)
-	f.round(l, r, 4, s)
-	f.maskLeft(l)
-	f.round(r, l, 3, s)
-	f.maskRight(r)
-	f.round(l, r, 2, s)
-	f.maskLeft(l)
+	f.round(l, r, 4, &f.maskL, s)
+	f.round(r, l, 3, &f.maskR, s)
+	f.round(l, r, 2, &f.maskL, s)
 	return l, r
 }
 
 // decrypt runs all four passes back: dst[:plen] = plaintext.
 func (f *feistel) decrypt(dst, src []byte, s *Scratch) {
 	l, r := f.decryptLeft(src, s)
-	f.round(r, l, 1, s)
-	f.maskRight(r)
+	f.round(r, l, 1, &f.maskR, s)
 	f.join(dst, l, r)
 }
 
@@ -187,7 +188,7 @@ func (c *Codec) ServerID(sid, cid []byte, s *Scratch) bool {
 		copy(sid[:c.sidLen], s.out[:])
 	case ThreePass:
 		l, _ := c.f.decryptLeft(body, s)
-		copy(sid[:c.sidLen], l)
+		copy(sid[:c.sidLen], l[:])
 	default:
 		c.f.decrypt(s.p[:], body, s)
 		copy(sid[:c.sidLen], s.p[:])

@@ -156,27 +156,32 @@ func TestEncryptionExampleSteps(t *testing.T) {
 			t.Errorf("%s = %x, want %s", name, got, want)
 		}
 	}
-	step("left_0", l, "31441a90")
-	step("right_0", r, "0c69c275")
-	f.round(r, l, 1, &s)
+	step("left_0", l[:4], "31441a90")
+	step("right_0", r[:4], "0c69c275")
+	f.round(r, l, 1, &f.maskR, &s)
+	step("aes_input 1", l[:], "31441a90000000000000000000000701") // l is its own expand()
 	step("aes_output 1", s.out[:], "a255dd8cdacf01948d3a848c3c7fee23")
-	f.maskRight(r)
-	step("right_1", r, "0e3c1ff9")
-	f.round(l, r, 2, &s)
+	step("right_1", r[:4], "0e3c1ff9")
+	f.round(l, r, 2, &f.maskL, &s)
 	step("aes_output 2", s.out[:], "e5e452cb9e1bedb0b2bf830506bf4c4e")
-	f.maskLeft(l)
-	step("left_1", l, "d4a04850")
-	f.round(r, l, 3, &s)
+	step("left_1", l[:4], "d4a04850")
+	f.round(r, l, 3, &f.maskR, &s)
 	step("aes_output 3", s.out[:], "b7821ab3024fed0913b6a04d18e3216f")
-	f.maskRight(r)
-	step("right_2", r, "09be054a")
-	f.round(l, r, 4, &s)
-	// Erratum: the draft XORs with 0xb3e4357c but its own output (and
-	// result) is 0xb334357c.
+	step("right_2", r[:4], "09be054a")
+	left1 := *l
+	f.round(l, r, 4, &f.maskL, &s)
+	// Erratum: the draft XORs with 0xb3e4357c, but its own aes_output (and
+	// its result, 0x67947d2c before clearing) says 0xb334357c.
 	step("aes_output 4", s.out[:], "b334357cfdf81e3fafe180154eaf7378")
-	step("left_2 before clearing", l, "67947d2c")
-	f.maskLeft(l)
-	step("left_2", l, "67947d20")
+	for i := range 4 {
+		left1[i] ^= s.out[i]
+	}
+	step("left_2 before clearing", left1[:4], "67947d2c")
+	step("left_2", l[:4], "67947d20")
+	// Past its 4 octets, left_2 is zero; right_2 was the last round's
+	// input and carries its expand() tail.
+	step("left_2 array", l[:], "67947d20000000000000000000000000")
+	step("right_2 array", r[:], "09be054a000000000000000000000704")
 	out := make([]byte, 7)
 	f.join(out, l, r)
 	step("ciphertext", out, "67947d29be054a")
