@@ -73,8 +73,10 @@ func (f *feistel) split(src []byte, s *Scratch) (l, r *half) {
 	*l, *r = half{}, half{}
 	copy(l[:f.half], src[:f.half])
 	copy(r[:f.half], src[f.plen-f.half:f.plen])
-	l[f.half-1] &= byte(f.maskL[(f.half-1)/8] >> (8 * ((f.half - 1) % 8)))
-	r[0] &= byte(f.maskR[0])
+	if f.plen&1 == 1 { // the middle octet: high nibble left, low nibble right
+		l[f.half-1] &= 0xf0
+		r[0] &= 0x0f
+	}
 	return l, r
 }
 
@@ -101,7 +103,9 @@ func (f *feistel) encrypt(dst, src []byte, s *Scratch) {
 }
 
 // decryptLeft runs passes 4, 3, 2 over src[:plen] and returns left_0 (in
-// s.l) and right_1 (in s.r).
+// s.l) and right_1 (in s.r). (The draft's decryption pseudocode clears
+// left_1's first bits after computing right_1; it is right_1's, as in
+// encryption step 5, and round does that.)
 func (f *feistel) decryptLeft(src []byte, s *Scratch) (l, r *half) {
 	l, r = f.split(src, s)
 	f.round(l, r, 4, &f.maskL, s)
