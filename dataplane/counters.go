@@ -139,6 +139,16 @@ type Counters struct {
 	// table mid-stream and were given one, and packets sent with one.
 	HintedFlows   uint64
 	HintedPackets uint64
+	// QUIC-LB (quic.go): packets routed by the server ID in their
+	// connection ID, those whose connection-table entry moved to that
+	// server from another backend, ICMP errors steered by the quoted
+	// packet's source connection ID, and, by reason, the packets of
+	// QUIC-LB VIPs (and quoted ones) that fell back to the connection
+	// table and the scheduler.
+	QUICRouted     uint64
+	QUICMoved      uint64
+	QUICICMPRouted uint64
+	QUICFallbacks  [numQUICFallbacks]uint64
 	// Flows offered to the fast path (FastPath.Offer took them), and
 	// flushes of offered flows that failed.
 	FastOffered uint64
@@ -187,6 +197,12 @@ func (c *Counters) add(o *Counters) {
 	c.Stateless += o.Stateless
 	c.HintedFlows += o.HintedFlows
 	c.HintedPackets += o.HintedPackets
+	c.QUICRouted += o.QUICRouted
+	c.QUICMoved += o.QUICMoved
+	c.QUICICMPRouted += o.QUICICMPRouted
+	for i := range c.QUICFallbacks {
+		c.QUICFallbacks[i] += o.QUICFallbacks[i]
+	}
 	c.Batches += o.Batches
 	c.BatchFrames += o.BatchFrames
 	for i := range c.BatchSizes {

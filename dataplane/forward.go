@@ -142,6 +142,11 @@ func (w *Worker) pick(frame []byte, p *pkt, vi int, v *vip) (*backend, uint32) {
 //
 //go:noinline
 func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
+	if v.quic != nil {
+		if b, ref, ok := w.trackQUIC(p, flags, vi, v); ok {
+			return b, ref
+		}
+	}
 	s := w.snap
 	if e, ok := w.lookup(p); ok {
 		w.c.FlowHits++

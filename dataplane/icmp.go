@@ -53,7 +53,18 @@ func (w *Worker) tooBigReply(d *Desc, e *l2, o, n int, etherType uint16) {
 func (w *Worker) steerTo(d *Desc, frame []byte, f *packet.Frame, q *quoted, k *conntrack.Key, h, hp uint64, vi int32) {
 	s := w.snap
 	v := &s.vips[vi]
-	b, handed := w.owner(d, k, h, hp, int(vi), v)
+	var b *backend
+	if v.quic != nil && q.proto == packet.ProtoUDP {
+		// The quoted payload: the ICMP error's after its 8-byte header.
+		at := f.L4Off + 8
+		if o := at + q.l4Off + packet.UDPSize; o <= at+q.end && at+q.end <= len(frame) {
+			b = w.quicOwner(v, frame[o:at+q.end], int(vi))
+		}
+	}
+	handed := false
+	if b == nil {
+		b, handed = w.owner(d, k, h, hp, int(vi), v)
+	}
 	if handed {
 		return
 	}

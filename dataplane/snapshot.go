@@ -230,6 +230,9 @@ type vip struct {
 	bound       float64
 	weights     []uint32
 	totalWeight int64
+
+	// quic is the VIP's QUIC-LB routing (VIPSpec.QUIC), nil if off.
+	quic *quicVIP
 }
 
 type backend struct {
@@ -494,6 +497,7 @@ func (prev *Snapshot) sameAddressing(spec *Spec, local []netip.Addr, same []bool
 		same[i] = identical && a.ID == b.ID && a.Name == b.Name && a.SrcHash == b.SrcHash && a.TableSize == b.TableSize &&
 			slices.Equal(a.Previous, b.Previous) && a.PreviousUDP == b.PreviousUDP
 		same[i] = same[i] && a.Scheduler == b.Scheduler && a.LoadBound == b.LoadBound // sched.go
+		same[i] = same[i] && a.QUIC == b.QUIC                                         // quic.go
 	}
 	return steady
 }
@@ -656,6 +660,9 @@ func (s *Snapshot) addBackends(i int, vs *VIPSpec, v *vip, classify bool, prev *
 		}
 	}
 	v.setSched(vs, members)
+	if err := s.setQUIC(vs, v, prev); err != nil {
+		return err
+	}
 	mt, err := prev.tableFor(vs.ID, vs.TableSize, members)
 	if err != nil {
 		return fmt.Errorf("%w: VIP %q: %v", ErrSpec, vs.Name, err)

@@ -1,6 +1,10 @@
 package dataplane
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"github.com/vipd/vipd/quiclb"
+)
 
 // Mode is how a VIP's packets reach its backends.
 type Mode uint8
@@ -109,6 +113,30 @@ type VIPSpec struct {
 	// expires.
 	Previous    []PreviousBackend
 	PreviousUDP bool
+
+	// QUIC, when not nil, routes the VIP's QUIC packets by the server ID
+	// in their destination connection ID (QUIC-LB, quic.go). UDP VIPs
+	// only. The caller builds it once per configuration (its Decoder holds
+	// the AES key schedules) and passes the same pointer while the
+	// configuration stands: a snapshot rebuilt for a health change then
+	// reuses the VIP's server ID table.
+	QUIC *QUICSpec
+}
+
+// QUICSpec is a VIP's QUIC-LB routing: the configurations, and which
+// backend each server ID names.
+type QUICSpec struct {
+	Decoder *quiclb.Decoder
+	Servers []QUICServer
+}
+
+// QUICServer assigns a server ID of configuration Rotation to the backend
+// Ref (one of the VIP's BackendSpec.Ref). A backend may hold one per
+// configuration; an ID names one backend per configuration.
+type QUICServer struct {
+	Ref      uint32
+	Rotation uint8
+	ID       string // the server ID's octets, ServerIDLen of them
 }
 
 // PreviousBackend is a member of a VIP's previous Maglev table.

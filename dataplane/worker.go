@@ -100,6 +100,10 @@ type Worker struct {
 	// for a client packet it finds a previous owner for, reset by act for
 	// every packet, read by the DSR encapsulation.
 	hint int32
+	// quic is the worker's QUIC-LB scratch (quic.go): the server ID a
+	// decode found, and the AES buffers, kept here so that nothing a
+	// decode touches escapes to the heap per packet.
+	quic quicScratch
 
 	// What classify found for each frame of the batch (ProcessBatch), and
 	// for a frame processed alone (Process, relayed errors).
