@@ -310,8 +310,12 @@ type VIP struct {
 	// gratuitous announcements. Unset in the file, it is the opposite of
 	// Announce: a routed VIP is not on the router's segment, and several
 	// boxes may share that segment. Load fills it in.
-	NeighborAnnounce *bool     `toml:"neighbor_announce"`
-	Backends         []Backend `toml:"backend"`
+	NeighborAnnounce *bool `toml:"neighbor_announce"`
+	// QUICLB routes the VIP's QUIC packets by the server ID that its
+	// backends encode in their connection IDs (quiclb.go). UDP VIPs only;
+	// nil when the file has no [vip.quic_lb].
+	QUICLB   *QUICLB   `toml:"quic_lb"`
+	Backends []Backend `toml:"backend"`
 
 	// Scheduling (sched.go). LoadBound is maglev_bounded's bound on a
 	// backend's active flows, a multiple of its weighted share.
@@ -444,6 +448,10 @@ type Backend struct {
 	Port   uint16       `toml:"port"`
 	Weight uint32       `toml:"weight"`
 	State  BackendState `toml:"state"`
+	// QUICLBServerIDs are the backend's QUIC-LB server IDs, by
+	// configuration (rotation codepoint): quic_lb_server_ids = { 0 =
+	// "0a01" }.
+	QUICLBServerIDs ServerIDs `toml:"quic_lb_server_ids"`
 }
 
 // Weight limits. Weights are relative; 0 is not a weight: a backend that

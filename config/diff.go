@@ -161,6 +161,9 @@ func (d *Diff) diffBackends(vip string, a, b []Backend) {
 		if ob.State != nb.State {
 			d.Keys = append(d.Keys, Change{Table: "vip " + strconv.Quote(vip), Key: "backend " + k + " state", Old: printValue(reflect.ValueOf(ob.State)), New: printValue(reflect.ValueOf(nb.State))})
 		}
+		if !reflect.DeepEqual(ob.QUICLBServerIDs, nb.QUICLBServerIDs) {
+			d.Keys = append(d.Keys, Change{Table: "vip " + strconv.Quote(vip), Key: "backend " + k + " quic_lb_server_ids", Old: ob.QUICLBServerIDs.String(), New: nb.QUICLBServerIDs.String()})
+		}
 	}
 	for i := range a {
 		if k := id(&a[i]); !news[k] {
@@ -186,6 +189,12 @@ func diffStruct(out *[]Change, table, prefix string, a, b reflect.Value) {
 		}
 		x, y := a.Field(i), b.Field(i)
 		switch {
+		case f.Type == reflect.TypeFor[*QUICLB]():
+			// One change for the table, its configurations summed up.
+			if !reflect.DeepEqual(x.Interface(), y.Interface()) {
+				*out = append(*out, Change{Table: table, Key: prefix + name, Old: x.Interface().(*QUICLB).summary(), New: y.Interface().(*QUICLB).summary()})
+			}
+			continue
 		case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
 			continue // VIPs, backends, peers
 		case f.Type.Kind() == reflect.Struct && !leaf(f.Type):
@@ -243,6 +252,8 @@ func printValue(v reflect.Value) string {
 		return strconv.Quote(x.String())
 	case Duration:
 		return strconv.Quote(x.String())
+	case ServerIDs:
+		return x.String()
 	}
 	switch v.Kind() {
 	case reflect.Pointer:

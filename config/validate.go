@@ -397,6 +397,7 @@ func (c *collector) validateVIP(p string, v *VIP) {
 	c.validateHealthCheck(p, v)
 	c.validateOutlier(p, v)
 	c.validateBackends(p, v)
+	c.validateQUICLB(p, v)
 }
 
 // validateEncap checks encap, gue_port and encap_source_prefix. The
