@@ -141,6 +141,9 @@ func WriteStatus(w io.Writer, st *State) error {
 		if !v.PreviousUntil.IsZero() {
 			flags += ",previous-owner until " + v.PreviousUntil.Format(time.RFC3339)
 		}
+		if q := v.QUICLB; q != nil {
+			flags += ",quic-lb " + quicFlag(q)
+		}
 		sched := v.Scheduler
 		if sched == "" {
 			sched = "maglev"
@@ -171,6 +174,19 @@ func WriteStatus(w io.Writer, st *State) error {
 	writeOverrides(w, st)
 	writeBGP(w, st)
 	return nil
+}
+
+// quicFlag sums up a VIP's QUIC-LB routing for the status table: "off",
+// or its configurations, like "0:plaintext,1:three-pass".
+func quicFlag(q *QUICLBState) string {
+	if !q.Enabled {
+		return "off"
+	}
+	parts := make([]string, len(q.Configs))
+	for i, c := range q.Configs {
+		parts[i] = fmt.Sprintf("%d:%s", c.Rotation, c.Form)
+	}
+	return strings.Join(parts, ",")
 }
 
 func hostPort(addr string, port uint16) string {

@@ -67,6 +67,8 @@ var (
 	dGeneration  = desc("snapshot_generation", "Snapshots published since start.")
 	dRole        = desc("neighbor_role", "1 for the box's neighbor role now (active: answers ARP/NDP for its VIPs and announces them; standby: neither), 0 for the other.", "role")
 	dRoleChanges = desc("neighbor_role_changes_total", "Switches of the neighbor role since start (vipd active, vipd standby).")
+	dQUICRouted  = desc("quic_lb_routed_total", "Packets of QUIC-LB VIPs routed by the server ID in their connection ID (what=packets), those of them whose connection-table entry moved to that server from another backend (what=moved), and ICMP errors steered by the quoted packet's source connection ID (what=icmp).", "what")
+	dQUICFall    = desc("quic_lb_fallback_total", "Packets of QUIC-LB VIPs (and quoted ones, in ICMP errors) that the connection ID did not route, by reason; they took the connection table and the scheduler.", "reason")
 	dHints       = desc("previous_owner_hints_total", "Previous-owner hints: flows that missed the connection table mid-stream and were given one (flows), and packets sent with one (packets).", "what")
 	dPrevUntil   = desc("vip_previous_owner_expiry_seconds", "When the VIP's previous backend set (previous_owner) expires, in Unix seconds; absent while it has none.", "vip")
 	dStateErrors = desc("state_file_errors_total", "Reads and writes of [dataplane] state_file that failed.")
@@ -128,6 +130,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(dRepicked, sum.Repicked)
 	counter(dReused, sum.Reused)
 	counter(dStateless, sum.Stateless)
+	counter(dQUICRouted, sum.QUICRouted, "packets")
+	counter(dQUICRouted, sum.QUICMoved, "moved")
+	counter(dQUICRouted, sum.QUICICMPRouted, "icmp")
+	for _, r := range dataplane.QUICFallbacks() {
+		counter(dQUICFall, sum.QUICFallbacks[r], r.String())
+	}
 	counter(dHints, sum.HintedFlows, "flows")
 	counter(dHints, sum.HintedPackets, "packets")
 	for name, t := range m.PreviousUntil {

@@ -75,6 +75,24 @@ type VIPState struct {
 	// sums the backends' flows.
 	Rates       Rates `json:"rates"`
 	ActiveFlows int   `json:"active_flows"`
+	// QUICLB is the VIP's QUIC-LB routing ([vip.quic_lb]), nil without.
+	QUICLB *QUICLBState `json:"quic_lb,omitempty"`
+}
+
+// QUICLBState is a VIP's QUIC-LB routing. Keys are never shown.
+type QUICLBState struct {
+	Enabled bool                `json:"enabled"`
+	Configs []QUICLBConfigState `json:"configs"`
+}
+
+// QUICLBConfigState is one QUIC-LB configuration.
+type QUICLBConfigState struct {
+	Rotation    int `json:"rotation"`
+	ServerIDLen int `json:"server_id_len"`
+	NonceLen    int `json:"nonce_len"`
+	// Form is how its server IDs decode: "plaintext", "single-pass"
+	// (one AES block), "three-pass" or "four-pass" (the Feistel network).
+	Form string `json:"form"`
 }
 
 // BackendState is one backend in State.
@@ -116,6 +134,9 @@ type BackendState struct {
 	StateSince       time.Time `json:"state_since,omitzero"`
 	LastCheckSeconds float64   `json:"last_check_seconds"`
 	Rates            Rates     `json:"rates"`
+	// QUICServerIDs are the backend's QUIC-LB server IDs in hex, by
+	// configuration codepoint ("0": "0a01").
+	QUICServerIDs map[string]string `json:"quic_lb_server_ids,omitempty"`
 }
 
 // Metrics is the raw material of /metrics, taken in one go.

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"sort"
 
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/dataplane"
+	"github.com/vipd/vipd/quiclb"
 )
 
 // Host is what the box's kernel knows that a snapshot needs: each port's
@@ -110,13 +112,17 @@ type Plan struct {
 	refs   [][]uint32 // by VIP index, backend index
 	epochs [][]uint32
 	vipOf  map[uint32]int // ref → VIP index
+	// quic is each VIP's QUIC-LB routing (nil: off), built once per
+	// configuration: every snapshot of the configuration shares it, AES
+	// key schedules and all.
+	quic []*dataplane.QUICSpec
 }
 
 // NewPlan resolves cfg's identities in reg, assigning new ones on first
 // sight.
 func NewPlan(cfg *config.Config, reg *Registry) (*Plan, error) {
 	p := &Plan{cfg: cfg, ids: make([]uint16, len(cfg.VIPs)), refs: make([][]uint32, len(cfg.VIPs)),
-		epochs: make([][]uint32, len(cfg.VIPs)), vipOf: map[uint32]int{}}
+		epochs: make([][]uint32, len(cfg.VIPs)), vipOf: map[uint32]int{}, quic: make([]*dataplane.QUICSpec, len(cfg.VIPs))}
 	for i := range cfg.VIPs {
 		v := &cfg.VIPs[i]
 		id, err := reg.VIPID(VIPKey(v))
@@ -131,8 +137,47 @@ func NewPlan(cfg *config.Config, reg *Registry) (*Plan, error) {
 			p.refs[i][j], p.epochs[i][j] = ref, epoch
 			p.vipOf[ref] = i
 		}
+		q, err := quicSpec(v, p.refs[i])
+		if err != nil {
+			return nil, fmt.Errorf("VIP %q: %w", v.Name, err)
+		}
+		p.quic[i] = q
 	}
 	return p, nil
+}
+
+// quicSpec builds VIP v's QUIC-LB routing, nil when it has none or it is
+// off; refs are its backends' references.
+func quicSpec(v *config.VIP, refs []uint32) (*dataplane.QUICSpec, error) {
+	q := v.QUICLB
+	if q == nil || !q.Enabled {
+		return nil, nil
+	}
+	codecs := make([]*quiclb.Codec, 0, len(q.Configs))
+	for i := range q.Configs {
+		c, err := quiclb.NewCodec(q.Configs[i].Quiclb())
+		if err != nil {
+			return nil, fmt.Errorf("QUIC-LB configuration %d: %w", q.Configs[i].Rotation, err)
+		}
+		codecs = append(codecs, c)
+	}
+	dec, err := quiclb.NewDecoder(codecs...)
+	if err != nil {
+		return nil, fmt.Errorf("QUIC-LB: %w", err)
+	}
+	qs := &dataplane.QUICSpec{Decoder: dec}
+	for j := range v.Backends {
+		ids := v.Backends[j].QUICLBServerIDs
+		rots := make([]int, 0, len(ids))
+		for rot := range ids {
+			rots = append(rots, int(rot))
+		}
+		sort.Ints(rots) // a stable order, for tests and diffs
+		for _, rot := range rots {
+			qs.Servers = append(qs.Servers, dataplane.QUICServer{Ref: refs[j], Rotation: uint8(rot), ID: string(ids[uint8(rot)])})
+		}
+	}
+	return qs, nil
 }
 
 // Config returns the configuration the plan was made for.
@@ -179,6 +224,7 @@ func (p *Plan) VIP(i int, host *Host, status func(ref uint32) Status) (vs datapl
 	vs = dataplane.VIPSpec{
 		ID: p.ids[i], Name: v.Name, Addr: v.Address, Port: v.Port, Proto: v.Protocol.Number(),
 		SrcHash: v.FlowHash == config.HashSrcIP, TableSize: v.TableSize,
+		QUIC: p.quic[i],
 	}
 	// Scheduling (issue 16): config validated the name.
 	vs.Scheduler, _ = dataplane.ParseScheduler(v.Scheduler)

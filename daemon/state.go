@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"sync"
 	"time"
 
@@ -67,6 +69,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 			Announce: d.announceNameLocked(v), BackendsUp: d.backendsUpLocked(i), MinHealthy: v.MinHealthy,
 		}
 		vs.PreviousUntil = d.prev.Until(v, time.Now())
+		vs.QUICLB = quicState(v.QUICLB)
 		var spec *dataplane.VIPSpec
 		if d.spec != nil && i < len(d.spec.VIPs) {
 			spec = &d.spec.VIPs[i]
@@ -91,6 +94,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 			bs.Override = d.overrides[ref].admin()
 			addRecord(&bs, records, ref)
 			bs.Rates = d.rates.backend(ref)
+			bs.QUICServerIDs = quicServerIDs(b.QUICLBServerIDs)
 			vs.ActiveFlows += bs.ActiveFlows
 			if spec != nil && j < len(spec.Backends) {
 				sb := spec.Backends[j]
@@ -320,4 +324,29 @@ func (d *Daemon) Where(vipName, client string, port uint16) (*admin.WhereAnswer,
 		}
 	}
 	return ans, nil
+}
+
+// quicState is q for /v1/state, nil when the VIP has no QUIC-LB.
+func quicState(q *config.QUICLB) *admin.QUICLBState {
+	if q == nil {
+		return nil
+	}
+	st := &admin.QUICLBState{Enabled: q.Enabled}
+	for i := range q.Configs {
+		c := &q.Configs[i]
+		st.Configs = append(st.Configs, admin.QUICLBConfigState{Rotation: c.Rotation, ServerIDLen: c.ServerIDLen, NonceLen: c.NonceLen, Form: c.Quiclb().Form().String()})
+	}
+	return st
+}
+
+// quicServerIDs is ids for /v1/state: hex by codepoint.
+func quicServerIDs(ids config.ServerIDs) map[string]string {
+	if len(ids) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(ids))
+	for rot, id := range ids {
+		m[strconv.Itoa(int(rot))] = hex.EncodeToString(id)
+	}
+	return m
 }
