@@ -117,7 +117,8 @@ func checkProcess(t *testing.T, spec *Spec, h *harness, frame []byte) bool {
 // fuzzSpec is the configuration FuzzProcess runs: testSpec with a smaller
 // egress MTU (so fragmentation and frag-needed paths run), on-link clients
 // with a known MAC, a local address besides the ports' own, the IPv6
-// DSR VIP in GUE with a previous table, and every scheduler.
+// DSR VIP in GUE with a previous table, every scheduler, and the QUIC-LB
+// VIPs.
 func fuzzSpec() *Spec {
 	spec := testSpec()
 	spec.MTU[PortEgress] = 1400
@@ -147,6 +148,8 @@ func fuzzSpec() *Spec {
 			}
 		}
 	}
+	// And the QUIC-LB VIPs, NAT and DSR (quic_test.go).
+	spec.VIPs = append(spec.VIPs, quicVIPs(nil)...)
 	return spec
 }
 
@@ -296,6 +299,12 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 	add(routed6(build(t, pk{src: client6, dst: vipNAT6, sport: 1000, dport: 80, flags: "S"}), 1))
 	add(routed6(build(t, pk{src: client6, dst: vipDSR6, sport: 1000, dport: 80, flags: "S"}), 0))
 	add(sourceRouted4(build(t, pk{src: client4, dst: vipNAT4, sport: 1000, dport: 80, flags: "S"}), 4))
+	// QUIC-LB (quic_test.go): a routable 1-RTT packet, a client's Initial,
+	// and an ICMP error quoting a server's Handshake packet.
+	add(quicPacket(t, vipQUIC4, 1000, shortHeader(serverCID(t, 1, 2, 7))))
+	add(quicPacket(t, vipQUICDSR4, 1000, longHeader(0, []byte{1, 2, 3, 4, 5, 6, 7, 8}, []byte{8, 7, 6, 5, 4, 3, 2, 1})))
+	q := build(t, pk{src: vipQUIC4, dst: client4, sport: 443, dport: 1000, proto: layers.IPProtocolUDP, payload: longHeader(2, []byte{9, 9, 9, 9, 9, 9, 9, 9}, serverCID(t, 0, 1, 3))})
+	add(icmpError(t, router4, vipQUIC4, q[14:14+ipLen(q[14:])]))
 	return s
 }
 

@@ -29,10 +29,47 @@ type quicVIP struct {
 	ids [quiclb.NumConfigs]map[string]uint32
 }
 
-// quicScratch is a worker's buffers for decoding.
+// quicScratch is a worker's buffers for decoding, and its memo: the last
+// short-header connection ID that decoded routable, by which decoder, and
+// to what. A burst of one connection's packets (a batch holds many) then
+// pays one decode (up to four AES passes) and a compare per packet after
+// it. Decoding is a pure function of the decoder and the ID, so the memo
+// needs no invalidation beyond the decoder's identity.
 type quicScratch struct {
 	sid [quiclb.MaxServerIDLen]byte
 	s   quiclb.Scratch
+
+	memoDec *quiclb.Decoder
+	memoCID [quiclb.MaxCIDLen]byte
+	memoLen int
+	memoRot uint8
+	memoN   int
+	memoSID [quiclb.MaxServerIDLen]byte
+}
+
+// route is q's decoder's Route of payload into w.quic.sid, through the
+// memo for short headers.
+func (sc *quicScratch) route(dec *quiclb.Decoder, payload []byte) (uint8, int, quiclb.Verdict) {
+	if len(payload) < 2 || payload[0]&0x80 != 0 {
+		return dec.Route(payload, sc.sid[:], &sc.s)
+	}
+	c := dec.Codec(payload[1] >> 5)
+	if c == nil || len(payload) < 1+c.CIDLen() {
+		return dec.Route(payload, sc.sid[:], &sc.s)
+	}
+	l := c.CIDLen()
+	cid := payload[1 : 1+l]
+	if sc.memoDec == dec && sc.memoLen == l && string(cid) == string(sc.memoCID[:l]) {
+		copy(sc.sid[:], sc.memoSID[:sc.memoN])
+		return sc.memoRot, sc.memoN, quiclb.Routable
+	}
+	rot, n, v := dec.Route(payload, sc.sid[:], &sc.s)
+	if v == quiclb.Routable && l <= len(sc.memoCID) && n <= len(sc.memoSID) {
+		sc.memoDec, sc.memoLen, sc.memoRot, sc.memoN = dec, l, rot, n
+		copy(sc.memoCID[:], cid)
+		copy(sc.memoSID[:], sc.sid[:n])
+	}
+	return rot, n, v
 }
 
 // QUICFallback says why a packet for a QUIC-LB VIP was not routed by its
@@ -164,7 +201,7 @@ func (w *Worker) quicServer(q *quicVIP, payload []byte, source bool, vi int) (*b
 	if source {
 		rot, n, v = q.dec.RouteSource(payload, sc.sid[:], &sc.s)
 	} else {
-		rot, n, v = q.dec.Route(payload, sc.sid[:], &sc.s)
+		rot, n, v = sc.route(q.dec, payload)
 	}
 	if v != quiclb.Routable {
 		return nil, 0, fallbackOf(v)

@@ -37,19 +37,27 @@ const (
 // quicSID is backend i's server ID in configuration rot.
 func quicSID(rot uint8, i int) string { return string([]byte{0xa0 + rot, byte(i + 1)}) }
 
-func quicSpecOf(t testing.TB, bs []BackendSpec) *QUICSpec {
-	t.Helper()
+// quicSpecOf is the QUICSpec of a QUIC VIP over bs: backend i holds
+// quicSID(rot, i) in each configuration. tb may be nil (fuzzSpec): then
+// it panics on error.
+func quicSpecOf(tb testing.TB, bs []BackendSpec) *QUICSpec {
+	fail := func(err error) {
+		if tb == nil {
+			panic(err)
+		}
+		tb.Fatal(err)
+	}
 	var codecs []*quiclb.Codec
 	for _, c := range quicConfigs {
 		codec, err := quiclb.NewCodec(c)
 		if err != nil {
-			t.Fatal(err)
+			fail(err)
 		}
 		codecs = append(codecs, codec)
 	}
 	dec, err := quiclb.NewDecoder(codecs...)
 	if err != nil {
-		t.Fatal(err)
+		fail(err)
 	}
 	q := &QUICSpec{Decoder: dec}
 	for i, b := range bs {
@@ -60,15 +68,20 @@ func quicSpecOf(t testing.TB, bs []BackendSpec) *QUICSpec {
 	return q
 }
 
+// quicVIPs are the two QUIC VIPs (tb as for quicSpecOf).
+func quicVIPs(tb testing.TB) []VIPSpec {
+	nat := backends("198.18.1.5", 40, 4433)
+	dsr := backends("198.18.1.6", 43, 0)
+	return []VIPSpec{
+		{ID: idQUIC4, Name: "quic4", Addr: vipQUIC4, Port: 443, Proto: 17, Mode: ModeNAT, TableSize: 65537, Backends: nat, QUIC: quicSpecOf(tb, nat)},
+		{ID: idQUICDSR4, Name: "quicdsr4", Addr: vipQUICDSR4, Port: 443, Proto: 17, Mode: ModeDSR, TableSize: 65537, EncapSrc: encap4, Backends: dsr, QUIC: quicSpecOf(tb, dsr)},
+	}
+}
+
 // quicTestSpec is testSpec with the two QUIC VIPs.
 func quicTestSpec(t testing.TB) *Spec {
 	spec := testSpec()
-	nat := backends("198.18.1.5", 40, 4433)
-	dsr := backends("198.18.1.6", 43, 0)
-	spec.VIPs = append(spec.VIPs,
-		VIPSpec{ID: idQUIC4, Name: "quic4", Addr: vipQUIC4, Port: 443, Proto: 17, Mode: ModeNAT, TableSize: 65537, Backends: nat, QUIC: quicSpecOf(t, nat)},
-		VIPSpec{ID: idQUICDSR4, Name: "quicdsr4", Addr: vipQUICDSR4, Port: 443, Proto: 17, Mode: ModeDSR, TableSize: 65537, EncapSrc: encap4, Backends: dsr, QUIC: quicSpecOf(t, dsr)},
-	)
+	spec.VIPs = append(spec.VIPs, quicVIPs(t)...)
 	return spec
 }
 
@@ -378,24 +391,31 @@ func TestQUICAllocs(t *testing.T) {
 	}
 }
 
-// BenchmarkQUICHit is BenchmarkHit for a QUIC VIP's 1-RTT packets of one
-// connection, with QUIC-LB off (the 4-tuple alone) and on in each form:
-// plaintext, and the encrypted configuration (2 + 6 octets: three AES
-// passes to decode). Compare the variants of one run: this machine is
-// noisy.
+// BenchmarkQUICHit is BenchmarkHit for a QUIC VIP's 1-RTT packets, with
+// QUIC-LB off (the 4-tuple alone) and on in each form: plaintext, and the
+// encrypted configuration (2 + 6 octets: three AES passes to decode).
+// Each batch is one connection's burst (the worker's memo decodes its ID
+// once), or 64 connections' packets in turn (every packet decoded).
+// Compare the variants of one run: this machine is noisy.
 func BenchmarkQUICHit(b *testing.B) {
 	for _, tc := range []struct {
-		name string
-		on   bool
-		rot  uint8
-	}{{"off", false, 0}, {"plaintext", true, 0}, {"three-pass", true, 1}} {
+		name  string
+		on    bool
+		rot   uint8
+		conns int // connections whose packets alternate (1: a burst of one)
+	}{{"off", false, 0, 1}, {"plaintext", true, 0, 1}, {"three-pass", true, 1, 1},
+		{"off/64conns", false, 0, 64}, {"plaintext/64conns", true, 0, 64}, {"three-pass/64conns", true, 1, 64}} {
 		b.Run(tc.name, func(b *testing.B) {
 			spec := quicTestSpec(b)
 			if !tc.on {
 				spec.VIPs[len(spec.VIPs)-2].QUIC = nil
 			}
 			h := newHarness(b, spec)
-			frame := quicPacket(b, vipQUIC4, 1000, shortHeader(serverCID(b, tc.rot, 1, 42)))
+			frames := make([][]byte, tc.conns)
+			for i := range frames {
+				frames[i] = quicPacket(b, vipQUIC4, 1000+uint16(i), shortHeader(serverCID(b, tc.rot, i%3, 42+uint32(i))))
+			}
+			frame := frames[0]
 			const batchSize = 64
 			descs := make([]Desc, batchSize)
 			bufs := make([][]byte, batchSize)
@@ -404,7 +424,7 @@ func BenchmarkQUICHit(b *testing.B) {
 			}
 			fill := func() {
 				for i := range descs {
-					copy(bufs[i][Headroom:], frame)
+					copy(bufs[i][Headroom:], frames[i%len(frames)])
 					descs[i] = Desc{Buf: bufs[i], Off: Headroom, Len: len(frame)}
 				}
 			}
@@ -429,5 +449,53 @@ func BenchmarkQUICHit(b *testing.B) {
 			b.ReportMetric(float64(el.Nanoseconds())/float64(n), "ns/pkt")
 			b.ReportMetric(float64(n)/el.Seconds(), "pkt/s")
 		})
+	}
+}
+
+// TestQUICMemo: the worker's memo of the last decoded ID never answers for
+// another ID, nor for the same ID under another decoder (a reload with a
+// new key).
+func TestQUICMemo(t *testing.T) {
+	spec := quicTestSpec(t)
+	vi := len(spec.VIPs) - 2
+	bs := spec.VIPs[vi].Backends
+	h := newHarness(t, spec)
+	a, b := serverCID(t, 1, 0, 1), serverCID(t, 1, 1, 1)
+	for i, cid := range [][]byte{a, a, b, b, a, b, a} {
+		want := bs[0].Addr
+		if &cid[0] == &b[0] {
+			want = bs[1].Addr
+		}
+		if got := sentTo(t, h, quicPacket(t, vipQUIC4, uint16(21000+i), shortHeader(cid))); got != want {
+			t.Fatalf("packet %d: to %v, want %v", i, got, want)
+		}
+	}
+	// The same ID under another key decodes to another server ID: the
+	// fallback, not the memo's answer.
+	other := quicTestSpec(t)
+	codecs := []*quiclb.Codec{}
+	for _, c := range quicConfigs {
+		if c.Key != nil {
+			c.Key = append([]byte(nil), c.Key...)
+			c.Key[0] ^= 1
+		}
+		codec, err := quiclb.NewCodec(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codecs = append(codecs, codec)
+	}
+	dec, err := quiclb.NewDecoder(codecs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := *other.VIPs[vi].QUIC
+	q.Decoder = dec
+	other.VIPs[vi].QUIC = &q
+	h.setSpec(other)
+	before := h.w.Counters().QUICRouted
+	sentTo(t, h, quicPacket(t, vipQUIC4, 21000, shortHeader(a)))
+	if c := h.w.Counters(); c.QUICRouted != before || c.QUICFallbacks[QUICFallbackUnknownServer] != 1 {
+		t.Errorf("after the key changed: routed %d (was %d), fallbacks %v", c.QUICRouted, before, c.QUICFallbacks)
 	}
 }
