@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -497,5 +498,62 @@ func TestQUICMemo(t *testing.T) {
 	sentTo(t, h, quicPacket(t, vipQUIC4, 21000, shortHeader(a)))
 	if c := h.w.Counters(); c.QUICRouted != before || c.QUICFallbacks[QUICFallbackUnknownServer] != 1 {
 		t.Errorf("after the key changed: routed %d (was %d), fallbacks %v", c.QUICRouted, before, c.QUICFallbacks)
+	}
+}
+
+// TestQUICFastPath: a QUIC-LB flow is handed to the fast path like any
+// UDP flow (from its second packet, replaying to the pipeline's bytes); a
+// client that moves to a new port reaches a worker first, which routes
+// it by its ID and hands the new tuple down in turn; a tuple whose entry
+// moves to the ID's server has its fast path entry retired.
+func TestQUICFastPath(t *testing.T) {
+	spec := quicTestSpec(t)
+	for _, vs := range spec.VIPs[len(spec.VIPs)-2:] {
+		t.Run(vs.Name, func(t *testing.T) {
+			h := newHarness(t, spec)
+			fast := &recordingFast{}
+			h.w.SetFastPath(fast, false)
+			cid := serverCID(t, 1, 2, 77)
+			for _, port := range []uint16{45000, 45001} { // 45001: the client moved
+				frame := quicPacket(t, vs.Addr, port, shortHeader(cid))
+				for i := range 3 {
+					h.now += 1e9
+					n := len(fast.flows)
+					if got := sentTo(t, h, append([]byte(nil), frame...)); got != vs.Backends[2].Addr {
+						t.Fatalf("port %d packet %d: to %v", port, i, got)
+					}
+					offered := len(fast.flows) > n
+					if offered != (i > 0) {
+						t.Fatalf("port %d packet %d: offered %v", port, i, offered)
+					}
+					if offered {
+						d := h.run(append([]byte(nil), frame...))[0]
+						if f := fast.flows[len(fast.flows)-1]; !bytes.Equal(replayFast(t, frame, f), d.frame()) {
+							t.Fatalf("port %d: the offered flow does not replay to the pipeline's output", port)
+						}
+					}
+				}
+			}
+			// A tuple the fallback placed elsewhere, then routed by ID:
+			// the entry moves and the fast path forgets the tuple.
+			client := []byte{1, 2, 3, 4, 5, 6, 7, 8}
+			port := uint16(46000)
+			for ; ; port++ {
+				probe := newHarness(t, spec)
+				if sentTo(t, probe, quicPacket(t, vs.Addr, port, longHeader(0, client, client))) != vs.Backends[2].Addr {
+					break
+				}
+			}
+			h.run(quicPacket(t, vs.Addr, port, longHeader(0, client, client)))
+			n := len(fast.flows)
+			sentTo(t, h, quicPacket(t, vs.Addr, port, shortHeader(cid)))
+			retired := false
+			for _, f := range fast.flows[n:] {
+				retired = retired || f.Retire && f.SrcPort == port
+			}
+			if !retired || h.w.Counters().QUICMoved != 1 {
+				t.Errorf("moved %d, retired %v: %+v", h.w.Counters().QUICMoved, retired, fast.flows[n:])
+			}
+		})
 	}
 }
