@@ -25,6 +25,7 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	"age":           age,
 	"weight":        func(f float64) string { return strconv.FormatFloat(f, 'g', 4, 64) },
 	"announceClass": announceClass,
+	"quicFlag":      quicFlag,
 	"rate":          rate,
 	"byteRate":      func(f float64) string { return humanBytes(uint64(max(f, 0))) + "/s" },
 	"pct":           func(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" },
