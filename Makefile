@@ -6,7 +6,7 @@ BIN     := bin
 
 DEBVERSION ?= 0.0~git$(subst -,+,$(VERSION))
 
-.PHONY: all deb deps test-deps build test test-busy test-unit test-race test-bench-smoke lint hooks demo demo-ecmp demo-ha test-failover bench pgo pgo-compare clean
+.PHONY: all deb deps test-deps build test test-busy test-unit test-race test-bench-smoke lint hooks demo demo-ecmp demo-ha test-failover test-quic bench pgo pgo-compare clean
 
 all: build
 
@@ -107,6 +107,12 @@ test-race:
 # scenarios five times in a row, as CI runs them after make test.
 test-failover: test-deps
 	$(GO) test -count=5 -run '^TestKeepalivedFailover$$' -timeout 15m ./e2e/
+
+# Needs root and BIRD (make test-deps): the QUIC-LB end-to-end scenarios
+# (client address change, rotation, churn on the ECMP bed, with quic-go
+# on both ends) five times in a row, as CI runs them after make test.
+test-quic: test-deps
+	$(GO) test -count=5 -run '^TestQUIC(AddressChange|Rotation|Churn)$$' -timeout 15m ./e2e/
 
 test-bench-smoke:
 	$(GO) test -count=1 -short -run '^$$' -bench . -benchtime=1x -timeout 10m ./...

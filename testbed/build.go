@@ -13,6 +13,9 @@ import (
 // Binaries are the programs the bed runs, built once per process.
 type Binaries struct {
 	VIPD, Backend, Decap string
+	// QUICBackend is testbed/quicbackend, the QUIC server that issues
+	// QUIC-LB connection IDs.
+	QUICBackend string
 }
 
 var (
@@ -41,8 +44,10 @@ func Build() (Binaries, error) {
 			VIPD:    filepath.Join(dir, "vipd"),
 			Backend: filepath.Join(dir, "vipd-backend"),
 			Decap:   filepath.Join(dir, "vipd-decap"),
+
+			QUICBackend: filepath.Join(dir, "vipd-quicbackend"),
 		}
-		for pkg, out := range map[string]string{"./cmd/vipd": bins.VIPD, "./testbed/backend": bins.Backend, "./cmd/vipd-decap": bins.Decap} {
+		for pkg, out := range map[string]string{"./cmd/vipd": bins.VIPD, "./testbed/backend": bins.Backend, "./cmd/vipd-decap": bins.Decap, "./testbed/quicbackend": bins.QUICBackend} {
 			if _, err := os.Stat(filepath.Join(root, pkg)); err != nil {
 				continue // not in this tree (yet)
 			}

@@ -1,0 +1,350 @@
+package quicflow
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testbed"
+)
+
+// ALPN is the application protocol of testbed/quicbackend.
+const ALPN = "vipd-test"
+
+// Round timing: a round every roundGap; each read is allowed
+// roundTimeout, which rides out a box's hold time and QUIC's probe
+// timeouts behind it. A connection the wrong server reset ends at once.
+const (
+	roundGap     = 100 * time.Millisecond
+	roundTimeout = 30 * time.Second
+	chunk        = 512
+	// startPatience bounds the handshakes of Start.
+	startPatience = 20 * time.Second
+)
+
+// Flows are QUIC connections streaming through a VIP.
+type Flows struct {
+	ns   *nstest.NS
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	mu      sync.Mutex
+	flows   []*flow
+	broken  []string // why, per broken flow
+	backend map[string]int
+}
+
+type flow struct {
+	i       int
+	conn    *quic.Conn
+	sock    *swapConn
+	trs     []*quic.Transport // every transport the connection used
+	local   string
+	backend string
+	rounds  int
+	dead    bool
+}
+
+// Start opens n connections from ns to vip, each on its own socket, and
+// starts streaming; it returns once every connection has completed a
+// round. They stop with Finish.
+func Start(ns *nstest.NS, vip netip.AddrPort, n int) (*Flows, error) {
+	fs := &Flows{ns: ns, stop: make(chan struct{}), backend: map[string]int{}}
+	ready := make(chan error, n)
+	for i := range n {
+		f := &flow{i: i}
+		fs.flows = append(fs.flows, f)
+		fs.wg.Add(1)
+		go func() {
+			defer fs.wg.Done()
+			fs.run(f, vip, ready)
+		}()
+	}
+	deadline := time.After(startPatience)
+	for i := range n {
+		select {
+		case err := <-ready:
+			if err != nil {
+				fs.Finish()
+				return nil, fmt.Errorf("QUIC flow to %s did not start: %w", vip, err)
+			}
+		case <-deadline:
+			fs.Finish()
+			return nil, fmt.Errorf("only %d of %d QUIC flows to %s started within %v", i, n, vip, startPatience)
+		}
+	}
+	return fs, nil
+}
+
+func clientTLS() *tls.Config {
+	return &tls.Config{InsecureSkipVerify: true, NextProtos: []string{ALPN}}
+}
+
+func quicConfig() *quic.Config {
+	return &quic.Config{MaxIdleTimeout: time.Minute, HandshakeIdleTimeout: 10 * time.Second}
+}
+
+// run is flow f's life: connect, then a round every roundGap (a chunk of
+// pseudo-random bytes out, the same back) until Finish or a failure.
+func (fs *Flows) run(f *flow, vip netip.AddrPort, ready chan<- error) {
+	started := false
+	fail := func(err error) {
+		if !started {
+			ready <- err
+			return
+		}
+		fs.mu.Lock()
+		f.dead = true
+		fs.broken = append(fs.broken, fmt.Sprintf("%s (backend %s) after %d rounds: %v", f.local, f.backend, f.rounds, err))
+		fs.mu.Unlock()
+	}
+	pc, err := testbed.ListenPacket(fs.ns, "udp4", ":0")
+	if err != nil {
+		fail(err)
+		return
+	}
+	sock := &swapConn{}
+	sock.cur.Store(&pcBox{pc})
+	tr := &quic.Transport{Conn: sock}
+	ctx, cancel := context.WithTimeout(context.Background(), startPatience)
+	conn, err := tr.Dial(ctx, net.UDPAddrFromAddrPort(vip), clientTLS(), quicConfig())
+	cancel()
+	if err != nil {
+		tr.Close()
+		fail(err)
+		return
+	}
+	fs.mu.Lock()
+	f.conn, f.sock, f.trs, f.local = conn, sock, []*quic.Transport{tr}, pc.LocalAddr().String()
+	fs.mu.Unlock()
+	defer func() {
+		conn.CloseWithError(0, "done")
+		fs.mu.Lock()
+		trs := f.trs
+		fs.mu.Unlock()
+		for _, t := range trs {
+			t.Close()
+		}
+	}()
+	ctx, cancel = context.WithTimeout(context.Background(), startPatience)
+	s, err := conn.OpenStreamSync(ctx)
+	cancel()
+	if err != nil {
+		fail(err)
+		return
+	}
+	rng := rand.New(rand.NewPCG(uint64(f.i), 0x71c))
+	out, back := make([]byte, chunk), make([]byte, chunk)
+	br := bufio.NewReader(s)
+	for round := 0; ; round++ {
+		for i := range out {
+			out[i] = byte(rng.Uint32())
+		}
+		s.SetDeadline(time.Now().Add(roundTimeout))
+		if _, err := s.Write(out); err != nil {
+			fail(fmt.Errorf("write: %w", err))
+			return
+		}
+		if round == 0 {
+			name, err := br.ReadString('\n')
+			if err != nil {
+				fail(fmt.Errorf("reading the backend's name: %w", err))
+				return
+			}
+			fs.mu.Lock()
+			f.backend = strings.TrimSpace(name)
+			fs.backend[f.backend]++
+			fs.mu.Unlock()
+		}
+		if _, err := io.ReadFull(br, back); err != nil {
+			fail(fmt.Errorf("read: %w", err))
+			return
+		}
+		if !bytes.Equal(out, back) {
+			fail(errors.New("the echo differs from what was sent"))
+			return
+		}
+		fs.mu.Lock()
+		f.rounds++
+		fs.mu.Unlock()
+		if !started {
+			started = true
+			ready <- nil
+		}
+		select {
+		case <-fs.stop:
+			return
+		case <-time.After(roundGap):
+		}
+	}
+}
+
+// Migrate moves every live connection to a new socket of its own, as a
+// client that changes networks does: a new path (quic-go's AddPath), a
+// probe of it within timeout, then a switch. It returns the connections
+// whose probe or switch failed: they stay on their old path (which still
+// works here), but a real client that left its old network would have
+// lost them, so they count as broken.
+func (fs *Flows) Migrate(timeout time.Duration) (failed []string) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, f := range fs.live() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fs.migrate(f, timeout); err != nil {
+				mu.Lock()
+				failed = append(failed, fmt.Sprintf("%s (backend %s): %v", f.local, f.backend, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return failed
+}
+
+func (fs *Flows) migrate(f *flow, timeout time.Duration) error {
+	pc, err := testbed.ListenPacket(fs.ns, "udp4", ":0")
+	if err != nil {
+		return err
+	}
+	tr := &quic.Transport{Conn: pc}
+	fs.mu.Lock()
+	f.trs = append(f.trs, tr)
+	fs.mu.Unlock()
+	p, err := f.conn.AddPath(tr)
+	if err != nil {
+		return fmt.Errorf("add path: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := p.Probe(ctx); err != nil {
+		return fmt.Errorf("probe of the new path from %s: %w", pc.LocalAddr(), err)
+	}
+	if err := p.Switch(); err != nil {
+		return fmt.Errorf("switch: %w", err)
+	}
+	fs.mu.Lock()
+	f.local = pc.LocalAddr().String()
+	fs.mu.Unlock()
+	return nil
+}
+
+// Rebind gives every live connection a new source port under its feet, as
+// a NAT that lost its mapping does: its socket is replaced and the old one
+// closed, and the connection goes on sending from the new one, unaware.
+// There is no old path to fall back to.
+func (fs *Flows) Rebind() error {
+	for _, f := range fs.live() {
+		pc, err := testbed.ListenPacket(fs.ns, "udp4", ":0")
+		if err != nil {
+			return err
+		}
+		old := f.sock.cur.Swap(&pcBox{pc})
+		old.Close()
+		fs.mu.Lock()
+		f.local = pc.LocalAddr().String()
+		fs.mu.Unlock()
+	}
+	return nil
+}
+
+func (fs *Flows) live() []*flow {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var out []*flow
+	for _, f := range fs.flows {
+		if !f.dead && f.conn != nil {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Settle waits until every flow still alive has completed a round after
+// now, for at most d, and returns the flows broken so far, counting the
+// ones that made no progress as broken (stalled).
+func (fs *Flows) Settle(d time.Duration) (broken []string) {
+	fs.mu.Lock()
+	base := make([]int, len(fs.flows))
+	for i, f := range fs.flows {
+		base[i] = f.rounds
+	}
+	fs.mu.Unlock()
+	testkit.Poll(d, func() bool {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		var stalled []string
+		for i, f := range fs.flows {
+			if !f.dead && f.rounds <= base[i] {
+				stalled = append(stalled, fmt.Sprintf("%s (backend %s) stalled after %d rounds", f.local, f.backend, f.rounds))
+			}
+		}
+		broken = append(append([]string(nil), fs.broken...), stalled...)
+		return len(stalled) == 0
+	})
+	return broken
+}
+
+// Finish stops every flow and waits for them.
+func (fs *Flows) Finish() {
+	select {
+	case <-fs.stop:
+		return
+	default:
+	}
+	close(fs.stop)
+	fs.wg.Wait()
+}
+
+// Len is the number of flows started.
+func (fs *Flows) Len() int { return len(fs.flows) }
+
+// Backends counts the flows by the backend that answered them.
+func (fs *Flows) Backends() map[string]int {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return maps.Clone(fs.backend)
+}
+
+// pcBox holds a net.PacketConn in an atomic.Pointer (an interface value
+// cannot be swapped atomically by itself).
+type pcBox struct{ net.PacketConn }
+
+// swapConn is a net.PacketConn whose socket can be replaced while quic-go
+// reads from it: a read that fails because its socket was swapped out
+// and closed goes on with the new one.
+type swapConn struct{ cur atomic.Pointer[pcBox] }
+
+func (s *swapConn) ReadFrom(p []byte) (int, net.Addr, error) {
+	for {
+		c := s.cur.Load()
+		n, a, err := c.ReadFrom(p)
+		if err != nil && s.cur.Load() != c {
+			continue // swapped under us: read the new socket
+		}
+		return n, a, err
+	}
+}
+
+func (s *swapConn) WriteTo(p []byte, a net.Addr) (int, error) { return s.cur.Load().WriteTo(p, a) }
+func (s *swapConn) Close() error                              { return s.cur.Load().Close() }
+func (s *swapConn) LocalAddr() net.Addr                       { return s.cur.Load().LocalAddr() }
+func (s *swapConn) SetDeadline(t time.Time) error             { return s.cur.Load().SetDeadline(t) }
+func (s *swapConn) SetReadDeadline(t time.Time) error         { return s.cur.Load().SetReadDeadline(t) }
+func (s *swapConn) SetWriteDeadline(t time.Time) error        { return s.cur.Load().SetWriteDeadline(t) }
