@@ -77,6 +77,8 @@ func (f *lbFlags) Set(s string) error {
 // cidGen adapts quiclb's Generator to quic-go's ConnectionIDGenerator.
 type cidGen struct{ g *quiclb.Generator }
 
+var _ quic.ConnectionIDGenerator = cidGen{}
+
 func (c cidGen) GenerateConnectionID() (quic.ConnectionID, error) {
 	b, err := c.g.GenerateConnectionID()
 	return quic.ConnectionIDFromBytes(b), err
