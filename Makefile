@@ -112,7 +112,7 @@ test-failover: test-deps
 # (client address change, rotation, churn on the ECMP bed, with quic-go
 # on both ends) five times in a row, as CI runs them after make test.
 test-quic: test-deps
-	$(GO) test -count=5 -run '^TestQUIC(AddressChange|Rotation|Churn)$$' -timeout 15m ./e2e/
+	$(GO) test -count=5 -run '^(TestQUICAddressChange|TestQUICRotation|TestQUICChurn)$$' -timeout 15m ./e2e/
 
 test-bench-smoke:
 	$(GO) test -count=1 -short -run '^$$' -bench . -benchtime=1x -timeout 10m ./...
