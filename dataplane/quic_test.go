@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/google/gopacket/layers"
 
@@ -416,39 +415,10 @@ func BenchmarkQUICHit(b *testing.B) {
 			for i := range frames {
 				frames[i] = quicPacket(b, vipQUIC4, 1000+uint16(i), shortHeader(serverCID(b, tc.rot, i%3, 42+uint32(i))))
 			}
-			frame := frames[0]
-			const batchSize = 64
-			descs := make([]Desc, batchSize)
-			bufs := make([][]byte, batchSize)
-			for i := range bufs {
-				bufs[i] = make([]byte, Headroom+len(frame))
+			benchHits(b, h, frames...)
+			if tc.on && h.w.Counters().QUICRouted == 0 {
+				b.Fatal("no packet routed by its ID")
 			}
-			fill := func() {
-				for i := range descs {
-					copy(bufs[i][Headroom:], frames[i%len(frames)])
-					descs[i] = Desc{Buf: bufs[i], Off: Headroom, Len: len(frame)}
-				}
-			}
-			fill()
-			h.w.Begin(h.snap, h.now, nil)
-			h.w.ProcessBatch(descs)
-			if descs[0].Verdict != VerdictTX || (tc.on && h.w.Counters().QUICRouted == 0) {
-				b.Fatalf("setup: %v %v, routed %d", descs[0].Verdict, descs[0].Reason, h.w.Counters().QUICRouted)
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			start := time.Now()
-			n := 0
-			for n < b.N {
-				fill()
-				h.w.Begin(h.snap, h.now, nil)
-				h.w.ProcessBatch(descs)
-				h.w.End(batchSize)
-				n += batchSize
-			}
-			el := time.Since(start)
-			b.ReportMetric(float64(el.Nanoseconds())/float64(n), "ns/pkt")
-			b.ReportMetric(float64(n)/el.Seconds(), "pkt/s")
 		})
 	}
 }
