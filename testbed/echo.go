@@ -13,8 +13,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/vipd/vipd/internal/testkit"
 )
 
 // EchoFlows are long-lived TCP connections to a backend echo server
@@ -154,25 +152,15 @@ func (ef *EchoFlows) run(f *echoFlow, dial func(context.Context, string, string)
 // now, for at most d, and returns the flows broken so far, counting the
 // ones that made no progress as broken (stalled).
 func (ef *EchoFlows) Settle(d time.Duration) (broken []string) {
-	ef.mu.Lock()
-	base := make([]int, len(ef.flows))
-	for i, f := range ef.flows {
-		base[i] = f.rounds
-	}
-	ef.mu.Unlock()
-	testkit.Poll(d, func() bool {
+	return SettleFlows(d, func() ([]FlowProgress, []string) {
 		ef.mu.Lock()
 		defer ef.mu.Unlock()
-		var stalled []string
+		ps := make([]FlowProgress, len(ef.flows))
 		for i, f := range ef.flows {
-			if !f.dead && f.rounds <= base[i] {
-				stalled = append(stalled, fmt.Sprintf("%s (backend %s) stalled after %d rounds", f.local, f.backend, f.rounds))
-			}
+			ps[i] = FlowProgress{Local: f.local.String(), Backend: f.backend, Rounds: f.rounds, Dead: f.dead}
 		}
-		broken = append(append([]string(nil), ef.broken...), stalled...)
-		return len(stalled) == 0
+		return ps, append([]string(nil), ef.broken...)
 	})
-	return broken
 }
 
 // Finish stops every flow and waits for them.

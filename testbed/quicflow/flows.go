@@ -19,7 +19,6 @@ import (
 
 	"github.com/quic-go/quic-go"
 	"github.com/vipd/vipd/internal/nstest"
-	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
 )
 
@@ -280,25 +279,15 @@ func (fs *Flows) live() []*flow {
 // now, for at most d, and returns the flows broken so far, counting the
 // ones that made no progress as broken (stalled).
 func (fs *Flows) Settle(d time.Duration) (broken []string) {
-	fs.mu.Lock()
-	base := make([]int, len(fs.flows))
-	for i, f := range fs.flows {
-		base[i] = f.rounds
-	}
-	fs.mu.Unlock()
-	testkit.Poll(d, func() bool {
+	return testbed.SettleFlows(d, func() ([]testbed.FlowProgress, []string) {
 		fs.mu.Lock()
 		defer fs.mu.Unlock()
-		var stalled []string
+		ps := make([]testbed.FlowProgress, len(fs.flows))
 		for i, f := range fs.flows {
-			if !f.dead && f.rounds <= base[i] {
-				stalled = append(stalled, fmt.Sprintf("%s (backend %s) stalled after %d rounds", f.local, f.backend, f.rounds))
-			}
+			ps[i] = testbed.FlowProgress{Local: f.local, Backend: f.backend, Rounds: f.rounds, Dead: f.dead}
 		}
-		broken = append(append([]string(nil), fs.broken...), stalled...)
-		return len(stalled) == 0
+		return ps, append([]string(nil), fs.broken...)
 	})
-	return broken
 }
 
 // Finish stops every flow and waits for them.
