@@ -527,3 +527,43 @@ func TestQUICFastPath(t *testing.T) {
 		})
 	}
 }
+
+// TestQUICIPv6: the same routing for IPv6 QUIC VIPs, NAT and DSR, and for
+// an ICMPv6 Packet Too Big quoting a server's long header.
+func TestQUICIPv6(t *testing.T) {
+	spec := testSpec()
+	nat, dsr := backends("2001:2:1::5", 50, 4433), backends("2001:2:1::6", 53, 0)
+	vipQUIC6, vipQUICDSR6 := netip.MustParseAddr("2001:2::104"), netip.MustParseAddr("2001:2::105")
+	spec.VIPs = append(spec.VIPs,
+		VIPSpec{ID: 50, Name: "quic6", Addr: vipQUIC6, Port: 443, Proto: 17, Mode: ModeNAT, TableSize: 65537, Backends: nat, QUIC: quicSpecOf(t, nat)},
+		VIPSpec{ID: 51, Name: "quicdsr6", Addr: vipQUICDSR6, Port: 443, Proto: 17, Mode: ModeDSR, TableSize: 65537, EncapSrc: encap6, Backends: dsr, QUIC: quicSpecOf(t, dsr)},
+	)
+	for _, vs := range spec.VIPs[len(spec.VIPs)-2:] {
+		for i, b := range vs.Backends {
+			t.Run(fmt.Sprintf("%s/%d", vs.Name, i), func(t *testing.T) {
+				h := newHarness(t, spec)
+				for port := uint16(20000); port < 20016; port++ {
+					f := build(t, pk{src: client6, dst: vs.Addr, sport: port, dport: 443, proto: layers.IPProtocolUDP, payload: shortHeader(serverCID(t, 1, i, uint32(port)))})
+					d := h.run(f)[0]
+					if d.Verdict != VerdictTX {
+						t.Fatalf("verdict %v reason %v", d.Verdict, d.Reason)
+					}
+					if got := outerDst(t, decode(t, d.frame()), vs.Mode); got != b.Addr {
+						t.Fatalf("port %d: to %v, the ID names %v", port, got, b.Addr)
+					}
+				}
+				q := build(t, pk{src: vs.Addr, dst: client6, sport: 443, dport: 61000, proto: layers.IPProtocolUDP, payload: longHeader(2, []byte{9, 9, 9, 9, 9, 9, 9, 9}, serverCID(t, 0, i, 5))})
+				d := h.run(icmpError(t, router6, vs.Addr, q[14:]))[0]
+				if d.Verdict != VerdictTX {
+					t.Fatalf("ICMPv6: verdict %v reason %v", d.Verdict, d.Reason)
+				}
+				if got := outerDst(t, decode(t, d.frame()), vs.Mode); got != b.Addr {
+					t.Errorf("ICMPv6 error to %v, the quoted SCID names %v", got, b.Addr)
+				}
+				if c := h.w.Counters(); c.QUICRouted != 16 || c.QUICICMPRouted != 1 {
+					t.Errorf("routed %d, ICMP routed %d", c.QUICRouted, c.QUICICMPRouted)
+				}
+			})
+		}
+	}
+}
