@@ -57,6 +57,25 @@ type flow struct {
 	backend string
 	rounds  int
 	dead    bool
+
+	// path counts the paths the connection switched to (0: the first);
+	// only the current path's socket records sentRot.
+	path atomic.Int32
+	// sentRot is 1 + the config rotation codepoint (the top 3 bits of
+	// the first octet of a QUIC-LB connection ID) of the destination ID
+	// of the last short-header packet sent on the current path; 0: none
+	// yet.
+	sentRot atomic.Int32
+}
+
+// tap records the rotation codepoint of p's destination connection ID if
+// p is a short-header packet (first bit 0) sent on path. The ID starts
+// right after the first octet; its own first octet carries the codepoint
+// whatever the ID's length.
+func (f *flow) tap(path int32, p []byte) {
+	if len(p) > 1 && p[0]&0x80 == 0 && f.path.Load() == path {
+		f.sentRot.Store(int32(p[1]>>5) + 1)
+	}
 }
 
 // Start opens n connections from ns to vip, each on its own socket, and
@@ -117,7 +136,7 @@ func (fs *Flows) run(f *flow, vip netip.AddrPort, ready chan<- error) {
 		fail(err)
 		return
 	}
-	sock := &swapConn{}
+	sock := &swapConn{tap: func(p []byte) { f.tap(0, p) }}
 	sock.cur.Store(&pcBox{pc})
 	tr := &quic.Transport{Conn: sock}
 	ctx, cancel := context.WithTimeout(context.Background(), startPatience)
@@ -222,8 +241,9 @@ func (fs *Flows) migrate(f *flow, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	tr := &quic.Transport{Conn: pc}
 	fs.mu.Lock()
+	path := int32(len(f.trs)) // the first transport is path 0
+	tr := &quic.Transport{Conn: &tapConn{pc, func(p []byte) { f.tap(path, p) }}}
 	f.trs = append(f.trs, tr)
 	fs.mu.Unlock()
 	p, err := f.conn.AddPath(tr)
@@ -235,7 +255,11 @@ func (fs *Flows) migrate(f *flow, timeout time.Duration) error {
 	if err := p.Probe(ctx); err != nil {
 		return fmt.Errorf("probe of the new path from %s: %w", pc.LocalAddr(), err)
 	}
+	// Before the switch, so that no packet of the new path goes
+	// unrecorded; the old path may still send a few, unrecorded.
+	old := f.path.Swap(path)
 	if err := p.Switch(); err != nil {
+		f.path.Store(old)
 		return fmt.Errorf("switch: %w", err)
 	}
 	fs.mu.Lock()
@@ -311,6 +335,28 @@ func (fs *Flows) Backends() map[string]int {
 	return maps.Clone(fs.backend)
 }
 
+// Rotations counts the live flows by the QUIC-LB config rotation
+// codepoint of the destination connection ID they last sent with, -1 for
+// none sent yet: which configuration's IDs the clients actually use.
+func (fs *Flows) Rotations() map[int]int {
+	out := map[int]int{}
+	for _, f := range fs.live() {
+		out[int(f.sentRot.Load())-1]++
+	}
+	return out
+}
+
+// tapConn is a net.PacketConn that shows every packet it sends to tap.
+type tapConn struct {
+	net.PacketConn
+	tap func([]byte)
+}
+
+func (t *tapConn) WriteTo(p []byte, a net.Addr) (int, error) {
+	t.tap(p)
+	return t.PacketConn.WriteTo(p, a)
+}
+
 // pcBox holds a net.PacketConn in an atomic.Pointer (an interface value
 // cannot be swapped atomically by itself).
 type pcBox struct{ net.PacketConn }
@@ -318,7 +364,10 @@ type pcBox struct{ net.PacketConn }
 // swapConn is a net.PacketConn whose socket can be replaced while quic-go
 // reads from it: a read that fails because its socket was swapped out
 // and closed goes on with the new one.
-type swapConn struct{ cur atomic.Pointer[pcBox] }
+type swapConn struct {
+	cur atomic.Pointer[pcBox]
+	tap func([]byte) // sees every packet sent
+}
 
 func (s *swapConn) ReadFrom(p []byte) (int, net.Addr, error) {
 	for {
@@ -331,9 +380,13 @@ func (s *swapConn) ReadFrom(p []byte) (int, net.Addr, error) {
 	}
 }
 
-func (s *swapConn) WriteTo(p []byte, a net.Addr) (int, error) { return s.cur.Load().WriteTo(p, a) }
-func (s *swapConn) Close() error                              { return s.cur.Load().Close() }
-func (s *swapConn) LocalAddr() net.Addr                       { return s.cur.Load().LocalAddr() }
-func (s *swapConn) SetDeadline(t time.Time) error             { return s.cur.Load().SetDeadline(t) }
-func (s *swapConn) SetReadDeadline(t time.Time) error         { return s.cur.Load().SetReadDeadline(t) }
-func (s *swapConn) SetWriteDeadline(t time.Time) error        { return s.cur.Load().SetWriteDeadline(t) }
+func (s *swapConn) WriteTo(p []byte, a net.Addr) (int, error) {
+	s.tap(p)
+	return s.cur.Load().WriteTo(p, a)
+}
+
+func (s *swapConn) Close() error                       { return s.cur.Load().Close() }
+func (s *swapConn) LocalAddr() net.Addr                { return s.cur.Load().LocalAddr() }
+func (s *swapConn) SetDeadline(t time.Time) error      { return s.cur.Load().SetDeadline(t) }
+func (s *swapConn) SetReadDeadline(t time.Time) error  { return s.cur.Load().SetReadDeadline(t) }
+func (s *swapConn) SetWriteDeadline(t time.Time) error { return s.cur.Load().SetWriteDeadline(t) }
