@@ -335,6 +335,59 @@ func (fs *Flows) Backends() map[string]int {
 	return maps.Clone(fs.backend)
 }
 
+// Changed asks every live connection, on a new stream, which backend
+// answers it now, within timeout, and returns those answered by another
+// backend than at the start, or not at all. Per connection that must
+// never happen: a QUIC connection's state lives on one server.
+func (fs *Flows) Changed(timeout time.Duration) (changed []string) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, f := range fs.live() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name, err := ask(f.conn, timeout)
+			fs.mu.Lock()
+			who, local := f.backend, f.local
+			fs.mu.Unlock()
+			if err == nil && name == who {
+				return
+			}
+			why := fmt.Sprintf("now answered by %s", name)
+			if err != nil {
+				why = err.Error()
+			}
+			mu.Lock()
+			changed = append(changed, fmt.Sprintf("%s (backend %s): %s", local, who, why))
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return changed
+}
+
+// ask opens a stream on conn, sends an octet (a server learns of a stream
+// by its first frame) and reads the name the server answers with.
+func ask(conn *quic.Conn, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	s, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		return "", fmt.Errorf("open stream: %w", err)
+	}
+	defer s.CancelRead(0)
+	defer s.Close()
+	s.SetDeadline(time.Now().Add(timeout))
+	if _, err := s.Write([]byte{0}); err != nil {
+		return "", fmt.Errorf("write: %w", err)
+	}
+	name, err := bufio.NewReader(s).ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("reading the backend's name: %w", err)
+	}
+	return strings.TrimSpace(name), nil
+}
+
 // Rotations counts the live flows by the QUIC-LB config rotation
 // codepoint of the destination connection ID they last sent with, -1 for
 // none sent yet: which configuration's IDs the clients actually use.
