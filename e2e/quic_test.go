@@ -28,6 +28,10 @@ func quicVIPs(n int, on bool, configs ...testbed.QUICConfig) string {
 		testbed.QUICVIP("quic-dsr", testbed.VIPDSR.String(), "dsr", n, on, configs...)
 }
 
+// askWait bounds quicflow's Changed: a new stream's round trip to the
+// server, asking its name.
+const askWait = 5 * time.Second
+
 // quicAddr is the address clients dial for a QUIC VIP.
 func quicAddr(mode string) netip.AddrPort {
 	if mode == "dsr" {
@@ -95,6 +99,11 @@ func TestQUICAddressChange(t *testing.T) {
 						t.Errorf("QUIC-LB on, %s: %d broken:\n  %s", how, len(broken), testbed.FirstN(broken, 5))
 					case !on && len(broken) == 0:
 						t.Errorf("QUIC-LB off, %s: no connection broke, so the test shows nothing", how)
+					}
+					if on {
+						if changed := fs.Changed(askWait); len(changed) > 0 {
+							t.Errorf("QUIC-LB on, %s: %d connections changed backends:\n  %s", how, len(changed), testbed.FirstN(changed, 5))
+						}
 					}
 					fs.Finish()
 				}
@@ -181,6 +190,11 @@ func TestQUICRotation(t *testing.T) {
 	if len(broken) > 0 {
 		t.Errorf("%d broken after configuration 0 left:\n  %s", len(broken), testbed.FirstN(broken, 5))
 	}
+	for _, fs := range both {
+		if changed := fs.Changed(askWait); len(changed) > 0 {
+			t.Errorf("%d connections changed backends:\n  %s", len(changed), testbed.FirstN(changed, 5))
+		}
+	}
 }
 
 // TestQUICChurn: on the three-box ECMP bed, QUIC-LB on and previous-owner
@@ -208,6 +222,9 @@ func TestQUICChurn(t *testing.T) {
 	t.Logf("QUIC CHURN: backend added, then a box silenced: %d of %d connections broken", len(broken), fs.Len())
 	if len(broken) > 0 {
 		t.Errorf("%d broken:\n  %s", len(broken), testbed.FirstN(broken, 5))
+	}
+	if changed := fs.Changed(askWait); len(changed) > 0 {
+		t.Errorf("%d connections changed backends:\n  %s", len(changed), testbed.FirstN(changed, 5))
 	}
 	var routed float64
 	for i, v := range e.boxes {
