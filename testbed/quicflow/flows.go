@@ -219,15 +219,25 @@ func (fs *Flows) run(f *flow, vip netip.AddrPort, ready chan<- error) {
 // works here), but a real client that left its old network would have
 // lost them, so they count as broken.
 func (fs *Flows) Migrate(timeout time.Duration) (failed []string) {
+	return fs.eachLive(func(f *flow) error { return fs.migrate(f, timeout) })
+}
+
+// eachLive runs do for every live connection at once and returns, for
+// each that failed, the connection (its client address and backend, as
+// they are after do) and why.
+func (fs *Flows) eachLive(do func(f *flow) error) (failed []string) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, f := range fs.live() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := fs.migrate(f, timeout); err != nil {
+			if err := do(f); err != nil {
+				fs.mu.Lock()
+				who := fmt.Sprintf("%s (backend %s): %v", f.local, f.backend, err)
+				fs.mu.Unlock()
 				mu.Lock()
-				failed = append(failed, fmt.Sprintf("%s (backend %s): %v", f.local, f.backend, err))
+				failed = append(failed, who)
 				mu.Unlock()
 			}
 		}()
@@ -340,30 +350,19 @@ func (fs *Flows) Backends() map[string]int {
 // backend than at the start, or not at all. Per connection that must
 // never happen: a QUIC connection's state lives on one server.
 func (fs *Flows) Changed(timeout time.Duration) (changed []string) {
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, f := range fs.live() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			name, err := ask(f.conn, timeout)
-			fs.mu.Lock()
-			who, local := f.backend, f.local
-			fs.mu.Unlock()
-			if err == nil && name == who {
-				return
-			}
-			why := fmt.Sprintf("now answered by %s", name)
-			if err != nil {
-				why = err.Error()
-			}
-			mu.Lock()
-			changed = append(changed, fmt.Sprintf("%s (backend %s): %s", local, who, why))
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	return changed
+	return fs.eachLive(func(f *flow) error {
+		name, err := ask(f.conn, timeout)
+		fs.mu.Lock()
+		who := f.backend
+		fs.mu.Unlock()
+		switch {
+		case err != nil:
+			return err
+		case name != who:
+			return fmt.Errorf("now answered by %s", name)
+		}
+		return nil
+	})
 }
 
 // ask opens a stream on conn, sends an octet (a server learns of a stream
