@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/control"
@@ -432,5 +433,74 @@ func TestOverrideOverSocket(t *testing.T) {
 	}
 	if b := td.backendState("web", "198.18.1.11"); b.Override == nil {
 		t.Errorf("the TCP listener undid the override")
+	}
+}
+
+// TestReloadReleasesRemovedRefs: with overrides present, a reload that
+// removes a backend releases its reference as control.Registry says — on
+// hold from that reload, not given to a new backend within the hold,
+// and reused by the next new backend once the hold has passed — rather
+// than binding it again while it reconciles the overrides.
+func TestReloadReleasesRemovedRefs(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		set  func(td *testDaemon)
+	}{
+		{"weight override", func(td *testDaemon) {
+			td.override(admin.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Weight: weight(5)})
+		}},
+		{"drain", func(td *testDaemon) {
+			if err := td.d.SetDrain("198.18.0.100:80", "198.18.1.11", true); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			td := newTestDaemon(t, testConfig, nil)
+			clock := time.Unix(1e9, 0)
+			var mu sync.Mutex
+			now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+			advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+			td.d.reg.SetClock(now)
+			td.run()
+			td.waitRunning()
+			tt.set(td)
+			gone := td.specBackend(0, 1)
+			if gone.Addr != netip.MustParseAddr("198.18.1.12") {
+				t.Fatalf("backend 1 of web is %v", gone.Addr)
+			}
+			const b12 = "[[vip.backend]]\naddress = \"198.18.1.12\"\nport = 8080\n"
+			with := func(addr string) string {
+				return strings.Replace(testConfig, b12, "[[vip.backend]]\naddress = \""+addr+"\"\nport = 8080\n", 1)
+			}
+			if with("x") == testConfig {
+				t.Fatal("the test's edit does not apply")
+			}
+			reload := func(src string) {
+				t.Helper()
+				td.rewrite(src)
+				if err := td.d.Reload(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			reload(strings.Replace(testConfig, b12, "", 1)) // .12 leaves
+			hold := td.d.reg.Hold()
+			advance(hold / 2)
+			reload(with("198.18.1.13")) // within the hold: a new reference
+			if b := td.specBackend(0, 1); b.Ref == gone.Ref {
+				t.Fatalf("a new backend got the removed backend's reference %d within the hold", gone.Ref)
+			}
+			reload(strings.Replace(testConfig, b12, "", 1)) // .13 leaves
+			// The hold runs from the reload that removed .12: once it has
+			// passed, its reference, released first, goes to the next
+			// new backend, under a new epoch.
+			advance(hold/2 + time.Second)
+			reload(with("198.18.1.14"))
+			b := td.specBackend(0, 1)
+			if b.Ref != gone.Ref || b.Epoch == gone.Epoch {
+				t.Errorf("the next new backend after the hold got ref %d epoch %d; want the removed backend's ref %d under a new epoch (it had %d)",
+					b.Ref, b.Epoch, gone.Ref, gone.Epoch)
+			}
+		})
 	}
 }

@@ -99,6 +99,12 @@ func (d *Daemon) reload() (*ReloadReport, error) {
 			keepBackend[control.BackendKey(v, &v.Backends[j])] = true
 		}
 	}
+	// The overrides are reconciled while old's backends are still bound
+	// (reconcileOverridesLocked looks them up by key): after Forget,
+	// looking a removed backend up would bind its reference again, which
+	// then is never held nor reused, and its hold would start over at the
+	// next reload.
+	d.reconcileOverridesLocked(old, cfg)
 	d.reg.Forget(keepVIP, keepBackend)
 	targets := d.healthTargets(cfg)
 	if d.checking {
@@ -124,7 +130,6 @@ func (d *Daemon) reload() (*ReloadReport, error) {
 	if stale {
 		d.requestPublishLocked()
 	}
-	d.reconcileOverridesLocked(old, cfg)
 	// A removed backend's drain goes with it: its ref may come to
 	// another backend (control.Registry).
 	for ref := range d.drains {
