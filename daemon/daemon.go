@@ -213,6 +213,7 @@ type Daemon struct {
 	reloadOK      atomic.Uint64
 	reloadErr     atomic.Uint64
 	stateErrors   atomic.Uint64 // state file reads and writes that failed
+	stateW        *stateWriter  // writes the state file off mu (statefile.go)
 	allDownEvents sync.Map      // VIP name → *atomic.Uint64
 	adminAddr     atomic.Pointer[string]
 }
@@ -256,7 +257,7 @@ func New(cfg *config.Config, opts Options) *Daemon {
 			tun.open = openTunprobe
 		}
 	}
-	return &Daemon{
+	d := &Daemon{
 		opts: opts, log: opts.Log, reg: reg, tunnels: tun,
 		startDone: make(chan struct{}), running: make(chan struct{}), kick: make(chan struct{}, 1), gap: publishGap,
 		hostWait: firstHostWait, stallAfter: stallTimeout,
@@ -265,6 +266,11 @@ func New(cfg *config.Config, opts Options) *Daemon {
 		dirtyVIPs: map[int]bool{}, targets: map[uint32]bool{}, reports: map[uint32]report{},
 		prev: control.NewPrevious(), overrides: map[uint32]override{}, role: newRole(cfg),
 	}
+	d.stateW = newStateWriter(writeFileDurably, func(path string, err error) {
+		d.stateErrors.Add(1)
+		d.log.Error("the state file cannot be written: a restart would forget the previous backend sets and the run-time overrides", "state_file", path, "err", err)
+	})
+	return d
 }
 
 // setPhase moves the daemon to phase p, if that is forward.
@@ -315,6 +321,10 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	d.prev, saved = d.loadState(cfg.Dataplane.StateFile)
 	d.restoreOverridesLocked(saved)
 	d.mu.Unlock()
+	d.syncState(stateWaitRequest)
+	// Runs after everything else has stopped: the last state on disk for
+	// the next start.
+	defer d.syncState(stateWaitStop)
 	defer func() {
 		d.mu.Lock()
 		if d.prevTimer != nil {

@@ -24,16 +24,30 @@ func (d *Daemon) resolveLocked(vipName, backend string) (*config.VIP, *config.Ba
 // SetDrain implements admin.Provider: a drained backend keeps its flows
 // and takes no new ones, until undrained. Drains are run-time overrides
 // (overrides.go): kept in the state file across restarts, and across
-// reloads while the file has the backend.
+// reloads while the file has the backend. It returns once the state file
+// holds the change (or its write failed, or takes longer than
+// stateWaitRequest), waiting for the disk without d.mu.
 func (d *Daemon) SetDrain(vipName, backend string, drain bool) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	saved, err := d.setDrainLocked(vipName, backend, drain)
+	d.mu.Unlock()
+	if saved != 0 {
+		d.stateW.wait(saved, stateWaitRequest) // a failure is the writer's to log
+	}
+	return err
+}
+
+// setDrainLocked is SetDrain under d.mu; saved is the state it queued for
+// the state file (0: none).
+//
+// +checklocks:d.mu
+func (d *Daemon) setDrainLocked(vipName, backend string, drain bool) (saved uint64, err error) {
 	if !d.servingLocked() {
-		return ErrNotRunning
+		return 0, ErrNotRunning
 	}
 	v, b, err := d.resolveLocked(vipName, backend)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	ref := d.reg.Ref(control.BackendKey(v, b))
 	was := d.drains[ref]
@@ -52,11 +66,11 @@ func (d *Daemon) SetDrain(vipName, backend string, drain bool) error {
 			delete(d.drains, ref)
 		}
 		d.markRefLocked(ref)
-		return err
+		return 0, err
 	}
 	d.log.Info("backend drain changed", "vip", v.Name, "backend", backendLabel(b), "drain", drain)
 	if was != drain {
-		d.saveStateLocked()
+		saved, _ = d.saveStateLocked() // a failure is logged and counted
 	}
-	return nil
+	return saved, nil
 }

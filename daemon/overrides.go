@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"time"
@@ -70,24 +71,44 @@ func (o override) attrs() []any {
 	return a
 }
 
-// SetOverride implements admin.Overrider.
+// SetOverride implements admin.Overrider. It answers once the change is
+// in force and the state file holds it (or its write failed, or takes
+// longer than stateWaitRequest), waiting for the disk without d.mu.
 func (d *Daemon) SetOverride(req admin.OverrideRequest) (*admin.OverrideAnswer, error) {
 	if req.Weight != nil && *req.Weight > config.MaxWeight {
 		return nil, fmt.Errorf("weight %d: want 0 to %d (0 takes no new flows): %w", *req.Weight, config.MaxWeight, admin.ErrInvalid)
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	ans, saved, err := d.setOverrideLocked(req)
+	d.mu.Unlock()
+	if saved == 0 {
+		return ans, err
+	}
+	switch err := d.stateW.wait(saved, stateWaitRequest); {
+	case errors.Is(err, errStateSlow):
+		ans.Note = fmt.Sprintf("in force; the state file is still being written after %v (a slow disk): a restart before it is would forget it", stateWaitRequest)
+	case err != nil:
+		ans.Note = fmt.Sprintf("in force, but the state file cannot be written (%v): a restart would forget it", err)
+	}
+	return ans, nil
+}
+
+// setOverrideLocked is SetOverride under d.mu; saved is the state it
+// queued for the state file (0: none).
+//
+// +checklocks:d.mu
+func (d *Daemon) setOverrideLocked(req admin.OverrideRequest) (ans *admin.OverrideAnswer, saved uint64, err error) {
 	if !d.servingLocked() {
-		return nil, ErrNotRunning
+		return nil, 0, ErrNotRunning
 	}
 	v, b, err := d.resolveLocked(req.VIP, req.Backend)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	ref := d.reg.Ref(control.BackendKey(v, b))
 	was := d.overrides[ref]
 	o := was
-	ans := &admin.OverrideAnswer{VIP: v.Name, Backend: backendLabel(b), FileWeight: b.Weight, FileState: string(b.State)}
+	ans = &admin.OverrideAnswer{VIP: v.Name, Backend: backendLabel(b), FileWeight: b.Weight, FileState: string(b.State)}
 	switch {
 	case req.Weight != nil:
 		o.weight, o.reweighted = *req.Weight, true
@@ -101,7 +122,7 @@ func (d *Daemon) SetOverride(req admin.OverrideRequest) (*admin.OverrideAnswer, 
 	default:
 		switch {
 		case !o.disabled && b.State == config.StateDisabled:
-			return nil, fmt.Errorf("VIP %q: backend %s is disabled by the file (state = \"disabled\"), not by vipd disable: set its state in the file and reload: %w",
+			return nil, 0, fmt.Errorf("VIP %q: backend %s is disabled by the file (state = \"disabled\"), not by vipd disable: set its state in the file and reload: %w",
 				v.Name, backendLabel(b), admin.ErrConflict)
 		case !o.disabled:
 			ans.Note = "it was not disabled by vipd disable"
@@ -119,11 +140,12 @@ func (d *Daemon) SetOverride(req admin.OverrideRequest) (*admin.OverrideAnswer, 
 			// operator's back.
 			d.putOverrideLocked(ref, was)
 			d.markRefLocked(ref)
-			return nil, err
+			return nil, 0, err
 		}
 		d.log.Info("run-time override changed", append([]any{"vip", v.Name, "backend", backendLabel(b),
 			"file_weight", b.Weight, "file_state", b.State, "in_force", o.active()}, o.attrs()...)...)
-		switch err := d.saveStateLocked(); {
+		var err error
+		switch saved, err = d.saveStateLocked(); {
 		case err != nil:
 			ans.Note = fmt.Sprintf("in force, but the state file cannot be written (%v): a restart would forget it", err)
 		case d.cfg.Dataplane.StateFile == "":
@@ -133,7 +155,7 @@ func (d *Daemon) SetOverride(req admin.OverrideRequest) (*admin.OverrideAnswer, 
 		ans.Note = "no change: it was already so"
 	}
 	ans.Override = d.overrides[ref].admin()
-	return ans, nil
+	return ans, saved, nil
 }
 
 // putOverrideLocked sets ref's override, or removes it when o is none.

@@ -58,30 +58,31 @@ func (d *Daemon) loadState(path string) (*control.Previous, []savedOverride) {
 	return control.NewPrevious(), nil
 }
 
-// saveStateLocked writes the previous sets and the run-time overrides to
-// the state file, atomically and durably: a new file, synced, renamed
-// over the old one, and the directory synced, so that a power loss leaves
-// the old file or the new one, never an empty one. A failure is logged
-// and counted, and returned for the admin API to report.
+// saveStateLocked queues the previous sets and the run-time overrides
+// for the state file, as they are now, and returns the number to wait for
+// (d.stateW.wait), 0 without a state file. The file is written off d.mu
+// (stateWriter), atomically and durably: a new file, synced, renamed over
+// the old one, and the directory synced, so that a power loss leaves the
+// old file or the new one, never an empty one. A failure to write is
+// logged and counted by the writer; one to marshal here, and returned as
+// the write's would be.
 //
 // +checklocks:d.mu
-func (d *Daemon) saveStateLocked() error {
+func (d *Daemon) saveStateLocked() (uint64, error) {
 	path := d.cfg.Dataplane.StateFile
 	if path == "" {
-		return nil
+		return 0, nil
 	}
 	b, err := d.prev.Marshal()
 	if err == nil {
 		b, err = marshalOverrides(b, d.savedOverridesLocked())
 	}
-	if err == nil {
-		err = writeFileDurably(path, b)
-	}
 	if err != nil {
 		d.stateErrors.Add(1)
 		d.log.Error("the state file cannot be written: a restart would forget the previous backend sets and the run-time overrides", "state_file", path, "err", err)
+		return 0, err
 	}
-	return err
+	return d.stateW.submit(path, b), nil
 }
 
 // previousFor fills vs's previous set from prev at now and returns when

@@ -32,8 +32,17 @@ func (d *Daemon) Reload() error {
 	return err
 }
 
-// reload is Reload, returning what it did (nil with ErrNotRunning).
+// reload is Reload, returning what it did (nil with ErrNotRunning). It
+// returns once the state file holds what the reload changed in it
+// (overrides of removed backends dropped), as SetOverride does.
 func (d *Daemon) reload() (*ReloadReport, error) {
+	rep, err := d.applyReload()
+	d.syncState(stateWaitRequest)
+	return rep, err
+}
+
+// applyReload reads, checks and applies the configuration file.
+func (d *Daemon) applyReload() (*ReloadReport, error) {
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
 	select {
