@@ -15,7 +15,8 @@ import (
 // it: a client that changed address or port, whose new tuple no table
 // knows, and a box that never saw the connection, both send it to its
 // server, with no state shared. Everything else (the client-chosen IDs of
-// Initial and 0-RTT packets, IDs of an unknown configuration or server,
+// Initial and 0-RTT packets, long headers of versions other than 1 and 2,
+// whose IDs may be the client's too, IDs of an unknown configuration or server,
 // servers that are down or gone) takes the path of any UDP packet: the
 // connection table, then the scheduler, as the draft's fallback requires.
 
@@ -77,21 +78,22 @@ func (sc *quicScratch) route(dec *quiclb.Decoder, payload []byte) (uint8, int, q
 type QUICFallback uint8
 
 const (
-	QUICFallbackNone          QUICFallback = iota
-	QUICFallbackNotQUIC                    // no QUIC header there (empty, truncated long header, version negotiation)
-	QUICFallbackClientChosen               // an Initial or 0-RTT packet: the client chose the ID
-	QUICFallbackFiveTuple                  // configuration 0b111: the server asks for 4-tuple routing
-	QUICFallbackUnknownConfig              // no configuration at the ID's codepoint
-	QUICFallbackShortCID                   // the ID is shorter than its configuration's
-	QUICFallbackNoSourceCID                // an ICMP error quoting a short header: no server-chosen ID there
-	QUICFallbackUnknownServer              // the server ID names no backend of the VIP
-	QUICFallbackServerDown                 // it names a backend that is down
+	QUICFallbackNone           QUICFallback = iota
+	QUICFallbackNotQUIC                     // no QUIC header there (empty, truncated long header, version negotiation)
+	QUICFallbackClientChosen                // an Initial or 0-RTT packet: the client chose the ID
+	QUICFallbackFiveTuple                   // configuration 0b111: the server asks for 4-tuple routing
+	QUICFallbackUnknownConfig               // no configuration at the ID's codepoint
+	QUICFallbackShortCID                    // the ID is shorter than its configuration's
+	QUICFallbackNoSourceCID                 // an ICMP error quoting a short header: no server-chosen ID there
+	QUICFallbackUnknownServer               // the server ID names no backend of the VIP
+	QUICFallbackServerDown                  // it names a backend that is down
+	QUICFallbackUnknownVersion              // a long header of a version other than 1 and 2: the client may have chosen the ID
 	numQUICFallbacks
 )
 
 var quicFallbackNames = [numQUICFallbacks]string{
 	"none", "not_quic", "client_chosen", "five_tuple", "unknown_config", "short_cid",
-	"no_source_cid", "unknown_server", "server_down",
+	"no_source_cid", "unknown_server", "server_down", "unknown_version",
 }
 
 func (r QUICFallback) String() string {
@@ -112,13 +114,14 @@ func QUICFallbacks() []QUICFallback {
 
 // quicFallbackOf maps the decoder's verdicts to reasons.
 var quicFallbackOf = [...]QUICFallback{
-	quiclb.Routable:      QUICFallbackNone,
-	quiclb.NotQUIC:       QUICFallbackNotQUIC,
-	quiclb.ClientChosen:  QUICFallbackClientChosen,
-	quiclb.FiveTuple:     QUICFallbackFiveTuple,
-	quiclb.UnknownConfig: QUICFallbackUnknownConfig,
-	quiclb.ShortCID:      QUICFallbackShortCID,
-	quiclb.NoSourceCID:   QUICFallbackNoSourceCID,
+	quiclb.Routable:       QUICFallbackNone,
+	quiclb.NotQUIC:        QUICFallbackNotQUIC,
+	quiclb.ClientChosen:   QUICFallbackClientChosen,
+	quiclb.FiveTuple:      QUICFallbackFiveTuple,
+	quiclb.UnknownConfig:  QUICFallbackUnknownConfig,
+	quiclb.ShortCID:       QUICFallbackShortCID,
+	quiclb.NoSourceCID:    QUICFallbackNoSourceCID,
+	quiclb.UnknownVersion: QUICFallbackUnknownVersion,
 }
 
 func fallbackOf(v quiclb.Verdict) QUICFallback {

@@ -110,7 +110,13 @@ func shortHeader(dcid []byte) []byte {
 // longHeader is a QUIC v1 long header packet of type typ (0 Initial, 1
 // 0-RTT, 2 Handshake) from scid to dcid.
 func longHeader(typ byte, dcid, scid []byte) []byte {
-	b := []byte{0xc0 | typ<<4, 0, 0, 0, 1, byte(len(dcid))}
+	return longHeaderOf(1, typ, dcid, scid)
+}
+
+// longHeaderOf is longHeader for QUIC version version.
+func longHeaderOf(version uint32, typ byte, dcid, scid []byte) []byte {
+	b := []byte{0xc0 | typ<<4, 0, 0, 0, 0, byte(len(dcid))}
+	binary.BigEndian.PutUint32(b[1:5], version)
 	b = append(append(b, dcid...), byte(len(scid)))
 	b = append(b, scid...)
 	return append(b, payloadOf(40)...)
@@ -217,30 +223,38 @@ func TestQUICFallback(t *testing.T) {
 	vs := spec.VIPs[len(spec.VIPs)-2]
 	good := serverCID(t, 0, 2, 7)
 	unknownServer := append([]byte{good[0], 0xee, 0xee}, good[3:]...)
+	const draft29 = 0xff00001d
 	tests := []struct {
 		name    string
 		payload []byte
-		down    bool // backend 2 is down
+		state   BackendState // of backend 2, which good names
 		why     QUICFallback
 	}{
-		{"empty", nil, false, QUICFallbackNotQUIC},
-		{"Initial", longHeader(0, good, good), false, QUICFallbackClientChosen},
-		{"0-RTT", longHeader(1, good, good), false, QUICFallbackClientChosen},
-		{"codepoint 0b111", shortHeader(append([]byte{0xe0 | good[0]&0x1f}, good[1:]...)), false, QUICFallbackFiveTuple},
-		{"unknown configuration", shortHeader(append([]byte{0x60 | good[0]&0x1f}, good[1:]...)), false, QUICFallbackUnknownConfig},
-		{"too short", []byte{0x41, good[0], good[1]}, false, QUICFallbackShortCID},
-		{"unknown server", shortHeader(unknownServer), false, QUICFallbackUnknownServer},
-		{"server down", shortHeader(good), true, QUICFallbackServerDown},
+		{"empty", nil, BackendUp, QUICFallbackNotQUIC},
+		{"Initial", longHeader(0, good, good), BackendUp, QUICFallbackClientChosen},
+		{"0-RTT", longHeader(1, good, good), BackendUp, QUICFallbackClientChosen},
+		{"codepoint 0b111", shortHeader(append([]byte{0xe0 | good[0]&0x1f}, good[1:]...)), BackendUp, QUICFallbackFiveTuple},
+		{"unknown configuration", shortHeader(append([]byte{0x60 | good[0]&0x1f}, good[1:]...)), BackendUp, QUICFallbackUnknownConfig},
+		{"too short", []byte{0x41, good[0], good[1]}, BackendUp, QUICFallbackShortCID},
+		{"unknown server", shortHeader(unknownServer), BackendUp, QUICFallbackUnknownServer},
+		{"server down", shortHeader(good), BackendDown, QUICFallbackServerDown},
+		// Versions vipd does not know: their IDs may be the client's
+		// (draft-29's Initial), so one that names a draining server by
+		// chance must not take a new connection there.
+		{"draft-29 Initial", longHeaderOf(draft29, 0, good, good), BackendUp, QUICFallbackUnknownVersion},
+		{"draft-29 Initial naming a draining server", longHeaderOf(draft29, 0, good, good), BackendDraining, QUICFallbackUnknownVersion},
+		{"draft-29 Handshake", longHeaderOf(draft29, 2, good, good), BackendUp, QUICFallbackUnknownVersion},
+		{"unknown version", longHeaderOf(0x1a2a3a4a, 2, good, good), BackendDraining, QUICFallbackUnknownVersion},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := quicTestSpec(t)
 			plain := quicTestSpec(t)
 			plain.VIPs[len(plain.VIPs)-2].QUIC = nil
-			if tt.down {
+			if tt.state != BackendUp {
 				for _, s := range []*Spec{spec, plain} {
 					bs := append([]BackendSpec(nil), s.VIPs[len(s.VIPs)-2].Backends...)
-					bs[2].State = BackendDown
+					bs[2].State = tt.state
 					s.VIPs[len(s.VIPs)-2].Backends = bs
 				}
 			}

@@ -49,23 +49,25 @@ func (d *Decoder) Codec(rotation uint8) *Codec {
 type Verdict uint8
 
 const (
-	Routable      Verdict = iota // sid[:n] holds the server ID decoded with configuration rot
-	NotQUIC                      // empty, or a long header too short for its own fields
-	ClientChosen                 // QUIC v1 / v2 Initial or 0-RTT: the client chose the DCID
-	FiveTuple                    // rotation bits 0b111
-	UnknownConfig                // no configuration at that codepoint
-	ShortCID                     // the DCID (or datagram) is shorter than the configuration's CID
-	NoSourceCID                  // RouteSource on a short header (no SCID there)
+	Routable       Verdict = iota // sid[:n] holds the server ID decoded with configuration rot
+	NotQUIC                       // empty, or a long header too short for its own fields
+	ClientChosen                  // QUIC v1 / v2 Initial or 0-RTT: the client chose the DCID
+	FiveTuple                     // rotation bits 0b111
+	UnknownConfig                 // no configuration at that codepoint
+	ShortCID                      // the DCID (or datagram) is shorter than the configuration's CID
+	NoSourceCID                   // RouteSource on a short header (no SCID there)
+	UnknownVersion                // a long header of a version other than 1 and 2: who chose the DCID is unknown
 )
 
 var verdictNames = [...]string{
-	Routable:      "routable",
-	NotQUIC:       "not-quic",
-	ClientChosen:  "client-chosen",
-	FiveTuple:     "five-tuple",
-	UnknownConfig: "unknown-config",
-	ShortCID:      "short-cid",
-	NoSourceCID:   "no-source-cid",
+	Routable:       "routable",
+	NotQUIC:        "not-quic",
+	ClientChosen:   "client-chosen",
+	FiveTuple:      "five-tuple",
+	UnknownConfig:  "unknown-config",
+	ShortCID:       "short-cid",
+	NoSourceCID:    "no-source-cid",
+	UnknownVersion: "unknown-version",
 }
 
 func (v Verdict) String() string {
@@ -107,9 +109,14 @@ func longHeader(p []byte) (version uint32, dcid []byte, rest []byte, ok bool) {
 // invariants (RFC 8999) and decodes its server ID into sid[:n].
 //
 // Long header (first bit 1): versions 1 and 2 Initial and 0-RTT are
-// ClientChosen, version 0 (version negotiation) is NotQUIC, and every other
-// packet (unknown versions included) has its DCID decoded; the DCID must be
-// at least the configuration's CIDLen (extra octets are ignored). Short
+// ClientChosen, version 0 (version negotiation) is NotQUIC, and the other
+// packets of versions 1 and 2 (Handshake; Retry, which a client never
+// sends) have their DCID decoded; the DCID must be at least the
+// configuration's CIDLen (extra octets are ignored). Every other version is
+// UnknownVersion: the invariants do not say which of its packets carry an
+// ID the client chose (draft-29's Initial does, with other type bits than
+// v2's), and a client-chosen ID that happened to decode would name a
+// server at random — a draining or weight-0 one among them. Short
 // header (first bit 0): the DCID starts at payload[1] and is as long as the
 // CIDLen of the configuration its first octet names.
 //
@@ -128,6 +135,8 @@ func (d *Decoder) Route(payload, sid []byte, s *Scratch) (rot uint8, n int, v Ve
 	switch {
 	case !ok, version == versionNegotiation:
 		return 0, 0, NotQUIC
+	case version != version1 && version != version2:
+		return 0, 0, UnknownVersion
 	case clientChosen(version, payload[0]):
 		return 0, 0, ClientChosen
 	}

@@ -97,7 +97,7 @@ func FuzzRoute(f *testing.F) {
 				if rot != Unroutable || n != 0 {
 					t.Fatalf("five-tuple with rot %d n %d", rot, n)
 				}
-			case NotQUIC, ClientChosen, UnknownConfig, ShortCID, NoSourceCID:
+			case NotQUIC, ClientChosen, UnknownConfig, ShortCID, NoSourceCID, UnknownVersion:
 				if n != 0 {
 					t.Fatalf("%v with n %d", v, n)
 				}
