@@ -167,3 +167,51 @@ func TestCountByBackendSteps(t *testing.T) {
 		t.Errorf("from past the end: next %d, want 0", next)
 	}
 }
+
+// TestRenew: a tuple given to a new connection is pinned to the new
+// backend, in the state its first packet gives a new flow, unproven
+// (evictable) again, with its age counted from the renewal and its flags
+// cleared; the slot and the shard's structure stay as they were.
+func TestRenew(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		key   Key
+		flags uint8
+		want  State
+		level int
+	}{
+		{"tcp SYN", testKey(1), tcpSYN, StateSynSent, 0},
+		{"tcp mid-stream", testKey(2), tcpACK, StateUnconfirmed, 1},
+		{"udp", udpKey(3), 0, StateUDPNew, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newShard(t, 4096)
+			s.Advance(100)
+			e, r := establish(t, s, tc.key, 1)
+			if !r.Tracked() {
+				t.Fatal("not tracked")
+			}
+			e.SetFlags(0x81)
+			s.Advance(115) // within every timeout of testTimeouts
+			e, ok := lookup(s, tc.key)
+			if !ok {
+				t.Fatal("the flow expired")
+			}
+			epoch, repicks := s.Epoch(), s.Stats().Repicks
+			s.Renew(e, 2, tc.flags)
+			if e.Backend() != 2 || e.State() != tc.want || e.Level() != tc.level || !e.Evictable() || e.Flags() != 0 || e.LastSeen() != 115 {
+				t.Errorf("renewed: backend %d state %v level %d evictable %v flags %#x seen %d; want 2 %v %d true 0 115",
+					e.Backend(), e.State(), e.Level(), e.Evictable(), e.Flags(), e.LastSeen(), tc.want, tc.level)
+			}
+			if s.Epoch() != epoch || s.Stats().Repicks != repicks+1 {
+				t.Errorf("epoch %d→%d, repicks %d→%d: want the same epoch, one repick", epoch, s.Epoch(), repicks, s.Stats().Repicks)
+			}
+			s.Advance(118)
+			fl, _ := s.List(make([]Flow, 0, 64), 0, len(s.buckets), nil)
+			if len(fl) != 1 || fl[0].Age != 3 || fl[0].Backend != 2 {
+				t.Errorf("listed %+v, want the flow on backend 2, aged 3 ticks (since the renewal)", fl)
+			}
+			checkInvariants(t, s)
+		})
+	}
+}

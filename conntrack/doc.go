@@ -41,7 +41,7 @@
 // shard, and used for the packet at hand; more exactly, while the shard's
 // Epoch stays the same, which a caller may check to keep the Entry for the
 // next packet of the same flow (a burst's) instead of looking it up again.
-// Lookup, Insert, Touch, SetBackend, Delete and Advance do not allocate.
+// Lookup, Insert, Touch, SetBackend, Renew, Delete and Advance do not allocate.
 //
 // # Layout and memory
 //
@@ -156,7 +156,10 @@
 // The table stores an opaque backend reference per flow. On each hit the
 // pipeline compares it with its snapshot: a removed or down backend is
 // replaced by a fresh Maglev pick with SetBackend (counted as a repick); a
-// draining backend keeps its flows. Shard.CountByBackend counts live flows
+// draining backend keeps its flows. A new connection on a flow's tuple (a
+// client reusing its ports) that the pipeline places elsewhere takes the
+// entry over with Renew: new backend, a new flow's state and proof level,
+// its age counted afresh. Shard.CountByBackend counts live flows
 // per backend for the control plane in bounded steps: the owning worker runs
 // one step between batches (the control plane sends the request, the worker
 // hands back the sum), like every other Shard method.

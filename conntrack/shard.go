@@ -206,6 +206,24 @@ func (s *Shard) SetBackend(e Entry, b uint32) {
 	s.c.repicks++
 }
 
+// Renew gives the flow's tuple to a new connection, whose first packet has
+// TCP flags tcpFlags (ignored for non-TCP flows): pinned to backend b,
+// with the flags cleared, the state and proof level that packet gives a
+// new flow (a SYN: SynSent, level 0), and its age counted from now
+// (Flow.Age). The pipeline calls it when a client reuses a tuple for a new
+// connection that goes elsewhere than the old one; nothing of the old
+// connection carries over, its proof of life least of all. Counted as a
+// repick. e stays valid.
+func (s *Shard) Renew(e Entry, b uint32, tcpFlags uint8) {
+	i := e.i & 7
+	r := &e.b.recs[i]
+	r.backend, r.flags = b, 0
+	r.bornHi, r.bornLo = uint8(s.now>>16), uint16(s.now)
+	e.b.state[i] = e.b.state[i]&altBit | initialPhase(r.key.Proto, tcpFlags)
+	e.b.seen[i] = s.now
+	s.c.repicks++
+}
+
 // Delete removes the flow (e.g. on RST, or by an operator). e and every
 // other Entry of the same slot are invalid afterwards.
 func (s *Shard) Delete(e Entry) {

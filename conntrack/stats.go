@@ -17,7 +17,7 @@ type Stats struct {
 	UntrackedFull        uint64 // Inserts refused (Untracked): the flow goes stateless
 	Relocations          uint64 // flows moved to their other bucket to make room
 	Deletes              uint64 // flows removed by Delete
-	Repicks              uint64 // SetBackend calls (flows re-pinned off a removed or down backend)
+	Repicks              uint64 // SetBackend and Renew calls (flows re-pinned off a removed or down backend, tuples given to a new connection)
 }
 
 func (a *Stats) add(b Stats) {
