@@ -38,7 +38,7 @@ var (
 	dLookups     = desc("flow_lookups_total", "Connection-table lookups on the packet path.", "result")
 	dUntracked   = desc("flows_untracked_total", "New flows the connection table had no room for (forwarded statelessly).")
 	dRepicked    = desc("flows_repicked_total", "Flows moved off a backend that went down or away.")
-	dReused      = desc("flows_reused_tuple_total", "New connections on the tuple of a closing flow whose backend takes no new flows (draining, weight 0), placed as new flows.")
+	dReused      = desc("flows_reused_tuple_total", "New connections (SYNs) on the tuple of a flow whose backend takes no new flows (draining, weight 0, down, disabled, removed), placed as new flows.")
 	dStateless   = desc("stateless_packets_total", "Packets forwarded by Maglev alone (fragments, untracked flows).")
 	dBatches     = desc("worker_batches_total", "Batches processed, per worker.", "worker")
 	dBatchSize   = desc("worker_batch_size", "Frames per batch, per worker.", "worker")

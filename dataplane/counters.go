@@ -130,9 +130,9 @@ type Counters struct {
 	FlowMisses uint64
 	Untracked  uint64 // new flows the table had no room for (forwarded statelessly)
 	Repicked   uint64 // flows moved off a backend that went down or away
-	// Reused counts SYNs of a new connection on the tuple of a closing
-	// flow whose backend takes no new flows (draining, weight 0): placed
-	// as new flows rather than kept there.
+	// Reused counts SYNs of a new connection on the tuple of a flow
+	// whose backend takes no new flows (draining, weight 0, down,
+	// disabled, removed): placed as new flows rather than kept there.
 	Reused    uint64
 	Stateless uint64 // packets forwarded by Maglev alone (fragments, untracked flows)
 	// Previous-owner hints (VIPSpec.Previous): flows that missed the

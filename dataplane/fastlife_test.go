@@ -264,3 +264,176 @@ func TestReusedTupleLeavesDrainingBackend(t *testing.T) {
 		}
 	}
 }
+
+// TestSYNLeavesBackendThatTakesNone: a client's connection is established
+// on a backend, which then stops taking new flows (draining, weight 0,
+// down or disabled, removed), and the client reuses the tuple for a new
+// connection after a close vipd never saw (a backend's RST in DSR mode;
+// NAT replies do not move the entry). The new connection's SYN is placed
+// afresh, on a backend that takes new flows, with its handshake and data
+// following it; the entry is renewed (a new flow's state and age); the
+// tuple's fast path entry is retired, so that the new connection's ACK
+// reaches a worker and not the old backend. The new SYN's retransmission
+// stays where the SYN went. A SYN that is the same SYN again while the
+// entry has seen only SYNs (its sequence number: a retransmission, whose
+// SYN-ACK may be on its way) keeps a draining backend; another SYN does
+// not.
+func TestSYNLeavesBackendThatTakesNone(t *testing.T) {
+	type change struct {
+		name   string
+		set    func(b *BackendSpec)
+		remove bool
+		keeps  bool // the backend could still answer a SYN it had (not down, not gone)
+	}
+	changes := []change{
+		{"draining", func(b *BackendSpec) { b.State = BackendDraining }, false, true},
+		{"weight 0", func(b *BackendSpec) { b.Weight = 0 }, false, true},
+		{"down or disabled", func(b *BackendSpec) { b.State = BackendDown }, false, false},
+		{"removed", nil, true, false},
+	}
+	for _, vip := range []struct {
+		name string
+		id   uint16
+		dst  netip.Addr
+		src  netip.Addr
+	}{
+		{"nat4", idNAT4, vipNAT4, client4},
+		{"dsr4", idDSR4, vipDSR4, client4},
+		{"nat6", idNAT6, vipNAT6, client6},
+		{"dsr6", idDSR6, vipDSR6, client6},
+	} {
+		for _, ch := range changes {
+			setup := func(t *testing.T) (h *harness, fast *recordingFast, send func(flags string, seq uint32) netip.Addr, apply func(first netip.Addr)) {
+				spec := fastSpec()
+				h = newHarness(t, spec)
+				fast = &recordingFast{}
+				h.w.SetFastPath(fast, false)
+				send = func(flags string, seq uint32) netip.Addr {
+					t.Helper()
+					d := h.run(build(t, pk{src: vip.src, dst: vip.dst, sport: 42000, dport: 80, flags: flags, seq: seq}))[0]
+					if d.Verdict != VerdictTX {
+						t.Fatalf("%s: %v %v", flags, d.Verdict, d.Reason)
+					}
+					in, err := ipOf(decode(t, d.frame()))
+					if err != nil {
+						t.Fatal(err)
+					}
+					return in.dst // the backend (DSR: the outer header's)
+				}
+				apply = func(first netip.Addr) {
+					for i := range spec.VIPs {
+						v := &spec.VIPs[i]
+						if v.ID != vip.id {
+							continue
+						}
+						bs := make([]BackendSpec, 0, len(v.Backends))
+						for _, b := range v.Backends {
+							if b.Addr == first {
+								if ch.remove {
+									continue
+								}
+								ch.set(&b)
+							}
+							bs = append(bs, b)
+						}
+						v.Backends = bs
+					}
+					h.setSpec(spec)
+				}
+				return
+			}
+			age := func(t *testing.T, h *harness) conntrack.Tick {
+				t.Helper()
+				fl, _ := h.w.ct.List(make([]conntrack.Flow, 0, 64), 0, 1<<30, nil)
+				if len(fl) != 1 {
+					t.Fatalf("%d flows listed, want 1", len(fl))
+				}
+				return fl[0].Age
+			}
+
+			t.Run(vip.name+"/"+ch.name+"/established", func(t *testing.T) {
+				h, fast, send, apply := setup(t)
+				first := send("S", 1000)
+				send("A", 1001)
+				for range conntrack.ProofTicks {
+					h.now += int64(time.Second)
+					if got := send("PA", 1001); got != first {
+						t.Fatalf("the connection's data went to %v, its SYN to %v", got, first)
+					}
+				}
+				if st := onlyEntry(t, h).State(); st != conntrack.StateEstablished {
+					t.Fatalf("state %v, want Established", st)
+				}
+				if len(fast.flows) == 0 {
+					t.Fatal("the established flow was not handed to the fast path")
+				}
+				handed := fast.flows[len(fast.flows)-1]
+				h.now += int64(60 * time.Second) // well within tcp_established
+				send("PA", 1001)                 // moves the table's clock
+				if a := age(t, h); a < 60 {
+					t.Fatalf("age %d before the new connection, want at least 60", a)
+				}
+				apply(first)
+				n := len(fast.flows)
+				second := send("S", 777777)
+				if second == first {
+					t.Fatalf("the new connection's SYN went to %v, which takes no new flows", first)
+				}
+				if r := h.w.Counters().Reused; r != 1 {
+					t.Errorf("Reused %d, want 1", r)
+				}
+				if v6 := vip.src.Is6(); !v6 || h.w.fast6 {
+					if len(fast.flows) != n+1 || !fast.flows[n].Retire || keyOfFlow(&fast.flows[n]) != keyOfFlow(&handed) {
+						t.Errorf("offered %+v on the new connection's SYN, want the retirement of %+v", fast.flows[n:], keyOfFlow(&handed))
+					}
+				}
+				e := onlyEntry(t, h)
+				if e.State() != conntrack.StateSynSent || !e.Evictable() {
+					t.Errorf("the renewed entry: state %v, evictable %v; want SynSent, evictable", e.State(), e.Evictable())
+				}
+				if a := age(t, h); a != 0 {
+					t.Errorf("the renewed entry's age %d, want 0 (the new connection's)", a)
+				}
+				if got := send("S", 777777); got != second {
+					t.Errorf("the new SYN's retransmission went to %v, the SYN to %v", got, second)
+				}
+				for _, f := range []string{"A", "PA"} {
+					if got := send(f, 777778); got != second {
+						t.Errorf("the new connection's %s went to %v, its SYN to %v", f, got, second)
+					}
+				}
+				if r := h.w.Counters().Reused; r != 1 {
+					t.Errorf("Reused %d after the new connection's packets, want 1", r)
+				}
+			})
+
+			t.Run(vip.name+"/"+ch.name+"/handshake", func(t *testing.T) {
+				h, _, send, apply := setup(t)
+				first := send("S", 1000)
+				apply(first)
+				h.now += int64(time.Second)
+				// The SYN again (its SYN-ACK lost, or slow): where it
+				// went, if that backend could still answer it.
+				again := send("S", 1000)
+				if ch.keeps && again != first {
+					t.Errorf("the SYN's retransmission went to %v, the SYN to %v, which is %s", again, first, ch.name)
+				}
+				if !ch.keeps && again == first {
+					t.Errorf("the SYN's retransmission went to %v, which is %s", first, ch.name)
+				}
+				if ch.keeps {
+					if r := h.w.Counters().Reused; r != 0 {
+						t.Errorf("Reused %d after a retransmission, want 0", r)
+					}
+					// Another SYN on the tuple is another connection.
+					if got := send("S", 5000); got == first {
+						t.Errorf("a new SYN (another sequence number) went to %v, which is %s", got, ch.name)
+					}
+					if r := h.w.Counters().Reused; r != 1 {
+						t.Errorf("Reused %d after a new SYN, want 1", r)
+					}
+				}
+			})
+		}
+	}
+}

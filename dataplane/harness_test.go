@@ -185,6 +185,7 @@ type pk struct {
 	sport, dport uint16
 	proto        layers.IPProtocol
 	flags        string // TCP flags: any of "SAFRP"
+	seq          uint32 // TCP sequence number; 0: 1000
 	payload      []byte
 	ttl          uint8
 	tos          uint8 // IPv4 TOS (DSCP, ECN)
@@ -259,6 +260,9 @@ func build(t testing.TB, p pk) []byte {
 	switch p.proto {
 	case layers.IPProtocolTCP:
 		tcp := &layers.TCP{SrcPort: layers.TCPPort(p.sport), DstPort: layers.TCPPort(p.dport), Seq: 1000, Ack: 2000, Window: 65535}
+		if p.seq != 0 {
+			tcp.Seq = p.seq
+		}
 		for _, c := range p.flags {
 			switch c {
 			case 'S':

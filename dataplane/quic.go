@@ -239,10 +239,11 @@ func (w *Worker) trackQUIC(p *pkt, flags uint8, vi int, v *vip) (b *backend, ref
 		if e.Backend() != ref {
 			// The tuple was another backend's: a client that reused it,
 			// or a flow the fallback placed before its server's ID
-			// was seen. The server is right; the fast path, if it
-			// carries the tuple, must forget the old backend.
-			e.SetFlags(0)
-			w.ct.SetBackend(e, ref)
+			// was seen. The server is right: the entry is renewed for
+			// it (its age and proof are the old flow's no more), and
+			// the fast path, if it carries the tuple, must forget the
+			// old backend.
+			w.ct.Renew(e, ref, flags)
 			w.c.QUICMoved++
 			w.c.Backends[ref].NewFlows++
 			if w.fast != nil {

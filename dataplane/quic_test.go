@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/google/gopacket/layers"
 
+	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/quiclb"
 )
 
@@ -579,5 +581,40 @@ func TestQUICIPv6(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestQUICMoveRenews: a tuple whose entry names one backend, reused by a
+// connection whose ID names another, moves there as a new flow: the age
+// vipd conns shows is the new connection's, not the old one's.
+func TestQUICMoveRenews(t *testing.T) {
+	spec := quicTestSpec(t)
+	vs := spec.VIPs[len(spec.VIPs)-2]
+	h := newHarness(t, spec)
+	const port = 31000
+	old := serverCID(t, 0, 0, 1)
+	if got := sentTo(t, h, quicPacket(t, vs.Addr, port, shortHeader(old))); got != vs.Backends[0].Addr {
+		t.Fatalf("the first connection went to %v, its ID names %v", got, vs.Backends[0].Addr)
+	}
+	h.now += int64(45 * time.Second) // within the UDP timeout
+	sentTo(t, h, quicPacket(t, vs.Addr, port, shortHeader(old)))
+	listed := func() conntrack.Flow {
+		t.Helper()
+		fl, _ := h.w.ct.List(make([]conntrack.Flow, 0, 64), 0, 1<<30, nil)
+		if len(fl) != 1 {
+			t.Fatalf("%d flows listed, want 1", len(fl))
+		}
+		return fl[0]
+	}
+	if f := listed(); f.Age < 45 {
+		t.Fatalf("the first connection's age %d, want at least 45", f.Age)
+	}
+	moved := serverCID(t, 0, 1, 2)
+	if got := sentTo(t, h, quicPacket(t, vs.Addr, port, shortHeader(moved))); got != vs.Backends[1].Addr {
+		t.Fatalf("the new connection went to %v, its ID names %v", got, vs.Backends[1].Addr)
+	}
+	f := listed()
+	if h.w.Counters().QUICMoved != 1 || f.Age != 0 || f.State != conntrack.StateUDPNew {
+		t.Errorf("moved %d; the entry's age %d, state %v: want 1, 0 (the new connection's), UDPNew", h.w.Counters().QUICMoved, f.Age, f.State)
 	}
 }
