@@ -3,6 +3,8 @@ package dataplane
 import (
 	"hash/maphash"
 	"net/netip"
+
+	"github.com/vipd/vipd/quiclb"
 )
 
 // Generation returns the snapshot's generation (see gen): the one a fast
@@ -35,9 +37,14 @@ var fastSeed = maphash.MakeSeed()
 // hops, the box's own addresses, each VIP's addressing, mode and
 // encapsulation and whether it gives previous-owner hints, each of its
 // backends' reference, address, port, MACs, epoch and whether it keeps
-// its flows. Not the Maglev tables, weights or schedulers, which only
-// pick the backends of new flows, nor a drain (a draining backend keeps
-// its flows). Each VIP's part is kept in its vipBuild.
+// its flows, and its QUIC-LB routing (configurations, keys and server
+// IDs: they route an established flow's packets ahead of its entry). Not
+// the Maglev tables, weights or schedulers, which only pick the backends
+// of new flows, nor a drain (a draining backend keeps its flows). Each
+// VIP's part is kept in its vipBuild. TestFastGenerationProperty changes
+// every field of a Spec in turn and checks that the generation moves
+// whenever a worker then forwards some established flow's packet
+// otherwise.
 func (s *Snapshot) fastStateHash(prev *Snapshot, spec *Spec, kept []bool) uint64 {
 	type box struct {
 		portSettings
@@ -118,5 +125,43 @@ func (s *Snapshot) vipFastState(i int, bs []BackendSpec) uint64 {
 		}
 		h = (h ^ maphash.Comparable(fastSeed, backendState{ref, b.live, b.keepsFlows(), b.vip, b.addr4, b.addr6, b.port, b.macs, epoch})) * 0x9e3779b97f4a7c15
 	}
+	if v.quic != nil {
+		h = (h ^ v.quic.fastState()) * 0x9e3779b97f4a7c15
+	}
 	return h
+}
+
+// fastState hashes what q routes by: each configuration (codepoint,
+// lengths, key) and each server ID with the backend it names. Content,
+// not identity: a reload compiles a new QUICSpec for an unchanged
+// configuration, which must not retire the fast path's flows.
+func (q *quicVIP) fastState() uint64 {
+	type codec struct {
+		rot           uint8
+		sidLen, nonce int
+		form          quiclb.Form
+		key           [16]byte // the key's check value: the codec keeps no key
+	}
+	type server struct {
+		rot uint8
+		id  string
+		ref uint32
+	}
+	h := maphash.Comparable(fastSeed, "quic-lb")
+	for rot := range uint8(quiclb.NumConfigs) {
+		c := q.dec.Codec(rot)
+		if c == nil {
+			continue
+		}
+		cfg := c.Config()
+		k := codec{rot: rot, sidLen: cfg.ServerIDLen, nonce: cfg.NonceLen, form: c.Form(), key: c.KeyCheck()}
+		h = (h ^ maphash.Comparable(fastSeed, k)) * 0x9e3779b97f4a7c15
+	}
+	var ids uint64 // in any order: maps'
+	for rot, m := range q.ids {
+		for id, ref := range m {
+			ids += maphash.Comparable(fastSeed, server{uint8(rot), id, ref})
+		}
+	}
+	return (h ^ ids) * 0x9e3779b97f4a7c15
 }

@@ -126,6 +126,7 @@ func (f *feistel) decrypt(dst, src []byte, s *Scratch) {
 // for concurrent use as long as each goroutine passes its own Scratch.
 type Codec struct {
 	cfg    Config // Key nil
+	kcv    [16]byte
 	form   Form
 	sidLen int
 	plen   int // ServerIDLen + NonceLen
@@ -153,11 +154,23 @@ func NewCodec(c Config) (*Codec, error) {
 		}
 		cd.block = b
 		cd.f = newFeistel(b, cd.plen)
+		b.Encrypt(cd.kcv[:], kcvBlock[:])
 	}
 	c.Key = nil
 	cd.cfg = c
 	return cd, nil
 }
+
+// kcvBlock is the block whose encryption is a Codec's key check value.
+var kcvBlock = [16]byte{'v', 'i', 'p', 'd', ' ', 'q', 'u', 'i', 'c', '-', 'l', 'b', ' ', 'k', 'c', 'v'}
+
+// KeyCheck returns a key check value of the configuration's key: a fixed
+// block encrypted under it (all zero for plaintext). Two codecs with the
+// same key have the same value, two keys (almost surely) different ones,
+// and the value reveals nothing of the key that an encryption of one known
+// block does not: it lets the caller tell whether a reload changed a key
+// (the XDP fast path's generation) without keeping the key.
+func (c *Codec) KeyCheck() [16]byte { return c.kcv }
 
 // Config returns the configuration with its Key field nil. Mind that the
 // copy's own Form and String therefore read as plaintext: ask the Codec's.

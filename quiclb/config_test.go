@@ -225,3 +225,31 @@ func TestStrings(t *testing.T) {
 		t.Errorf("Form(9) = %q", s)
 	}
 }
+
+// TestKeyCheck: a codec's key check value tells keys apart and is the
+// same for the same key, whatever the rest of the configuration; it is
+// zero without a key, and it is not the key.
+func TestKeyCheck(t *testing.T) {
+	key2 := bytes.Repeat([]byte{0x5a}, KeyLen)
+	mk := func(c Config) [16]byte {
+		t.Helper()
+		codec, err := NewCodec(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return codec.KeyCheck()
+	}
+	a := mk(Config{Rotation: 0, ServerIDLen: 3, NonceLen: 4, Key: testKey})
+	if b := mk(Config{Rotation: 5, ServerIDLen: 8, NonceLen: 8, Key: testKey}); a != b {
+		t.Error("the same key, two check values")
+	}
+	if c := mk(Config{Rotation: 0, ServerIDLen: 3, NonceLen: 4, Key: key2}); a == c {
+		t.Error("two keys, one check value")
+	}
+	if z := mk(Config{Rotation: 0, ServerIDLen: 3, NonceLen: 4}); z != ([16]byte{}) {
+		t.Errorf("plaintext check value %x, want zero", z)
+	}
+	if bytes.Equal(a[:], testKey) || a == ([16]byte{}) {
+		t.Error("the check value is the key, or zero")
+	}
+}
