@@ -79,7 +79,19 @@ func demo(r *testbed.Run) {
 	active := time.Since(t0)
 	bd, bn := dsr.Settle(30*time.Second), nat.Settle(30*time.Second)
 	moving := time.Since(t0)
-	// Box2's status while it carries every connection that is left.
+	// Box2's status while it carries every connection that is left, once
+	// its active-flow counts (sampled each second) have them all.
+	testkit.Poll(testkit.Patience, func() bool {
+		st, err := v[1].State()
+		if err != nil {
+			return false
+		}
+		held := map[string]int{}
+		for _, vip := range st.VIPs {
+			held[vip.Name] = vip.ActiveFlows
+		}
+		return held["echo-dsr"] >= perVIP-len(bd) && held["echo-nat"] >= perVIP-len(bn)
+	})
 	status := bed.Boxes[1].Must(r, bed.Bin.VIPD, "status")
 	dsr.Finish()
 	nat.Finish()
