@@ -69,7 +69,7 @@ func indexLines(src string) *lineIndex {
 		}
 		// Skip continuation lines of a value that spans several lines so
 		// that their content is not mistaken for keys.
-		n = skipValue(lines, n, text[eq+1:])
+		n, _ = skipValue(lines, n, text[eq+1:])
 	}
 	return ix
 }
@@ -169,8 +169,10 @@ func keyEnd(s string) int {
 }
 
 // skipValue returns the index of the last line belonging to the value that
-// starts on line n with the text rest (after '=').
-func skipValue(lines []string, n int, rest string) int {
+// starts on line n with the text rest (after '='), and whether the value
+// ends there: false when an array or a multi-line string is still open at
+// the end of the file.
+func skipValue(lines []string, n int, rest string) (int, bool) {
 	depth := 0
 	var inMulti string // """ or ''' while inside a multi-line string
 	text := rest
@@ -205,8 +207,11 @@ func skipValue(lines []string, n int, rest string) int {
 				depth--
 			}
 		}
-		if (depth <= 0 && inMulti == "") || n+1 >= len(lines) {
-			return n
+		if depth <= 0 && inMulti == "" {
+			return n, true
+		}
+		if n+1 >= len(lines) {
+			return n, false
 		}
 		n++
 		text = lines[n]

@@ -272,6 +272,7 @@ func TestBGPFatalExitWithdraws(t *testing.T) {
 			}
 			r := startGRRouter(t, grVIP)
 			td := newTestDaemon(t, grConfig(r.port), nil)
+			logs := td.logTo()
 			var broken atomic.Bool
 			td.plat.wrap = func(i int, q dataplane.Queue) dataplane.Queue {
 				if i == 1 {
@@ -308,7 +309,38 @@ func TestBGPFatalExitWithdraws(t *testing.T) {
 			if n := r.count("withdrawn"); n != 1 {
 				t.Errorf("the router withdrew the route %d times, want 1", n)
 			}
+			if got := logs.lines(`msg="vipd fails: ending the BGP sessions with a CEASE`, tc.err); len(got) != 1 {
+				t.Errorf("%d log entries say the sessions end with a CEASE, want 1:\n%s", len(got), logs)
+			}
 		})
+	}
+}
+
+// TestFailureWithoutBGP: a box without [bgp] that fails (its interfaces
+// deleted, say: the platform gives up) logs why, and nothing about BGP
+// sessions it never had.
+func TestFailureWithoutBGP(t *testing.T) {
+	td := newTestDaemon(t, testConfig, nil)
+	logs := td.logTo()
+	td.plat.runErr = make(chan error, 1)
+	td.run()
+	td.waitRunning()
+	td.plat.runErr <- errors.New("link eth0 deleted")
+	select {
+	case err := <-td.done:
+		td.cancel() // Run returned on its own
+		td.cancel = nil
+		if err == nil || !strings.Contains(err.Error(), "link eth0 deleted") {
+			t.Fatalf("Run returned %v, want the failure", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("vipd did not stop on the failure")
+	}
+	if got := logs.lines(`level=ERROR msg="vipd fails"`, "link eth0 deleted"); len(got) != 1 {
+		t.Errorf("%d log entries say why vipd fails, want 1:\n%s", len(got), logs)
+	}
+	if got := logs.lines("BGP"); len(got) != 0 {
+		t.Errorf("a box without [bgp] logs about BGP:\n%s", strings.Join(got, "\n"))
 	}
 }
 

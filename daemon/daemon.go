@@ -487,7 +487,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	failed := cause != nil && !errors.Is(cause, context.Canceled)
 	d.setPhase(phaseStopping) // the admin API answers 503 from now on
 	if failed {
-		d.log.Error("vipd fails: ending the BGP sessions with a CEASE, the routers withdraw its routes now", "err", cause)
+		d.logFailure(cause)
 	}
 	// Withdraw (or, on a clean stop, hand over to graceful restart)
 	// while the workers still run.
@@ -499,6 +499,19 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 	d.log.Info("vipd stopped")
 	return nil
+}
+
+// logFailure logs why vipd fails; with BGP, that its sessions end with a
+// CEASE (stopBGP), which only a box with a speaker has to say.
+func (d *Daemon) logFailure(cause error) {
+	d.mu.Lock()
+	speaking := d.box.speaker != nil
+	d.mu.Unlock()
+	if speaking {
+		d.log.Error("vipd fails: ending the BGP sessions with a CEASE, the routers withdraw its routes now", "err", cause)
+		return
+	}
+	d.log.Error("vipd fails", "err", cause)
 }
 
 // goLive publishes the first snapshot and creates the health checks, in

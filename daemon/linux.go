@@ -283,14 +283,14 @@ func (p *LinuxPlatform) openAFPacket(dp *config.Dataplane) ([]dataplane.Queue, e
 // partial checksums, which NAT would forward unfinished (docs/operations.md, "Host
 // preparation"). It only logs: traffic from elsewhere is not affected, and
 // the sampled checksum counters show whether it happens.
+//
+// vipd -check-host prints the same findings (offload.CheckInterfaces).
 func (p *LinuxPlatform) checkOffload() {
-	for _, name := range p.names() {
-		r, err := offload.Check(name)
-		switch {
-		case err != nil:
-			p.log.Warn("could not check the interface for TX checksum offload on a veth peer", "interface", name, "err", err)
-		case r.Warning() != "":
-			p.log.Warn(r.Warning(), "interface", name, "fix", r.FixCommand())
+	for _, f := range offload.CheckInterfaces(p.names()) {
+		if f.Fix != "" {
+			p.log.Warn(f.Warning, "interface", f.Interface, "fix", f.Fix)
+		} else {
+			p.log.Warn(f.Warning, "interface", f.Interface)
 		}
 	}
 }

@@ -259,7 +259,7 @@ func (m *Manager) run(ctx context.Context, r *runner, added bool) {
 			r.setVerdict(c)
 			m.record(t.Ref, now.Sub(began), errText, changed, now)
 			if changed {
-				m.logChange(t, c, res, errText)
+				m.logVerdict(t, c, res, errText, !wasKnown)
 			}
 			if weighed {
 				m.log.Info("backend effective weight changed", "vip", t.VIP, "backend", t.Label,
@@ -275,18 +275,25 @@ func (m *Manager) run(ctx context.Context, r *runner, added bool) {
 	}
 }
 
-// logChange logs a change of verdict: at WARN when the backend went down,
-// with why (errText, the check's error as describe says it).
-func (m *Manager) logChange(t *Target, c *Checker, res Result, errText string) {
+// logVerdict logs the first verdict on a backend (first), or a change of
+// it: at WARN when the backend is down, with why (errText, the check's
+// error as describe says it). An up verdict carries no error: a first
+// probe that failed short of fall leaves the backend up, and its error is
+// not why it is up (the next ones say it, if it goes down).
+func (m *Manager) logVerdict(t *Target, c *Checker, res Result, errText string, first bool) {
+	msg := "backend health changed"
+	if first {
+		msg = "backend health first verdict"
+	}
 	args := []any{"vip", t.VIP, "backend", t.Label, "up", c.Up(), "draining", res.Draining && c.Up()}
+	if c.Up() {
+		m.log.Info(msg, args...)
+		return
+	}
 	if errText != "" {
 		args = append(args, "last_error", errText)
 	}
-	if !c.Up() {
-		m.log.Warn("backend health changed", args...)
-		return
-	}
-	m.log.Info("backend health changed", args...)
+	m.log.Warn(msg, args...)
 }
 
 // Stop stops every check and waits for the goroutines.

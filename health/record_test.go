@@ -92,3 +92,63 @@ func TestDescribe(t *testing.T) {
 		}
 	}
 }
+
+// TestVerdictLog: a backend's first verdict is logged as such, and an up
+// one without the error of a first probe that failed short of fall; a
+// change of verdict keeps its message, down with its error.
+func TestVerdictLog(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}
+	probe := func(_ context.Context, tg *Target) Result {
+		if tg.Ref == 1 {
+			return Result{OK: true}
+		}
+		return Result{Err: refused}
+	}
+	var logs lockedBuffer
+	m := NewManager(slog.New(slog.NewTextHandler(&logs, nil)), probe, func(uint32, control.Status, bool, bool) {})
+	fallOne := fastCheck()
+	fallOne.Fall = 1
+	m.Set([]Target{
+		{Ref: 1, VIP: "web", Label: "198.18.1.11:80", Check: fastCheck()}, // passes
+		{Ref: 2, VIP: "web", Label: "198.18.1.12:80", Check: fastCheck()}, // fails, fall 2
+		{Ref: 3, VIP: "web", Label: "198.18.1.13:80", Check: fallOne},     // fails, fall 1
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m.Start(ctx)
+	defer m.Stop()
+	entries := func(backend string) []string {
+		var out []string
+		for l := range strings.Lines(logs.String()) {
+			if strings.Contains(l, "backend="+backend+" ") {
+				out = append(out, strings.TrimSpace(l))
+			}
+		}
+		return out
+	}
+	testkit.Eventually(t, testkit.Patience, "198.18.1.12 down", func() bool { return len(entries("198.18.1.12:80")) >= 2 })
+	testkit.Eventually(t, testkit.Patience, "the others' first verdicts", func() bool {
+		return len(entries("198.18.1.11:80")) >= 1 && len(entries("198.18.1.13:80")) >= 1
+	})
+	m.Stop()
+	const tail = ` last_error="connect: connection refused"`
+	for backend, want := range map[string][]string{
+		"198.18.1.11:80": {`level=INFO msg="backend health first verdict" vip=web backend=198.18.1.11:80 up=true draining=false`},
+		"198.18.1.12:80": {
+			`level=INFO msg="backend health first verdict" vip=web backend=198.18.1.12:80 up=true draining=false`,
+			`level=WARN msg="backend health changed" vip=web backend=198.18.1.12:80 up=false draining=false` + tail,
+		},
+		"198.18.1.13:80": {`level=WARN msg="backend health first verdict" vip=web backend=198.18.1.13:80 up=false draining=false` + tail},
+	} {
+		got := entries(backend)
+		if len(got) != len(want) {
+			t.Errorf("%s: %d entries, want %d:\n%s", backend, len(got), len(want), strings.Join(got, "\n"))
+			continue
+		}
+		for i, w := range want {
+			if _, rest, _ := strings.Cut(got[i], " level="); "level="+rest != w {
+				t.Errorf("%s: entry %d\n%s\nwant\n%s", backend, i, got[i], w)
+			}
+		}
+	}
+}

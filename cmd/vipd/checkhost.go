@@ -15,12 +15,14 @@ import (
 	"github.com/vipd/vipd/dataplane/afxdp"
 	"github.com/vipd/vipd/dataplane/xdpprog"
 	"github.com/vipd/vipd/dsr"
+	"github.com/vipd/vipd/internal/offload"
 )
 
 // What -check-host reads of the machine; tests replace them.
 var (
 	lookupIface = net.InterfaceByName
 	xdpFeatures = xdpprog.InterfaceFeatures
+	txOffload   = offload.CheckInterfaces
 )
 
 // checkMachine is what -check-host adds to -check: that this machine has
@@ -29,7 +31,9 @@ var (
 // checks, which it runs too, only catch a conflict with what the machine
 // has. Here: each interface exists and is up; xdp_mode "native" has a
 // driver that runs XDP; the interfaces' MTUs fit the frames and, for DSR,
-// the encapsulation; the admin socket's directory is a directory. Every
+// the encapsulation; a veth among them has its peer's TX checksum offload
+// off, as vipd checks at start (a warning: it breaks NAT for what that
+// peer sends); the admin socket's directory is a directory. Every
 // error and warning goes to stderr, saying what to do; it returns false
 // when there is an error (vipd would not start, or would not forward).
 func checkMachine(cfg *config.Config, stderr io.Writer) bool {
@@ -85,6 +89,13 @@ func checkMachine(cfg *config.Config, stderr io.Writer) bool {
 	}
 	for _, f := range ifaces {
 		checkFrame(dp, f.ifi, warn)
+	}
+	names := make([]string, len(ifaces))
+	for i, f := range ifaces {
+		names[i] = f.ifi.Name
+	}
+	for _, f := range txOffload(names) {
+		warn("%s", f.Warning)
 	}
 	if len(ifaces) == len(keys) {
 		egress := ifaces[len(ifaces)-1].ifi

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,15 +14,25 @@ import (
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/dataplane/xdpprog"
 	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/offload"
 )
 
 // fakeMachine replaces what -check-host reads of the machine with ifaces
-// (by name) and their XDP features (by index), and this machine's
-// addresses with none.
-func fakeMachine(t *testing.T, ifaces map[string]net.Interface, feats map[int]xdpprog.Features) {
+// (by name), their XDP features (by index) and TX offload findings (by
+// name), and this machine's addresses with none.
+func fakeMachine(t *testing.T, ifaces map[string]net.Interface, feats map[int]xdpprog.Features, tx map[string]offload.Finding) {
 	t.Helper()
-	ol, of, oa := lookupIface, xdpFeatures, localAddrs
-	t.Cleanup(func() { lookupIface, xdpFeatures, localAddrs = ol, of, oa })
+	ol, of, oa, ot := lookupIface, xdpFeatures, localAddrs, txOffload
+	t.Cleanup(func() { lookupIface, xdpFeatures, localAddrs, txOffload = ol, of, oa, ot })
+	txOffload = func(names []string) []offload.Finding {
+		var out []offload.Finding
+		for _, n := range names {
+			if f, ok := tx[n]; ok {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
 	lookupIface = func(name string) (*net.Interface, error) {
 		if i, ok := ifaces[name]; ok {
 			i.Name = name
@@ -79,7 +90,7 @@ func TestCheckHostFlag(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fakeMachine(t, tt.ifaces, tt.feats)
+			fakeMachine(t, tt.ifaces, tt.feats, nil)
 			path := filepath.Join(t.TempDir(), "v.toml")
 			if err := os.WriteFile(path, []byte(tt.src), 0o644); err != nil {
 				t.Fatal(err)
@@ -103,6 +114,29 @@ func TestCheckHostFlag(t *testing.T) {
 				t.Errorf("-check: exit %d\n%s", code, &stderr)
 			}
 		})
+	}
+}
+
+// TestCheckHostFlagTxOffload: what offload.CheckInterfaces finds on the
+// file's interfaces is a warning of -check-host, in the words vipd logs
+// at start; plain -check does not look.
+func TestCheckHostFlagTxOffload(t *testing.T) {
+	w := "eth0 is a veth whose peer v1 (in this namespace) has TX checksum offload on: ...; fix: ethtool -K v1 tx off"
+	fakeMachine(t, map[string]net.Interface{"eth0": {Index: 2, MTU: 1500, Flags: net.FlagUp | net.FlagRunning}},
+		map[int]xdpprog.Features{2: xdpprog.FeatureBasic}, map[string]offload.Finding{"eth0": {Interface: "eth0", Warning: w, Fix: "ethtool -K v1 tx off"}})
+	path := filepath.Join(t.TempDir(), "v.toml")
+	src := "[dataplane]\ningress = \"eth0\"\nflow_hash_seed = 7\n[admin]\nlisten = \"\"\nsocket = \"\"\n"
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, flag := range []string{"-check-host", "-check"} {
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{flag, "-config", path}, &stdout, &stderr); code != 0 {
+			t.Errorf("%s: exit %d\n%s", flag, code, &stderr)
+		}
+		if got := strings.Contains(stderr.String(), "warning: "+w+"\n"); got != (flag == "-check-host") {
+			t.Errorf("%s: stderr %q: the warning shown %v", flag, &stderr, got)
+		}
 	}
 }
 
@@ -141,7 +175,71 @@ func TestCheckHostInNamespace(t *testing.T) {
 	}
 	ns.Must(t, "ip", "link", "set", "vipdchk1", "up")
 	ns.WaitRunning(t, "vipdchk0")
+	// A veth's peer has TX checksumming on by default
+	// (TestCheckHostTxOffload).
+	if err := ns.Do(func() error { return offload.SetTxChecksum("vipdchk1", false) }); err != nil {
+		t.Fatal(err)
+	}
 	if ok, out := check("vipdchk0"); !ok || out != "" {
 		t.Errorf("interface up: ok %v, %s", ok, out)
+	}
+}
+
+// TestCheckHostTxOffload: -check-host warns, as vipd does at start and
+// with the same fix, of an interface that is a veth whose peer has TX
+// checksum offload on (NAT breaks for what the peer sends), with the peer
+// in the box's namespace or in another one (a container's); with the
+// offload off it says nothing.
+func TestCheckHostTxOffload(t *testing.T) {
+	nstest.RequireRoot(t)
+	box := nstest.New(t, "chk")
+	ctr := nstest.New(t, "ctr")
+	near, peer := nstest.Name("va"), nstest.Name("vb")
+	nstest.Veth(t, box, near, box, peer)
+	nstest.VethNamed(t, box, "eth0", ctr, "eth0")
+	t.Cleanup(func() { exec.Command("ip", "-n", box.Name, "link", "del", "eth0").Run() })
+	setTx := func(ns *nstest.NS, ifname string, on bool) {
+		t.Helper()
+		if err := ns.Do(func() error { return offload.SetTxChecksum(ifname, on) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name          string
+		ingress       string
+		peerNS        *nstest.NS
+		peer, warning string
+	}{
+		{"peer in the box's namespace", near, box, peer,
+			"warning: " + near + " is a veth whose peer " + peer + " (in this namespace) has TX checksum offload on: " +
+				"frames it sends reach vipd with partial checksums, NAT forwards TCP segments with wrong checksums and those connections hang " +
+				"without any drop being counted; fix: ethtool -K " + peer + " tx off\n"},
+		{"peer in another namespace", "eth0", ctr, "eth0",
+			"warning: eth0 is a veth whose peer eth0 (in netns " + ctr.Name + ") has TX checksum offload on: " +
+				"frames it sends reach vipd with partial checksums, NAT forwards TCP segments with wrong checksums and those connections hang " +
+				"without any drop being counted; fix: ip netns exec " + ctr.Name + " ethtool -K eth0 tx off\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, _, err := config.Parse("ns.toml", []byte("[dataplane]\ningress = \""+tc.ingress+"\"\nxdp_mode = \"generic\"\n[admin]\nlisten = \"\"\nsocket = \"\"\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			check := func() (bool, string) {
+				var stderr bytes.Buffer
+				var ok bool
+				if err := box.Do(func() error { ok = checkMachine(cfg, &stderr); return nil }); err != nil {
+					t.Fatal(err)
+				}
+				return ok, stderr.String()
+			}
+			setTx(tc.peerNS, tc.peer, true)
+			if ok, out := check(); !ok || out != tc.warning {
+				t.Errorf("TX checksum offload on: ok %v, stderr\n%s\nwant\n%s", ok, out, tc.warning)
+			}
+			setTx(tc.peerNS, tc.peer, false)
+			if ok, out := check(); !ok || out != "" {
+				t.Errorf("TX checksum offload off: ok %v, stderr\n%s", ok, out)
+			}
+		})
 	}
 }

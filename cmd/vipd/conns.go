@@ -33,7 +33,7 @@ func conns(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, connsUsage)
 		return 2
 	}
-	addr, err := adminAddr(*addrFlag, *cfgFlag)
+	addr, err := adminAddr(*addrFlag, *cfgFlag, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd conns: %v\n", err)
 		return 1

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -300,7 +299,7 @@ func drainBox(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: vipd drain-box [-undo] [-no-wait] [-socket PATH | -config FILE]")
 		return 2
 	}
-	path, err := drainSocket(*socket, "", *cfgPath)
+	path, err := socketFor(*socket, "", *cfgPath, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd drain-box: %v\n", err)
 		return 1
@@ -363,23 +362,6 @@ func adminFlags(name string, stderr io.Writer) (*flag.FlagSet, *string, *string)
 	return fs, addr, cfg
 }
 
-func adminAddr(addr, cfgPath string) (string, error) {
-	if addr != "" {
-		return addr, nil
-	}
-	if cfgPath == "" {
-		return config.DefaultAdminListen, nil
-	}
-	cfg, _, err := config.Load(cfgPath)
-	if err != nil {
-		return "", err
-	}
-	if cfg.Admin.Listen == "" {
-		return "", fmt.Errorf("%s disables the admin server ([admin] listen = \"\")", cfgPath)
-	}
-	return cfg.Admin.Listen, nil
-}
-
 func status(args []string, stdout, stderr io.Writer) int {
 	fs, addrFlag, cfgFlag := adminFlags("status", stderr)
 	asJSON := fs.Bool("json", false, "print /v1/state as JSON")
@@ -387,7 +369,7 @@ func status(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	addr, err := adminAddr(*addrFlag, *cfgFlag)
+	addr, err := adminAddr(*addrFlag, *cfgFlag, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd status: %v\n", err)
 		return 1
@@ -426,7 +408,7 @@ func drain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: vipd drain [-undo] [-socket PATH | -config FILE] VIP BACKEND")
 		return 2
 	}
-	path, err := drainSocket(*socket, *addr, *cfgPath)
+	path, err := socketFor(*socket, *addr, *cfgPath, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd drain: %v\n", err)
 		return 1
@@ -443,29 +425,6 @@ func drain(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// drainSocket finds the admin socket: -socket, else -admin if it is a
-// path, else [admin] socket of -config, else the default.
-func drainSocket(socket, addr, cfgPath string) (string, error) {
-	switch {
-	case socket != "":
-		return socket, nil
-	case addr != "" && filepath.IsAbs(addr):
-		return addr, nil
-	case addr != "":
-		return "", fmt.Errorf("-admin %s: drains are not served over TCP (every local user, and every web page a browser on this box opens, can reach it); they go through vipd's admin socket: give -socket PATH or -config FILE, and run as root", addr)
-	case cfgPath == "":
-		return config.DefaultAdminSocket, nil
-	}
-	cfg, _, err := config.Load(cfgPath)
-	if err != nil {
-		return "", err
-	}
-	if cfg.Admin.Socket == "" {
-		return "", fmt.Errorf("%s disables the admin socket ([admin] socket = \"\"): vipd running on it takes no drains", cfgPath)
-	}
-	return cfg.Admin.Socket, nil
-}
-
 func where(args []string, stdout, stderr io.Writer) int {
 	fs, addrFlag, cfgFlag := adminFlags("where", stderr)
 	port := fs.Uint("port", 0, "the VIP port, for VIPs that serve every port")
@@ -477,7 +436,7 @@ func where(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: vipd where [-port P] [-admin ADDR | -config FILE] VIP CLIENT:PORT")
 		return 2
 	}
-	addr, err := adminAddr(*addrFlag, *cfgFlag)
+	addr, err := adminAddr(*addrFlag, *cfgFlag, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd where: %v\n", err)
 		return 1

@@ -119,7 +119,7 @@ func disableCmd(args []string, stdout, stderr io.Writer, disable bool) int {
 // sendOverride sends req to the admin socket the flags name; on failure
 // it says why and returns a nil answer and the exit status.
 func sendOverride(name string, req admin.OverrideRequest, socket, addr, cfgPath string, stderr io.Writer) (*admin.OverrideAnswer, int) {
-	path, err := drainSocket(socket, addr, cfgPath)
+	path, err := socketFor(socket, addr, cfgPath, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd %s: %v\n", name, err)
 		return nil, 1

@@ -31,7 +31,7 @@ func peers(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: vipd peers [-json] [-admin ADDR | -config FILE]")
 		return 2
 	}
-	addr, err := adminAddr(*addrFlag, *cfgFlag)
+	addr, err := adminAddr(*addrFlag, *cfgFlag, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd peers: %v\n", err)
 		return 1

@@ -25,7 +25,7 @@ func reload(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: vipd reload [-socket PATH | -config FILE]")
 		return 2
 	}
-	path, err := drainSocket(*socket, "", *cfgPath)
+	path, err := socketFor(*socket, "", *cfgPath, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd reload: %v\n", err)
 		return 1

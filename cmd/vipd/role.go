@@ -25,7 +25,7 @@ func roleCmd(role string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "usage: vipd %s [-socket PATH | -config FILE]\n", role)
 		return 2
 	}
-	path, err := drainSocket(*socket, "", *cfgPath)
+	path, err := socketFor(*socket, "", *cfgPath, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd %s: %v\n", role, err)
 		return 1

@@ -28,7 +28,7 @@ func top(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: vipd top [-n N] [-interval D] [-admin ADDR | -config FILE]")
 		return 2
 	}
-	addr, err := adminAddr(*addrFlag, *cfgFlag)
+	addr, err := adminAddr(*addrFlag, *cfgFlag, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd top: %v\n", err)
 		return 1

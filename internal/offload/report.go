@@ -77,3 +77,35 @@ func (r Report) Warning() string {
 	return fmt.Sprintf("%s is a veth whose peer %s (%s) has TX checksum offload on: %s; fix: %s",
 		r.Interface, r.PeerName, where, consequence, r.FixCommand())
 }
+
+// Finding is one interface that CheckInterfaces says needs the operator.
+type Finding struct {
+	Interface string
+	// Warning is the one-line warning: Report.Warning, or that the
+	// interface could not be checked (Err).
+	Warning string
+	// Fix is the command that fixes it, "" when not known.
+	Fix string
+	// Err is set when the kernel could not be asked at all.
+	Err error
+}
+
+// CheckInterfaces checks each of names (Check) and returns a Finding for
+// each that needs the operator: a veth whose peer has TX checksum offload
+// on or cannot be checked, or an interface Check could not ask about.
+// vipd logs them at start and vipd -check-host prints them: one wording,
+// one fix, wherever they are read.
+func CheckInterfaces(names []string) []Finding {
+	var out []Finding
+	for _, name := range names {
+		r, err := Check(name)
+		switch {
+		case err != nil:
+			out = append(out, Finding{Interface: name, Err: err,
+				Warning: fmt.Sprintf("could not check %s for TX checksum offload on a veth peer: %v", name, err)})
+		case !r.OK():
+			out = append(out, Finding{Interface: name, Warning: r.Warning(), Fix: r.FixCommand()})
+		}
+	}
+	return out
+}
