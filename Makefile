@@ -67,8 +67,11 @@ build: deps
 # /etc/vipd/vipd.toml (a conffile, from config.toml.example), the systemd
 # units, the man pages (vipd.toml(5) generated from the schema), the bash
 # completion, the copyright file and changelog under /usr/share/doc/vipd/,
-# and the Grafana dashboard and Prometheus rules under /usr/share/vipd/.
-# Needs Go and dpkg-deb, nothing the tests need.
+# and the Grafana dashboard and Prometheus rules under /usr/share/vipd/;
+# maintainer scripts (packaging/deb/postinst, prerm, postrm) that neither
+# enable, start nor restart the units, stop them on removal and remove
+# their enable links on purge. Needs Go and dpkg-deb, nothing the tests
+# need.
 deb: deps
 	@[ -n '$(DEBVERSION)' ] || { echo "make deb: no version (packaging/debversion needs a full git clone): make deb DEBVERSION=..."; exit 1; }
 	mkdir -p $(BIN)

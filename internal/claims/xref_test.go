@@ -19,9 +19,10 @@ import (
 // This file checks the cross-references of the documents a reader follows:
 // README.md and the other Markdown files, config.toml.example (which the
 // package installs as /etc/vipd/vipd.toml), the man pages (vipd.toml(5)
-// as mkman generates it from that file), the other shipped examples and
-// the Go comments. A reference names a file and often a section of it,
-// in one of these forms, all of which must resolve:
+// as mkman generates it from that file), the comments of the other
+// shipped examples, of the maintainer scripts and of the Go files. A
+// reference names a file and often a section of it, in one of these
+// forms, all of which must resolve:
 //
 //   - a Markdown link, [text](path) or [text](path#anchor): the path
 //     exists relative to the linking file, and the anchor is the GitHub
@@ -540,7 +541,8 @@ func TestCrossReferences(t *testing.T) {
 		t.Fatal(err)
 	}
 	docs = append(docs, readRoff("vipd.toml(5), generated from config.toml.example", page.String()))
-	for _, rel := range []string{"config.toml.example", "packaging/deb/vipd-decap.default", "packaging/keepalived/keepalived.conf"} {
+	for _, rel := range []string{"config.toml.example", "packaging/deb/vipd-decap.default", "packaging/keepalived/keepalived.conf",
+		"packaging/deb/postinst", "packaging/deb/prerm", "packaging/deb/postrm"} {
 		docs = append(docs, readComments(top, rel))
 	}
 	err = filepath.WalkDir(top, func(path string, e fs.DirEntry, err error) error {
