@@ -4,7 +4,12 @@ GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 BIN     := bin
 
-DEBVERSION ?= 0.0~git$(subst -,+,$(VERSION))
+# The package's version: 0.0+git<count>.<YYYYMMDD>.<hash>[+dirty], the
+# number of commits first, so that apt and dpkg order builds by age (a
+# hash alone did not: 0.0~giteec0798 sorted above 0.0~gitb9a16d0, the
+# newer); packaging/debversion says why each part. A release sets it:
+# make deb DEBVERSION=1.0.
+DEBVERSION ?= $(shell packaging/debversion)
 
 .PHONY: all deb deps test-deps build test test-busy test-unit test-race test-bench-smoke lint hooks demo demo-ecmp demo-ha test-failover test-quic bench pgo pgo-compare clean
 
@@ -62,9 +67,13 @@ build: deps
 # /etc/vipd/vipd.toml (a conffile, from config.toml.example), the systemd
 # units, the man pages (vipd.toml(5) generated from the schema), the bash
 # completion, the copyright file and changelog under /usr/share/doc/vipd/,
-# and the Grafana dashboard and Prometheus rules under /usr/share/vipd/.
-# Needs Go and dpkg-deb, nothing the tests need.
+# and the Grafana dashboard and Prometheus rules under /usr/share/vipd/;
+# maintainer scripts (packaging/deb/postinst, prerm, postrm) that neither
+# enable, start nor restart the units, stop them on removal and remove
+# their enable links on purge. Needs Go and dpkg-deb, nothing the tests
+# need.
 deb: deps
+	@[ -n '$(DEBVERSION)' ] || { echo "make deb: no version (packaging/debversion needs a full git clone): make deb DEBVERSION=..."; exit 1; }
 	mkdir -p $(BIN)
 	packaging/mkdeb '$(DEBVERSION)' $(BIN)/vipd_$(DEBVERSION)_$$($(GO) env GOARCH).deb
 

@@ -88,6 +88,7 @@ func TestDeb(t *testing.T) {
 	run(t, "", nil, "dpkg", "-x", deb, root)
 	verifyUnits(t, root)
 	checkMD5Sums(t, deb, root)
+	checkMaintScripts(t, deb)
 	checkManPages(t, root)
 	checkCopyright(t, root)
 	if log := gunzip(t, filepath.Join(root, "usr/share/doc/vipd/changelog.gz")); !strings.HasPrefix(log, "vipd (1.2.3) unstable; urgency=medium\n") {
