@@ -15,17 +15,13 @@ import (
 	"github.com/vipd/vipd/config"
 )
 
-// DefaultKeepalivedState is where keepalived-notify records the VRRP
-// state keepalived last gave it, for keepalived-check.
-const DefaultKeepalivedState = "/run/vipd/keepalived.state"
-
 // keepalivedFlags are the flags of both keepalived commands.
 func keepalivedFlags(name string, stderr io.Writer) (fs *flag.FlagSet, socket, cfgPath, stateFile *string) {
 	fs = flag.NewFlagSet("vipd "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	socket = fs.String("socket", "", "admin socket `path` (default: [admin] socket of -config, else "+config.DefaultAdminSocket+")")
 	cfgPath = fs.String("config", "", "configuration `file` whose [admin] socket to use")
-	stateFile = fs.String("state-file", DefaultKeepalivedState, "`file` holding the VRRP state keepalived last notified")
+	stateFile = fs.String("state-file", config.DefaultKeepalivedState, "`file` holding the VRRP state keepalived last notified")
 	return
 }
 
