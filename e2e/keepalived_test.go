@@ -172,10 +172,14 @@ func TestKeepalivedFailover(t *testing.T) {
 	v[1].Kill()
 	event("the active box lost (keepalived and vipd killed, links down)", t0, waitRoles("box 0 active", admin.RoleActive, "down"))
 
-	// 8. Box 1 back, rebooted (without the VRRP address it held), with
-	// the lower priority: it stays standby.
+	// 8. Box 1 back, rebooted (without the VRRP address it held, and
+	// with an empty /run, a tmpfs: no recorded state, where it was
+	// MASTER), with the lower priority: it stays standby.
 	t0 = time.Now()
 	bed.Boxes[1].Must(t, "ip", "addr", "flush", "dev", "eth1", "to", testbed.GatewayVRRP+"/32")
+	if err := os.RemoveAll(bed.BoxPath(1, "/run")); err != nil {
+		t.Fatal(err)
+	}
 	for _, dev := range []string{"eth0", "eth1"} {
 		bed.Boxes[1].Must(t, "ip", "link", "set", dev, "up")
 	}
