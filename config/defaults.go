@@ -61,6 +61,19 @@ const (
 	DefaultNeighborRole      = RoleActive
 )
 
+// DefaultKeepalivedState is where `vipd keepalived-notify` records the
+// VRRP state keepalived last gave it, for `vipd keepalived-check` (not a
+// key of the file: both commands take -state-file). It must outlive a
+// stop of vipd.service, because the check puts a restarted vipd back in
+// the role keepalived gave the box, and must not outlive a reboot, where a
+// stale MASTER would make a second active box. So it lives on /run (a
+// tmpfs) but outside /run/vipd, vipd.service's RuntimeDirectory=, which
+// systemd removes on every stop (`go test -run TestKeepalivedStateSurvivesStop
+// ./packaging`). RuntimeDirectoryPreserve=yes would keep /run/vipd too,
+// but tie keepalived's record to a setting of vipd's unit that a drop-in
+// or `systemctl clean` undoes; this directory belongs to no unit.
+const DefaultKeepalivedState = "/run/vipd-keepalived/state"
+
 // Default returns a Config with every default filled in and no VIPs.
 func Default() Config {
 	return Config{

@@ -14,7 +14,9 @@ import (
 // TestKeepalivedFailover: two vipd boxes on one segment under keepalived (Debian's,
 // with the package's example configuration), no BGP, shared backends;
 // long-lived TCP connections stream both ways through a DSR and a NAT VIP
-// while the active box fails and comes back. No connection table is
+// while the active box fails and comes back, and while its vipd restarts
+// as systemd restarts it (the unit's runtime directory removed), with
+// keepalived's state kept and with it lost. No connection table is
 // copied: the other box picks the same backends by Maglev. For each event
 // it logs the connections broken and how long until every connection
 // made progress again, and fails on any broken one.
@@ -98,7 +100,47 @@ func TestKeepalivedFailover(t *testing.T) {
 	v[0] = bed.StartBox(0, boxCfg(0))
 	event("vipd back on box 0, preempting", t0, waitRoles("box 0 active again", admin.RoleActive, admin.RoleStandby))
 
-	// 3. A planned switchover: box 0 steps down (vipd standby, then its
+	// 3. vipd restarted on the active box as `systemctl restart vipd`
+	// does it (SIGTERM, the unit's runtime directory removed, started
+	// again), faster than the track script's fall × interval: keepalived
+	// stays MASTER, the new vipd starts standby, and the check must make
+	// it active again from the state recorded before the restart, within
+	// an interval or so.
+	t0 = time.Now()
+	var down time.Duration
+	v[0], down = bed.RestartUnit(0, v[0], boxCfg(0))
+	up := time.Now()
+	waitFor(t, 2*time.Second, "box 0 active again after its restart", func() bool { return role(0) == admin.RoleActive })
+	active := time.Since(up)
+	t.Logf("vipd restarted on the active box: down %.2f s, active again %.2f s after it answered", down.Seconds(), active.Seconds())
+	if down > time.Second {
+		t.Errorf("the restart took %.2f s, want under 1 s (the scenario is a restart shorter than the track script's fall × interval)", down.Seconds())
+	}
+	if active > 2*time.Second {
+		t.Errorf("box 0 was standby under a MASTER keepalived for %.2f s after its restart, want under 2 s", active.Seconds())
+	}
+	if st, r1 := kaState(bed, 0), role(1); st != "MASTER" || r1 != admin.RoleStandby {
+		t.Errorf("after the restart: box 0's keepalived %s, box 1 %s; want MASTER and standby (keepalived never noticed)", st, r1)
+	}
+	event("vipd restarted on the active box (systemctl restart)", t0, time.Time{})
+
+	// 4. The same with the state lost as well (an upgrade from a vipd
+	// that kept it in /run/vipd): the check cannot know, fails while vipd
+	// is standby, keepalived goes FAULT and box 1 takes over; FAULT is
+	// recorded, the check passes, and box 0 preempts again.
+	t0 = time.Now()
+	if err := bed.StopUnit(0, v[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(bed.KeepalivedState(0)); err != nil {
+		t.Fatal(err)
+	}
+	v[0] = bed.StartBox(0, boxCfg(0))
+	event("vipd restarted on the active box, keepalived's state lost", t0, waitRoles("box 1 active", admin.RoleStandby, admin.RoleActive))
+	t0 = time.Now()
+	event("box 0 back from FAULT, preempting", t0, waitRoles("box 0 active again", admin.RoleActive, admin.RoleStandby))
+
+	// 5. A planned switchover: box 0 steps down (vipd standby, then its
 	// keepalived stopped, which tells the other at once).
 	t0 = time.Now()
 	bed.Boxes[0].Must(t, bed.Bin.VIPD, "standby", "-socket", bed.BoxSocket(0))
@@ -107,7 +149,7 @@ func TestKeepalivedFailover(t *testing.T) {
 	}
 	event("planned switchover", t0, waitRoles("box 1 active", admin.RoleStandby, admin.RoleActive))
 
-	// 4. Box 0's keepalived back with nopreempt: though its priority is
+	// 6. Box 0's keepalived back with nopreempt: though its priority is
 	// higher, box 1 stays MASTER and nothing moves.
 	t0 = time.Now()
 	ka[0] = bed.StartKeepalived(0, 150, false)
@@ -117,7 +159,7 @@ func TestKeepalivedFailover(t *testing.T) {
 	}
 	event("box 0 back with nopreempt (box 1 stays active)", t0, time.Time{})
 
-	// 5. The active box lost entirely: its keepalived and vipd killed and
+	// 7. The active box lost entirely: its keepalived and vipd killed and
 	// its links down, as a box that loses power.
 	// The links go first: killed, keepalived's VRRP process gives the
 	// addresses up with a priority-0 advertisement, which a box that
@@ -130,10 +172,14 @@ func TestKeepalivedFailover(t *testing.T) {
 	v[1].Kill()
 	event("the active box lost (keepalived and vipd killed, links down)", t0, waitRoles("box 0 active", admin.RoleActive, "down"))
 
-	// 6. Box 1 back, rebooted (without the VRRP address it held), with
-	// the lower priority: it stays standby.
+	// 8. Box 1 back, rebooted (without the VRRP address it held, and
+	// with an empty /run, a tmpfs: no recorded state, where it was
+	// MASTER), with the lower priority: it stays standby.
 	t0 = time.Now()
 	bed.Boxes[1].Must(t, "ip", "addr", "flush", "dev", "eth1", "to", testbed.GatewayVRRP+"/32")
+	if err := os.RemoveAll(bed.BoxPath(1, "/run")); err != nil {
+		t.Fatal(err)
+	}
 	for _, dev := range []string{"eth0", "eth1"} {
 		bed.Boxes[1].Must(t, "ip", "link", "set", dev, "up")
 	}

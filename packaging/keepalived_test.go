@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/sdunit"
 )
 
 // TestKeepalivedExample: the shipped keepalived.conf is one keepalived
@@ -49,5 +51,51 @@ func TestKeepalivedExample(t *testing.T) {
 	}
 	if out, err := ns.Cmd(ka, "-t", "-f", conf).CombinedOutput(); err == nil {
 		t.Errorf("keepalived -t took a broken example:\n%s", out)
+	}
+}
+
+// TestKeepalivedStateSurvivesStop: the VRRP state keepalived-notify
+// records (by default, and wherever the example keepalived.conf's
+// commands say) lies outside every directory systemd removes when
+// vipd.service stops, so that keepalived-check finds it after a restart
+// of vipd and makes a restarted vipd on the MASTER active again; and on
+// /run, a tmpfs, so that no MASTER recorded before a reboot survives it.
+func TestKeepalivedStateSurvivesStop(t *testing.T) {
+	f, err := os.Open("deb/vipd.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	unit, err := sdunit.Parse(f)
+	if err != nil {
+		t.Fatalf("deb/vipd.service: %v", err)
+	}
+	removed, err := unit.RemovedOnStop()
+	if err != nil {
+		t.Fatalf("deb/vipd.service: %v", err)
+	}
+	t.Logf("systemd removes on a stop of vipd.service: %q", removed)
+	paths := map[string]string{config.DefaultKeepalivedState: "the default -state-file"}
+	conf, err := os.ReadFile("keepalived/keepalived.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(conf), "\n") {
+		words := strings.Fields(strings.NewReplacer(`"`, " ", "=", " ").Replace(line))
+		for i, w := range words {
+			if (w == "-state-file" || w == "--state-file") && i+1 < len(words) {
+				paths[words[i+1]] = "keepalived.conf: " + strings.TrimSpace(line)
+			}
+		}
+	}
+	for p, where := range paths {
+		for _, dir := range removed {
+			if sdunit.Within(p, dir) {
+				t.Errorf("%s: %s lies in %s, which systemd removes whenever vipd.service stops", where, p, dir)
+			}
+		}
+		if !sdunit.Within(p, "/run") || !filepath.IsAbs(p) {
+			t.Errorf("%s: %s is not on /run, so a MASTER recorded before a reboot would outlive it", where, p)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/internal/nstest"
 )
 
@@ -118,9 +119,18 @@ func (e *ECMPBed) ingressPort(ns *nstest.NS, name, swname string) {
 	bridgePort(e.t, e.Ingress, ns, name, swname)
 }
 
-// BoxSocket is box i's admin socket.
+// BoxPath is where box i keeps what an installed vipd keeps at p (an
+// absolute path such as /run/vipd/admin.sock): under a directory of the
+// bed's that stands for the box's root, so that the bed never touches
+// the machine's own /run and the boxes do not share files.
+func (e *ECMPBed) BoxPath(i int, p string) string {
+	return filepath.Join(e.dir, fmt.Sprintf("root%d", i), filepath.Clean("/"+p))
+}
+
+// BoxSocket is box i's admin socket, in the box's stand-in for
+// /run/vipd, the directory systemd removes when vipd.service stops.
 func (e *ECMPBed) BoxSocket(i int) string {
-	return filepath.Join(e.dir, fmt.Sprintf("admin%d.sock", i))
+	return e.BoxPath(i, config.DefaultAdminSocket)
 }
 
 // BoxConfig is box i's vipd configuration: o for every box (the same

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vipd/vipd/config"
 )
 
 // GatewayVRRP is the NAT backends' default gateway on the keepalived bed:
@@ -74,9 +76,12 @@ func (e *ECMPBed) StartKeepalived(i, priority int, preempt bool) *Keepalived {
 	return &Keepalived{cmd: cmd, name: name, bed: e}
 }
 
-// KeepalivedState is box i's keepalived state file (keepalived-notify).
+// KeepalivedState is box i's keepalived state file (keepalived-notify):
+// its stand-in for the installed default, so that a stop of vipd as
+// systemd does it (StopUnit) removes it exactly when systemd would
+// remove the real one.
 func (e *ECMPBed) KeepalivedState(i int) string {
-	return filepath.Join(e.dir, fmt.Sprintf("keepalived%d.state", i))
+	return e.BoxPath(i, config.DefaultKeepalivedState)
 }
 
 // Kill kills keepalived (SIGKILL), as a crash or a box lost would.

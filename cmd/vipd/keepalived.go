@@ -15,17 +15,13 @@ import (
 	"github.com/vipd/vipd/config"
 )
 
-// DefaultKeepalivedState is where keepalived-notify records the VRRP
-// state keepalived last gave it, for keepalived-check.
-const DefaultKeepalivedState = "/run/vipd/keepalived.state"
-
 // keepalivedFlags are the flags of both keepalived commands.
 func keepalivedFlags(name string, stderr io.Writer) (fs *flag.FlagSet, socket, cfgPath, stateFile *string) {
 	fs = flag.NewFlagSet("vipd "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	socket = fs.String("socket", "", "admin socket `path` (default: [admin] socket of -config, else "+config.DefaultAdminSocket+")")
 	cfgPath = fs.String("config", "", "configuration `file` whose [admin] socket to use")
-	stateFile = fs.String("state-file", DefaultKeepalivedState, "`file` holding the VRRP state keepalived last notified")
+	stateFile = fs.String("state-file", config.DefaultKeepalivedState, "`file` holding the VRRP state keepalived last notified")
 	return
 }
 
@@ -63,7 +59,13 @@ func keepalivedNotify(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := writeState(*stateFile, vrrp); err != nil {
-		fmt.Fprintf(stderr, "vipd keepalived-notify: %v\n", err)
+		// A state keepalived has left is worse than none: a check that
+		// finds none fails while vipd is standby, one that finds the
+		// old state acts on it.
+		if rmErr := os.Remove(*stateFile); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
+			err = fmt.Errorf("%w; and removing the previous state: %w", err, rmErr)
+		}
+		fmt.Fprintf(stderr, "vipd keepalived-notify: recording %s: %v\n", vrrp, err)
 	}
 	path, err := drainSocket(*socket, "", *cfgPath)
 	if err != nil {
@@ -88,7 +90,15 @@ func keepalivedNotify(args []string, stdout, stderr io.Writer) int {
 // script's weight) or puts it in FAULT. It also puts vipd's role right
 // when it differs from the VRRP state keepalived last notified (a vipd
 // that restarted in its configured role while this box is MASTER, or a
-// notify that found vipd down).
+// notify that found vipd down), and fails when that switch fails.
+//
+// With no state recorded (none notified since boot, the file removed, or
+// unreadable) it cannot tell a MASTER from a BACKUP. While vipd is
+// standby it fails: on a MASTER nobody would answer for the VIPs, and
+// the failure is what makes keepalived notify (FAULT, and the state after
+// it), which ends the doubt. While vipd is active it passes: at worst
+// both boxes answer ARP/NDP, and both forward every flow to the same
+// backend; failing would fail over a MASTER that is most likely right.
 func keepalivedCheck(args []string, stdout, stderr io.Writer) int {
 	fs, socket, cfgPath, stateFile := keepalivedFlags("keepalived-check", stderr)
 	if err := fs.Parse(args); err != nil {
@@ -111,17 +121,24 @@ func keepalivedCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vipd keepalived-check: vipd is down or not ready: %v\n", err)
 		return 1
 	}
-	if vrrp, err := os.ReadFile(*stateFile); err == nil {
-		if want, ok := roleOf(strings.TrimSpace(string(vrrp))); ok && st.Role != "" && want != st.Role {
+	var failed []string
+	vrrp, err := readState(*stateFile)
+	switch {
+	case err != nil && st.Role == admin.RoleStandby:
+		failed = append(failed, fmt.Sprintf("vipd is standby and keepalived's state is unknown (%v): failing until keepalived notifies one (is `vipd keepalived-notify` the instance's notify command?)", err))
+	case err != nil:
+		if !errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(stderr, "vipd keepalived-check: vipd is %s, keepalived's state unknown: %v\n", st.Role, err)
+		}
+	default:
+		if want, _ := roleOf(vrrp); st.Role != "" && want != st.Role {
 			if ans, err := admin.SetRole(ctx, path, want); err != nil {
-				fmt.Fprintf(stderr, "vipd keepalived-check: keepalived says %s, vipd is %s, and switching it failed: %v\n", strings.TrimSpace(string(vrrp)), st.Role, err)
+				failed = append(failed, fmt.Sprintf("keepalived says %s, vipd is %s, and switching it failed: %v", vrrp, st.Role, err))
 			} else {
-				fmt.Fprintf(stdout, "keepalived says %s: vipd was %s, now ", strings.TrimSpace(string(vrrp)), st.Role)
+				fmt.Fprintf(stdout, "keepalived says %s: vipd was %s, now ", vrrp, st.Role)
 				admin.WriteRole(stdout, ans)
 			}
 		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		fmt.Fprintf(stderr, "vipd keepalived-check: %v\n", err)
 	}
 	var below []string
 	for _, v := range st.VIPs {
@@ -130,10 +147,28 @@ func keepalivedCheck(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if len(below) > 0 {
-		fmt.Fprintf(stderr, "vipd keepalived-check: below min_healthy: %s\n", strings.Join(below, "; "))
+		failed = append(failed, "below min_healthy: "+strings.Join(below, "; "))
+	}
+	for _, f := range failed {
+		fmt.Fprintf(stderr, "vipd keepalived-check: %s\n", f)
+	}
+	if len(failed) > 0 {
 		return 1
 	}
 	return 0
+}
+
+// readState reads the VRRP state keepalived-notify recorded in file.
+func readState(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	vrrp := strings.TrimSpace(string(b))
+	if _, ok := roleOf(vrrp); !ok {
+		return "", fmt.Errorf("%s holds %q, no VRRP state", file, vrrp)
+	}
+	return vrrp, nil
 }
 
 // writeState replaces file with state, atomically (keepalived-check may

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +22,7 @@ type kaProvider struct {
 	role     string
 	up, min  int
 	switches int
+	refuse   bool // SetRole fails
 }
 
 func (p *kaProvider) State(context.Context) (*admin.State, error) {
@@ -32,6 +34,9 @@ func (p *kaProvider) State(context.Context) (*admin.State, error) {
 func (p *kaProvider) SetRole(role string) (*admin.RoleAnswer, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.refuse {
+		return nil, errors.New("refused")
+	}
 	prev := p.role
 	if role != prev {
 		p.switches++
@@ -41,9 +46,10 @@ func (p *kaProvider) SetRole(role string) (*admin.RoleAnswer, error) {
 }
 
 // TestKeepalivedCommands: keepalived-notify maps keepalived's states to
-// roles and records them; keepalived-check fails while vipd is down or a
-// VIP is below min_healthy, and puts the role right when it differs from
-// what keepalived last notified.
+// roles and records them (and leaves no record rather than an old one
+// when it cannot write); keepalived-check fails while vipd is down, a VIP
+// is below min_healthy, or vipd is standby and no state is recorded, and
+// puts the role right when it differs from what keepalived last notified.
 func TestKeepalivedCommands(t *testing.T) {
 	p := &kaProvider{role: admin.RoleStandby, up: 2, min: 1}
 	sock, _ := serveSocket(t, p)
@@ -52,6 +58,15 @@ func TestKeepalivedCommands(t *testing.T) {
 		b, _ := os.ReadFile(state)
 		return strings.TrimSpace(string(b))
 	}
+	set := func(role string) func() { return func() { p.role = role } }
+	record := func(content string) func() {
+		return func() {
+			if err := os.WriteFile(state, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const unknown = "vipd is standby and keepalived's state is unknown"
 	for _, tt := range []struct {
 		name     string
 		args     []string
@@ -60,17 +75,32 @@ func TestKeepalivedCommands(t *testing.T) {
 		out      string // stdout when 0, else stderr ("" : nothing)
 		role     string
 		recorded string
+		warn     string // stderr when 0
 	}{
-		{"check, no state recorded", []string{"keepalived-check"}, nil, 0, "", admin.RoleStandby, ""},
-		{"MASTER", []string{"keepalived-notify", "INSTANCE", "VI_1", "MASTER", "100"}, nil, 0, "keepalived VI_1 MASTER: active; vipd active", admin.RoleActive, "MASTER"},
-		{"check, in step", []string{"keepalived-check"}, nil, 0, "", admin.RoleActive, "MASTER"},
-		{"vipd restarted standby while MASTER", []string{"keepalived-check"}, func() { p.role = admin.RoleStandby }, 0,
-			"keepalived says MASTER: vipd was standby, now active", admin.RoleActive, "MASTER"},
-		{"FAULT, a group's three words", []string{"keepalived-notify", "GROUP", "G1", "FAULT"}, nil, 0, "keepalived G1 FAULT: standby", admin.RoleStandby, "FAULT"},
-		{"BACKUP", []string{"keepalived-notify", "INSTANCE", "VI_1", "BACKUP", "100"}, nil, 0, "standby", admin.RoleStandby, "BACKUP"},
-		{"below min_healthy", []string{"keepalived-check"}, func() { p.up, p.min = 1, 2 }, 1, "below min_healthy: web: 1 backends up, min_healthy 2", admin.RoleStandby, "BACKUP"},
-		{"unknown state", []string{"keepalived-notify", "INSTANCE", "VI_1", "MAYBE", "100"}, nil, 2, `state "MAYBE"`, admin.RoleStandby, "BACKUP"},
-		{"too few words", []string{"keepalived-notify", "INSTANCE", "VI_1"}, nil, 2, "usage: vipd keepalived-notify", admin.RoleStandby, "BACKUP"},
+		{"check, none recorded, standby: cannot know", []string{"keepalived-check"}, nil, 1, unknown + " (open " + state + ": no such file", admin.RoleStandby, "", ""},
+		{"check, none recorded, active", []string{"keepalived-check"}, set(admin.RoleActive), 0, "", admin.RoleActive, "", ""},
+		{"MASTER", []string{"keepalived-notify", "INSTANCE", "VI_1", "MASTER", "100"}, set(admin.RoleStandby), 0, "keepalived VI_1 MASTER: active; vipd active", admin.RoleActive, "MASTER", ""},
+		{"check, in step", []string{"keepalived-check"}, nil, 0, "", admin.RoleActive, "MASTER", ""},
+		{"vipd restarted standby while MASTER", []string{"keepalived-check"}, set(admin.RoleStandby), 0,
+			"keepalived says MASTER: vipd was standby, now active", admin.RoleActive, "MASTER", ""},
+		{"vipd restarted standby while MASTER, and the switch fails", []string{"keepalived-check"}, func() { p.role, p.refuse = admin.RoleStandby, true }, 1,
+			"keepalived says MASTER, vipd is standby, and switching it failed", admin.RoleStandby, "MASTER", ""},
+		{"FAULT, a group's three words", []string{"keepalived-notify", "GROUP", "G1", "FAULT"}, func() { p.refuse = false }, 0, "keepalived G1 FAULT: standby", admin.RoleStandby, "FAULT", ""},
+		{"BACKUP", []string{"keepalived-notify", "INSTANCE", "VI_1", "BACKUP", "100"}, nil, 0, "standby", admin.RoleStandby, "BACKUP", ""},
+		{"below min_healthy", []string{"keepalived-check"}, func() { p.up, p.min = 1, 2 }, 1, "below min_healthy: web: 1 backends up, min_healthy 2", admin.RoleStandby, "BACKUP", ""},
+		{"below min_healthy and cannot know", []string{"keepalived-check"}, record("MAYBE\n"), 1, "below min_healthy", admin.RoleStandby, "MAYBE", ""},
+		{"check, garbage recorded, standby", []string{"keepalived-check"}, func() { p.up, p.min = 2, 1 }, 1, unknown + " (" + state + ` holds "MAYBE"`, admin.RoleStandby, "MAYBE", ""},
+		{"check, garbage recorded, active", []string{"keepalived-check"}, set(admin.RoleActive), 0, "", admin.RoleActive, "MAYBE", "vipd is active, keepalived's state unknown: " + state + ` holds "MAYBE"`},
+		{"check, unreadable, standby", []string{"keepalived-check"}, func() {
+			p.role = admin.RoleStandby
+			os.Remove(state)
+			os.Mkdir(state, 0o755)
+		}, 1, unknown + " (read " + state + ": is a directory", admin.RoleStandby, "", ""},
+		{"MASTER again", []string{"keepalived-notify", "INSTANCE", "VI_1", "MASTER", "100"}, func() { os.Remove(state) }, 0, "vipd active", admin.RoleActive, "MASTER", ""},
+		{"BACKUP that cannot be recorded leaves no record", []string{"keepalived-notify", "INSTANCE", "VI_1", "BACKUP", "100"}, func() { os.Mkdir(state+".tmp", 0o755) }, 0, "standby", admin.RoleStandby, "", "vipd keepalived-notify: recording BACKUP: "},
+		{"check after that, standby: cannot know", []string{"keepalived-check"}, nil, 1, unknown, admin.RoleStandby, "", ""},
+		{"unknown state", []string{"keepalived-notify", "INSTANCE", "VI_1", "MAYBE", "100"}, nil, 2, `state "MAYBE"`, admin.RoleStandby, "", ""},
+		{"too few words", []string{"keepalived-notify", "INSTANCE", "VI_1"}, nil, 2, "usage: vipd keepalived-notify", admin.RoleStandby, "", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.before != nil {
@@ -87,6 +117,9 @@ func TestKeepalivedCommands(t *testing.T) {
 			}
 			if code != tt.code || (tt.out == "" && out != "") || !strings.Contains(out, tt.out) {
 				t.Errorf("exit %d, output %q (stderr %q); want %d with %q", code, out, stderr.String(), tt.code, tt.out)
+			}
+			if code == 0 && ((tt.warn == "") != (stderr.Len() == 0) || !strings.Contains(stderr.String(), tt.warn)) {
+				t.Errorf("stderr %q, want %q", stderr.String(), tt.warn)
 			}
 			p.mu.Lock()
 			role := p.role

@@ -56,10 +56,11 @@ const usage = `usage:
                                       forward what arrives but neither
   vipd keepalived-notify [-socket PATH | -config FILE] [-state-file FILE] TYPE NAME STATE [PRIORITY]
                                       keepalived's notify script: MASTER makes the box active, BACKUP,
-                                      FAULT and STOP standby
+                                      FAULT and STOP standby; records the state (default ` + config.DefaultKeepalivedState + `)
   vipd keepalived-check [-socket PATH | -config FILE] [-state-file FILE]
                                       keepalived's track script: exit 1 while vipd is down, not ready or
-                                      below min_healthy on a VIP; puts the role right for keepalived
+                                      below min_healthy on a VIP, or standby with no state recorded;
+                                      puts the role right for keepalived
   vipd drain-box [-undo] [-no-wait] [-socket PATH | -config FILE]
                                       lame duck (with [bgp]): withdraw every VIP from the routers, keep
                                       forwarding for [bgp] linger, then report drained; -undo announces again
