@@ -1,30 +1,19 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // childEnv set to 1 makes the test binary run the demo instead of the
 // tests: TestDemo runs its own binary so, and reads what the demo prints.
 const childEnv = "VIPD_DEMO_CHILD"
 
-func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testkit.ChildMain(m, childEnv, main) }
 
 // runDemo runs make demo's program, as root, in the module root (where it
 // finds config.toml.example) and returns what it printed. When the test's
@@ -36,27 +25,7 @@ func runDemo(t *testing.T) string {
 		t.Skip("the demo runs in the full suite, not in -short mode")
 	}
 	nstest.RequireRoot(t)
-	ctx := context.Background()
-	if d, ok := t.Deadline(); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, d.Add(-time.Minute))
-		defer cancel()
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=1")
-	cmd.Dir = "../.."
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 45 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("the demo: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
-	return stdout.String()
+	return testkit.RunChild(t, childEnv, "../..")
 }
 
 // TestDemo runs make demo and checks the `vipd top -n 1` frame it prints:
