@@ -197,18 +197,8 @@ func TestReusedTupleLeavesDrainingBackend(t *testing.T) {
 				h := newHarness(t, spec)
 				fast := &recordingFast{}
 				h.w.SetFastPath(fast, false)
-				send := func(flags string) netip.Addr {
-					t.Helper()
-					d := h.run(build(t, pk{src: vip.src, dst: vip.dst, sport: 42000, dport: 80, flags: flags}))[0]
-					if d.Verdict != VerdictTX {
-						t.Fatalf("%s: %v %v", flags, d.Verdict, d.Reason)
-					}
-					in, err := ipOf(decode(t, d.frame()))
-					if err != nil {
-						t.Fatal(err)
-					}
-					return in.dst // the backend (DSR: the outer header's)
-				}
+				sendSeq := tcpSender(t, h, vip.src, vip.dst)
+				send := func(flags string) netip.Addr { t.Helper(); return sendSeq(flags, 0) }
 				first := send("S")
 				if got := send("A"); got != first {
 					t.Fatalf("the handshake's ACK went to %v, its SYN to %v", got, first)
@@ -308,18 +298,7 @@ func TestSYNLeavesBackendThatTakesNone(t *testing.T) {
 				h = newHarness(t, spec)
 				fast = &recordingFast{}
 				h.w.SetFastPath(fast, false)
-				send = func(flags string, seq uint32) netip.Addr {
-					t.Helper()
-					d := h.run(build(t, pk{src: vip.src, dst: vip.dst, sport: 42000, dport: 80, flags: flags, seq: seq}))[0]
-					if d.Verdict != VerdictTX {
-						t.Fatalf("%s: %v %v", flags, d.Verdict, d.Reason)
-					}
-					in, err := ipOf(decode(t, d.frame()))
-					if err != nil {
-						t.Fatal(err)
-					}
-					return in.dst // the backend (DSR: the outer header's)
-				}
+				send = tcpSender(t, h, vip.src, vip.dst)
 				apply = func(first netip.Addr) {
 					for i := range spec.VIPs {
 						v := &spec.VIPs[i]
@@ -435,5 +414,24 @@ func TestSYNLeavesBackendThatTakesNone(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// tcpSender returns a function that runs a TCP packet from src port 42000
+// to dst port 80, with the flags and sequence number (0: build's) it is
+// given, through h and returns the backend it was sent to (DSR: the outer
+// header's destination); a packet not sent fails the test.
+func tcpSender(t *testing.T, h *harness, src, dst netip.Addr) func(flags string, seq uint32) netip.Addr {
+	return func(flags string, seq uint32) netip.Addr {
+		t.Helper()
+		d := h.run(build(t, pk{src: src, dst: dst, sport: 42000, dport: 80, flags: flags, seq: seq}))[0]
+		if d.Verdict != VerdictTX {
+			t.Fatalf("%s: %v %v", flags, d.Verdict, d.Reason)
+		}
+		in, err := ipOf(decode(t, d.frame()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in.dst
 	}
 }
