@@ -144,8 +144,10 @@ func (e *ECMPBed) BoxConfig(i int, o ConfigOptions, extra string) string {
 	return e.Config(o)
 }
 
-// StartBox runs vipd in box i on cfg.
+// StartBox runs vipd in box i on cfg, written to box<i+1>.toml: the demos
+// and their BIRD peers count boxes from 1, and an operator reading their
+// output should find box1's file named so.
 func (e *ECMPBed) StartBox(i int, cfg string) *VIPD {
 	e.t.Helper()
-	return e.StartVIPDIn(e.Boxes[i], fmt.Sprintf("box%d.toml", i), cfg)
+	return e.StartVIPDIn(e.Boxes[i], fmt.Sprintf("box%d.toml", i+1), cfg)
 }

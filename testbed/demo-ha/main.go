@@ -36,9 +36,7 @@ func demo(r *testbed.Run) {
 	v := make([]*testbed.VIPD, 2)
 	for i := range v {
 		cfg := strings.Replace(bed.BoxConfig(i, co, ""), "[dataplane]\n", "[dataplane]\nneighbor_role = \"standby\"\n", 1)
-		// boxN.toml for boxN, as the output counts them (StartBox's
-		// files count from 0).
-		v[i] = bed.StartVIPDIn(bed.Boxes[i], fmt.Sprintf("box%d.toml", i+1), cfg)
+		v[i] = bed.StartBox(i, cfg) // boxN.toml for boxN, as the output counts them
 	}
 	for i, prio := range []int{150, 100} {
 		bed.StartKeepalived(i, prio, true)
