@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -176,55 +178,90 @@ func echoFrom(t *testing.T, bed *testbed.Bed, port int, vip netip.Addr, rounds i
 	return tc, strings.TrimSpace(name), nil
 }
 
-// TestReusedTupleFastPath: with the fast path on, a client closes a
-// connection (an RST: no TIME_WAIT, so its port is free at once) and opens
-// a new one from the same port, after the operator began draining the
-// backend the first one went to. The new connection goes to another
-// backend and works: the RST retired the old connection's fast path
-// entry, which would otherwise have carried the new one's ACK and data to
-// the draining backend (it answers them with a reset). Before, the new
-// connection stayed on the draining backend.
+// TestReusedTupleFastPath: with the fast path on, a client's connection
+// ends and the client opens a new one from the same port, after the
+// operator began draining the backend the first one went to. The new
+// connection goes to another backend and works: its SYN retired the old
+// connection's fast path entry (or the RST that ended it did, when vipd
+// saw one), which would otherwise have carried the new one's ACK and
+// data to the draining backend (it answers them with a reset).
+//
+// The first connection ends with the client's RST (no TIME_WAIT, so its
+// port is free at once), which vipd sees, or with one it never sees (an
+// nftables rule in the client's namespace drops it: a close vipd misses,
+// as a backend's RST in DSR mode, or a NAT reply, which does not move a
+// flow's state). Before, the new connection stayed on the draining
+// backend: in the first case until the RST retired the entry, in the
+// second for as long as the old connection's entry lived.
 func TestReusedTupleFastPath(t *testing.T) {
 	requireE2E(t)
-	co := testbed.ConfigOptions{FastPath: "5s", Echo: true}
-	e := setup(t, testbed.Options{XDPPeers: true}, co)
-	const port = 45000
-	// 3.5 s of traffic: the connection is proven after some 2 s, and its
-	// entry is renewed for fast_path_refresh (5 s) after that.
-	c, first, err := echoFrom(t, e.bed, port, testbed.VIPNAT, 35, 100*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name   string
+		unseen bool
+		port   int
+	}{
+		{"close seen", false, 45000},
+		{"close unseen", true, 45001},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := exec.LookPath("nft"); tc.unseen && err != nil {
+				t.Skip("nft (nftables) is not installed: make test-deps installs it as root")
+			}
+			co := testbed.ConfigOptions{FastPath: "5s", Echo: true}
+			e := setup(t, testbed.Options{XDPPeers: true}, co)
+			// 3.5 s of traffic: the connection is proven after some 2 s,
+			// and its entry is renewed for fast_path_refresh (5 s) after
+			// that.
+			c, first, err := echoFrom(t, e.bed, tc.port, testbed.VIPNAT, 35, 100*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := e.eventually(func(v float64) bool { return v >= 4 }, "vipd_fast_path_offered_total"); n < 4 {
+				t.Fatalf("%v fast path offers, want the handshake's ACK's and 3 renewals", n)
+			}
+			if tc.unseen {
+				cli := e.bed.Client
+				cli.Must(t, "nft", "add", "table", "inet", "vipdtest")
+				t.Cleanup(func() { cli.Cmd("nft", "delete", "table", "inet", "vipdtest").Run() })
+				cli.Must(t, "nft", "add", "chain", "inet", "vipdtest", "out", "{ type filter hook output priority 0 ; }")
+				cli.Must(t, "nft", "add", "rule", "inet", "vipdtest", "out", "tcp", "sport", strconv.Itoa(tc.port), "tcp", "flags", "rst", "counter", "drop")
+			}
+			c.SetLinger(0)
+			c.Close() // an RST
+			if tc.unseen {
+				// The RST is dropped before it leaves: the rule counts it.
+				waitFor(t, 10*time.Second, "the client's RST dropped", func() bool {
+					out, _ := e.bed.Client.Cmd("nft", "list", "table", "inet", "vipdtest").Output()
+					return strings.Contains(string(out), "packets 1 ")
+				})
+			}
+			var target *testbed.Backend
+			for _, be := range e.bed.Backends {
+				if be.Name == first {
+					target = be
+				}
+			}
+			if target == nil {
+				t.Fatalf("no backend named %q", first)
+			}
+			if err := e.v.Drain("echo-nat", target.Addr.String(), true); err != nil {
+				t.Fatal(err)
+			}
+			c, second, err := echoFrom(t, e.bed, tc.port, testbed.VIPNAT, 20, 0)
+			if err != nil {
+				t.Fatalf("the new connection from the same port (the first went to %s, now draining): %v", first, err)
+			}
+			c.Close()
+			if second == first {
+				t.Errorf("the new connection from the same port went to %s again, which is draining", first)
+			}
+			if n := e.eventually(func(v float64) bool { return v >= 1 }, "vipd_flows_reused_tuple_total"); n != 1 {
+				t.Errorf("vipd_flows_reused_tuple_total = %v, want 1", n)
+			}
+			if n := e.eventually(func(v float64) bool { return v >= 1 }, "vipd_fast_path_retired_total"); n < 1 {
+				t.Errorf("vipd_fast_path_retired_total = %v, want the old connection's entry retired", n)
+			}
+			t.Logf("first connection to %s, the new one from the same port to %s", first, second)
+		})
 	}
-	if n := e.eventually(func(v float64) bool { return v >= 4 }, "vipd_fast_path_offered_total"); n < 4 {
-		t.Fatalf("%v fast path offers, want the handshake's ACK's and 3 renewals", n)
-	}
-	c.SetLinger(0)
-	c.Close() // an RST
-	var target *testbed.Backend
-	for _, be := range e.bed.Backends {
-		if be.Name == first {
-			target = be
-		}
-	}
-	if target == nil {
-		t.Fatalf("no backend named %q", first)
-	}
-	if err := e.v.Drain("echo-nat", target.Addr.String(), true); err != nil {
-		t.Fatal(err)
-	}
-	c, second, err := echoFrom(t, e.bed, port, testbed.VIPNAT, 20, 0)
-	if err != nil {
-		t.Fatalf("the new connection from the same port (the first went to %s, now draining): %v", first, err)
-	}
-	c.Close()
-	if second == first {
-		t.Errorf("the new connection from the same port went to %s again, which is draining", first)
-	}
-	if n := e.eventually(func(v float64) bool { return v >= 1 }, "vipd_flows_reused_tuple_total"); n != 1 {
-		t.Errorf("vipd_flows_reused_tuple_total = %v, want 1", n)
-	}
-	if n := e.eventually(func(v float64) bool { return v >= 1 }, "vipd_fast_path_retired_total"); n < 1 {
-		t.Errorf("vipd_fast_path_retired_total = %v, want the RST's retirement", n)
-	}
-	t.Logf("first connection to %s, the new one from the same port to %s", first, second)
 }
