@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // kaProvider is a vipd as the keepalived commands see it: a role, and a
@@ -132,5 +135,77 @@ func TestKeepalivedCommands(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"keepalived-check", "-socket", sock + ".gone", "-state-file", state}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "vipd is down or not ready") {
 		t.Errorf("vipd gone: exit %d, %q", code, stderr.String())
+	}
+}
+
+// syncBuffer is a log the test reads while the daemon writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestKeepalivedCheckDuringSlowStateWrite: while vipd writes its state
+// file to a disk that hangs (the write's temporary file is a FIFO nobody
+// reads), vipd keepalived-check and vipd status still answer within
+// 100 ms: keepalived allows the check 2 s, and a check that times out
+// fails the box over.
+func TestKeepalivedCheckDuringSlowStateWrite(t *testing.T) {
+	var log syncBuffer
+	d, path := runDaemonLog(t, strings.Replace(cliConfig, "@LISTEN@", "127.0.0.1:0", 1), &log)
+	dir := filepath.Dir(path)
+	socket := filepath.Join(dir, "admin.sock")
+	fifo := filepath.Join(dir, ".state.json.tmp") // the state file's temporary file
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Let the write go on: a reader lets the FIFO's open return.
+		if f, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+			t.Cleanup(func() { f.Close() })
+		}
+	})
+	state := filepath.Join(dir, "keepalived.state")
+	if err := os.WriteFile(state, []byte("MASTER\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	go d.SetOverride(admin.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Weight: func(w uint32) *uint32 { return &w }(5)})
+	if !testkit.Poll(10*time.Second, func() bool { return strings.Contains(log.String(), "run-time override changed") }) {
+		t.Fatal("the override was not applied")
+	}
+	// Its state file write is now blocked (or about to be).
+	for _, tc := range []struct {
+		name string
+		run  func(stdout, stderr io.Writer) int
+	}{
+		{"vipd keepalived-check", func(o, e io.Writer) int {
+			return keepalivedCheck([]string{"-socket", socket, "-state-file", state}, o, e)
+		}},
+		{"vipd status", func(o, e io.Writer) int { return run([]string{"status", "-admin", d.AdminAddr()}, o, e) }},
+	} {
+		done := make(chan int, 1)
+		var stdout, stderr bytes.Buffer
+		start := time.Now()
+		go func() { done <- tc.run(&stdout, &stderr) }()
+		select {
+		case code := <-done:
+			if took := time.Since(start); code != 0 || took > 100*time.Millisecond {
+				t.Errorf("%s: exit %d after %v, want 0 within 100 ms\nstderr: %s", tc.name, code, took, &stderr)
+			}
+		case <-time.After(100 * time.Millisecond):
+			t.Errorf("%s: no answer within 100 ms while the state file was being written", tc.name)
+			// It answers once the write is let go (the cleanup).
+		}
 	}
 }

@@ -59,6 +59,12 @@ func (memPlatform) Run(ctx context.Context, changed func()) error {
 // ends.
 func runDaemon(t *testing.T, src string) (*daemon.Daemon, string) {
 	t.Helper()
+	return runDaemonLog(t, src, io.Discard)
+}
+
+// runDaemonLog is runDaemon with the daemon's log written to log.
+func runDaemonLog(t *testing.T, src string, log io.Writer) (*daemon.Daemon, string) {
+	t.Helper()
 	// Not t.TempDir: a long test name would pass the 107 bytes a
 	// socket path may have.
 	dir, err := os.MkdirTemp("", "vipd-cli")
@@ -75,7 +81,7 @@ func runDaemon(t *testing.T, src string) (*daemon.Daemon, string) {
 		t.Fatal(err)
 	}
 	d := daemon.New(cfg, daemon.Options{ConfigPath: path, Platform: memPlatform{}, Version: "test",
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), PollTimeout: 10 * time.Millisecond})
+		Log: slog.New(slog.NewTextHandler(log, nil)), PollTimeout: 10 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
