@@ -104,7 +104,7 @@ test-busy:
 	exit $$rc
 
 # -timeout bounds one package's run. The end-to-end suite is the longest:
-# 442 s of a 761 s make test-busy on a 2-CPU machine (issue 34's closing
+# 426 s of a 783 s make test-busy on a 2-CPU machine (issue 44's closing
 # note); 20 min leaves room for a slower or busier one.
 test-unit:
 	$(GO) test -count=1 -timeout 20m ./...
