@@ -1,36 +1,20 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // syncBuffer is a log destination that tests read while the daemon logs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testkit.Buffer
 
 // startLogged is start with the daemon's log kept.
 func startLogged(t *testing.T, src string) (*testDaemon, *syncBuffer) {

@@ -162,6 +162,20 @@ func TestFastProofFollowsHandshake(t *testing.T) {
 	}
 }
 
+// reuseVIPs are the VIPs of the reused-tuple tests: NAT and DSR, IPv4 and
+// IPv6, TCP port 80.
+var reuseVIPs = []struct {
+	name string
+	id   uint16
+	dst  netip.Addr
+	src  netip.Addr
+}{
+	{"nat4", idNAT4, vipNAT4, client4},
+	{"dsr4", idDSR4, vipDSR4, client4},
+	{"nat6", idNAT6, vipNAT6, client6},
+	{"dsr6", idDSR6, vipDSR6, client6},
+}
+
 // TestReusedTupleLeavesDrainingBackend: a client opens a connection,
 // closes it, and opens a new one from the same port within tcp_closing
 // (as clients behind CGNAT, proxies and load generators do) after the
@@ -173,16 +187,7 @@ func TestFastProofFollowsHandshake(t *testing.T) {
 // a worker instead of being forwarded by the old entry to the old
 // backend.
 func TestReusedTupleLeavesDrainingBackend(t *testing.T) {
-	for _, vip := range []struct {
-		name string
-		id   uint16
-		dst  netip.Addr
-		src  netip.Addr
-	}{
-		{"nat4", idNAT4, vipNAT4, client4},
-		{"dsr4", idDSR4, vipDSR4, client4},
-		{"nat6", idNAT6, vipNAT6, client6},
-	} {
+	for _, vip := range reuseVIPs {
 		for _, tc := range []struct {
 			name  string
 			set   func(b *BackendSpec)
@@ -281,17 +286,7 @@ func TestSYNLeavesBackendThatTakesNone(t *testing.T) {
 		{"down or disabled", func(b *BackendSpec) { b.State = BackendDown }, false, false},
 		{"removed", nil, true, false},
 	}
-	for _, vip := range []struct {
-		name string
-		id   uint16
-		dst  netip.Addr
-		src  netip.Addr
-	}{
-		{"nat4", idNAT4, vipNAT4, client4},
-		{"dsr4", idDSR4, vipDSR4, client4},
-		{"nat6", idNAT6, vipNAT6, client6},
-		{"dsr6", idDSR6, vipDSR6, client6},
-	} {
+	for _, vip := range reuseVIPs {
 		for _, ch := range changes {
 			setup := func(t *testing.T) (h *harness, fast *recordingFast, send func(flags string, seq uint32) netip.Addr, apply func(first netip.Addr)) {
 				spec := fastSpec()

@@ -138,31 +138,13 @@ func TestKeepalivedCommands(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log the test reads while the daemon writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestKeepalivedCheckDuringSlowStateWrite: while vipd writes its state
 // file to a disk that hangs (the write's temporary file is a FIFO nobody
 // reads), vipd keepalived-check and vipd status still answer within
 // 100 ms: keepalived allows the check 2 s, and a check that times out
 // fails the box over.
 func TestKeepalivedCheckDuringSlowStateWrite(t *testing.T) {
-	var log syncBuffer
+	var log testkit.Buffer
 	d, path := runDaemonLog(t, strings.Replace(cliConfig, "@LISTEN@", "127.0.0.1:0", 1), &log)
 	dir := filepath.Dir(path)
 	socket := filepath.Join(dir, "admin.sock")
