@@ -19,25 +19,11 @@ import (
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/dataplane"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // logBuffer is a log the tests read while the daemon writes it.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer struct{ testkit.Buffer }
 
 // lines returns the lines of the log that contain every one of subs.
 func (b *logBuffer) lines(subs ...string) []string {

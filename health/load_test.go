@@ -1,7 +1,6 @@
 package health
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"math"
@@ -9,7 +8,6 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -173,20 +171,5 @@ func TestManagerLoadReport(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer for a logger on other goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuffer is a log for a logger on other goroutines.
+type lockedBuffer = testkit.Buffer
