@@ -198,7 +198,7 @@ func TestRenew(t *testing.T) {
 				t.Fatal("the flow expired")
 			}
 			epoch, repicks := s.Epoch(), s.Stats().Repicks
-			s.Renew(e, 2, tc.flags)
+			s.Renew(e, 2, tc.flags, 0)
 			if e.Backend() != 2 || e.State() != tc.want || e.Level() != tc.level || !e.Evictable() || e.Flags() != 0 || e.LastSeen() != 115 {
 				t.Errorf("renewed: backend %d state %v level %d evictable %v flags %#x seen %d; want 2 %v %d true 0 115",
 					e.Backend(), e.State(), e.Level(), e.Evictable(), e.Flags(), e.LastSeen(), tc.want, tc.level)

@@ -208,16 +208,15 @@ func (s *Shard) SetBackend(e Entry, b uint32) {
 
 // Renew gives the flow's tuple to a new connection, whose first packet has
 // TCP flags tcpFlags (ignored for non-TCP flows): pinned to backend b,
-// with the flags cleared, the state and proof level that packet gives a
-// new flow (a SYN: SynSent, level 0), and its age counted from now
-// (Flow.Age). The pipeline calls it when a client reuses a tuple for a new
-// connection that goes elsewhere than the old one; nothing of the old
-// connection carries over, its proof of life least of all. Counted as a
-// repick. e stays valid.
-func (s *Shard) Renew(e Entry, b uint32, tcpFlags uint8) {
+// with the pipeline's flags set to flags, the state and proof level that
+// packet gives a new flow (a SYN: SynSent, level 0), and its age counted
+// from now (Flow.Age). The pipeline calls it when a client reuses a tuple
+// for a new connection; nothing of the old connection carries over, its
+// proof of life least of all. Counted as a repick. e stays valid.
+func (s *Shard) Renew(e Entry, b uint32, tcpFlags, flags uint8) {
 	i := e.i & 7
 	r := &e.b.recs[i]
-	r.backend, r.flags = b, 0
+	r.backend, r.flags = b, flags
 	r.bornHi, r.bornLo = uint8(s.now>>16), uint16(s.now)
 	e.b.state[i] = e.b.state[i]&altBit | initialPhase(r.key.Proto, tcpFlags)
 	e.b.seen[i] = s.now

@@ -163,12 +163,11 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 				if !w.resent(e, p) {
 					return w.reused(e, p, vi, v)
 				}
-			} else if e.State() == conntrack.StateClosing && !w.resent(e, p) {
+			} else if e.State() == conntrack.StateClosing {
 				// A new connection on the tuple of a closed one, on
 				// a backend that takes it: the same backend, a new
 				// flow (its own age and proof).
-				w.ct.Renew(e, ref, flags)
-				e.SetFlags(synMark(p))
+				w.ct.Renew(e, ref, flags, synMark(p))
 				w.lastState = 0
 				w.c.Backends[ref].Handshakes++
 				return b, ref
@@ -260,8 +259,7 @@ func (w *Worker) reused(e conntrack.Entry, p *pkt, vi int, v *vip) (*backend, ui
 	if b == nil {
 		return nil, 0 // no backend takes new flows: as for a miss
 	}
-	w.ct.Renew(e, ref, packet.TCPFlagSYN)
-	e.SetFlags(synMark(p))
+	w.ct.Renew(e, ref, packet.TCPFlagSYN, synMark(p))
 	if w.fast != nil {
 		w.retireFast(p, v)
 	}

@@ -243,7 +243,7 @@ func (w *Worker) trackQUIC(p *pkt, flags uint8, vi int, v *vip) (b *backend, ref
 			// it (its age and proof are the old flow's no more), and
 			// the fast path, if it carries the tuple, must forget the
 			// old backend.
-			w.ct.Renew(e, ref, flags)
+			w.ct.Renew(e, ref, flags, 0)
 			w.c.QUICMoved++
 			w.c.Backends[ref].NewFlows++
 			if w.fast != nil {
