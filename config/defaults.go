@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/dsr"
 )
 
@@ -25,11 +26,11 @@ const (
 	DefaultFastPathRefresh   = 5 * time.Second       // each handed-down flow passes one packet a refresh through a worker
 	DefaultFlowHashSeed      = 0x5f1b_7a3c_9e2d_4b60 // any fixed value: what matters is that every instance uses the same one
 	DefaultConntrackCapacity = 1 << 20
-	DefaultTCPUnestablished  = 30 * time.Second
-	DefaultTCPUnconfirmed    = 30 * time.Second
-	DefaultTCPEstablished    = 15 * time.Minute
-	DefaultTCPClosing        = 30 * time.Second
-	DefaultUDPTimeout        = 60 * time.Second
+	DefaultTCPUnestablished  = conntrack.DefaultTCPUnestablished // the table's defaults: it owns them
+	DefaultTCPUnconfirmed    = conntrack.DefaultTCPUnconfirmed
+	DefaultTCPEstablished    = conntrack.DefaultTCPEstablished
+	DefaultTCPClosing        = conntrack.DefaultTCPClosing
+	DefaultUDPTimeout        = conntrack.DefaultUDP
 	DefaultAdminListen       = "127.0.0.1:9180"
 	DefaultAdminSocket       = "/run/vipd/admin.sock"
 	DefaultProtocol          = TCP

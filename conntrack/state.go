@@ -3,8 +3,6 @@ package conntrack
 import (
 	"math"
 	"time"
-
-	"github.com/vipd/vipd/config"
 )
 
 // Tick is the table's coarse clock: whole seconds since the Table was
@@ -235,21 +233,31 @@ type Timeouts struct {
 	UDP              time.Duration // StateUDPNew and StateUDP (every non-TCP protocol)
 }
 
-// DefaultTimeouts returns the timeouts used for zero fields of Timeouts:
-// the defaults of package config, the one place they are set.
+// The default timeouts, one per state class: the one place they are set
+// (package config refers to them for its defaults, vipd.toml(5) shows
+// them).
 //
 // SynSent outlives the gaps between a client's SYN retransmissions
 // (1, 2, 4, 8, 16 s). Unconfirmed bounds the gap between the packets that
 // prove a flow; an unproven flow that expires loses only its pin, like an
 // idle established flow that does: its next packet goes through Maglev
 // again.
+const (
+	DefaultTCPUnestablished = 30 * time.Second
+	DefaultTCPUnconfirmed   = 30 * time.Second
+	DefaultTCPEstablished   = 15 * time.Minute
+	DefaultTCPClosing       = 30 * time.Second
+	DefaultUDP              = 60 * time.Second
+)
+
+// DefaultTimeouts returns the timeouts used for zero fields of Timeouts.
 func DefaultTimeouts() Timeouts {
 	return Timeouts{
-		TCPUnestablished: config.DefaultTCPUnestablished,
-		TCPUnconfirmed:   config.DefaultTCPUnconfirmed,
-		TCPEstablished:   config.DefaultTCPEstablished,
-		TCPClosing:       config.DefaultTCPClosing,
-		UDP:              config.DefaultUDPTimeout,
+		TCPUnestablished: DefaultTCPUnestablished,
+		TCPUnconfirmed:   DefaultTCPUnconfirmed,
+		TCPEstablished:   DefaultTCPEstablished,
+		TCPClosing:       DefaultTCPClosing,
+		UDP:              DefaultUDP,
 	}
 }
 
