@@ -4,11 +4,9 @@ import (
 	"fmt"
 
 	"github.com/vipd/vipd/config"
-	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/dataplane/xdpprog"
 	"github.com/vipd/vipd/linkwatch"
-	"golang.org/x/sys/unix"
 )
 
 // fastLink is what decides whether the fast path can run on an interface:
@@ -75,98 +73,3 @@ type fastPlatform interface {
 	// snapshot is published.
 	SetFastGeneration(gen uint32) error
 }
-
-// fastWriter is a worker's dataplane.FastPath into an xdpprog fast path:
-// it turns FastFlows into the program's entries, with an expiry refresh
-// from now, and writes them in one system call per Flush.
-type fastWriter struct {
-	fast *xdpprog.Fast
-	w    *xdpprog.Writer
-	// refresh is the entries' lifetime (fast_path_refresh), in ns, less
-	// the program's clock slack (xdpprog.Fast.ClockSlack): so no entry
-	// serves longer than fast_path_refresh after it was written.
-	refresh int64
-	// mono is CLOCK_MONOTONIC (bpf_ktime_get_ns's clock) minus
-	// dataplane.Nanotime, both read at the start: Go's monotonic clock
-	// is CLOCK_MONOTONIC on Linux, so one offset converts for good.
-	mono int64
-	// brief is a Brief entry's lifetime, in ns: a conntrack tick less
-	// the program's clock slack.
-	brief int64
-	// ifindex is each port's interface, for an entry whose packets leave
-	// by another one than they came in on.
-	ifindex [2]uint32
-	v       xdpprog.FastEntry4
-	v6      xdpprog.FastEntry6
-}
-
-func newFastWriter(f *xdpprog.Fast, n int, refresh int64, ifindex [2]uint32) (*fastWriter, error) {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return nil, err
-	}
-	mono := ts.Nano() - dataplane.Nanotime()
-	refresh -= int64(f.ClockSlack()) // fast_path_refresh is at least 100 ms, the slack 20
-	brief := int64(conntrack.TickDuration - f.ClockSlack())
-	return &fastWriter{fast: f, w: f.NewWriter(n), refresh: refresh, brief: brief, mono: mono, ifindex: ifindex}, nil
-}
-
-// Offer implements dataplane.FastPath.
-func (f *fastWriter) Offer(x *dataplane.FastFlow) bool {
-	if x.V6 {
-		return f.offer6(x)
-	}
-	v := &f.v
-	*v = xdpprog.FastEntry4{
-		Gen: x.Gen, Expires: f.expires(x),
-		Addr: x.Addr, Port: x.Port, IPSum: x.IPSum, L4Sum: x.L4Sum,
-		MACs: x.MACs, MaxLen: x.MaxLen, In: f.ifindex[x.RxPort&1], Ref: x.Slot,
-		SNAT: x.SNAT, Encap: x.Encap, EncapSrc: x.EncapSrc, OuterSum: x.OuterSum,
-		GUE: x.GUE, GUESrcPort: x.GUESrcPort, GUEDstPort: x.GUEDstPort, Ifindex: f.egress(x),
-	}
-	return f.w.Add(xdpprog.FastKey4{Src: x.Src, Dst: x.Dst, SrcPort: x.SrcPort, DstPort: x.DstPort, Proto: x.Proto}, v)
-}
-
-// offer6 is Offer for an IPv6 flow.
-func (f *fastWriter) offer6(x *dataplane.FastFlow) bool {
-	v := &f.v6
-	*v = xdpprog.FastEntry6{
-		Gen: x.Gen, Expires: f.expires(x),
-		Addr: x.Addr6, Port: x.Port, L4Sum: x.L4Sum,
-		MACs: x.MACs, MaxLen: x.MaxLen, In: f.ifindex[x.RxPort&1], Ref: x.Slot, SNAT: x.SNAT,
-		Encap: x.Encap, EncapSrc: x.EncapSrc6, FlowLabel: x.FlowLabel, Ifindex: f.egress(x),
-	}
-	return f.w.Add6(xdpprog.FastKey6{Src: x.Src6, Dst: x.Dst6, SrcPort: x.SrcPort, DstPort: x.DstPort, Proto: x.Proto}, v)
-}
-
-// expires is the Expires of x's entry written now, in the program's
-// clock: a refresh from now; a conntrack tick (less the clock slack) for
-// a Brief one, when that is shorter; 0, long past, for a Retire one.
-func (f *fastWriter) expires(x *dataplane.FastFlow) uint64 {
-	life := f.refresh
-	switch {
-	case x.Retire:
-		return 0
-	case x.Brief:
-		life = min(life, f.brief)
-	}
-	return uint64(f.mono + dataplane.Nanotime() + life)
-}
-
-// egress is the interface an entry sends x's packets by: 0 (XDP_TX) when
-// they leave by the one they came in on.
-func (f *fastWriter) egress(x *dataplane.FastFlow) uint32 {
-	if x.TxPort == x.RxPort {
-		return 0
-	}
-	return f.ifindex[x.TxPort&1]
-}
-
-// Flush implements dataplane.FastPath.
-func (f *fastWriter) Flush() error { return f.w.Flush() }
-
-// IPv6 implements dataplane.FastPath.
-func (f *fastWriter) IPv6() bool { return f.fast.IPv6() }
-
-// Forwarded implements dataplane.FastPath.
-func (f *fastWriter) Forwarded(slot uint32) (uint64, uint64, bool) { return f.fast.Forwarded(slot) }

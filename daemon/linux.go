@@ -37,7 +37,7 @@ type LinuxPlatform struct {
 	// fast is the ingress program's fast path ([dataplane] fast_path),
 	// nil when off; fastWriters are the workers' ways into it, by queue.
 	fast        *xdpprog.Fast
-	fastWriters []*fastWriter
+	fastWriters []*xdpprog.FlowWriter
 	xdpQs       []*afxdp.Queue
 	pktQs       []*afpacket.Queue
 	resp        *arp.Responder
@@ -164,7 +164,7 @@ func (p *LinuxPlatform) openAFXDP(dp *config.Dataplane) ([]dataplane.Queue, erro
 			for range dp.Queues {
 				// Two flows per frame of a batch: a batch offers at most
 				// one per frame, and a relayed frame or two besides.
-				w, err := newFastWriter(f, 2*dp.BatchSize, int64(dp.FastPathRefresh.D()), ifindex)
+				w, err := f.NewFlowWriter(2*dp.BatchSize, dp.FastPathRefresh.D(), ifindex)
 				if err != nil {
 					return nil, fmt.Errorf("XDP fast path: %w", err)
 				}

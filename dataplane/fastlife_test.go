@@ -15,7 +15,7 @@ import (
 // simFast is a FastPath that forwards as the kernel's would: a flow's
 // entry serves, from the moment the worker flushes it, a second when it
 // is Brief, refresh otherwise, and not at all once retired (the
-// lifetimes daemon.fastWriter gives the program's entries).
+// lifetimes xdpprog.FlowWriter gives the program's entries).
 type simFast struct {
 	refresh int64 // ns
 	now     *int64

@@ -24,7 +24,7 @@ func (o *offers) Forwarded(uint32) (uint64, uint64, bool) { return 0, 0, false }
 func (o *offers) IPv6() bool                              { return true }
 
 // entryOf is the program's entry for a flow a worker offered, as the
-// daemon makes it (daemon/fastpath.go): an egress port other than the
+// FlowWriter makes it (workerpath.go): an egress port other than the
 // receiving one is an interface to redirect to, here the loopback.
 func entryOf(t testing.TB, f dataplane.FastFlow) (FastKey4, FastEntry4) {
 	v := FastEntry4{Gen: f.Gen, Expires: monotonic(t) + 60e9, Addr: f.Addr, Port: f.Port,
