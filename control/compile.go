@@ -11,22 +11,12 @@ import (
 	"github.com/vipd/vipd/quiclb"
 )
 
-// Host is what the box's kernel knows that a snapshot needs: each port's
-// MAC, MTU and addresses, the way to clients and the next hops of backends.
-// The arp package keeps it current.
+// Host is what the box's kernel knows that a snapshot needs: the
+// dataplane's Host (each port's MAC, MTU and addresses, the way to
+// clients, the box's addresses) and the next hops of backends. The arp
+// package keeps it current.
 type Host struct {
-	MAC   [2][6]byte
-	MTU   [2]int
-	Addr4 [2]netip.Addr
-	Addr6 [2]netip.Addr
-	// ClientGateway4/6, ClientOnLink and Neighbors: see dataplane.Spec.
-	ClientGateway4 [6]byte
-	ClientGateway6 [6]byte
-	ClientOnLink   []netip.Prefix
-	Neighbors      map[netip.Addr][6]byte
-	// Local is every address of the box, on every interface (see
-	// dataplane.Spec.Local).
-	Local []netip.Addr
+	dataplane.Host
 	// NextHop returns the MAC to send a backend's packets to (the backend
 	// itself or its gateway), false while unresolved.
 	NextHop func(backend netip.Addr) ([6]byte, bool)
@@ -194,17 +184,9 @@ func (p *Plan) VIPOf(ref uint32) (int, bool) {
 func (p *Plan) Header(host *Host) *dataplane.Spec {
 	cfg := p.cfg
 	spec := &dataplane.Spec{
-		Seed:           cfg.Dataplane.FlowHashSeed,
-		TwoArmed:       cfg.Dataplane.TwoArmed(),
-		MAC:            host.MAC,
-		MTU:            host.MTU,
-		Addr4:          host.Addr4,
-		Addr6:          host.Addr6,
-		ClientGateway4: host.ClientGateway4,
-		ClientGateway6: host.ClientGateway6,
-		ClientOnLink:   host.ClientOnLink,
-		Neighbors:      host.Neighbors,
-		Local:          host.Local,
+		Seed:     cfg.Dataplane.FlowHashSeed,
+		TwoArmed: cfg.Dataplane.TwoArmed(),
+		Host:     host.Host,
 	}
 	if m := cfg.Dataplane.EgressMTU; m != 0 {
 		spec.MTU[dataplane.PortEgress] = m

@@ -36,9 +36,11 @@ func load(t *testing.T, src string) *config.Config {
 
 func testHost() *Host {
 	return &Host{
-		MAC:   [2][6]byte{{2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}},
-		MTU:   [2]int{1500, 1500},
-		Addr4: [2]netip.Addr{netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.1.1")},
+		Host: dataplane.Host{
+			MAC:   [2][6]byte{{2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}},
+			MTU:   [2]int{1500, 1500},
+			Addr4: [2]netip.Addr{netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.1.1")},
+		},
 		NextHop: func(a netip.Addr) ([6]byte, bool) {
 			b := a.As4()
 			return [6]byte{2, 0, 0, 0, 1, b[3]}, true

@@ -307,7 +307,7 @@ func (p *LinuxPlatform) Host() control.Host {
 	} else {
 		p.log.Warn("reading the box's addresses failed; keeping the last ones", "err", err)
 	}
-	h := control.Host{ClientOnLink: p.onLink, NextHop: p.res.Lookup, Local: p.local}
+	h := control.Host{Host: dataplane.Host{ClientOnLink: p.onLink, Local: p.local}, NextHop: p.res.Lookup}
 	for port, l := range p.links {
 		h.MAC[port] = l.MAC
 		h.MTU[port] = l.MTU

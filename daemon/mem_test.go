@@ -40,10 +40,12 @@ type memPlatform struct {
 
 func newMemPlatform() *memPlatform {
 	return &memPlatform{host: control.Host{
-		MAC:            [2][6]byte{{2, 0, 0, 0, 0, 0x10}, {2, 0, 0, 0, 0, 0x11}},
-		MTU:            [2]int{1500, 1500},
-		Addr4:          [2]netip.Addr{netip.MustParseAddr("198.18.0.254"), netip.MustParseAddr("198.18.1.1")},
-		ClientGateway4: [6]byte{2, 0, 0, 0, 0, 0x20},
+		Host: dataplane.Host{
+			MAC:            [2][6]byte{{2, 0, 0, 0, 0, 0x10}, {2, 0, 0, 0, 0, 0x11}},
+			MTU:            [2]int{1500, 1500},
+			Addr4:          [2]netip.Addr{netip.MustParseAddr("198.18.0.254"), netip.MustParseAddr("198.18.1.1")},
+			ClientGateway4: [6]byte{2, 0, 0, 0, 0, 0x20},
+		},
 		NextHop: func(a netip.Addr) ([6]byte, bool) {
 			b := a.As4()
 			return [6]byte{2, 0, 0, 0, 1, b[3]}, true

@@ -278,8 +278,10 @@ func TestTunnelProberStats(t *testing.T) {
 		return p, nil
 	}}
 	host := control.Host{
-		Addr4: [2]netip.Addr{netip.MustParseAddr("198.18.0.254"), netip.MustParseAddr("198.18.1.1")},
-		Addr6: [2]netip.Addr{netip.MustParseAddr("2001:db8::fe"), netip.MustParseAddr("2001:db8:1::1")},
+		Host: dataplane.Host{
+			Addr4: [2]netip.Addr{netip.MustParseAddr("198.18.0.254"), netip.MustParseAddr("198.18.1.1")},
+			Addr6: [2]netip.Addr{netip.MustParseAddr("2001:db8::fe"), netip.MustParseAddr("2001:db8:1::1")},
+		},
 	}
 	if _, ok := tun.stats(); ok {
 		t.Fatalf("stats reported before any prober opened")

@@ -63,13 +63,15 @@ func backends(prefix string, first uint32, port uint16) []BackendSpec {
 // testSpec is a two-armed box with one VIP of every kind.
 func testSpec() *Spec {
 	return &Spec{
-		Seed:           12345,
-		TwoArmed:       true,
-		MAC:            [2][6]byte{macIngress, macEgress},
-		MTU:            [2]int{1500, 1500},
-		Addr4:          [2]netip.Addr{own4In, encap4},
-		ClientGateway4: macGateway,
-		ClientGateway6: macGateway,
+		Seed:     12345,
+		TwoArmed: true,
+		Host: Host{
+			MAC:            [2][6]byte{macIngress, macEgress},
+			MTU:            [2]int{1500, 1500},
+			Addr4:          [2]netip.Addr{own4In, encap4},
+			ClientGateway4: macGateway,
+			ClientGateway6: macGateway,
+		},
 		VIPs: []VIPSpec{
 			{ID: idNAT4, Name: "nat4", Addr: vipNAT4, Port: 80, Proto: 6, Mode: ModeNAT, TableSize: 65537, Backends: backends("198.18.1.1", 1, 8080)},
 			{ID: idDSR4, Name: "dsr4", Addr: vipDSR4, Port: 80, Proto: 6, Mode: ModeDSR, TableSize: 65537, EncapSrc: encap4, Backends: backends("198.18.1.2", 4, 0)},

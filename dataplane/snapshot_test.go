@@ -13,13 +13,15 @@ import (
 // and epochs. Refs are unique and leave gaps.
 func randSpec(r *rand.Rand) *Spec {
 	spec := &Spec{
-		Seed:           r.Uint64(),
-		TwoArmed:       true,
-		MAC:            [2][6]byte{{2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}},
-		Addr4:          [2]netip.Addr{netip.MustParseAddr("198.18.0.254"), netip.MustParseAddr("198.18.1.1")},
-		Addr6:          [2]netip.Addr{netip.MustParseAddr("2001:db8::fe"), netip.MustParseAddr("2001:db8:1::1")},
-		ClientGateway4: [6]byte{2, 0, 0, 0, 0, 9},
-		Local:          []netip.Addr{netip.MustParseAddr("198.18.9.9")},
+		Seed:     r.Uint64(),
+		TwoArmed: true,
+		Host: Host{
+			MAC:            [2][6]byte{{2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}},
+			Addr4:          [2]netip.Addr{netip.MustParseAddr("198.18.0.254"), netip.MustParseAddr("198.18.1.1")},
+			Addr6:          [2]netip.Addr{netip.MustParseAddr("2001:db8::fe"), netip.MustParseAddr("2001:db8:1::1")},
+			ClientGateway4: [6]byte{2, 0, 0, 0, 0, 9},
+			Local:          []netip.Addr{netip.MustParseAddr("198.18.9.9")},
+		},
 	}
 	ref := uint32(1)
 	for i := 0; i < 1+r.IntN(8); i++ {

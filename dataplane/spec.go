@@ -42,6 +42,16 @@ type Spec struct {
 	Seed uint64
 	// TwoArmed sends traffic toward backends out of PortEgress.
 	TwoArmed bool
+	Host
+	VIPs []VIPSpec
+}
+
+// Host is what a snapshot needs of the box itself, as its kernel knows it:
+// each port's MAC, MTU and addresses, the way back to clients, and the
+// box's own addresses. It is the one statement of these fields: the
+// control plane keeps a Host current (control.Host adds the backends'
+// next hops) and a Spec embeds it.
+type Host struct {
 	// MAC is each port's own address, the source of frames vipd sends.
 	MAC [2][6]byte
 	// MTU is each port's IP MTU in bytes.
@@ -63,7 +73,6 @@ type Spec struct {
 	// them are the kernel's, never NAT replies (health checks of a NAT
 	// backend from the box), and no VIP may be one of them.
 	Local []netip.Addr
-	VIPs  []VIPSpec
 }
 
 // VIPSpec describes one VIP.

@@ -33,9 +33,11 @@ func (memPlatform) OpenQueues(dp *config.Dataplane) ([]dataplane.Queue, error) {
 
 func (memPlatform) Host() control.Host {
 	return control.Host{
-		MAC:   [2][6]byte{{2, 0, 0, 0, 0, 0x10}, {2, 0, 0, 0, 0, 0x10}},
-		MTU:   [2]int{1500, 1500},
-		Addr4: [2]netip.Addr{netip.MustParseAddr("198.18.0.254"), netip.MustParseAddr("198.18.0.254")},
+		Host: dataplane.Host{
+			MAC:   [2][6]byte{{2, 0, 0, 0, 0, 0x10}, {2, 0, 0, 0, 0, 0x10}},
+			MTU:   [2]int{1500, 1500},
+			Addr4: [2]netip.Addr{netip.MustParseAddr("198.18.0.254"), netip.MustParseAddr("198.18.0.254")},
+		},
 		NextHop: func(netip.Addr) ([6]byte, bool) {
 			return [6]byte{2, 0, 0, 0, 0, 0x20}, true
 		},

@@ -36,13 +36,15 @@ func diffSpec() *dataplane.Spec {
 	return &dataplane.Spec{
 		Seed:     12345,
 		TwoArmed: true,
-		MAC:      [2][6]byte{{2, 0, 0, 0, 0, 0x10}, {2, 0, 0, 0, 0, 0x11}},
-		Addr4:    [2]netip.Addr{a("198.18.0.254"), a("198.18.1.1")},
+		Host: dataplane.Host{
+			MAC:            [2][6]byte{{2, 0, 0, 0, 0, 0x10}, {2, 0, 0, 0, 0, 0x11}},
+			Addr4:          [2]netip.Addr{a("198.18.0.254"), a("198.18.1.1")},
+			ClientGateway4: [6]byte{2, 0, 0, 0, 0, 0x20},
+			ClientGateway6: [6]byte{2, 0, 0, 0, 0, 0x20},
+			Addr6:          [2]netip.Addr{a("2001:2::254"), a("2001:2:1::254")},
+			Local:          []netip.Addr{a("127.0.0.1"), a("198.18.9.1"), a("::1"), a("2001:2:9::1")},
+		},
 		// Replies go to the clients through this router.
-		ClientGateway4: [6]byte{2, 0, 0, 0, 0, 0x20},
-		ClientGateway6: [6]byte{2, 0, 0, 0, 0, 0x20},
-		Addr6:          [2]netip.Addr{a("2001:2::254"), a("2001:2:1::254")},
-		Local:          []netip.Addr{a("127.0.0.1"), a("198.18.9.1"), a("::1"), a("2001:2:9::1")},
 		VIPs: []dataplane.VIPSpec{
 			{ID: 1, Name: "nat4", Addr: a("198.18.0.100"), Port: 80, Proto: 6, Mode: dataplane.ModeNAT, TableSize: 251, Backends: be("198.18.1.1", 1, 8080)},
 			{ID: 2, Name: "dsr4", Addr: a("198.18.0.101"), Port: 80, Proto: 6, Mode: dataplane.ModeDSR, TableSize: 251, EncapSrc: a("198.18.1.1"), Backends: be("198.18.1.2", 4, 0)},

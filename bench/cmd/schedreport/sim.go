@@ -108,7 +108,7 @@ func specOf(s dataplane.Scheduler, bs []backend) *dataplane.Spec {
 			Weight: b.cap, State: dataplane.BackendUp,
 		})
 	}
-	return &dataplane.Spec{Seed: 0x5f1b7a3c9e2d4b60, MTU: [2]int{1500, 1500}, VIPs: []dataplane.VIPSpec{vs}}
+	return &dataplane.Spec{Seed: 0x5f1b7a3c9e2d4b60, Host: dataplane.Host{MTU: [2]int{1500, 1500}}, VIPs: []dataplane.VIPSpec{vs}}
 }
 
 // simulate runs scheduler s over p.
