@@ -42,11 +42,9 @@ type LinuxPlatform struct {
 	pktQs       []*afpacket.Queue
 	resp        *arp.Responder
 	res         *arp.Resolver
-	// frameBytes is the driver's frame size, maxFrame the longest frame
-	// it receives, and overhead what a frame adds to its MTU there (the
-	// driver's FrameOverhead): checkMTU checks each interface's MTU
-	// against them, at start and on a change.
-	frameBytes, maxFrame, overhead int
+	// frames is the driver's frame layout: checkMTU checks each
+	// interface's MTU against it, at start and on a change.
+	frames Frames
 }
 
 // NewLinuxPlatform returns the platform for cfg.
@@ -94,37 +92,32 @@ func (p *LinuxPlatform) OpenQueues(dp *config.Dataplane) ([]dataplane.Queue, err
 	}
 }
 
-// frameSize returns the frame size the driver opens with: the configured
-// one, or dataplane.FrameSizeFor's for the MTUs of the interfaces, given
-// the driver's MaxFrame and FrameOverhead. It sets frameBytes, maxFrame
-// and overhead, and warns of every interface whose MTU is over.
-func (p *LinuxPlatform) frameSize(dp *config.Dataplane, maxFrame func(int) int, overhead int) int {
-	size, how := dp.FrameSize, "configured"
-	if size == 0 {
-		size, how = dataplane.FrameSizeFor(maxFrame, overhead, p.links[0].MTU, p.links[1].MTU), "by the interfaces' MTUs"
-	}
-	p.frameBytes, p.maxFrame, p.overhead = size, maxFrame(size), overhead
-	p.log.Info("frame size", "bytes", size, "chosen", how, "longest_frame", p.maxFrame)
+// frameSize returns the frame size the driver opens with (FramesFor the
+// interfaces' MTUs), keeps the layout for checkMTU and warns of every
+// interface whose MTU is over.
+func (p *LinuxPlatform) frameSize(dp *config.Dataplane) int {
+	p.frames = FramesFor(dp, p.links[0].MTU, p.links[1].MTU)
+	p.log.Info("frame size", "bytes", p.frames.Size, "chosen", p.frames.Chosen, "longest_frame", p.frames.Longest)
 	p.checkMTU(p.links[0])
 	if p.links[1].Index != p.links[0].Index {
 		p.checkMTU(p.links[1])
 	}
-	return size
+	return p.frames.Size
 }
 
 // checkMTU warns when frames of l's MTU do not fit the driver's frames:
 // the kernel drops (AF_XDP) or cuts (AF_PACKET, then vipd drops) them.
 func (p *LinuxPlatform) checkMTU(l linkwatch.Link) {
-	if p.maxFrame > 0 && l.MTU+p.overhead > p.maxFrame {
+	if !p.frames.Fits(l.MTU) {
 		p.log.Warn("interface MTU over what a frame holds: longer frames are dropped and counted (driver events xsk_rx_dropped or rx_truncated); set [dataplane] frame_size = 4096 or lower the MTU",
-			"interface", l.Name, "mtu", l.MTU, "frame_size", p.frameBytes, "longest_frame", p.maxFrame)
+			"interface", l.Name, "mtu", l.MTU, "frame_size", p.frames.Size, "longest_frame", p.frames.Longest)
 	}
 }
 
 func (p *LinuxPlatform) openAFXDP(dp *config.Dataplane) ([]dataplane.Queue, error) {
 	mode := map[config.XDPMode]xdpprog.Mode{config.XDPAuto: xdpprog.Auto, config.XDPNative: xdpprog.Native, config.XDPGeneric: xdpprog.Generic}[dp.XDPMode]
 	opts := afxdp.Options{
-		FrameSize: p.frameSize(dp, afxdp.MaxFrame, afxdp.FrameOverhead), FrameCount: dp.FrameCount,
+		FrameSize: p.frameSize(dp), FrameCount: dp.FrameCount,
 		RxRing: dp.RxRingSize, TxRing: dp.TxRingSize, FillRing: dp.FillRingSize, CompletionRing: dp.CompletionRingSize,
 		TxBudget:      max(dp.BatchSize, 64),
 		BusyPollUsecs: dp.BusyPollUsecs, BusyPollBudget: dp.BusyPollBatch(),
@@ -248,7 +241,7 @@ func (p *LinuxPlatform) openAFPacket(dp *config.Dataplane) ([]dataplane.Queue, e
 	if err := afpacket.CheckHost(p.proc, vips); err != nil {
 		return nil, err
 	}
-	o := afpacket.Options{FrameSize: p.frameSize(dp, afpacket.MaxFrame, afpacket.FrameOverhead), RxFrames: dp.RxRingSize, TxFrames: dp.TxRingSize}
+	o := afpacket.Options{FrameSize: p.frameSize(dp), RxFrames: dp.RxRingSize, TxFrames: dp.TxRingSize}
 	if dp.Queues > 1 {
 		// One fanout group per interface and process.
 		o.Fanout = uint16(os.Getpid())

@@ -13,7 +13,6 @@ import (
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/dataplane/afpacket"
-	"github.com/vipd/vipd/dataplane/afxdp"
 	"github.com/vipd/vipd/dataplane/xdpprog"
 	"github.com/vipd/vipd/linkwatch"
 )
@@ -23,10 +22,10 @@ import (
 // not fit is warned of, once, at start and when its MTU changes.
 func TestFrameSize(t *testing.T) {
 	xdp := func(p *LinuxPlatform, size int) int {
-		return p.frameSize(&config.Dataplane{FrameSize: size}, afxdp.MaxFrame, afxdp.FrameOverhead)
+		return p.frameSize(&config.Dataplane{IO: config.IOAFXDP, FrameSize: size})
 	}
 	pkt := func(p *LinuxPlatform, size int) int {
-		return p.frameSize(&config.Dataplane{FrameSize: size}, afpacket.MaxFrame, afpacket.FrameOverhead)
+		return p.frameSize(&config.Dataplane{IO: config.IOAFPacket, FrameSize: size})
 	}
 	tests := []struct {
 		name     string
@@ -63,8 +62,8 @@ func TestFrameSize(t *testing.T) {
 			}
 			// An MTU change: over the frame, then back.
 			logs.Reset()
-			p.checkMTU(linkwatch.Link{Name: "in", Index: 1, MTU: p.maxFrame - p.overhead + 1})
-			p.checkMTU(linkwatch.Link{Name: "in", Index: 1, MTU: p.maxFrame - p.overhead})
+			p.checkMTU(linkwatch.Link{Name: "in", Index: 1, MTU: p.frames.MaxMTU() + 1})
+			p.checkMTU(linkwatch.Link{Name: "in", Index: 1, MTU: p.frames.MaxMTU()})
 			if got := warned(logs.String()); got != "in" {
 				t.Errorf("after MTU changes to one over the limit and back: warned of %q, want \"in\"", got)
 			}

@@ -10,9 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/vipd/vipd/config"
-	"github.com/vipd/vipd/dataplane"
-	"github.com/vipd/vipd/dataplane/afpacket"
-	"github.com/vipd/vipd/dataplane/afxdp"
+	"github.com/vipd/vipd/daemon"
 	"github.com/vipd/vipd/dataplane/xdpprog"
 	"github.com/vipd/vipd/dsr"
 	"github.com/vipd/vipd/internal/offload"
@@ -87,8 +85,13 @@ func checkMachine(cfg *config.Config, stderr io.Writer) bool {
 			}
 		}
 	}
+	mtus := make([]int, len(ifaces))
+	for i, f := range ifaces {
+		mtus[i] = f.ifi.MTU
+	}
+	frames := daemon.FramesFor(dp, mtus...)
 	for _, f := range ifaces {
-		checkFrame(dp, f.ifi, warn)
+		checkFrame(frames, f.ifi, warn)
 	}
 	names := make([]string, len(ifaces))
 	for i, f := range ifaces {
@@ -109,18 +112,10 @@ func checkMachine(cfg *config.Config, stderr io.Writer) bool {
 
 // checkFrame warns, as the daemon does at start (daemon checkMTU), when
 // frames of the interface's MTU do not fit the driver's frames.
-func checkFrame(dp *config.Dataplane, ifi *net.Interface, warn func(string, ...any)) {
-	maxFrame, overhead := afxdp.MaxFrame, afxdp.FrameOverhead
-	if dp.IO == config.IOAFPacket {
-		maxFrame, overhead = afpacket.MaxFrame, afpacket.FrameOverhead
-	}
-	size := dp.FrameSize
-	if size == 0 {
-		size = dataplane.FrameSizeFor(maxFrame, overhead, ifi.MTU)
-	}
-	if ifi.MTU+overhead > maxFrame(size) {
+func checkFrame(frames daemon.Frames, ifi *net.Interface, warn func(string, ...any)) {
+	if !frames.Fits(ifi.MTU) {
 		warn("the MTU of %s (%d) is over what a %d-byte frame holds (%d bytes of IP): vipd drops longer packets; set [dataplane] frame_size = 4096 or lower the MTU (ip link set %s mtu %d)",
-			ifi.Name, ifi.MTU, size, maxFrame(size)-overhead, ifi.Name, maxFrame(size)-overhead)
+			ifi.Name, ifi.MTU, frames.Size, frames.MaxMTU(), ifi.Name, frames.MaxMTU())
 	}
 }
 
