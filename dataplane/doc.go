@@ -27,7 +27,7 @@
 // Worker.Process takes one frame and gives it one verdict (transmit, reply,
 // kernel, relay to another worker, or drop with a counted reason). It does
 // no I/O, reads no clock and allocates nothing. Which frames are vipd's at
-// all is the steering rule (steer.go), stated once by Snapshot.Claims and
+// all is the steering rule (claims.go), stated once by Snapshot.Claims and
 // applied in the kernel by the XDP program (package xdpprog); the pipeline
 // gives the kernel verdict to exactly the frames Claims rejects (FuzzProcess
 // checks it, and a differential test the XDP program). A frame is, in this

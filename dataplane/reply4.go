@@ -14,7 +14,7 @@ import (
 // translation is a function of the packet. That matters because a reply
 // may arrive on another NIC queue, and so another worker, than its flow.
 //
-// It follows the steering rule (steer.go): a packet to one of the box's
+// It follows the steering rule (claims.go): a packet to one of the box's
 // own addresses is never a reply (a health check's answer from a NAT
 // backend to the box is the kernel's), a first fragment is matched on its
 // ports like a whole packet, later fragments on (source, protocol).

@@ -439,3 +439,32 @@ func (c *Chooser) Clone() *Chooser {
 	}
 	return d
 }
+
+// previous sets w.hint when VIP v's previous table gives hash h to another
+// backend than b, and reports whether it did.
+func (w *Worker) previous(v *vip, b *backend, h uint64) bool {
+	i := v.prev.Lookup(h)
+	if i < 0 {
+		return false
+	}
+	if v.v6 {
+		if v.prevAddr6[i] == b.addr6 {
+			return false
+		}
+	} else if v.prevAddr4[i] == b.addr4 {
+		return false
+	}
+	w.hint = int32(i)
+	w.c.HintedPackets++
+	return true
+}
+
+// maglev returns the backend Maglev picks for h.
+func (w *Worker) maglev(v *vip, h uint64) (*backend, uint32) {
+	i := v.table.Lookup(h)
+	if i < 0 {
+		return nil, 0
+	}
+	ref := v.refs[i]
+	return &w.snap.backends[ref], ref
+}

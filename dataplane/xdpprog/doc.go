@@ -7,7 +7,7 @@
 // # The steering rule
 //
 // The rule is stated once, in Go, by dataplane.Snapshot.Claims (see
-// dataplane/steer.go for the text); this program is its BPF translation,
+// dataplane/claims.go for the text); this program is its BPF translation,
 // and a differential test (diff_test.go) runs one corpus — every fuzz seed
 // of the project plus generated frames — through both and fails on any
 // frame they disagree on. In short, per frame:
