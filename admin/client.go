@@ -15,10 +15,12 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/vipd/vipd/admin/api"
 )
 
 // FetchState gets /v1/state from the admin server at addr (host:port).
-func FetchState(ctx context.Context, addr string) (*State, error) {
+func FetchState(ctx context.Context, addr string) (*api.State, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/state", nil)
@@ -34,7 +36,7 @@ func FetchState(ctx context.Context, addr string) (*State, error) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return nil, fmt.Errorf("admin server at %s: %s: %s", addr, resp.Status, strings.TrimSpace(string(b)))
 	}
-	var st State
+	var st api.State
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		return nil, fmt.Errorf("admin server at %s: bad state: %w", addr, err)
 	}
@@ -45,7 +47,7 @@ func FetchState(ctx context.Context, addr string) (*State, error) {
 // to drain (or undrain) a backend. Only the user vipd runs as (root) may
 // use the socket; the error says so.
 func Drain(ctx context.Context, socket, vip, backend string, drain bool) error {
-	return postSocket(ctx, socket, "/v1/drain", DrainRequest{VIP: vip, Backend: backend, Drain: &drain}, nil)
+	return postSocket(ctx, socket, "/v1/drain", api.DrainRequest{VIP: vip, Backend: backend, Drain: &drain}, nil)
 }
 
 // postSocket POSTs body as JSON to path on the admin socket, within 15 s,
@@ -111,7 +113,7 @@ func SocketError(path string, err error) error {
 
 // WriteStatus prints st like `ipvsadm -Ln`: one line per VIP, one per
 // backend with its weight, state and flows.
-func WriteStatus(w io.Writer, st *State) error {
+func WriteStatus(w io.Writer, st *api.State) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "vipd %s  io %s  workers %d  config %s (loaded %s)  snapshot %d\n",
 		st.Version, st.IO, st.Workers, st.ConfigFile, st.LoadedAt.Format(time.RFC3339), st.Generation)
@@ -123,7 +125,7 @@ func WriteStatus(w io.Writer, st *State) error {
 	role := ""
 	if st.Role != "" {
 		role = "  role " + st.Role
-		if st.Role == RoleStandby {
+		if st.Role == api.RoleStandby {
 			role += " (answers no ARP/NDP for its VIPs: vipd active)"
 		}
 	}
@@ -142,13 +144,13 @@ func WriteStatus(w io.Writer, st *State) error {
 			flags += ",previous-owner until " + v.PreviousUntil.Format(time.RFC3339)
 		}
 		if q := v.QUICLB; q != nil {
-			flags += ",quic-lb " + quicFlag(q)
+			flags += ",quic-lb " + q.Summary()
 		}
 		sched := v.Scheduler
 		if sched == "" {
 			sched = "maglev"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s M=%d\t%s\t\t\t\n", strings.ToUpper(v.Protocol), hostPort(v.Address, v.Port), v.Mode, sched, v.TableSize, flags)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s M=%d\t%s\t\t\t\n", strings.ToUpper(v.Protocol), api.HostPort(v.Address, v.Port), v.Mode, sched, v.TableSize, flags)
 		for _, b := range v.Backends {
 			fwd := b.Forwarding
 			if b.Drained {
@@ -165,7 +167,7 @@ func WriteStatus(w io.Writer, st *State) error {
 			if port == 0 {
 				port = v.Port
 			}
-			fmt.Fprintf(tw, "  ->\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\n", hostPort(b.Address, port), b.Weight, fwd, healthCell(b, time.Now()), b.ActiveFlows, b.NewFlows, b.Packets, b.LastError)
+			fmt.Fprintf(tw, "  ->\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\n", api.HostPort(b.Address, port), b.Weight, fwd, healthCell(b, time.Now()), b.ActiveFlows, b.NewFlows, b.Packets, b.LastError)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -176,32 +178,8 @@ func WriteStatus(w io.Writer, st *State) error {
 	return nil
 }
 
-// quicFlag sums up a VIP's QUIC-LB routing for the status table: "off",
-// or its configurations, like "0:plaintext,1:three-pass".
-func quicFlag(q *QUICLBState) string {
-	if !q.Enabled {
-		return "off"
-	}
-	parts := make([]string, len(q.Configs))
-	for i, c := range q.Configs {
-		parts[i] = fmt.Sprintf("%d:%s", c.Rotation, c.Form)
-	}
-	return strings.Join(parts, ",")
-}
-
-func hostPort(addr string, port uint16) string {
-	p := "*"
-	if port != 0 {
-		p = fmt.Sprint(port)
-	}
-	if strings.Contains(addr, ":") {
-		return "[" + addr + "]:" + p
-	}
-	return addr + ":" + p
-}
-
 // Where asks the admin server at addr which backend a new flow would get.
-func Where(ctx context.Context, addr, vip, client string, port uint16) (*WhereAnswer, error) {
+func Where(ctx context.Context, addr, vip, client string, port uint16) (*api.WhereAnswer, error) {
 	u := fmt.Sprintf("http://%s/v1/where?vip=%s&client=%s&port=%d", addr, url.QueryEscape(vip), url.QueryEscape(client), port)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -211,6 +189,6 @@ func Where(ctx context.Context, addr, vip, client string, port uint16) (*WhereAn
 	if err != nil {
 		return nil, fmt.Errorf("admin server at %s: %w", addr, err)
 	}
-	var a WhereAnswer
+	var a api.WhereAnswer
 	return &a, answer(resp, &a)
 }

@@ -6,21 +6,23 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/vipd/vipd/admin/api"
 )
 
 // connsProvider is fakeProvider with connections: it answers every query
 // with the query it got, in the first flow's VIP field.
 type connsProvider struct {
 	fakeProvider
-	got ConnsQuery
+	got api.ConnsQuery
 }
 
-func (p *connsProvider) Conns(_ context.Context, q ConnsQuery) (*Conns, error) {
+func (p *connsProvider) Conns(_ context.Context, q api.ConnsQuery) (*api.Conns, error) {
 	p.got = q
 	if q.VIP == "nope" {
-		return nil, ErrNotFound
+		return nil, api.ErrNotFound
 	}
-	return &Conns{Limit: q.Limit, Truncated: q.Limit == 1, Conns: []Conn{{
+	return &api.Conns{Limit: q.Limit, Truncated: q.Limit == 1, Conns: []api.Conn{{
 		Protocol: "tcp", Client: "198.18.0.1:40000", VIP: "web", VIPAddress: "198.18.1.1:80",
 		Backend: "198.18.2.1:8080", State: "Established", AgeSeconds: 3600, IdleSeconds: 3, FastPath: "eligible",
 	}, {
@@ -36,15 +38,15 @@ func TestConnsEndpoint(t *testing.T) {
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	tests := []struct {
 		name    string
-		q       ConnsQuery
-		want    ConnsQuery
+		q       api.ConnsQuery
+		want    api.ConnsQuery
 		wantErr string
 	}{
-		{"no filter", ConnsQuery{}, ConnsQuery{Limit: DefaultConnsLimit}, ""},
-		{"filters", ConnsQuery{VIP: "web", Client: "198.18.0.1", Backend: "198.18.2.1:8080", Limit: 5},
-			ConnsQuery{VIP: "web", Client: "198.18.0.1", Backend: "198.18.2.1:8080", Limit: 5}, ""},
-		{"capped", ConnsQuery{Limit: MaxConnsLimit + 1}, ConnsQuery{Limit: MaxConnsLimit}, ""},
-		{"unknown VIP", ConnsQuery{VIP: "nope"}, ConnsQuery{VIP: "nope", Limit: DefaultConnsLimit}, "not found"},
+		{"no filter", api.ConnsQuery{}, api.ConnsQuery{Limit: api.DefaultConnsLimit}, ""},
+		{"filters", api.ConnsQuery{VIP: "web", Client: "198.18.0.1", Backend: "198.18.2.1:8080", Limit: 5},
+			api.ConnsQuery{VIP: "web", Client: "198.18.0.1", Backend: "198.18.2.1:8080", Limit: 5}, ""},
+		{"capped", api.ConnsQuery{Limit: api.MaxConnsLimit + 1}, api.ConnsQuery{Limit: api.MaxConnsLimit}, ""},
+		{"unknown VIP", api.ConnsQuery{VIP: "nope"}, api.ConnsQuery{VIP: "nope", Limit: api.DefaultConnsLimit}, "not found"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,7 +65,7 @@ func TestConnsEndpoint(t *testing.T) {
 			}
 		})
 	}
-	if _, err := FetchConns(context.Background(), addr, ConnsQuery{Limit: -1}); err != nil {
+	if _, err := FetchConns(context.Background(), addr, api.ConnsQuery{Limit: -1}); err != nil {
 		t.Errorf("a negative limit is the default: %v", err)
 	}
 }
@@ -71,14 +73,14 @@ func TestConnsEndpoint(t *testing.T) {
 func TestConnsNotImplemented(t *testing.T) {
 	srv := httptest.NewServer(Handler(&fakeProvider{}, ReadOnly))
 	defer srv.Close()
-	if _, err := FetchConns(context.Background(), strings.TrimPrefix(srv.URL, "http://"), ConnsQuery{}); err == nil {
+	if _, err := FetchConns(context.Background(), strings.TrimPrefix(srv.URL, "http://"), api.ConnsQuery{}); err == nil {
 		t.Fatal("a provider without Conns listed connections")
 	}
 }
 
 func TestWriteConns(t *testing.T) {
 	p := &connsProvider{}
-	c, _ := p.Conns(context.Background(), ConnsQuery{Limit: 1})
+	c, _ := p.Conns(context.Background(), api.ConnsQuery{Limit: 1})
 	var buf bytes.Buffer
 	if err := WriteConns(&buf, c); err != nil {
 		t.Fatal(err)

@@ -1,9 +1,8 @@
 // Package admin is vipd's administration interface over HTTP, the client
 // side of `vipd status`, `top`, `where`, `conns`, `peers`, `drain`,
 // `reload` and the run-time overrides (`vipd weight`, `disable`,
-// `enable`), and the forgiving names
-// by which every command finds VIPs and backends (ResolveVIP,
-// ResolveBackend):
+// `enable`). The bodies it serves and takes are package api's
+// (admin/api):
 //
 //	GET  /           the status page: HTML rendered from /v1/state, reloading
 //	                 itself, no script or external asset

@@ -9,37 +9,18 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vipd/vipd/admin/api"
 )
-
-// Rates are a VIP's or a backend's traffic per second over the daemon's
-// last sampling interval (one second; daemon/rates.go).
-type Rates struct {
-	PacketsPerSec  float64 `json:"packets_per_sec"`
-	BytesPerSec    float64 `json:"bytes_per_sec"`
-	NewFlowsPerSec float64 `json:"new_flows_per_sec"`
-}
-
-// WorkerState is one worker (one queue) in State.Workers, its rates over
-// the last sampling interval: frames received, frames sent (forwarded and
-// NAT replies) and drops per second by reason.
-type WorkerState struct {
-	Queue        int                `json:"queue"`
-	RxPerSec     float64            `json:"rx_packets_per_sec"`
-	TxPerSec     float64            `json:"tx_packets_per_sec"`
-	DropsPerSec  map[string]float64 `json:"drops_per_sec,omitempty"`
-	RxPackets    uint64             `json:"rx_packets"`
-	DroppedTotal uint64             `json:"dropped"`
-}
 
 // WriteRates prints st's rates like `ipvsadm -Ln --rate`: per VIP and
 // backend, new flows, packets and bytes per second and the active flows.
-func WriteRates(w io.Writer, st *State) error {
+func WriteRates(w io.Writer, st *api.State) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "Prot\tVIP:Port\tConnPS\tPktPS\tBytePS\tActiveFlows\t\n")
 	fmt.Fprintf(tw, "  ->\tBackend:Port\t\t\t\t\t\n")
 	for _, v := range st.VIPs {
 		r := v.Rates
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t\n", strings.ToUpper(v.Protocol), hostPort(v.Address, v.Port),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t\n", strings.ToUpper(v.Protocol), api.HostPort(v.Address, v.Port),
 			perSec(r.NewFlowsPerSec), perSec(r.PacketsPerSec), perSec(r.BytesPerSec), v.ActiveFlows)
 		for _, b := range v.Backends {
 			port := b.Port
@@ -47,7 +28,7 @@ func WriteRates(w io.Writer, st *State) error {
 				port = v.Port
 			}
 			r := b.Rates
-			fmt.Fprintf(tw, "  ->\t%s\t%s\t%s\t%s\t%d\t\n", hostPort(b.Address, port),
+			fmt.Fprintf(tw, "  ->\t%s\t%s\t%s\t%s\t%d\t\n", api.HostPort(b.Address, port),
 				perSec(r.NewFlowsPerSec), perSec(r.PacketsPerSec), perSec(r.BytesPerSec), b.ActiveFlows)
 		}
 	}
@@ -56,7 +37,7 @@ func WriteRates(w io.Writer, st *State) error {
 
 // WriteWorkers prints each worker's rates: received and sent packets per
 // second and its drops per second by reason.
-func WriteWorkers(w io.Writer, st *State) error {
+func WriteWorkers(w io.Writer, st *api.State) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "Worker\tRxPPS\tTxPPS\tDrops/s\n")
 	for _, ws := range st.WorkersDetail {
@@ -80,7 +61,7 @@ func WriteWorkers(w io.Writer, st *State) error {
 
 // WriteTop is one frame of vipd top: the header of vipd status, the rates
 // and the workers.
-func WriteTop(w io.Writer, st *State, now time.Time) error {
+func WriteTop(w io.Writer, st *api.State, now time.Time) error {
 	fmt.Fprintf(w, "vipd %s  %s  io %s  workers %d  conntrack %d/%d flows  snapshot %d\n\n",
 		st.Version, now.Format("15:04:05"), st.IO, st.Workers, st.Conntrack.Entries, st.Conntrack.Capacity, st.Generation)
 	if err := WriteRates(w, st); err != nil {

@@ -10,43 +10,9 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/vipd/vipd/admin/api"
 )
-
-// ReloadResult is the answer of POST /v1/reload: what the reload changed,
-// or every reason it was refused (then the running configuration stays).
-type ReloadResult struct {
-	OK   bool   `json:"ok"`
-	File string `json:"file"`
-	// What an applied reload changed.
-	VIPsAdded       []string     `json:"vips_added,omitempty"`
-	VIPsRemoved     []string     `json:"vips_removed,omitempty"`
-	BackendsAdded   []BackendRef `json:"backends_added,omitempty"`
-	BackendsRemoved []BackendRef `json:"backends_removed,omitempty"`
-	Reweighted      []Reweight   `json:"reweighted,omitempty"`
-	// Changed are the other keys that differ, each as
-	// `[table] key changed (old → new)`.
-	Changed []string `json:"changed,omitempty"`
-	// Errors, of a refused reload, one entry each: "file:line: key:
-	// message" for the file's errors, `[table] key changed (old → new):
-	// needs a restart` for a key a reload cannot apply.
-	Errors []string `json:"errors,omitempty"`
-	// Warnings about the new file (legal but questionable settings).
-	Warnings []string `json:"warnings,omitempty"`
-}
-
-// BackendRef names a backend of a VIP: Backend is "addr:port", or
-// "addr" for one that keeps the client's port.
-type BackendRef struct {
-	VIP     string `json:"vip"`
-	Backend string `json:"backend"`
-}
-
-// Reweight is a backend whose configured weight a reload changed.
-type Reweight struct {
-	BackendRef
-	Old uint32 `json:"old"`
-	New uint32 `json:"new"`
-}
 
 // Reloader is a Provider that reloads its configuration file on request
 // (POST /v1/reload, on the admin socket only).
@@ -54,7 +20,7 @@ type Reloader interface {
 	// ReloadConfig reads the file again and applies it, or refuses it
 	// (OK false). The error is for a reload that could not be tried at
 	// all (vipd not running).
-	ReloadConfig() (*ReloadResult, error)
+	ReloadConfig() (*api.ReloadResult, error)
 }
 
 // handleReload serves POST /v1/reload: 200 with the result when the
@@ -88,7 +54,7 @@ func refuseReload(w http.ResponseWriter, _ *http.Request) {
 
 // Reload asks vipd, through its admin socket, to reload its configuration
 // file. A refused reload is a result with OK false, not an error.
-func Reload(ctx context.Context, socket string) (*ReloadResult, error) {
+func Reload(ctx context.Context, socket string) (*api.ReloadResult, error) {
 	// A reload that arrives while vipd starts waits for the start.
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -106,7 +72,7 @@ func Reload(ctx context.Context, socket string) (*ReloadResult, error) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return nil, errors.New(strings.TrimSpace(string(b)))
 	}
-	var res ReloadResult
+	var res api.ReloadResult
 	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
 		return nil, fmt.Errorf("admin socket %s: bad reload answer: %w", socket, err)
 	}
@@ -115,7 +81,7 @@ func Reload(ctx context.Context, socket string) (*ReloadResult, error) {
 
 // WriteReload prints what a reload changed, one line each, or, refused,
 // every reason.
-func WriteReload(w io.Writer, r *ReloadResult) {
+func WriteReload(w io.Writer, r *api.ReloadResult) {
 	if !r.OK {
 		fmt.Fprintf(w, "reload of %s refused: the running configuration stays\n", r.File)
 		for _, e := range r.Errors {
@@ -151,7 +117,7 @@ func WriteReload(w io.Writer, r *ReloadResult) {
 
 // writeConfigNotice adds to status a line when the file on disk is not
 // what runs, and the last reload's errors when it failed.
-func writeConfigNotice(w io.Writer, st *State) {
+func writeConfigNotice(w io.Writer, st *api.State) {
 	if st.ConfigDiffers {
 		fmt.Fprintf(w, "config %s on disk differs from the running configuration: `vipd reload` applies it\n", st.ConfigFile)
 	}

@@ -7,34 +7,13 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/vipd/vipd/admin/api"
 )
-
-// Roles a box has (State.Role; [dataplane] neighbor_role).
-const (
-	RoleActive  = "active"
-	RoleStandby = "standby"
-)
-
-// RoleRequest is the body of POST /v1/role.
-type RoleRequest struct {
-	Role string `json:"role"` // RoleActive or RoleStandby
-}
-
-// RoleAnswer is what POST /v1/role answers: the role now, the one before,
-// since when the box has the role, and how many VIP addresses it answers
-// ARP/NDP for now (0 in standby).
-type RoleAnswer struct {
-	Role      string    `json:"role"`
-	Previous  string    `json:"previous"`
-	Since     time.Time `json:"since"`
-	Neighbors int       `json:"neighbor_vips"`
-	// Routes says what happens over BGP: "" without [bgp].
-	Routes string `json:"routes,omitempty"`
-}
 
 // RoleSetter is what a Provider implements to serve POST /v1/role.
 type RoleSetter interface {
-	SetRole(role string) (*RoleAnswer, error)
+	SetRole(role string) (*api.RoleAnswer, error)
 }
 
 // handleRole serves POST /v1/role on the admin socket.
@@ -45,10 +24,10 @@ func handleRole(p Provider) http.Handler {
 			http.Error(w, "this vipd has no neighbor role", http.StatusNotImplemented)
 			return
 		}
-		var req RoleRequest
+		var req api.RoleRequest
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<12))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil || (req.Role != RoleActive && req.Role != RoleStandby) {
+		if err := dec.Decode(&req); err != nil || (req.Role != api.RoleActive && req.Role != api.RoleStandby) {
 			http.Error(w, `want {"role": "active"|"standby"}`, http.StatusBadRequest)
 			return
 		}
@@ -68,16 +47,16 @@ func refuseRole(w http.ResponseWriter, _ *http.Request) {
 
 // SetRole asks vipd, through its admin socket, to become active or
 // standby.
-func SetRole(ctx context.Context, socket, role string) (*RoleAnswer, error) {
-	var a RoleAnswer
-	return &a, postSocket(ctx, socket, "/v1/role", RoleRequest{Role: role}, &a)
+func SetRole(ctx context.Context, socket, role string) (*api.RoleAnswer, error) {
+	var a api.RoleAnswer
+	return &a, postSocket(ctx, socket, "/v1/role", api.RoleRequest{Role: role}, &a)
 }
 
 // WriteRole prints a role change as `vipd active` and `vipd standby` show
 // it.
-func WriteRole(w io.Writer, a *RoleAnswer) {
+func WriteRole(w io.Writer, a *api.RoleAnswer) {
 	what := "answers ARP/NDP for %d VIP addresses (announced gratuitously when it became active)"
-	if a.Role == RoleStandby {
+	if a.Role == api.RoleStandby {
 		what = "forwards what reaches it; answers ARP/NDP for %d VIP addresses"
 	}
 	change := "was " + a.Previous

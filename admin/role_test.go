@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vipd/vipd/admin/api"
 )
 
 // roleProvider is a fakeProvider with a neighbor role.
@@ -16,19 +18,19 @@ type roleProvider struct {
 	role string
 }
 
-func (p *roleProvider) SetRole(role string) (*RoleAnswer, error) {
+func (p *roleProvider) SetRole(role string) (*api.RoleAnswer, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	prev := p.role
 	p.role = role
-	return &RoleAnswer{Role: role, Previous: prev, Since: time.Date(2026, 12, 4, 16, 0, 0, 0, time.UTC), Neighbors: map[string]int{RoleActive: 2}[role]}, nil
+	return &api.RoleAnswer{Role: role, Previous: prev, Since: time.Date(2026, 12, 4, 16, 0, 0, 0, time.UTC), Neighbors: map[string]int{api.RoleActive: 2}[role]}, nil
 }
 
 // TestRoleHandler: POST /v1/role is served on the socket only, with
 // "active" or "standby" and nothing else; the client prints the outcome;
 // the role is in the status header and in /metrics.
 func TestRoleHandler(t *testing.T) {
-	p := &roleProvider{role: RoleStandby}
+	p := &roleProvider{role: api.RoleStandby}
 	ro, ctl := Handler(p, ReadOnly), Handler(p, Control)
 	const js = "application/json"
 	for _, tt := range []struct {
@@ -63,7 +65,7 @@ func TestRoleHandler(t *testing.T) {
 	srv := &http.Server{Handler: ctl}
 	go srv.Serve(ln)
 	defer srv.Close()
-	ans, err := SetRole(t.Context(), sock, RoleActive)
+	ans, err := SetRole(t.Context(), sock, api.RoleActive)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +74,7 @@ func TestRoleHandler(t *testing.T) {
 	if want := "active since 2026-12-04T16:00:00Z (was standby): answers ARP/NDP for 2 VIP addresses"; !strings.Contains(buf.String(), want) {
 		t.Errorf("WriteRole: %q, want %q", buf.String(), want)
 	}
-	ans, _ = SetRole(t.Context(), sock, RoleActive)
+	ans, _ = SetRole(t.Context(), sock, api.RoleActive)
 	buf.Reset()
 	WriteRole(&buf, ans)
 	if !strings.Contains(buf.String(), "(no change)") {
@@ -80,12 +82,12 @@ func TestRoleHandler(t *testing.T) {
 	}
 
 	buf.Reset()
-	WriteStatus(&buf, &State{Role: RoleStandby})
+	WriteStatus(&buf, &api.State{Role: api.RoleStandby})
 	if !strings.Contains(buf.String(), "role standby (answers no ARP/NDP for its VIPs: vipd active)") {
 		t.Errorf("status header: %q", buf.String())
 	}
-	got := gather(t, &Metrics{Role: RoleStandby, RoleChanges: 3}, "vipd_neighbor_role", "role")
-	if got[RoleStandby] != 1 || got[RoleActive] != 0 || len(got) != 2 {
+	got := gather(t, &Metrics{Role: api.RoleStandby, RoleChanges: 3}, "vipd_neighbor_role", "role")
+	if got[api.RoleStandby] != 1 || got[api.RoleActive] != 0 || len(got) != 2 {
 		t.Errorf("vipd_neighbor_role: %v", got)
 	}
 }

@@ -13,13 +13,15 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/vipd/vipd/admin/api"
 )
 
 // fakeProvider records drains; ready is what Ready returns.
 type fakeProvider struct {
 	mu     sync.Mutex
 	ready  error
-	drains []DrainRequest
+	drains []api.DrainRequest
 }
 
 func (f *fakeProvider) Ready() error {
@@ -28,19 +30,21 @@ func (f *fakeProvider) Ready() error {
 	return f.ready
 }
 
-func (f *fakeProvider) State(context.Context) (*State, error) { return &State{Version: "test"}, nil }
-func (f *fakeProvider) Metrics() *Metrics                     { return &Metrics{} }
-func (f *fakeProvider) Where(vip, client string, port uint16) (*WhereAnswer, error) {
-	return &WhereAnswer{VIP: vip, Client: client, Backend: "198.18.1.11:8080"}, nil
+func (f *fakeProvider) State(context.Context) (*api.State, error) {
+	return &api.State{Version: "test"}, nil
+}
+func (f *fakeProvider) Metrics() *Metrics { return &Metrics{} }
+func (f *fakeProvider) Where(vip, client string, port uint16) (*api.WhereAnswer, error) {
+	return &api.WhereAnswer{VIP: vip, Client: client, Backend: "198.18.1.11:8080"}, nil
 }
 
 func (f *fakeProvider) SetDrain(vip, backend string, drain bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if vip != "web" {
-		return ErrNotFound
+		return api.ErrNotFound
 	}
-	f.drains = append(f.drains, DrainRequest{VIP: vip, Backend: backend, Drain: &drain})
+	f.drains = append(f.drains, api.DrainRequest{VIP: vip, Backend: backend, Drain: &drain})
 	return nil
 }
 

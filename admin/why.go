@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/health"
 )
 
@@ -34,7 +35,7 @@ func collectChecks(m *Metrics, ch chan<- prometheus.Metric) {
 
 // healthCell is a backend's health with how long it has held at now
 // ("down 3m12s"), the health alone before any check.
-func healthCell(b BackendState, now time.Time) string {
+func healthCell(b api.BackendState, now time.Time) string {
 	if b.StateSince.IsZero() {
 		return b.Health
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/internal/testkit"
 )
@@ -55,7 +56,7 @@ func TestReloadReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.OK || !reflect.DeepEqual(res.VIPsAdded, []string{"dsr"}) || len(res.BackendsRemoved) != 1 || res.BackendsRemoved[0] != (admin.BackendRef{VIP: "web", Backend: "198.18.1.13:8080"}) ||
+	if !res.OK || !reflect.DeepEqual(res.VIPsAdded, []string{"dsr"}) || len(res.BackendsRemoved) != 1 || res.BackendsRemoved[0] != (api.BackendRef{VIP: "web", Backend: "198.18.1.13:8080"}) ||
 		len(res.Reweighted) != 1 || res.Reweighted[0].Old != 5 || !reflect.DeepEqual(res.Changed, []string{"[dataplane] egress_mtu changed (1400 → 0)"}) {
 		t.Errorf("reload over the socket: %+v", res)
 	}

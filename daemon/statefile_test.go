@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 )
 
 // TestStateWriteOffLock: a state file write that blocks (its temporary
@@ -52,13 +53,13 @@ func TestStateWriteOffLock(t *testing.T) {
 	})
 
 	type answer struct {
-		ans *admin.OverrideAnswer
+		ans *api.OverrideAnswer
 		err error
 	}
 	answers := make(chan answer, 3)
 	override := func(vip, backend string, w uint32) {
 		go func() {
-			ans, err := td.d.SetOverride(admin.OverrideRequest{VIP: vip, Backend: backend, Weight: weight(w)})
+			ans, err := td.d.SetOverride(api.OverrideRequest{VIP: vip, Backend: backend, Weight: weight(w)})
 			answers <- answer{ans, err}
 		}()
 	}

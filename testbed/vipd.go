@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/internal/nstest"
 	"github.com/vipd/vipd/internal/testkit"
 )
@@ -82,8 +83,8 @@ func (v *VIPD) Log() string { return v.bed.Log(v.name) }
 func (v *VIPD) PID() int { return v.cmd.Process.Pid }
 
 // State fetches /v1/state.
-func (v *VIPD) State() (*admin.State, error) {
-	var st admin.State
+func (v *VIPD) State() (*api.State, error) {
+	var st api.State
 	return &st, v.getJSON("/v1/state", &st)
 }
 
@@ -171,8 +172,8 @@ func (v *VIPD) reloads(result string) float64 {
 
 // Where asks vipd which backend a new flow from client ("addr:port") to
 // the VIP named vip gets.
-func (v *VIPD) Where(vip, client string) (*admin.WhereAnswer, error) {
-	var a admin.WhereAnswer
+func (v *VIPD) Where(vip, client string) (*api.WhereAnswer, error) {
+	var a api.WhereAnswer
 	return &a, v.getJSON("/v1/where?vip="+vip+"&client="+client, &a)
 }
 

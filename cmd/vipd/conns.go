@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 )
 
 const connsUsage = "usage: vipd conns [-client ADDR[:PORT]] [-backend ADDR[:PORT]] [-limit N] [-json] [-admin ADDR | -config FILE] [VIP]"
@@ -17,7 +18,7 @@ func conns(args []string, stdout, stderr io.Writer) int {
 	fs, addrFlag, cfgFlag := adminFlags("conns", stderr)
 	client := fs.String("client", "", "only flows from this client `addr[:port]`")
 	backend := fs.String("backend", "", "only flows pinned to this backend `addr[:port]`")
-	limit := fs.Int("limit", admin.DefaultConnsLimit, fmt.Sprintf("show at most `N` flows (at most %d)", admin.MaxConnsLimit))
+	limit := fs.Int("limit", api.DefaultConnsLimit, fmt.Sprintf("show at most `N` flows (at most %d)", api.MaxConnsLimit))
 	asJSON := fs.Bool("json", false, "print the answer of GET /v1/conns as JSON")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -29,7 +30,7 @@ func conns(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	if fs.NArg() > 0 || *limit < 1 || *limit > admin.MaxConnsLimit {
+	if fs.NArg() > 0 || *limit < 1 || *limit > api.MaxConnsLimit {
 		fmt.Fprintln(stderr, connsUsage)
 		return 2
 	}
@@ -38,7 +39,7 @@ func conns(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vipd conns: %v\n", err)
 		return 1
 	}
-	c, err := admin.FetchConns(context.Background(), addr, admin.ConnsQuery{VIP: vip, Client: *client, Backend: *backend, Limit: *limit})
+	c, err := admin.FetchConns(context.Background(), addr, api.ConnsQuery{VIP: vip, Client: *client, Backend: *backend, Limit: *limit})
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd conns: %v\n", err)
 		return 1

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 )
 
 // TestConnsCommand runs vipd conns against a fake admin server: the VIP
@@ -17,7 +17,7 @@ func TestConnsCommand(t *testing.T) {
 	var got string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = r.URL.RawQuery
-		json.NewEncoder(w).Encode(admin.Conns{Limit: 5, Conns: []admin.Conn{{
+		json.NewEncoder(w).Encode(api.Conns{Limit: 5, Conns: []api.Conn{{
 			Protocol: "tcp", Client: "198.18.0.1:40000", VIP: "web", VIPAddress: "198.18.0.100:80",
 			Backend: "198.18.1.11:8080", State: "Established", AgeSeconds: 75, IdleSeconds: 2, FastPath: "no",
 		}}})

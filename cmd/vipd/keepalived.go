@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/config"
 )
 
@@ -30,9 +31,9 @@ func keepalivedFlags(name string, stderr io.Writer) (fs *flag.FlagSet, socket, c
 func roleOf(vrrp string) (string, bool) {
 	switch vrrp {
 	case "MASTER":
-		return admin.RoleActive, true
+		return api.RoleActive, true
 	case "BACKUP", "FAULT", "STOP":
-		return admin.RoleStandby, true
+		return api.RoleStandby, true
 	}
 	return "", false
 }
@@ -124,7 +125,7 @@ func keepalivedCheck(args []string, stdout, stderr io.Writer) int {
 	var failed []string
 	vrrp, err := readState(*stateFile)
 	switch {
-	case err != nil && st.Role == admin.RoleStandby:
+	case err != nil && st.Role == api.RoleStandby:
 		failed = append(failed, fmt.Sprintf("vipd is standby and keepalived's state is unknown (%v): failing until keepalived notifies one (is `vipd keepalived-notify` the instance's notify command?)", err))
 	case err != nil:
 		if !errors.Is(err, os.ErrNotExist) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/daemon"
 	"github.com/vipd/vipd/internal/procs"
@@ -315,13 +316,13 @@ func drainBox(args []string, stdout, stderr io.Writer) int {
 	case *undo:
 		fmt.Fprintln(stdout, "announcing again")
 		return 0
-	case ans.Box == admin.BoxDraining:
+	case ans.Box == api.BoxDraining:
 		fmt.Fprintf(stdout, "every VIP withdrawn; forwarding until %s so that the routers converge\n", ans.LingerUntil.Format(time.RFC3339))
 		if *noWait {
 			return 0
 		}
 	}
-	for ans.Box != admin.BoxDrained {
+	for ans.Box != api.BoxDrained {
 		// At least 10 ms between polls: past the linger's end the wait
 		// would be negative.
 		time.Sleep(max(min(time.Until(ans.LingerUntil), time.Second), 0) + 10*time.Millisecond)
@@ -334,7 +335,7 @@ func drainBox(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "vipd drain-box: vipd reports no BGP state")
 			return 1
 		}
-		if st.BGP.Box == admin.BoxAnnouncing {
+		if st.BGP.Box == api.BoxAnnouncing {
 			// Undone meanwhile (drain-box -undo, or vipd restarted): it
 			// will not drain.
 			fmt.Fprintln(stderr, "vipd drain-box: the box is announcing again (the drain was undone)")

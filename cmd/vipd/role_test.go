@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 )
 
 // roleProvider takes role switches over the fake socket.
@@ -15,16 +15,16 @@ type roleProvider struct {
 	role string
 }
 
-func (p *roleProvider) SetRole(role string) (*admin.RoleAnswer, error) {
+func (p *roleProvider) SetRole(role string) (*api.RoleAnswer, error) {
 	prev := p.role
 	p.role = role
-	return &admin.RoleAnswer{Role: role, Previous: prev, Since: time.Now(), Neighbors: map[string]int{admin.RoleActive: 1}[role]}, nil
+	return &api.RoleAnswer{Role: role, Previous: prev, Since: time.Now(), Neighbors: map[string]int{api.RoleActive: 1}[role]}, nil
 }
 
 // TestRoleCommands: `vipd active` and `vipd standby` reach the socket
 // named by -config or -socket, and print the outcome.
 func TestRoleCommands(t *testing.T) {
-	p := &roleProvider{role: admin.RoleStandby}
+	p := &roleProvider{role: api.RoleStandby}
 	sock, cfg := serveSocket(t, p)
 	for _, tt := range []struct {
 		args []string
@@ -47,7 +47,7 @@ func TestRoleCommands(t *testing.T) {
 			t.Errorf("%v: exit %d, output %q; want %d with %q", tt.args, code, out, tt.code, tt.out)
 		}
 	}
-	if p.role != admin.RoleStandby {
+	if p.role != api.RoleStandby {
 		t.Errorf("the provider ends %s, want standby", p.role)
 	}
 }
