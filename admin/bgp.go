@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -106,27 +105,6 @@ func handleDrainBox(p Provider) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(ans)
 	})
-}
-
-// DrainBox asks the vipd on the admin socket at path to lame-duck the box
-// (undo: to announce again).
-func DrainBox(ctx context.Context, socket string, undo bool) (*api.BoxDrainAnswer, error) {
-	var a api.BoxDrainAnswer
-	return &a, postSocket(ctx, socket, "/v1/drain-box", map[string]bool{"undo": undo}, &a)
-}
-
-// FetchSocketState reads GET /v1/state over the admin socket.
-func FetchSocketState(ctx context.Context, socket string) (*api.State, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://vipd/v1/state", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := SocketClient(socket).Do(req)
-	if err != nil {
-		return nil, SocketError(socket, err)
-	}
-	var st api.State
-	return &st, answer(resp, &st)
 }
 
 // writeBGP prints the speaker's peers, after the VIP table.

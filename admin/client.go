@@ -1,115 +1,14 @@
 package admin
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"net"
-	"net/http"
-	"net/url"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/vipd/vipd/admin/api"
 )
-
-// FetchState gets /v1/state from the admin server at addr (host:port).
-func FetchState(ctx context.Context, addr string) (*api.State, error) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/state", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("admin server at %s: %w (is vipd running, and is [admin] listen this address?)", addr, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("admin server at %s: %s: %s", addr, resp.Status, strings.TrimSpace(string(b)))
-	}
-	var st api.State
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return nil, fmt.Errorf("admin server at %s: bad state: %w", addr, err)
-	}
-	return &st, nil
-}
-
-// Drain asks vipd, through its admin socket (the path of [admin] socket),
-// to drain (or undrain) a backend. Only the user vipd runs as (root) may
-// use the socket; the error says so.
-func Drain(ctx context.Context, socket, vip, backend string, drain bool) error {
-	return postSocket(ctx, socket, "/v1/drain", api.DrainRequest{VIP: vip, Backend: backend, Drain: &drain}, nil)
-}
-
-// postSocket POSTs body as JSON to path on the admin socket, within 15 s,
-// and reads a 200 answer into into (nil: no body wanted).
-func postSocket(ctx context.Context, socket, path string, body, into any) error {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	// The host is not used: every connection goes to the socket.
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://vipd"+path, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := SocketClient(socket).Do(req)
-	if err != nil {
-		return SocketError(socket, err)
-	}
-	return answer(resp, into)
-}
-
-// answer reads an admin server's reply into into (nil: no body wanted) and
-// closes it; a status other than 200 is an error with the server's text.
-func answer(resp *http.Response, into any) error {
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return errors.New(strings.TrimSpace(string(b)))
-	}
-	if into == nil {
-		return nil
-	}
-	return json.NewDecoder(resp.Body).Decode(into)
-}
-
-// SocketClient returns an HTTP client that sends every request to the
-// admin socket at path, whatever the URL's host.
-func SocketClient(path string) *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
-		},
-		DisableKeepAlives: true,
-	}}
-}
-
-// SocketError explains a failure to reach the admin socket at path.
-func SocketError(path string, err error) error {
-	switch {
-	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("admin socket %s: permission denied: only the user vipd runs as may use it; run this as root (sudo)", path)
-	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("admin socket %s does not exist: is vipd running, with this [admin] socket? (-config FILE reads it from the file vipd runs on)", path)
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return fmt.Errorf("admin socket %s: nobody answers: vipd is not running (the file is left by one that did not stop cleanly)", path)
-	}
-	return fmt.Errorf("admin socket %s: %w", path, err)
-}
 
 // WriteStatus prints st like `ipvsadm -Ln`: one line per VIP, one per
 // backend with its weight, state and flows.
@@ -176,19 +75,4 @@ func WriteStatus(w io.Writer, st *api.State) error {
 	writeOverrides(w, st)
 	writeBGP(w, st)
 	return nil
-}
-
-// Where asks the admin server at addr which backend a new flow would get.
-func Where(ctx context.Context, addr, vip, client string, port uint16) (*api.WhereAnswer, error) {
-	u := fmt.Sprintf("http://%s/v1/where?vip=%s&client=%s&port=%d", addr, url.QueryEscape(vip), url.QueryEscape(client), port)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("admin server at %s: %w", addr, err)
-	}
-	var a api.WhereAnswer
-	return &a, answer(resp, &a)
 }

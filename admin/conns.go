@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -57,38 +56,6 @@ func handleConns(p Provider) http.HandlerFunc {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(ans)
 	}
-}
-
-// FetchConns gets /v1/conns from the admin server at addr (host:port).
-func FetchConns(ctx context.Context, addr string, q api.ConnsQuery) (*api.Conns, error) {
-	ctx, cancel := context.WithTimeout(ctx, 35*time.Second)
-	defer cancel()
-	v := url.Values{}
-	for k, s := range map[string]string{"vip": q.VIP, "client": q.Client, "backend": q.Backend} {
-		if s != "" {
-			v.Set(k, s)
-		}
-	}
-	if q.Limit > 0 {
-		v.Set("limit", strconv.Itoa(q.Limit))
-	}
-	u := "http://" + addr + "/v1/conns"
-	if len(v) > 0 {
-		u += "?" + v.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("admin server at %s: %w (is vipd running, and is [admin] listen this address?)", addr, err)
-	}
-	var c api.Conns
-	if err := answer(resp, &c); err != nil {
-		return nil, fmt.Errorf("admin server at %s: %w", addr, err)
-	}
-	return &c, nil
 }
 
 // WriteConns prints c like `ipvsadm -Lnc`: one line per flow.

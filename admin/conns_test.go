@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 )
 
 // connsProvider is fakeProvider with connections: it answers every query
@@ -50,7 +51,7 @@ func TestConnsEndpoint(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := FetchConns(context.Background(), addr, tc.q)
+			c, err := client.FetchConns(context.Background(), addr, tc.q)
 			if p.got != tc.want {
 				t.Errorf("server got %+v, want %+v", p.got, tc.want)
 			}
@@ -65,7 +66,7 @@ func TestConnsEndpoint(t *testing.T) {
 			}
 		})
 	}
-	if _, err := FetchConns(context.Background(), addr, api.ConnsQuery{Limit: -1}); err != nil {
+	if _, err := client.FetchConns(context.Background(), addr, api.ConnsQuery{Limit: -1}); err != nil {
 		t.Errorf("a negative limit is the default: %v", err)
 	}
 }
@@ -73,7 +74,7 @@ func TestConnsEndpoint(t *testing.T) {
 func TestConnsNotImplemented(t *testing.T) {
 	srv := httptest.NewServer(Handler(&fakeProvider{}, ReadOnly))
 	defer srv.Close()
-	if _, err := FetchConns(context.Background(), strings.TrimPrefix(srv.URL, "http://"), api.ConnsQuery{}); err == nil {
+	if _, err := client.FetchConns(context.Background(), strings.TrimPrefix(srv.URL, "http://"), api.ConnsQuery{}); err == nil {
 		t.Fatal("a provider without Conns listed connections")
 	}
 }

@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -63,12 +62,6 @@ func handleOverride(p Provider) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(ans)
 	})
-}
-
-// SetOverride sends req to the vipd on the admin socket at path.
-func SetOverride(ctx context.Context, socket string, req api.OverrideRequest) (*api.OverrideAnswer, error) {
-	var a api.OverrideAnswer
-	return &a, postSocket(ctx, socket, "/v1/override", req, &a)
 }
 
 // overrideMark is what vipd status adds to a backend's forwarding column

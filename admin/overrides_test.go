@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 )
 
 // overrideProvider is a fakeProvider that takes overrides: VIP "web" has
@@ -96,11 +97,11 @@ func TestSetOverrideClient(t *testing.T) {
 	go srv.Serve(ln)
 	defer srv.Close()
 	w := uint32(7)
-	ans, err := SetOverride(t.Context(), sock, api.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Weight: &w})
+	ans, err := client.SetOverride(t.Context(), sock, api.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Weight: &w})
 	if err != nil || ans.Backend != "198.18.1.11:8080" || ans.Override == nil || *ans.Override.Weight != 7 {
 		t.Fatalf("%+v %v", ans, err)
 	}
-	if _, err := SetOverride(t.Context(), sock, api.OverrideRequest{VIP: "db", Backend: "198.18.1.11", Weight: &w}); err == nil || !strings.Contains(err.Error(), `no VIP "db"`) {
+	if _, err := client.SetOverride(t.Context(), sock, api.OverrideRequest{VIP: "db", Backend: "198.18.1.11", Weight: &w}); err == nil || !strings.Contains(err.Error(), `no VIP "db"`) {
 		t.Errorf("unknown VIP: %v", err)
 	}
 }

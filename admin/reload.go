@@ -1,15 +1,11 @@
 package admin
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/vipd/vipd/admin/api"
 )
@@ -50,33 +46,6 @@ func handleReload(p Provider) http.Handler {
 // refuseReload answers POST /v1/reload on a read-only listener.
 func refuseReload(w http.ResponseWriter, _ *http.Request) {
 	http.Error(w, "this listener is read-only: reloads are served on vipd's admin socket ([admin] socket) only; use `vipd reload` as root", http.StatusForbidden)
-}
-
-// Reload asks vipd, through its admin socket, to reload its configuration
-// file. A refused reload is a result with OK false, not an error.
-func Reload(ctx context.Context, socket string) (*api.ReloadResult, error) {
-	// A reload that arrives while vipd starts waits for the start.
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://vipd/v1/reload", bytes.NewReader([]byte("{}")))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := SocketClient(socket).Do(req)
-	if err != nil {
-		return nil, SocketError(socket, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusUnprocessableEntity {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, errors.New(strings.TrimSpace(string(b)))
-	}
-	var res api.ReloadResult
-	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
-		return nil, fmt.Errorf("admin socket %s: bad reload answer: %w", socket, err)
-	}
-	return &res, nil
 }
 
 // WriteReload prints what a reload changed, one line each, or, refused,

@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -43,13 +42,6 @@ func handleRole(p Provider) http.Handler {
 // refuseRole answers POST /v1/role on a read-only listener.
 func refuseRole(w http.ResponseWriter, _ *http.Request) {
 	http.Error(w, "this listener is read-only: the role is switched on vipd's admin socket ([admin] socket) only; use `vipd active` or `vipd standby` as root", http.StatusForbidden)
-}
-
-// SetRole asks vipd, through its admin socket, to become active or
-// standby.
-func SetRole(ctx context.Context, socket, role string) (*api.RoleAnswer, error) {
-	var a api.RoleAnswer
-	return &a, postSocket(ctx, socket, "/v1/role", api.RoleRequest{Role: role}, &a)
 }
 
 // WriteRole prints a role change as `vipd active` and `vipd standby` show

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 )
 
 // roleProvider is a fakeProvider with a neighbor role.
@@ -65,7 +66,7 @@ func TestRoleHandler(t *testing.T) {
 	srv := &http.Server{Handler: ctl}
 	go srv.Serve(ln)
 	defer srv.Close()
-	ans, err := SetRole(t.Context(), sock, api.RoleActive)
+	ans, err := client.SetRole(t.Context(), sock, api.RoleActive)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestRoleHandler(t *testing.T) {
 	if want := "active since 2026-12-04T16:00:00Z (was standby): answers ARP/NDP for 2 VIP addresses"; !strings.Contains(buf.String(), want) {
 		t.Errorf("WriteRole: %q, want %q", buf.String(), want)
 	}
-	ans, _ = SetRole(t.Context(), sock, api.RoleActive)
+	ans, _ = client.SetRole(t.Context(), sock, api.RoleActive)
 	buf.Reset()
 	WriteRole(&buf, ans)
 	if !strings.Contains(buf.String(), "(no change)") {

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 )
 
 // fakeProvider records drains; ready is what Ready returns.
@@ -141,16 +142,16 @@ func TestDrainClient(t *testing.T) {
 	go srv.Serve(ln)
 	defer srv.Close()
 	ctx := context.Background()
-	if err := Drain(ctx, path, "web", "198.18.1.11:8080", true); err != nil {
+	if err := client.Drain(ctx, path, "web", "198.18.1.11:8080", true); err != nil {
 		t.Fatalf("drain: %v", err)
 	}
 	if p.drained() != 1 || *p.drains[0].Drain != true || p.drains[0].Backend != "198.18.1.11:8080" {
 		t.Errorf("drains %+v", p.drains)
 	}
-	if err := Drain(ctx, path, "nope", "198.18.1.11:8080", false); err == nil || !strings.Contains(err.Error(), "not found") {
+	if err := client.Drain(ctx, path, "nope", "198.18.1.11:8080", false); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("drain of an unknown VIP: %v", err)
 	}
-	if err := Drain(ctx, filepath.Join(dir, "missing.sock"), "web", "b", true); err == nil || !strings.Contains(err.Error(), "is vipd running") {
+	if err := client.Drain(ctx, filepath.Join(dir, "missing.sock"), "web", "b", true); err == nil || !strings.Contains(err.Error(), "is vipd running") {
 		t.Errorf("drain without a socket: %v", err)
 	}
 	stale := filepath.Join(dir, "stale.sock")
@@ -160,16 +161,16 @@ func TestDrainClient(t *testing.T) {
 	}
 	sl.SetUnlinkOnClose(false)
 	sl.Close()
-	if err := Drain(ctx, stale, "web", "b", true); err == nil || !strings.Contains(err.Error(), "vipd is not running") {
+	if err := client.Drain(ctx, stale, "web", "b", true); err == nil || !strings.Contains(err.Error(), "vipd is not running") {
 		t.Errorf("drain on a stale socket: %v", err)
 	}
 	// Root cannot be refused by file permissions: the message is checked
 	// on the error a non-root user gets.
 	denied := &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.EACCES)}
-	if err := SocketError(path, denied); !strings.Contains(err.Error(), "permission denied") || !strings.Contains(err.Error(), "run this as root") {
+	if err := client.SocketError(path, denied); !strings.Contains(err.Error(), "permission denied") || !strings.Contains(err.Error(), "run this as root") {
 		t.Errorf("permission error: %v", err)
 	}
-	if err := SocketError(path, io.ErrUnexpectedEOF); !errors.Is(err, io.ErrUnexpectedEOF) {
+	if err := client.SocketError(path, io.ErrUnexpectedEOF); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("other errors are wrapped: %v", err)
 	}
 }

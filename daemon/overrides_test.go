@@ -18,6 +18,7 @@ import (
 
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/internal/testkit"
@@ -385,18 +386,18 @@ func TestForgivingNames(t *testing.T) {
 func TestOverrideOverSocket(t *testing.T) {
 	td := start(t, testConfig)
 	ctx := context.Background()
-	ans, err := admin.SetOverride(ctx, td.socket, api.OverrideRequest{VIP: "198.18.0.100:80", Backend: "198.18.1.11", Weight: weight(5)})
+	ans, err := client.SetOverride(ctx, td.socket, api.OverrideRequest{VIP: "198.18.0.100:80", Backend: "198.18.1.11", Weight: weight(5)})
 	if err != nil || ans.Backend != "198.18.1.11:8080" || ans.Override == nil {
 		t.Fatalf("%+v %v", ans, err)
 	}
-	if _, err := admin.SetOverride(ctx, td.socket, api.OverrideRequest{VIP: "web", Backend: "198.18.1.12", Disabled: flag(true)}); err != nil {
+	if _, err := client.SetOverride(ctx, td.socket, api.OverrideRequest{VIP: "web", Backend: "198.18.1.12", Disabled: flag(true)}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = admin.SetOverride(ctx, td.socket, api.OverrideRequest{VIP: "web", Backend: "198.18.1.1", Disabled: flag(true)})
+	_, err = client.SetOverride(ctx, td.socket, api.OverrideRequest{VIP: "web", Backend: "198.18.1.1", Disabled: flag(true)})
 	if err == nil || !strings.Contains(err.Error(), "did you mean 198.18.1.11:8080 or 198.18.1.12:8080?") {
 		t.Errorf("unknown backend over the socket: %v", err)
 	}
-	st, err := admin.FetchSocketState(ctx, td.socket)
+	st, err := client.FetchSocketState(ctx, td.socket)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/internal/testkit"
 )
@@ -52,7 +52,7 @@ func TestReloadReport(t *testing.T) {
 	}
 	// The same through the admin socket.
 	td.rewrite(testConfig)
-	res, err := admin.Reload(context.Background(), td.socket)
+	res, err := client.Reload(context.Background(), td.socket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestReloadRefusalNamesKeys(t *testing.T) {
 		}
 	}
 	// Over the socket: refused, with every reason, and not an error.
-	res, err := admin.Reload(context.Background(), td.socket)
+	res, err := client.Reload(context.Background(), td.socket)
 	if err != nil {
 		t.Fatal(err)
 	}

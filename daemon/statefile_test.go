@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 )
 
 // TestStateWriteOffLock: a state file write that blocks (its temporary
@@ -103,7 +103,7 @@ func TestStateWriteOffLock(t *testing.T) {
 	within("State (vipd status)", func(ctx context.Context) error { _, err := td.d.State(ctx); return err })
 	within("Ready (readiness)", func(context.Context) error { return td.d.Ready() })
 	within("/v1/state over the socket (vipd keepalived-check)", func(ctx context.Context) error {
-		_, err := admin.FetchSocketState(ctx, td.socket)
+		_, err := client.FetchSocketState(ctx, td.socket)
 		return err
 	})
 	within("/metrics over the socket", func(ctx context.Context) error {
@@ -111,7 +111,7 @@ func TestStateWriteOffLock(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		resp, err := admin.SocketClient(td.socket).Do(req)
+		resp, err := client.SocketClient(td.socket).Do(req)
 		if err != nil {
 			return err
 		}

@@ -15,8 +15,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/internal/nstest"
 	"github.com/vipd/vipd/internal/testkit"
 )
@@ -145,7 +145,7 @@ next:
 // Drain drains or undrains a backend through the admin socket (the bed's
 // configurations set it to AdminSocket).
 func (v *VIPD) Drain(vip, backend string, on bool) error {
-	return admin.Drain(context.Background(), v.bed.AdminSocket(), vip, backend, on)
+	return client.Drain(context.Background(), v.bed.AdminSocket(), vip, backend, on)
 }
 
 // Reload rewrites the configuration and sends SIGHUP, then waits until the

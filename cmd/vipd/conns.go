@@ -8,6 +8,7 @@ import (
 
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 )
 
 const connsUsage = "usage: vipd conns [-client ADDR[:PORT]] [-backend ADDR[:PORT]] [-limit N] [-json] [-admin ADDR | -config FILE] [VIP]"
@@ -16,7 +17,7 @@ const connsUsage = "usage: vipd conns [-client ADDR[:PORT]] [-backend ADDR[:PORT
 // before or after the flags.
 func conns(args []string, stdout, stderr io.Writer) int {
 	fs, addrFlag, cfgFlag := adminFlags("conns", stderr)
-	client := fs.String("client", "", "only flows from this client `addr[:port]`")
+	from := fs.String("client", "", "only flows from this client `addr[:port]`")
 	backend := fs.String("backend", "", "only flows pinned to this backend `addr[:port]`")
 	limit := fs.Int("limit", api.DefaultConnsLimit, fmt.Sprintf("show at most `N` flows (at most %d)", api.MaxConnsLimit))
 	asJSON := fs.Bool("json", false, "print the answer of GET /v1/conns as JSON")
@@ -39,7 +40,7 @@ func conns(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vipd conns: %v\n", err)
 		return 1
 	}
-	c, err := admin.FetchConns(context.Background(), addr, api.ConnsQuery{VIP: vip, Client: *client, Backend: *backend, Limit: *limit})
+	c, err := client.FetchConns(context.Background(), addr, api.ConnsQuery{VIP: vip, Client: *from, Backend: *backend, Limit: *limit})
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd conns: %v\n", err)
 		return 1

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/config"
 )
 
@@ -75,7 +76,7 @@ func keepalivedNotify(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ans, err := admin.SetRole(ctx, path, role)
+	ans, err := client.SetRole(ctx, path, role)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd keepalived-notify: %s %s %s: %v (keepalived-check switches vipd once it answers)\n", fs.Arg(0), fs.Arg(1), vrrp, err)
 		return 1
@@ -117,7 +118,7 @@ func keepalivedCheck(args []string, stdout, stderr io.Writer) int {
 	// keepalived's script timeout is a few seconds: answer within 2.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	st, err := admin.FetchSocketState(ctx, path)
+	st, err := client.FetchSocketState(ctx, path)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd keepalived-check: vipd is down or not ready: %v\n", err)
 		return 1
@@ -133,7 +134,7 @@ func keepalivedCheck(args []string, stdout, stderr io.Writer) int {
 		}
 	default:
 		if want, _ := roleOf(vrrp); st.Role != "" && want != st.Role {
-			if ans, err := admin.SetRole(ctx, path, want); err != nil {
+			if ans, err := client.SetRole(ctx, path, want); err != nil {
 				failed = append(failed, fmt.Sprintf("keepalived says %s, vipd is %s, and switching it failed: %v", vrrp, st.Role, err))
 			} else {
 				fmt.Fprintf(stdout, "keepalived says %s: vipd was %s, now ", vrrp, st.Role)

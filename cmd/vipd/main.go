@@ -14,6 +14,7 @@ import (
 
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/daemon"
 	"github.com/vipd/vipd/internal/procs"
@@ -307,7 +308,7 @@ func drainBox(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	ctx := context.Background()
-	ans, err := admin.DrainBox(ctx, path, *undo)
+	ans, err := client.DrainBox(ctx, path, *undo)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd drain-box: %v\n", err)
 		return 1
@@ -326,7 +327,7 @@ func drainBox(args []string, stdout, stderr io.Writer) int {
 		// At least 10 ms between polls: past the linger's end the wait
 		// would be negative.
 		time.Sleep(max(min(time.Until(ans.LingerUntil), time.Second), 0) + 10*time.Millisecond)
-		st, err := admin.FetchSocketState(ctx, path)
+		st, err := client.FetchSocketState(ctx, path)
 		if err != nil {
 			fmt.Fprintf(stderr, "vipd drain-box: %v\n", err)
 			return 1
@@ -376,7 +377,7 @@ func status(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vipd status: %v\n", err)
 		return 1
 	}
-	st, err := admin.FetchState(context.Background(), addr)
+	st, err := client.FetchState(context.Background(), addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd status: %v\n", err)
 		return 1
@@ -415,7 +416,7 @@ func drain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vipd drain: %v\n", err)
 		return 1
 	}
-	if err := admin.Drain(context.Background(), path, fs.Arg(0), fs.Arg(1), !*undo); err != nil {
+	if err := client.Drain(context.Background(), path, fs.Arg(0), fs.Arg(1), !*undo); err != nil {
 		fmt.Fprintf(stderr, "vipd drain: %v\n", err)
 		return 1
 	}
@@ -443,7 +444,7 @@ func where(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vipd where: %v\n", err)
 		return 1
 	}
-	ans, err := admin.Where(context.Background(), addr, fs.Arg(0), fs.Arg(1), uint16(*port))
+	ans, err := client.Where(context.Background(), addr, fs.Arg(0), fs.Arg(1), uint16(*port))
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd where: %v\n", err)
 		return 1

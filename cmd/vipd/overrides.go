@@ -7,8 +7,8 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/config"
 )
 
@@ -125,7 +125,7 @@ func sendOverride(name string, req api.OverrideRequest, socket, addr, cfgPath st
 		fmt.Fprintf(stderr, "vipd %s: %v\n", name, err)
 		return nil, 1
 	}
-	ans, err := admin.SetOverride(context.Background(), path, req)
+	ans, err := client.SetOverride(context.Background(), path, req)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd %s: %v\n", name, err)
 		return nil, 1

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/client"
 )
 
 // writeJSON prints v indented, as the admin API's JSON.
@@ -36,7 +37,7 @@ func peers(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vipd peers: %v\n", err)
 		return 1
 	}
-	st, err := admin.FetchState(context.Background(), addr)
+	st, err := client.FetchState(context.Background(), addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd peers: %v\n", err)
 		return 1

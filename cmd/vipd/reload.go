@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/config"
 )
 
@@ -30,7 +31,7 @@ func reload(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vipd reload: %v\n", err)
 		return 1
 	}
-	res, err := admin.Reload(context.Background(), path)
+	res, err := client.Reload(context.Background(), path)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd reload: %v\n", err)
 		return 1

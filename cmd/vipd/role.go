@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/config"
 )
 
@@ -30,7 +31,7 @@ func roleCmd(role string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vipd %s: %v\n", role, err)
 		return 1
 	}
-	ans, err := admin.SetRole(context.Background(), path, role)
+	ans, err := client.SetRole(context.Background(), path, role)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd %s: %v\n", role, err)
 		return 1

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/client"
 )
 
 // clearScreen moves the cursor home and clears the terminal (ANSI).
@@ -45,7 +46,7 @@ func top(args []string, stdout, stderr io.Writer) int {
 			case <-t.C:
 			}
 		}
-		st, err := admin.FetchState(ctx, addr)
+		st, err := client.FetchState(ctx, addr)
 		if err != nil {
 			if ctx.Err() != nil {
 				return 0
