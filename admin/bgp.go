@@ -3,11 +3,8 @@ package admin
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
-	"text/tabwriter"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vipd/vipd/admin/api"
@@ -105,23 +102,4 @@ func handleDrainBox(p Provider) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(ans)
 	})
-}
-
-// writeBGP prints the speaker's peers, after the VIP table.
-func writeBGP(w io.Writer, st *api.State) {
-	b := st.BGP
-	if b == nil {
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	box := b.Box
-	if b.Box == api.BoxDraining {
-		box += fmt.Sprintf(" (everything withdrawn; forwarding until %s)", b.LingerUntil.Format(time.RFC3339))
-	}
-	fmt.Fprintf(tw, "\nBGP AS %d  router id %s  box %s\n", b.ASN, b.RouterID, box)
-	fmt.Fprintf(tw, "Peer\tAS\tState\tSince\tLast error\n")
-	for _, p := range b.Peers {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", p.Address, p.ASN, p.State, p.Since.Format(time.RFC3339), p.LastError)
-	}
-	tw.Flush()
 }

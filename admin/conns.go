@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/vipd/vipd/admin/api"
@@ -56,27 +54,4 @@ func handleConns(p Provider) http.HandlerFunc {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(ans)
 	}
-}
-
-// WriteConns prints c like `ipvsadm -Lnc`: one line per flow.
-func WriteConns(w io.Writer, c *api.Conns) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROTO\tCLIENT\tVIP\tBACKEND\tSTATE\tAGE\tIDLE\tFAST\tPREVIOUS")
-	for _, x := range c.Conns {
-		prev := x.Previous
-		if prev == "" {
-			prev = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.Protocol, x.Client, x.VIP, x.VIPAddress,
-			x.Backend, x.State, time.Duration(x.AgeSeconds)*time.Second, time.Duration(x.IdleSeconds)*time.Second, x.FastPath, prev)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if c.Truncated {
-		_, err := fmt.Fprintf(w, "(%d flows shown: the limit; more match. -limit N shows up to %d)\n", len(c.Conns), api.MaxConnsLimit)
-		return err
-	}
-	_, err := fmt.Fprintf(w, "(%d flows)\n", len(c.Conns))
-	return err
 }

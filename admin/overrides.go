@@ -2,10 +2,7 @@ package admin
 
 import (
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
-	"strings"
 
 	"github.com/vipd/vipd/admin/api"
 )
@@ -62,44 +59,4 @@ func handleOverride(p Provider) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(ans)
 	})
-}
-
-// overrideMark is what vipd status adds to a backend's forwarding column
-// for its override: "(weight 5*)", "(disabled*)"; the star is explained
-// under the table (writeOverrides).
-func overrideMark(b *api.BackendState) string {
-	o := b.Override
-	if o == nil {
-		return ""
-	}
-	var s string
-	if o.Weight != nil {
-		s += fmt.Sprintf("(weight %d*)", *o.Weight)
-	}
-	if o.Disabled {
-		s += "(disabled*)"
-	}
-	return s
-}
-
-// writeOverrides explains the overrides marked in the table, if any.
-func writeOverrides(w io.Writer, st *api.State) {
-	var n int
-	for _, v := range st.VIPs {
-		for _, b := range v.Backends {
-			if b.Override != nil {
-				n++
-			}
-		}
-	}
-	if n == 0 {
-		return
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "* %d run-time override", n)
-	if n > 1 {
-		b.WriteString("s")
-	}
-	b.WriteString(" in force over the file (Weight is the file's): undo with vipd weight -reset, vipd enable\n")
-	io.WriteString(w, b.String())
 }

@@ -105,29 +105,3 @@ func TestSetOverrideClient(t *testing.T) {
 		t.Errorf("unknown VIP: %v", err)
 	}
 }
-
-// TestWriteStatusOverrides: vipd status marks an overridden backend and
-// explains the mark once, under the table; without overrides, nothing.
-func TestWriteStatusOverrides(t *testing.T) {
-	w := uint32(5)
-	st := &api.State{VIPs: []api.VIPState{{Name: "web", Address: "198.18.0.100", Port: 80, Protocol: "tcp", Mode: "nat", Backends: []api.BackendState{
-		{Address: "198.18.1.11", Port: 8080, Weight: 1, Forwarding: "up", Override: &api.Override{Weight: &w}},
-		{Address: "198.18.1.12", Port: 8080, Weight: 1, Forwarding: "down", Override: &api.Override{Disabled: true}},
-		{Address: "198.18.1.13", Port: 8080, Weight: 1, Forwarding: "up"},
-	}}}}
-	var out strings.Builder
-	if err := WriteStatus(&out, st); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{"up(weight 5*)", "down(disabled*)", "* 2 run-time overrides in force over the file", "vipd weight -reset"} {
-		if !strings.Contains(out.String(), s) {
-			t.Errorf("status lacks %q:\n%s", s, out.String())
-		}
-	}
-	st.VIPs[0].Backends = st.VIPs[0].Backends[2:]
-	out.Reset()
-	WriteStatus(&out, st)
-	if strings.Contains(out.String(), "*") {
-		t.Errorf("a mark without overrides:\n%s", out.String())
-	}
-}

@@ -173,9 +173,10 @@ func TestRate(t *testing.T) {
 	}
 }
 
-// TestPageAndStatusShowQUICLB: a QUIC-LB VIP's configurations show on the
-// status page and in vipd status, and a VIP with it off says so.
-func TestPageAndStatusShowQUICLB(t *testing.T) {
+// TestPageShowsQUICLB: a QUIC-LB VIP's configurations show on the status
+// page, and a VIP with it off says so (vipd status: TestStatusShowsQUICLB
+// in cmd/vipd).
+func TestPageShowsQUICLB(t *testing.T) {
 	st := pageState()
 	st.VIPs = append(st.VIPs,
 		api.VIPState{Name: "quic", Address: "198.18.0.102", Port: 443, Protocol: "udp", Mode: "nat", FlowHash: "5tuple", TableSize: 65537,
@@ -185,18 +186,9 @@ func TestPageAndStatusShowQUICLB(t *testing.T) {
 	)
 	w := httptest.NewRecorder()
 	Handler(&stateProvider{st: st}, ReadOnly).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
-	var status strings.Builder
-	if err := WriteStatus(&status, st); err != nil {
-		t.Fatal(err)
-	}
-	for what, out := range map[string]string{"page": w.Body.String(), "status": status.String()} {
-		for _, want := range []string{"0:plaintext,1:three-pass", "quic-lb off"} {
-			if what == "page" {
-				want = strings.Replace(want, "quic-lb", "QUIC-LB", 1)
-			}
-			if !strings.Contains(out, want) {
-				t.Errorf("%s lacks %q", what, want)
-			}
+	for _, want := range []string{"0:plaintext,1:three-pass", "QUIC-LB off"} {
+		if !strings.Contains(w.Body.String(), want) {
+			t.Errorf("page lacks %q", want)
 		}
 	}
 }

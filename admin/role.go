@@ -2,10 +2,7 @@ package admin
 
 import (
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
-	"time"
 
 	"github.com/vipd/vipd/admin/api"
 )
@@ -42,23 +39,6 @@ func handleRole(p Provider) http.Handler {
 // refuseRole answers POST /v1/role on a read-only listener.
 func refuseRole(w http.ResponseWriter, _ *http.Request) {
 	http.Error(w, "this listener is read-only: the role is switched on vipd's admin socket ([admin] socket) only; use `vipd active` or `vipd standby` as root", http.StatusForbidden)
-}
-
-// WriteRole prints a role change as `vipd active` and `vipd standby` show
-// it.
-func WriteRole(w io.Writer, a *api.RoleAnswer) {
-	what := "answers ARP/NDP for %d VIP addresses (announced gratuitously when it became active)"
-	if a.Role == api.RoleStandby {
-		what = "forwards what reaches it; answers ARP/NDP for %d VIP addresses"
-	}
-	change := "was " + a.Previous
-	if a.Previous == a.Role {
-		change = "no change"
-	}
-	fmt.Fprintf(w, "%s since %s (%s): "+what+"\n", a.Role, a.Since.UTC().Format(time.RFC3339), change, a.Neighbors)
-	if a.Routes != "" {
-		fmt.Fprintf(w, "  BGP: %s\n", a.Routes)
-	}
 }
 
 // writeJSON answers v as JSON.

@@ -20,7 +20,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/health"
@@ -277,10 +276,6 @@ func TestAdminDrainStateMetrics(t *testing.T) {
 	}
 	if _, err := client.Where(ctx, addr, "nope", "198.18.0.1:1", 0); err == nil {
 		t.Errorf("/v1/where answered for an unknown VIP")
-	}
-	var out strings.Builder
-	if err := admin.WriteStatus(&out, st); err != nil || !strings.Contains(out.String(), "198.18.1.11:8080") || !strings.Contains(out.String(), "draining(drain)") {
-		t.Errorf("vipd status output:\n%s", out.String())
 	}
 
 	// /metrics parses, and its counters match the 40+40+50+10 packets sent.

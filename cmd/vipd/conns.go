@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"text/tabwriter"
+	"time"
 
-	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/admin/client"
 )
@@ -54,9 +55,32 @@ func conns(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	if err := admin.WriteConns(stdout, c); err != nil {
+	if err := writeConns(stdout, c); err != nil {
 		fmt.Fprintf(stderr, "vipd conns: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// writeConns prints c like `ipvsadm -Lnc`: one line per flow.
+func writeConns(w io.Writer, c *api.Conns) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROTO\tCLIENT\tVIP\tBACKEND\tSTATE\tAGE\tIDLE\tFAST\tPREVIOUS")
+	for _, x := range c.Conns {
+		prev := x.Previous
+		if prev == "" {
+			prev = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.Protocol, x.Client, x.VIP, x.VIPAddress,
+			x.Backend, x.State, time.Duration(x.AgeSeconds)*time.Second, time.Duration(x.IdleSeconds)*time.Second, x.FastPath, prev)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if c.Truncated {
+		_, err := fmt.Fprintf(w, "(%d flows shown: the limit; more match. -limit N shows up to %d)\n", len(c.Conns), api.MaxConnsLimit)
+		return err
+	}
+	_, err := fmt.Fprintf(w, "(%d flows)\n", len(c.Conns))
+	return err
 }

@@ -49,3 +49,28 @@ func TestConnsCommand(t *testing.T) {
 		t.Errorf("-limit 0: exit %d, want 2", code)
 	}
 }
+
+// TestWriteConns: the table of vipd conns, one flow a line, and the
+// note that the limit cut it.
+func TestWriteConns(t *testing.T) {
+	c := &api.Conns{Limit: 1, Truncated: true, Conns: []api.Conn{{
+		Protocol: "tcp", Client: "198.18.0.1:40000", VIP: "web", VIPAddress: "198.18.1.1:80",
+		Backend: "198.18.2.1:8080", State: "Established", AgeSeconds: 3600, IdleSeconds: 3, FastPath: "eligible",
+	}, {
+		Protocol: "udp", Client: "198.18.0.2:53", VIP: "dns", VIPAddress: "198.18.1.2:53",
+		Backend: "198.18.2.2", State: "UDP", FastPath: "off", Previous: "198.18.2.9",
+	}}}
+	var buf bytes.Buffer
+	if err := writeConns(&buf, c); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"PROTO", "tcp    198.18.0.1:40000  web 198.18.1.1:80  198.18.2.1:8080  Established  1h0m0s  3s",
+		"eligible", "198.18.2.9", "limit; more match",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/config"
@@ -82,7 +81,7 @@ func keepalivedNotify(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "keepalived %s %s: %s; vipd ", fs.Arg(1), vrrp, role)
-	admin.WriteRole(stdout, ans)
+	writeRole(stdout, ans)
 	return 0
 }
 
@@ -138,7 +137,7 @@ func keepalivedCheck(args []string, stdout, stderr io.Writer) int {
 				failed = append(failed, fmt.Sprintf("keepalived says %s, vipd is %s, and switching it failed: %v", vrrp, st.Role, err))
 			} else {
 				fmt.Fprintf(stdout, "keepalived says %s: vipd was %s, now ", vrrp, st.Role)
-				admin.WriteRole(stdout, ans)
+				writeRole(stdout, ans)
 			}
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/config"
@@ -363,38 +362,6 @@ func adminFlags(name string, stderr io.Writer) (*flag.FlagSet, *string, *string)
 	addr := fs.String("admin", "", "admin server `host:port` (default: [admin] listen of -config, else "+config.DefaultAdminListen+")")
 	cfg := fs.String("config", "", "configuration `file` whose [admin] listen to use")
 	return fs, addr, cfg
-}
-
-func status(args []string, stdout, stderr io.Writer) int {
-	fs, addrFlag, cfgFlag := adminFlags("status", stderr)
-	asJSON := fs.Bool("json", false, "print /v1/state as JSON")
-	rate := fs.Bool("rate", false, "print rates per second, like ipvsadm -Ln --rate")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	addr, err := adminAddr(*addrFlag, *cfgFlag, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "vipd status: %v\n", err)
-		return 1
-	}
-	st, err := client.FetchState(context.Background(), addr)
-	if err != nil {
-		fmt.Fprintf(stderr, "vipd status: %v\n", err)
-		return 1
-	}
-	if *asJSON {
-		return writeJSON(stdout, st)
-	}
-	if *rate {
-		if admin.WriteRates(stdout, st) != nil {
-			return 1
-		}
-		return 0
-	}
-	if err := admin.WriteStatus(stdout, st); err != nil {
-		return 1
-	}
-	return 0
 }
 
 func drain(args []string, stdout, stderr io.Writer) int {

@@ -51,3 +51,28 @@ func TestRoleCommands(t *testing.T) {
 		t.Errorf("the provider ends %s, want standby", p.role)
 	}
 }
+
+// TestWriteRole: vipd active and vipd standby print the role, since when,
+// what it was and what the box answers.
+func TestWriteRole(t *testing.T) {
+	since := time.Date(2026, 12, 4, 16, 0, 0, 0, time.UTC)
+	var buf bytes.Buffer
+	writeRole(&buf, &api.RoleAnswer{Role: api.RoleActive, Previous: api.RoleStandby, Since: since, Neighbors: 2})
+	if want := "active since 2026-12-04T16:00:00Z (was standby): answers ARP/NDP for 2 VIP addresses"; !strings.Contains(buf.String(), want) {
+		t.Errorf("writeRole: %q, want %q", buf.String(), want)
+	}
+	buf.Reset()
+	writeRole(&buf, &api.RoleAnswer{Role: api.RoleActive, Previous: api.RoleActive, Since: since, Neighbors: 2})
+	if !strings.Contains(buf.String(), "(no change)") {
+		t.Errorf("writeRole, same role: %q", buf.String())
+	}
+}
+
+// TestStatusRole: a standby box says so in the status header.
+func TestStatusRole(t *testing.T) {
+	var buf bytes.Buffer
+	writeStatus(&buf, &api.State{Role: api.RoleStandby})
+	if !strings.Contains(buf.String(), "role standby (answers no ARP/NDP for its VIPs: vipd active)") {
+		t.Errorf("status header: %q", buf.String())
+	}
+}
