@@ -1,44 +1,13 @@
 package admin
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
-	"text/tabwriter"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-)
-
-// BGPState is the BGP speaker in State; nil when vipd runs without [bgp].
-type BGPState struct {
-	ASN      uint32 `json:"asn"`
-	RouterID string `json:"router_id"`
-	// Box is "announcing", "draining" (lame duck: everything withdrawn,
-	// still forwarding until LingerUntil) or "drained".
-	Box         string         `json:"box"`
-	LingerUntil time.Time      `json:"linger_until,omitzero"`
-	Peers       []BGPPeerState `json:"peers"`
-}
-
-// BGPPeerState is one peer's session.
-type BGPPeerState struct {
-	Address string    `json:"address"`
-	ASN     uint32    `json:"asn"`
-	State   string    `json:"state"` // idle, connect, active, opensent, openconfirm, established
-	Since   time.Time `json:"since"`
-	// LastError is why the session last went down or failed, if it did.
-	LastError string `json:"last_error,omitempty"`
-}
-
-// Box drain states.
-const (
-	BoxAnnouncing = "announcing"
-	BoxDraining   = "draining"
-	BoxDrained    = "drained"
+	"github.com/vipd/vipd/admin/api"
 )
 
 // BGPMetrics is the raw material of the vipd_bgp_* metrics.
@@ -60,9 +29,6 @@ type BGPPeerMetrics struct {
 	// Notifications counts the NOTIFICATIONs exchanged with the peer.
 	Notifications uint64
 }
-
-// BGPStates lists the session states, in the FSM's order (RFC 4271 §8).
-var BGPStates = []string{"idle", "connect", "active", "opensent", "openconfirm", "established"}
 
 var (
 	dBGPPeerState   = desc("bgp_peer_state", "BGP session state of a peer: 1 for the state it is in, 0 for the others.", "peer", "state")
@@ -88,7 +54,7 @@ func collectBGP(m *BGPMetrics, counter func(*prometheus.Desc, uint64, ...string)
 		return 0
 	}
 	for _, p := range m.Peers {
-		for _, s := range BGPStates {
+		for _, s := range api.BGPStates {
 			gauge(dBGPPeerState, b2f(p.State == s), p.Address, s)
 			counter(dBGPTransitions, p.Transitions[s], p.Address, s)
 		}
@@ -111,26 +77,12 @@ func collectBGP(m *BGPMetrics, counter func(*prometheus.Desc, uint64, ...string)
 type BoxDrainer interface {
 	// DrainBox starts the lame duck (or, with undo, ends it and announces
 	// again) and returns the state it leads to.
-	DrainBox(undo bool) (*BoxDrainAnswer, error)
-}
-
-// ErrNoBGP is returned by DrainBox when vipd runs without [bgp].
-var ErrNoBGP = errors.New("vipd runs without [bgp]: there is nothing to withdraw")
-
-// BoxDrainRequest is the body of POST /v1/drain-box.
-type BoxDrainRequest struct {
-	Undo bool `json:"undo"`
-}
-
-// BoxDrainAnswer is the answer of POST /v1/drain-box.
-type BoxDrainAnswer struct {
-	Box         string    `json:"box"` // BoxAnnouncing, BoxDraining or BoxDrained
-	LingerUntil time.Time `json:"linger_until,omitzero"`
+	DrainBox(undo bool) (*api.BoxDrainAnswer, error)
 }
 
 func handleDrainBox(p Provider) http.Handler {
 	return jsonOnly(func(w http.ResponseWriter, r *http.Request) {
-		var req BoxDrainRequest
+		var req api.BoxDrainRequest
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
@@ -139,7 +91,7 @@ func handleDrainBox(p Provider) http.Handler {
 		}
 		bd, ok := p.(BoxDrainer)
 		if !ok {
-			http.Error(w, ErrNoBGP.Error(), http.StatusConflict)
+			http.Error(w, api.ErrNoBGP.Error(), http.StatusConflict)
 			return
 		}
 		ans, err := bd.DrainBox(req.Undo)
@@ -150,44 +102,4 @@ func handleDrainBox(p Provider) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(ans)
 	})
-}
-
-// DrainBox asks the vipd on the admin socket at path to lame-duck the box
-// (undo: to announce again).
-func DrainBox(ctx context.Context, socket string, undo bool) (*BoxDrainAnswer, error) {
-	var a BoxDrainAnswer
-	return &a, postSocket(ctx, socket, "/v1/drain-box", map[string]bool{"undo": undo}, &a)
-}
-
-// FetchSocketState reads GET /v1/state over the admin socket.
-func FetchSocketState(ctx context.Context, socket string) (*State, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://vipd/v1/state", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := SocketClient(socket).Do(req)
-	if err != nil {
-		return nil, SocketError(socket, err)
-	}
-	var st State
-	return &st, answer(resp, &st)
-}
-
-// writeBGP prints the speaker's peers, after the VIP table.
-func writeBGP(w io.Writer, st *State) {
-	b := st.BGP
-	if b == nil {
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	box := b.Box
-	if b.Box == BoxDraining {
-		box += fmt.Sprintf(" (everything withdrawn; forwarding until %s)", b.LingerUntil.Format(time.RFC3339))
-	}
-	fmt.Fprintf(tw, "\nBGP AS %d  router id %s  box %s\n", b.ASN, b.RouterID, box)
-	fmt.Fprintf(tw, "Peer\tAS\tState\tSince\tLast error\n")
-	for _, p := range b.Peers {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", p.Address, p.ASN, p.State, p.Since.Format(time.RFC3339), p.LastError)
-	}
-	tw.Flush()
 }

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/dataplane"
 )
 
@@ -192,7 +193,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(dGeneration, float64(m.Generation))
 	if m.Role != "" {
-		for _, r := range []string{RoleActive, RoleStandby} {
+		for _, r := range []string{api.RoleActive, api.RoleStandby} {
 			gauge(dRole, map[bool]float64{true: 1}[m.Role == r], r)
 		}
 		counter(dRoleChanges, m.RoleChanges)

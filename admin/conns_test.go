@@ -1,26 +1,28 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 )
 
 // connsProvider is fakeProvider with connections: it answers every query
 // with the query it got, in the first flow's VIP field.
 type connsProvider struct {
 	fakeProvider
-	got ConnsQuery
+	got api.ConnsQuery
 }
 
-func (p *connsProvider) Conns(_ context.Context, q ConnsQuery) (*Conns, error) {
+func (p *connsProvider) Conns(_ context.Context, q api.ConnsQuery) (*api.Conns, error) {
 	p.got = q
 	if q.VIP == "nope" {
-		return nil, ErrNotFound
+		return nil, api.ErrNotFound
 	}
-	return &Conns{Limit: q.Limit, Truncated: q.Limit == 1, Conns: []Conn{{
+	return &api.Conns{Limit: q.Limit, Truncated: q.Limit == 1, Conns: []api.Conn{{
 		Protocol: "tcp", Client: "198.18.0.1:40000", VIP: "web", VIPAddress: "198.18.1.1:80",
 		Backend: "198.18.2.1:8080", State: "Established", AgeSeconds: 3600, IdleSeconds: 3, FastPath: "eligible",
 	}, {
@@ -36,19 +38,19 @@ func TestConnsEndpoint(t *testing.T) {
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	tests := []struct {
 		name    string
-		q       ConnsQuery
-		want    ConnsQuery
+		q       api.ConnsQuery
+		want    api.ConnsQuery
 		wantErr string
 	}{
-		{"no filter", ConnsQuery{}, ConnsQuery{Limit: DefaultConnsLimit}, ""},
-		{"filters", ConnsQuery{VIP: "web", Client: "198.18.0.1", Backend: "198.18.2.1:8080", Limit: 5},
-			ConnsQuery{VIP: "web", Client: "198.18.0.1", Backend: "198.18.2.1:8080", Limit: 5}, ""},
-		{"capped", ConnsQuery{Limit: MaxConnsLimit + 1}, ConnsQuery{Limit: MaxConnsLimit}, ""},
-		{"unknown VIP", ConnsQuery{VIP: "nope"}, ConnsQuery{VIP: "nope", Limit: DefaultConnsLimit}, "not found"},
+		{"no filter", api.ConnsQuery{}, api.ConnsQuery{Limit: api.DefaultConnsLimit}, ""},
+		{"filters", api.ConnsQuery{VIP: "web", Client: "198.18.0.1", Backend: "198.18.2.1:8080", Limit: 5},
+			api.ConnsQuery{VIP: "web", Client: "198.18.0.1", Backend: "198.18.2.1:8080", Limit: 5}, ""},
+		{"capped", api.ConnsQuery{Limit: api.MaxConnsLimit + 1}, api.ConnsQuery{Limit: api.MaxConnsLimit}, ""},
+		{"unknown VIP", api.ConnsQuery{VIP: "nope"}, api.ConnsQuery{VIP: "nope", Limit: api.DefaultConnsLimit}, "not found"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := FetchConns(context.Background(), addr, tc.q)
+			c, err := client.FetchConns(context.Background(), addr, tc.q)
 			if p.got != tc.want {
 				t.Errorf("server got %+v, want %+v", p.got, tc.want)
 			}
@@ -63,7 +65,7 @@ func TestConnsEndpoint(t *testing.T) {
 			}
 		})
 	}
-	if _, err := FetchConns(context.Background(), addr, ConnsQuery{Limit: -1}); err != nil {
+	if _, err := client.FetchConns(context.Background(), addr, api.ConnsQuery{Limit: -1}); err != nil {
 		t.Errorf("a negative limit is the default: %v", err)
 	}
 }
@@ -71,25 +73,7 @@ func TestConnsEndpoint(t *testing.T) {
 func TestConnsNotImplemented(t *testing.T) {
 	srv := httptest.NewServer(Handler(&fakeProvider{}, ReadOnly))
 	defer srv.Close()
-	if _, err := FetchConns(context.Background(), strings.TrimPrefix(srv.URL, "http://"), ConnsQuery{}); err == nil {
+	if _, err := client.FetchConns(context.Background(), strings.TrimPrefix(srv.URL, "http://"), api.ConnsQuery{}); err == nil {
 		t.Fatal("a provider without Conns listed connections")
-	}
-}
-
-func TestWriteConns(t *testing.T) {
-	p := &connsProvider{}
-	c, _ := p.Conns(context.Background(), ConnsQuery{Limit: 1})
-	var buf bytes.Buffer
-	if err := WriteConns(&buf, c); err != nil {
-		t.Fatal(err)
-	}
-	out := buf.String()
-	for _, want := range []string{
-		"PROTO", "tcp    198.18.0.1:40000  web 198.18.1.1:80  198.18.2.1:8080  Established  1h0m0s  3s",
-		"eligible", "198.18.2.9", "limit; more match",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
 	}
 }

@@ -1,9 +1,8 @@
-// Package admin is vipd's administration interface over HTTP, the client
-// side of `vipd status`, `top`, `where`, `conns`, `peers`, `drain`,
-// `reload` and the run-time overrides (`vipd weight`, `disable`,
-// `enable`), and the forgiving names
-// by which every command finds VIPs and backends (ResolveVIP,
-// ResolveBackend):
+// Package admin is vipd's administration server over HTTP: the admin
+// API's handlers, the Prometheus collector and the status page. The bodies
+// it serves and takes are package api's (admin/api); the vipd commands
+// reach it through package client (admin/client) and print its answers
+// themselves (cmd/vipd):
 //
 //	GET  /           the status page: HTML rendered from /v1/state, reloading
 //	                 itself, no script or external asset
@@ -16,6 +15,8 @@
 //	GET  /v1/conns   ?vip=&client=&backend=&limit=: the pinned flows
 //	GET  /healthz    200 while the daemon's workers run
 //	POST /v1/drain   {"vip": NAME, "backend": "ADDR:PORT", "drain": true|false}
+//	POST /v1/drain-box {"undo": false|true}: withdraw every BGP route, or
+//	                 announce them again
 //	POST /v1/override {"vip": NAME, "backend": "ADDR:PORT"} and one of
 //	                 "weight": N, "reset_weight": true, "disabled": true|false
 //	POST /v1/reload  reload the file; answers what changed or every error
@@ -33,5 +34,8 @@
 // or a name in [admin] allowed_hosts (HostCheck; else 421), so that a page
 // whose name is rebound to 127.0.0.1 cannot read it either.
 //
-// The daemon implements Provider; this package knows nothing of packets.
+// The daemon implements Provider. The handlers answer with api's types
+// only; the server alone knows the data plane's: /metrics reads its
+// counters (Metrics), and WireConntrack turns the connection table's
+// stats into /v1/state's.
 package admin

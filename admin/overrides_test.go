@@ -8,30 +8,33 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 )
 
 // overrideProvider is a fakeProvider that takes overrides: VIP "web" has
 // one backend, 198.18.1.11:8080; its file disables 198.18.1.12:8080.
 type overrideProvider struct {
 	fakeProvider
-	got []OverrideRequest
+	got []api.OverrideRequest
 }
 
-func (p *overrideProvider) SetOverride(req OverrideRequest) (*OverrideAnswer, error) {
+func (p *overrideProvider) SetOverride(req api.OverrideRequest) (*api.OverrideAnswer, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
 	case req.VIP != "web":
-		return nil, fmt.Errorf("no VIP %q: %w", req.VIP, ErrNotFound)
+		return nil, fmt.Errorf("no VIP %q: %w", req.VIP, api.ErrNotFound)
 	case req.Backend == "198.18.1.12:8080":
-		return nil, fmt.Errorf("the file disables it: %w", ErrConflict)
+		return nil, fmt.Errorf("the file disables it: %w", api.ErrConflict)
 	case req.Weight != nil && *req.Weight > 1000:
-		return nil, fmt.Errorf("weight %d: %w", *req.Weight, ErrInvalid)
+		return nil, fmt.Errorf("weight %d: %w", *req.Weight, api.ErrInvalid)
 	}
 	p.got = append(p.got, req)
-	ans := &OverrideAnswer{VIP: "web", Backend: "198.18.1.11:8080", FileWeight: 1, FileState: "active"}
+	ans := &api.OverrideAnswer{VIP: "web", Backend: "198.18.1.11:8080", FileWeight: 1, FileState: "active"}
 	if req.Weight != nil {
-		ans.Override = &Override{Weight: req.Weight, Since: time.Now()}
+		ans.Override = &api.Override{Weight: req.Weight, Since: time.Now()}
 	}
 	return ans, nil
 }
@@ -94,37 +97,11 @@ func TestSetOverrideClient(t *testing.T) {
 	go srv.Serve(ln)
 	defer srv.Close()
 	w := uint32(7)
-	ans, err := SetOverride(t.Context(), sock, OverrideRequest{VIP: "web", Backend: "198.18.1.11", Weight: &w})
+	ans, err := client.SetOverride(t.Context(), sock, api.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Weight: &w})
 	if err != nil || ans.Backend != "198.18.1.11:8080" || ans.Override == nil || *ans.Override.Weight != 7 {
 		t.Fatalf("%+v %v", ans, err)
 	}
-	if _, err := SetOverride(t.Context(), sock, OverrideRequest{VIP: "db", Backend: "198.18.1.11", Weight: &w}); err == nil || !strings.Contains(err.Error(), `no VIP "db"`) {
+	if _, err := client.SetOverride(t.Context(), sock, api.OverrideRequest{VIP: "db", Backend: "198.18.1.11", Weight: &w}); err == nil || !strings.Contains(err.Error(), `no VIP "db"`) {
 		t.Errorf("unknown VIP: %v", err)
-	}
-}
-
-// TestWriteStatusOverrides: vipd status marks an overridden backend and
-// explains the mark once, under the table; without overrides, nothing.
-func TestWriteStatusOverrides(t *testing.T) {
-	w := uint32(5)
-	st := &State{VIPs: []VIPState{{Name: "web", Address: "198.18.0.100", Port: 80, Protocol: "tcp", Mode: "nat", Backends: []BackendState{
-		{Address: "198.18.1.11", Port: 8080, Weight: 1, Forwarding: "up", Override: &Override{Weight: &w}},
-		{Address: "198.18.1.12", Port: 8080, Weight: 1, Forwarding: "down", Override: &Override{Disabled: true}},
-		{Address: "198.18.1.13", Port: 8080, Weight: 1, Forwarding: "up"},
-	}}}}
-	var out strings.Builder
-	if err := WriteStatus(&out, st); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{"up(weight 5*)", "down(disabled*)", "* 2 run-time overrides in force over the file", "vipd weight -reset"} {
-		if !strings.Contains(out.String(), s) {
-			t.Errorf("status lacks %q:\n%s", s, out.String())
-		}
-	}
-	st.VIPs[0].Backends = st.VIPs[0].Backends[2:]
-	out.Reset()
-	WriteStatus(&out, st)
-	if strings.Contains(out.String(), "*") {
-		t.Errorf("a mark without overrides:\n%s", out.String())
 	}
 }

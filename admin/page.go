@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vipd/vipd/admin/api"
 )
 
 //go:embed page.html
@@ -19,13 +21,13 @@ var pageHTML string
 // the context it lands in (text, attribute, URL): a VIP named
 // "<script>" shows as text.
 var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
-	"hostport":      hostPort,
+	"hostport":      api.HostPort,
 	"num":           groupDigits,
 	"bytes":         humanBytes,
 	"age":           age,
 	"weight":        func(f float64) string { return strconv.FormatFloat(f, 'g', 4, 64) },
 	"announceClass": announceClass,
-	"quicFlag":      quicFlag,
+	"quicFlag":      (*api.QUICLBState).Summary,
 	"rate":          rate,
 	"byteRate":      func(f float64) string { return humanBytes(uint64(max(f, 0))) + "/s" },
 	"pct":           func(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" },
@@ -35,10 +37,11 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 // ?refresh=N changes it, 0 turns it off.
 const pageRefresh = 2
 
-// pageData is what page.html renders: the State of /v1/state (embedded,
-// so a field added to State is there too) and the page's own values.
+// pageData is what page.html renders: the api.State of /v1/state
+// (embedded, so a field added to it is there too) and the page's own
+// values.
 type pageData struct {
-	*State
+	*api.State
 	Now     time.Time // when the page was rendered, UTC
 	Refresh int       // seconds between reloads, 0: none
 }

@@ -1,52 +1,11 @@
 package admin
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
-	"strings"
-	"time"
+
+	"github.com/vipd/vipd/admin/api"
 )
-
-// ReloadResult is the answer of POST /v1/reload: what the reload changed,
-// or every reason it was refused (then the running configuration stays).
-type ReloadResult struct {
-	OK   bool   `json:"ok"`
-	File string `json:"file"`
-	// What an applied reload changed.
-	VIPsAdded       []string     `json:"vips_added,omitempty"`
-	VIPsRemoved     []string     `json:"vips_removed,omitempty"`
-	BackendsAdded   []BackendRef `json:"backends_added,omitempty"`
-	BackendsRemoved []BackendRef `json:"backends_removed,omitempty"`
-	Reweighted      []Reweight   `json:"reweighted,omitempty"`
-	// Changed are the other keys that differ, each as
-	// `[table] key changed (old → new)`.
-	Changed []string `json:"changed,omitempty"`
-	// Errors, of a refused reload, one entry each: "file:line: key:
-	// message" for the file's errors, `[table] key changed (old → new):
-	// needs a restart` for a key a reload cannot apply.
-	Errors []string `json:"errors,omitempty"`
-	// Warnings about the new file (legal but questionable settings).
-	Warnings []string `json:"warnings,omitempty"`
-}
-
-// BackendRef names a backend of a VIP: Backend is "addr:port", or
-// "addr" for one that keeps the client's port.
-type BackendRef struct {
-	VIP     string `json:"vip"`
-	Backend string `json:"backend"`
-}
-
-// Reweight is a backend whose configured weight a reload changed.
-type Reweight struct {
-	BackendRef
-	Old uint32 `json:"old"`
-	New uint32 `json:"new"`
-}
 
 // Reloader is a Provider that reloads its configuration file on request
 // (POST /v1/reload, on the admin socket only).
@@ -54,7 +13,7 @@ type Reloader interface {
 	// ReloadConfig reads the file again and applies it, or refuses it
 	// (OK false). The error is for a reload that could not be tried at
 	// all (vipd not running).
-	ReloadConfig() (*ReloadResult, error)
+	ReloadConfig() (*api.ReloadResult, error)
 }
 
 // handleReload serves POST /v1/reload: 200 with the result when the
@@ -84,81 +43,4 @@ func handleReload(p Provider) http.Handler {
 // refuseReload answers POST /v1/reload on a read-only listener.
 func refuseReload(w http.ResponseWriter, _ *http.Request) {
 	http.Error(w, "this listener is read-only: reloads are served on vipd's admin socket ([admin] socket) only; use `vipd reload` as root", http.StatusForbidden)
-}
-
-// Reload asks vipd, through its admin socket, to reload its configuration
-// file. A refused reload is a result with OK false, not an error.
-func Reload(ctx context.Context, socket string) (*ReloadResult, error) {
-	// A reload that arrives while vipd starts waits for the start.
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://vipd/v1/reload", bytes.NewReader([]byte("{}")))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := SocketClient(socket).Do(req)
-	if err != nil {
-		return nil, SocketError(socket, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusUnprocessableEntity {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, errors.New(strings.TrimSpace(string(b)))
-	}
-	var res ReloadResult
-	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
-		return nil, fmt.Errorf("admin socket %s: bad reload answer: %w", socket, err)
-	}
-	return &res, nil
-}
-
-// WriteReload prints what a reload changed, one line each, or, refused,
-// every reason.
-func WriteReload(w io.Writer, r *ReloadResult) {
-	if !r.OK {
-		fmt.Fprintf(w, "reload of %s refused: the running configuration stays\n", r.File)
-		for _, e := range r.Errors {
-			fmt.Fprintf(w, "  %s\n", e)
-		}
-		return
-	}
-	n := len(r.VIPsAdded) + len(r.VIPsRemoved) + len(r.BackendsAdded) + len(r.BackendsRemoved) + len(r.Reweighted) + len(r.Changed)
-	if n == 0 {
-		fmt.Fprintf(w, "reloaded %s: nothing changed\n", r.File)
-		return
-	}
-	fmt.Fprintf(w, "reloaded %s:\n", r.File)
-	for _, v := range r.VIPsAdded {
-		fmt.Fprintf(w, "  + vip %q\n", v)
-	}
-	for _, v := range r.VIPsRemoved {
-		fmt.Fprintf(w, "  - vip %q\n", v)
-	}
-	for _, b := range r.BackendsAdded {
-		fmt.Fprintf(w, "  + backend %s of vip %q\n", b.Backend, b.VIP)
-	}
-	for _, b := range r.BackendsRemoved {
-		fmt.Fprintf(w, "  - backend %s of vip %q\n", b.Backend, b.VIP)
-	}
-	for _, rw := range r.Reweighted {
-		fmt.Fprintf(w, "  ~ backend %s of vip %q weight %d → %d\n", rw.Backend, rw.VIP, rw.Old, rw.New)
-	}
-	for _, c := range r.Changed {
-		fmt.Fprintf(w, "  ~ %s\n", c)
-	}
-}
-
-// writeConfigNotice adds to status a line when the file on disk is not
-// what runs, and the last reload's errors when it failed.
-func writeConfigNotice(w io.Writer, st *State) {
-	if st.ConfigDiffers {
-		fmt.Fprintf(w, "config %s on disk differs from the running configuration: `vipd reload` applies it\n", st.ConfigFile)
-	}
-	if st.ConfigError != "" {
-		fmt.Fprintln(w, "the last reload failed (the running configuration stays):")
-		for l := range strings.Lines(st.ConfigError) {
-			fmt.Fprintf(w, "  %s\n", strings.TrimRight(l, "\n"))
-		}
-	}
 }

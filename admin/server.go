@@ -13,11 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/vipd/vipd/admin/api"
 )
-
-// ErrNotFound is returned by Provider.SetDrain for an unknown VIP or
-// backend; the handler answers 404.
-var ErrNotFound = errors.New("not found")
 
 // Access is what the callers of a listener may do.
 type Access int
@@ -35,16 +32,17 @@ const (
 )
 
 // httpError answers a change that failed with err, its status by the
-// sentinel err wraps: 404 ErrNotFound, 409 ErrConflict and ErrNoBGP (the
-// file or the setup decides, not the request), 400 ErrInvalid, else 500.
+// sentinel err wraps: 404 api.ErrNotFound, 409 api.ErrConflict and
+// api.ErrNoBGP (the file or the setup decides, not the request), 400
+// api.ErrInvalid, else 500.
 func httpError(w http.ResponseWriter, err error) {
 	code := http.StatusInternalServerError
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, api.ErrNotFound):
 		code = http.StatusNotFound
-	case errors.Is(err, ErrConflict), errors.Is(err, ErrNoBGP):
+	case errors.Is(err, api.ErrConflict), errors.Is(err, api.ErrNoBGP):
 		code = http.StatusConflict
-	case errors.Is(err, ErrInvalid):
+	case errors.Is(err, api.ErrInvalid):
 		code = http.StatusBadRequest
 	}
 	http.Error(w, err.Error(), code)
@@ -96,7 +94,7 @@ func Handler(p Provider, access Access, extra ...prometheus.Collector) http.Hand
 		ans, err := p.Where(q.Get("vip"), q.Get("client"), port)
 		if err != nil {
 			code := http.StatusBadRequest
-			if errors.Is(err, ErrNotFound) {
+			if errors.Is(err, api.ErrNotFound) {
 				code = http.StatusNotFound
 			}
 			http.Error(w, err.Error(), code)
@@ -118,7 +116,7 @@ func Handler(p Provider, access Access, extra ...prometheus.Collector) http.Hand
 		return ready(p, mux)
 	}
 	mux.Handle("POST /v1/drain", jsonOnly(func(w http.ResponseWriter, r *http.Request) {
-		var req DrainRequest
+		var req api.DrainRequest
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil || req.VIP == "" || req.Backend == "" || req.Drain == nil {
@@ -162,11 +160,4 @@ func jsonOnly(h http.HandlerFunc) http.Handler {
 		}
 		h(w, r)
 	})
-}
-
-// DrainRequest is the body of POST /v1/drain.
-type DrainRequest struct {
-	VIP     string `json:"vip"`
-	Backend string `json:"backend"`
-	Drain   *bool  `json:"drain"`
 }

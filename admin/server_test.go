@@ -13,13 +13,16 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 )
 
 // fakeProvider records drains; ready is what Ready returns.
 type fakeProvider struct {
 	mu     sync.Mutex
 	ready  error
-	drains []DrainRequest
+	drains []api.DrainRequest
 }
 
 func (f *fakeProvider) Ready() error {
@@ -28,19 +31,21 @@ func (f *fakeProvider) Ready() error {
 	return f.ready
 }
 
-func (f *fakeProvider) State(context.Context) (*State, error) { return &State{Version: "test"}, nil }
-func (f *fakeProvider) Metrics() *Metrics                     { return &Metrics{} }
-func (f *fakeProvider) Where(vip, client string, port uint16) (*WhereAnswer, error) {
-	return &WhereAnswer{VIP: vip, Client: client, Backend: "198.18.1.11:8080"}, nil
+func (f *fakeProvider) State(context.Context) (*api.State, error) {
+	return &api.State{Version: "test"}, nil
+}
+func (f *fakeProvider) Metrics() *Metrics { return &Metrics{} }
+func (f *fakeProvider) Where(vip, client string, port uint16) (*api.WhereAnswer, error) {
+	return &api.WhereAnswer{VIP: vip, Client: client, Backend: "198.18.1.11:8080"}, nil
 }
 
 func (f *fakeProvider) SetDrain(vip, backend string, drain bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if vip != "web" {
-		return ErrNotFound
+		return api.ErrNotFound
 	}
-	f.drains = append(f.drains, DrainRequest{VIP: vip, Backend: backend, Drain: &drain})
+	f.drains = append(f.drains, api.DrainRequest{VIP: vip, Backend: backend, Drain: &drain})
 	return nil
 }
 
@@ -137,16 +142,16 @@ func TestDrainClient(t *testing.T) {
 	go srv.Serve(ln)
 	defer srv.Close()
 	ctx := context.Background()
-	if err := Drain(ctx, path, "web", "198.18.1.11:8080", true); err != nil {
+	if err := client.Drain(ctx, path, "web", "198.18.1.11:8080", true); err != nil {
 		t.Fatalf("drain: %v", err)
 	}
 	if p.drained() != 1 || *p.drains[0].Drain != true || p.drains[0].Backend != "198.18.1.11:8080" {
 		t.Errorf("drains %+v", p.drains)
 	}
-	if err := Drain(ctx, path, "nope", "198.18.1.11:8080", false); err == nil || !strings.Contains(err.Error(), "not found") {
+	if err := client.Drain(ctx, path, "nope", "198.18.1.11:8080", false); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("drain of an unknown VIP: %v", err)
 	}
-	if err := Drain(ctx, filepath.Join(dir, "missing.sock"), "web", "b", true); err == nil || !strings.Contains(err.Error(), "is vipd running") {
+	if err := client.Drain(ctx, filepath.Join(dir, "missing.sock"), "web", "b", true); err == nil || !strings.Contains(err.Error(), "is vipd running") {
 		t.Errorf("drain without a socket: %v", err)
 	}
 	stale := filepath.Join(dir, "stale.sock")
@@ -156,16 +161,16 @@ func TestDrainClient(t *testing.T) {
 	}
 	sl.SetUnlinkOnClose(false)
 	sl.Close()
-	if err := Drain(ctx, stale, "web", "b", true); err == nil || !strings.Contains(err.Error(), "vipd is not running") {
+	if err := client.Drain(ctx, stale, "web", "b", true); err == nil || !strings.Contains(err.Error(), "vipd is not running") {
 		t.Errorf("drain on a stale socket: %v", err)
 	}
 	// Root cannot be refused by file permissions: the message is checked
 	// on the error a non-root user gets.
 	denied := &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.EACCES)}
-	if err := SocketError(path, denied); !strings.Contains(err.Error(), "permission denied") || !strings.Contains(err.Error(), "run this as root") {
+	if err := client.SocketError(path, denied); !strings.Contains(err.Error(), "permission denied") || !strings.Contains(err.Error(), "run this as root") {
 		t.Errorf("permission error: %v", err)
 	}
-	if err := SocketError(path, io.ErrUnexpectedEOF); !errors.Is(err, io.ErrUnexpectedEOF) {
+	if err := client.SocketError(path, io.ErrUnexpectedEOF); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("other errors are wrapped: %v", err)
 	}
 }

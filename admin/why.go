@@ -1,8 +1,6 @@
 package admin
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vipd/vipd/health"
 )
@@ -30,13 +28,4 @@ func collectChecks(m *Metrics, ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(dChecks, prometheus.CounterValue, float64(r.OK), l.VIP, l.Backend, "ok")
 		ch <- prometheus.MustNewConstMetric(dChecks, prometheus.CounterValue, float64(r.Fail), l.VIP, l.Backend, "fail")
 	}
-}
-
-// healthCell is a backend's health with how long it has held at now
-// ("down 3m12s"), the health alone before any check.
-func healthCell(b BackendState, now time.Time) string {
-	if b.StateSince.IsZero() {
-		return b.Health
-	}
-	return b.Health + " " + now.Sub(b.StateSince).Round(time.Second).String()
 }

@@ -12,7 +12,7 @@ import (
 
 	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/config"
 )
 
@@ -139,8 +139,8 @@ func TestStartNeedsIPv4RouterID(t *testing.T) {
 
 // TestStateNames: the speaker names the states as the metric labels do.
 func TestStateNames(t *testing.T) {
-	if !slices.Equal(stateNames, admin.BGPStates) {
-		t.Errorf("bgp %v, admin %v", stateNames, admin.BGPStates)
+	if !slices.Equal(stateNames, api.BGPStates) {
+		t.Errorf("bgp %v, admin %v", stateNames, api.BGPStates)
 	}
 }
 

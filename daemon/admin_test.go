@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/internal/testkit"
 )
 
@@ -52,7 +52,7 @@ var tcpClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}
 // socket file is gone.
 func TestAdmin503UntilWorkersRun(t *testing.T) {
 	td := newTestDaemon(t, testConfig, nil)
-	sock := admin.SocketClient(td.socket)
+	sock := client.SocketClient(td.socket)
 	opened, release := make(chan struct{}), make(chan struct{})
 	td.plat.onOpen = func() {
 		close(opened)
@@ -117,7 +117,7 @@ func TestAdminSocketOnlyChanges(t *testing.T) {
 	if fi.Mode().Type() != fs.ModeSocket || fi.Mode().Perm() != 0o600 {
 		t.Errorf("admin socket mode %v, want a socket with 0600", fi.Mode())
 	}
-	sock := admin.SocketClient(td.socket)
+	sock := client.SocketClient(td.socket)
 	tcp := "http://" + td.d.AdminAddr()
 	drained := func() bool {
 		st, err := td.d.State(context.Background())
@@ -190,7 +190,7 @@ func TestAdminSocketStartStop(t *testing.T) {
 		ln.Close() // as a crash leaves it: the file, and nobody behind it
 		td.run()
 		td.waitRunning()
-		if code, _ := do(t, admin.SocketClient(td.socket), "GET", "http://vipd/healthz", "", ""); code != http.StatusOK {
+		if code, _ := do(t, client.SocketClient(td.socket), "GET", "http://vipd/healthz", "", ""); code != http.StatusOK {
 			t.Errorf("/healthz on the replaced socket answered %d", code)
 		}
 		if fi, err := os.Lstat(td.socket); err != nil || fi.Mode().Perm() != 0o600 {
@@ -413,7 +413,7 @@ func TestAdminPprof(t *testing.T) {
 				src = strings.Replace(src, "socket = \"@SOCKET@\"\n", "socket = \"@SOCKET@\"\npprof = true\n", 1)
 			}
 			td := start(t, src)
-			sock := admin.SocketClient(td.socket)
+			sock := client.SocketClient(td.socket)
 			for _, path := range []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=1"} {
 				if code, body := do(t, sock, "GET", "http://vipd"+path, "", ""); code != tt.socketCode || (code == 200 && !strings.Contains(body, "goroutine")) {
 					t.Errorf("socket: GET %s answered %d, want %d", path, code, tt.socketCode)
@@ -516,7 +516,7 @@ func TestAdminHostCheck(t *testing.T) {
 	if got := refusedHosts(t, tcpClient, "http://"+addr); got != strconv.Itoa(refused) {
 		t.Errorf("the TCP listener's /metrics counts %s refused, want %d", got, refused)
 	}
-	sock := admin.SocketClient(td.socket)
+	sock := client.SocketClient(td.socket)
 	if got := refusedHosts(t, sock, "http://vipd"); got != strconv.Itoa(refused) {
 		t.Errorf("the socket's /metrics counts %s refused, want %d", got, refused)
 	}
@@ -535,7 +535,7 @@ func TestAdminHostCheck(t *testing.T) {
 			t.Errorf("the socket answered %s for Host %q", resp.Status, host)
 		}
 	}
-	if err := admin.Drain(context.Background(), td.socket, "web", "198.18.1.11:8080", true); err != nil {
+	if err := client.Drain(context.Background(), td.socket, "web", "198.18.1.11:8080", true); err != nil {
 		t.Errorf("a drain on the socket: %v", err)
 	}
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/bgp"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/dataplane"
@@ -193,11 +194,11 @@ func (d *Daemon) backendsUpLocked(i int) int {
 // DrainBox implements admin.BoxDrainer: it withdraws every route (undo:
 // announces again) and reports drained once the linger time is over; the
 // box forwards all the while.
-func (d *Daemon) DrainBox(undo bool) (*admin.BoxDrainAnswer, error) {
+func (d *Daemon) DrainBox(undo bool) (*api.BoxDrainAnswer, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.box.speaker == nil {
-		return nil, admin.ErrNoBGP
+		return nil, api.ErrNoBGP
 	}
 	if !d.servingLocked() {
 		return nil, ErrNotRunning
@@ -239,8 +240,8 @@ func (d *Daemon) startLameDuckLocked(why string) {
 }
 
 // +checklocks:d.mu
-func (d *Daemon) boxAnswerLocked() *admin.BoxDrainAnswer {
-	a := &admin.BoxDrainAnswer{Box: d.boxNameLocked()}
+func (d *Daemon) boxAnswerLocked() *api.BoxDrainAnswer {
+	a := &api.BoxDrainAnswer{Box: d.boxNameLocked()}
 	if d.box.draining {
 		a.LingerUntil = d.box.lingerUntil
 	}
@@ -251,11 +252,11 @@ func (d *Daemon) boxAnswerLocked() *admin.BoxDrainAnswer {
 func (d *Daemon) boxNameLocked() string {
 	switch {
 	case !d.box.draining:
-		return admin.BoxAnnouncing
+		return api.BoxAnnouncing
 	case time.Now().Before(d.box.lingerUntil):
-		return admin.BoxDraining
+		return api.BoxDraining
 	}
-	return admin.BoxDrained
+	return api.BoxDrained
 }
 
 // LameDuck withdraws everything (if [bgp] is configured and drain_on_stop
@@ -278,16 +279,16 @@ func (d *Daemon) LameDuck() <-chan struct{} {
 // bgpStateLocked is the speaker's part of State.
 //
 // +checklocks:d.mu
-func (d *Daemon) bgpStateLocked(peers []bgp.PeerStatus) *admin.BGPState {
+func (d *Daemon) bgpStateLocked(peers []bgp.PeerStatus) *api.BGPState {
 	if d.box.speaker == nil {
 		return nil
 	}
-	st := &admin.BGPState{ASN: d.cfg.BGP.ASN, RouterID: d.box.routerID.String(), Box: d.boxNameLocked()}
+	st := &api.BGPState{ASN: d.cfg.BGP.ASN, RouterID: d.box.routerID.String(), Box: d.boxNameLocked()}
 	if d.box.draining {
 		st.LingerUntil = d.box.lingerUntil
 	}
 	for _, p := range peers {
-		st.Peers = append(st.Peers, admin.BGPPeerState{
+		st.Peers = append(st.Peers, api.BGPPeerState{
 			Address: p.Address.String(), ASN: p.ASN, State: p.State, Since: p.Since, LastError: p.LastError,
 		})
 	}

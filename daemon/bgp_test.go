@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/health"
 	"github.com/vipd/vipd/internal/testkit"
@@ -117,13 +117,13 @@ func TestBGPAnnounce(t *testing.T) {
 		{"back up", func() { fp.set("198.18.1.11", health.Result{OK: true}) }, isAnnounced, "announced"},
 		{"drain-box", func() {
 			ans, err := td.d.DrainBox(false)
-			if err != nil || ans.Box != admin.BoxDraining {
+			if err != nil || ans.Box != api.BoxDraining {
 				t.Fatalf("DrainBox: %+v, %v; want draining", ans, err)
 			}
 		}, isWithdrawn, "withdrawn: the box is drained"},
 		{"drained after the linger", func() {}, func() bool {
 			ans, _ := td.d.DrainBox(false) // idempotent
-			return ans.Box == admin.BoxDrained
+			return ans.Box == api.BoxDrained
 		}, "withdrawn: the box is drained"},
 		{"drain-box undone", func() {
 			if _, err := td.d.DrainBox(true); err != nil {
@@ -131,12 +131,12 @@ func TestBGPAnnounce(t *testing.T) {
 			}
 		}, isAnnounced, "announced"},
 		{"standby", func() {
-			if ans, err := td.d.SetRole(admin.RoleStandby); err != nil || ans.Routes != "every VIP withdrawn (standby)" {
+			if ans, err := td.d.SetRole(api.RoleStandby); err != nil || ans.Routes != "every VIP withdrawn (standby)" {
 				t.Fatalf("SetRole(standby): %+v, %v", ans, err)
 			}
 		}, func() bool { return isWithdrawn() && len(td.plat.lastNeighborVIPs()) == 0 }, "withdrawn: the box is standby"},
 		{"active", func() {
-			if _, err := td.d.SetRole(admin.RoleActive); err != nil {
+			if _, err := td.d.SetRole(api.RoleActive); err != nil {
 				t.Fatal(err)
 			}
 		}, func() bool { return isAnnounced() && len(td.plat.lastNeighborVIPs()) == 1 }, "announced"},
@@ -157,7 +157,7 @@ func TestBGPAnnounce(t *testing.T) {
 		t.Errorf("the peer refuses, yet its session is %s", p.State)
 	}
 	st, err := td.d.State(context.Background())
-	if err != nil || st.BGP == nil || st.BGP.RouterID != "198.18.1.1" || len(st.BGP.Peers) != 1 || st.BGP.Box != admin.BoxAnnouncing {
+	if err != nil || st.BGP == nil || st.BGP.RouterID != "198.18.1.1" || len(st.BGP.Peers) != 1 || st.BGP.Box != api.BoxAnnouncing {
 		t.Fatalf("State's BGP: %+v, %v", st.BGP, err)
 	}
 
@@ -203,7 +203,7 @@ func TestNoBGP(t *testing.T) {
 	if err != nil || st.BGP != nil || st.VIPs[0].Announce != "" {
 		t.Errorf("State without [bgp]: %+v, %v", st.BGP, err)
 	}
-	if _, err := td.d.DrainBox(false); err != admin.ErrNoBGP {
+	if _, err := td.d.DrainBox(false); err != api.ErrNoBGP {
 		t.Errorf("DrainBox without [bgp]: %v, want ErrNoBGP", err)
 	}
 	if td.d.LameDuck() != nil || td.d.Metrics().BGP != nil {

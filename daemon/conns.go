@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/dataplane"
 )
@@ -29,7 +29,7 @@ type connVIP struct {
 // than the limit per worker. It is not a snapshot: a flow shows its state
 // as of the step that copied it (a few ms old), and flows created or
 // removed during the listing may be missed or shown.
-func (d *Daemon) Conns(ctx context.Context, q admin.ConnsQuery) (*admin.Conns, error) {
+func (d *Daemon) Conns(ctx context.Context, q api.ConnsQuery) (*api.Conns, error) {
 	d.mu.Lock()
 	if !d.servingLocked() || d.spec == nil {
 		d.mu.Unlock()
@@ -80,15 +80,15 @@ func (d *Daemon) Conns(ctx context.Context, q admin.ConnsQuery) (*admin.Conns, e
 		return nil, err
 	}
 	if q.Backend != "" && len(keepRef) == 0 {
-		return nil, fmt.Errorf("no backend %s: %w", q.Backend, admin.ErrNotFound)
+		return nil, fmt.Errorf("no backend %s: %w", q.Backend, api.ErrNotFound)
 	}
-	limit := admin.ConnsLimit(q.Limit)
+	limit := api.ConnsLimit(q.Limit)
 	keep := connFilter(keepVIP, vipPort, q.VIP != "", cl, clPort, keepRef, q.Backend != "")
 	flows, nows, err := listFlows(ctx, workers, keep, limit+1)
 	if err != nil {
 		return nil, err
 	}
-	ans := &admin.Conns{Limit: limit, Conns: []admin.Conn{}}
+	ans := &api.Conns{Limit: limit, Conns: []api.Conn{}}
 	snap := d.snaps.Load()
 	for i, fs := range flows {
 		for j := range fs {
@@ -125,7 +125,7 @@ func matchVIP(spec *dataplane.Spec, name string, ids map[uint16]bool) (int, erro
 	}
 	a, port, err := parseAddrMaybePort(name)
 	if err != nil {
-		return -1, fmt.Errorf("no VIP %q: %w", name, admin.ErrNotFound)
+		return -1, fmt.Errorf("no VIP %q: %w", name, api.ErrNotFound)
 	}
 	for _, v := range spec.VIPs {
 		if v.Addr == a.Unmap() && (port < 0 || v.Port == 0 || int(v.Port) == port) {
@@ -133,7 +133,7 @@ func matchVIP(spec *dataplane.Spec, name string, ids map[uint16]bool) (int, erro
 		}
 	}
 	if len(ids) == 0 {
-		return -1, fmt.Errorf("no VIP %q: %w", name, admin.ErrNotFound)
+		return -1, fmt.Errorf("no VIP %q: %w", name, api.ErrNotFound)
 	}
 	return port, nil
 }
@@ -202,11 +202,11 @@ func listFlows(ctx context.Context, workers []*dataplane.Worker, keep func(*conn
 
 // describeConn turns a listed flow into what `vipd conns` shows.
 func describeConn(f *conntrack.Flow, now conntrack.Tick, vips map[uint16]connVIP, backends map[uint32]string,
-	fast bool, snap *dataplane.Snapshot) admin.Conn {
+	fast bool, snap *dataplane.Snapshot) api.Conn {
 	k := &f.Key
 	client := netip.AddrPortFrom(k.SrcAddr(), k.SrcPort)
 	v := vips[k.VIP]
-	c := admin.Conn{
+	c := api.Conn{
 		Protocol: protoName(k.Proto), Client: client.String(), VIP: v.name,
 		VIPAddress: netip.AddrPortFrom(v.addr, k.DstPort).String(), State: f.State.String(),
 		Backend: "?", FastPath: "off",

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/internal/testkit"
 )
 
@@ -22,7 +22,7 @@ func TestConns(t *testing.T) {
 		td.send(syn(t, "198.18.0.101", p, "S"))
 	}
 	ctx := context.Background()
-	list := func(q admin.ConnsQuery) *admin.Conns {
+	list := func(q api.ConnsQuery) *api.Conns {
 		t.Helper()
 		c, err := td.d.Conns(ctx, q)
 		if err != nil {
@@ -30,8 +30,8 @@ func TestConns(t *testing.T) {
 		}
 		return c
 	}
-	testkit.Eventually(t, testkit.Patience, "14 flows listed", func() bool { return len(list(admin.ConnsQuery{}).Conns) == 14 })
-	all := list(admin.ConnsQuery{})
+	testkit.Eventually(t, testkit.Patience, "14 flows listed", func() bool { return len(list(api.ConnsQuery{}).Conns) == 14 })
+	all := list(api.ConnsQuery{})
 	perBackend := map[string]int{}
 	for _, c := range all.Conns {
 		if c.Protocol != "tcp" || !strings.HasPrefix(c.Client, "198.18.0.1:") || c.State != "SynSent" || c.FastPath != "off" || c.AgeSeconds < c.IdleSeconds {
@@ -43,17 +43,17 @@ func TestConns(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		q    admin.ConnsQuery
+		q    api.ConnsQuery
 		want int
 	}{
-		{"vip by name", admin.ConnsQuery{VIP: "web"}, 10},
-		{"vip by address", admin.ConnsQuery{VIP: "198.18.0.101"}, 4},
-		{"vip by address:port", admin.ConnsQuery{VIP: "198.18.0.101:80"}, 4},
-		{"client", admin.ConnsQuery{Client: "198.18.0.1"}, 14},
-		{"client:port", admin.ConnsQuery{Client: "198.18.0.1:7003"}, 1},
-		{"other client", admin.ConnsQuery{Client: "198.18.0.2"}, 0},
-		{"backend", admin.ConnsQuery{VIP: "web", Backend: "198.18.1.12:8080"}, perBackend["198.18.1.12:8080"]},
-		{"limit", admin.ConnsQuery{Limit: 3}, 3},
+		{"vip by name", api.ConnsQuery{VIP: "web"}, 10},
+		{"vip by address", api.ConnsQuery{VIP: "198.18.0.101"}, 4},
+		{"vip by address:port", api.ConnsQuery{VIP: "198.18.0.101:80"}, 4},
+		{"client", api.ConnsQuery{Client: "198.18.0.1"}, 14},
+		{"client:port", api.ConnsQuery{Client: "198.18.0.1:7003"}, 1},
+		{"other client", api.ConnsQuery{Client: "198.18.0.2"}, 0},
+		{"backend", api.ConnsQuery{VIP: "web", Backend: "198.18.1.12:8080"}, perBackend["198.18.1.12:8080"]},
+		{"limit", api.ConnsQuery{Limit: 3}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := list(tc.q)
@@ -65,12 +65,12 @@ func TestConns(t *testing.T) {
 			}
 		})
 	}
-	for _, q := range []admin.ConnsQuery{{VIP: "nope"}, {VIP: "198.18.0.101:81"}, {Backend: "198.18.9.9"}} {
-		if _, err := td.d.Conns(ctx, q); !errors.Is(err, admin.ErrNotFound) {
+	for _, q := range []api.ConnsQuery{{VIP: "nope"}, {VIP: "198.18.0.101:81"}, {Backend: "198.18.9.9"}} {
+		if _, err := td.d.Conns(ctx, q); !errors.Is(err, api.ErrNotFound) {
 			t.Errorf("Conns(%+v): %v, want not found", q, err)
 		}
 	}
-	if _, err := td.d.Conns(ctx, admin.ConnsQuery{Client: "x"}); err == nil {
+	if _, err := td.d.Conns(ctx, api.ConnsQuery{Client: "x"}); err == nil {
 		t.Error("a bad client address was taken")
 	}
 	url := "http://" + td.d.AdminAddr() + "/v1/conns?vip=web&limit=2"

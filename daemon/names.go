@@ -1,20 +1,20 @@
 package daemon
 
 import (
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/config"
 )
 
 // ResolveVIP returns the VIP of cfg that q names, by the forgiving rules
-// of admin.ResolveVIP (its name, ADDR:PORT[/PROTO], or an unambiguous
-// address); an unknown or ambiguous name is an *admin.NameError that
+// of api.ResolveVIP (its name, ADDR:PORT[/PROTO], or an unambiguous
+// address); an unknown or ambiguous name is an *api.NameError that
 // lists the candidates.
 func ResolveVIP(cfg *config.Config, q string) (*config.VIP, error) {
-	names := make([]admin.VIPName, len(cfg.VIPs))
+	names := make([]api.VIPName, len(cfg.VIPs))
 	for i := range cfg.VIPs {
 		names[i] = vipName(&cfg.VIPs[i])
 	}
-	i, err := admin.ResolveVIP(names, q)
+	i, err := api.ResolveVIP(names, q)
 	if err != nil {
 		return nil, err
 	}
@@ -22,25 +22,25 @@ func ResolveVIP(cfg *config.Config, q string) (*config.VIP, error) {
 }
 
 // ResolveBackend returns the backend of v that q names, by the rules of
-// admin.ResolveBackend (ADDR:PORT, or ADDR when its port is unambiguous).
+// api.ResolveBackend (ADDR:PORT, or ADDR when its port is unambiguous).
 func ResolveBackend(v *config.VIP, q string) (*config.Backend, error) {
-	names := make([]admin.BackendName, len(v.Backends))
+	names := make([]api.BackendName, len(v.Backends))
 	for i := range v.Backends {
-		names[i] = admin.BackendName{Addr: v.Backends[i].Address, Port: v.Backends[i].Port}
+		names[i] = api.BackendName{Addr: v.Backends[i].Address, Port: v.Backends[i].Port}
 	}
-	i, err := admin.ResolveBackend(vipName(v), names, q)
+	i, err := api.ResolveBackend(vipName(v), names, q)
 	if err != nil {
 		return nil, err
 	}
 	return &v.Backends[i], nil
 }
 
-func vipName(v *config.VIP) admin.VIPName {
-	return admin.VIPName{Name: v.Name, Addr: v.Address, Port: v.Port, Proto: string(v.Protocol)}
+func vipName(v *config.VIP) api.VIPName {
+	return api.VIPName{Name: v.Name, Addr: v.Address, Port: v.Port, Proto: string(v.Protocol)}
 }
 
 // backendLabel names b as the admin API shows it: ADDR:PORT, or ADDR
 // when its port is 0.
 func backendLabel(b *config.Backend) string {
-	return admin.BackendName{Addr: b.Address, Port: b.Port}.String()
+	return api.BackendName{Addr: b.Address, Port: b.Port}.String()
 }

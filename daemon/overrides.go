@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/control"
 )
@@ -47,11 +47,11 @@ func (o override) apply(st *control.Status) {
 }
 
 // admin returns o as the admin API shows it; nil for none.
-func (o override) admin() *admin.Override {
+func (o override) admin() *api.Override {
 	if !o.active() {
 		return nil
 	}
-	ao := &admin.Override{Disabled: o.disabled, Since: o.since}
+	ao := &api.Override{Disabled: o.disabled, Since: o.since}
 	if o.reweighted {
 		w := o.weight
 		ao.Weight = &w
@@ -74,9 +74,9 @@ func (o override) attrs() []any {
 // SetOverride implements admin.Overrider. It answers once the change is
 // in force and the state file holds it (or its write failed, or takes
 // longer than stateWaitRequest), waiting for the disk without d.mu.
-func (d *Daemon) SetOverride(req admin.OverrideRequest) (*admin.OverrideAnswer, error) {
+func (d *Daemon) SetOverride(req api.OverrideRequest) (*api.OverrideAnswer, error) {
 	if req.Weight != nil && *req.Weight > config.MaxWeight {
-		return nil, fmt.Errorf("weight %d: want 0 to %d (0 takes no new flows): %w", *req.Weight, config.MaxWeight, admin.ErrInvalid)
+		return nil, fmt.Errorf("weight %d: want 0 to %d (0 takes no new flows): %w", *req.Weight, config.MaxWeight, api.ErrInvalid)
 	}
 	d.mu.Lock()
 	ans, saved, err := d.setOverrideLocked(req)
@@ -97,7 +97,7 @@ func (d *Daemon) SetOverride(req admin.OverrideRequest) (*admin.OverrideAnswer, 
 // queued for the state file (0: none).
 //
 // +checklocks:d.mu
-func (d *Daemon) setOverrideLocked(req admin.OverrideRequest) (ans *admin.OverrideAnswer, saved uint64, err error) {
+func (d *Daemon) setOverrideLocked(req api.OverrideRequest) (ans *api.OverrideAnswer, saved uint64, err error) {
 	if !d.servingLocked() {
 		return nil, 0, ErrNotRunning
 	}
@@ -108,7 +108,7 @@ func (d *Daemon) setOverrideLocked(req admin.OverrideRequest) (ans *admin.Overri
 	ref := d.reg.Ref(control.BackendKey(v, b))
 	was := d.overrides[ref]
 	o := was
-	ans = &admin.OverrideAnswer{VIP: v.Name, Backend: backendLabel(b), FileWeight: b.Weight, FileState: string(b.State)}
+	ans = &api.OverrideAnswer{VIP: v.Name, Backend: backendLabel(b), FileWeight: b.Weight, FileState: string(b.State)}
 	switch {
 	case req.Weight != nil:
 		o.weight, o.reweighted = *req.Weight, true
@@ -123,7 +123,7 @@ func (d *Daemon) setOverrideLocked(req admin.OverrideRequest) (ans *admin.Overri
 		switch {
 		case !o.disabled && b.State == config.StateDisabled:
 			return nil, 0, fmt.Errorf("VIP %q: backend %s is disabled by the file (state = \"disabled\"), not by vipd disable: set its state in the file and reload: %w",
-				v.Name, backendLabel(b), admin.ErrConflict)
+				v.Name, backendLabel(b), api.ErrConflict)
 		case !o.disabled:
 			ans.Note = "it was not disabled by vipd disable"
 		case b.State == config.StateDisabled:

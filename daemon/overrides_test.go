@@ -16,7 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/internal/testkit"
@@ -48,7 +49,7 @@ func (td *testDaemon) logTo() *logBuffer {
 }
 
 // backendState returns backend addr of VIP vip from /v1/state.
-func (td *testDaemon) backendState(vip, addr string) admin.BackendState {
+func (td *testDaemon) backendState(vip, addr string) api.BackendState {
 	td.t.Helper()
 	st, err := td.d.State(context.Background())
 	if err != nil {
@@ -65,7 +66,7 @@ func (td *testDaemon) backendState(vip, addr string) admin.BackendState {
 		}
 	}
 	td.t.Fatalf("no backend %s of %s in the state", addr, vip)
-	return admin.BackendState{}
+	return api.BackendState{}
 }
 
 // specBackend returns backend j of VIP i in the last published spec.
@@ -75,7 +76,7 @@ func (td *testDaemon) specBackend(i, j int) dataplane.BackendSpec {
 	return td.d.spec.VIPs[i].Backends[j]
 }
 
-func (td *testDaemon) override(req admin.OverrideRequest) *admin.OverrideAnswer {
+func (td *testDaemon) override(req api.OverrideRequest) *api.OverrideAnswer {
 	td.t.Helper()
 	ans, err := td.d.SetOverride(req)
 	if err != nil {
@@ -93,7 +94,7 @@ func flag(b bool) *bool       { return &b }
 func TestOverrides(t *testing.T) {
 	td := start(t, testConfig)
 	// A backend by its address alone: its port is unambiguous.
-	ans := td.override(admin.OverrideRequest{VIP: "web", Backend: "198.18.1.12", Weight: weight(5)})
+	ans := td.override(api.OverrideRequest{VIP: "web", Backend: "198.18.1.12", Weight: weight(5)})
 	if ans.VIP != "web" || ans.Backend != "198.18.1.12:8080" || ans.FileWeight != 1 || ans.FileState != "active" ||
 		ans.Override == nil || *ans.Override.Weight != 5 || ans.Override.Since.IsZero() {
 		t.Errorf("answer %+v", ans)
@@ -110,7 +111,7 @@ func TestOverrides(t *testing.T) {
 	}
 
 	// Disabled: no new flow goes there.
-	td.override(admin.OverrideRequest{VIP: "web", Backend: "198.18.1.11:8080", Disabled: flag(true)})
+	td.override(api.OverrideRequest{VIP: "web", Backend: "198.18.1.11:8080", Disabled: flag(true)})
 	if b := td.specBackend(0, 0); b.State != dataplane.BackendDown {
 		t.Errorf("spec after disable: %+v", b)
 	}
@@ -124,17 +125,17 @@ func TestOverrides(t *testing.T) {
 	}
 
 	// Weight 0: no new flows, like a drain; here the VIP's last one.
-	td.override(admin.OverrideRequest{VIP: "web", Backend: "198.18.1.12", Weight: weight(0)})
+	td.override(api.OverrideRequest{VIP: "web", Backend: "198.18.1.12", Weight: weight(0)})
 	if b := td.backendState("web", "198.18.1.12"); b.Forwarding != "draining" || b.MaglevWeight != 0 || *b.Override.Weight != 0 {
 		t.Errorf("state after weight 0: %+v", b)
 	}
 
 	// Undone: the file rules again.
-	ans = td.override(admin.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Disabled: flag(false)})
+	ans = td.override(api.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Disabled: flag(false)})
 	if ans.Override != nil || ans.Note != "" {
 		t.Errorf("enable: %+v", ans)
 	}
-	ans = td.override(admin.OverrideRequest{VIP: "web", Backend: "198.18.1.12", ResetWeight: true})
+	ans = td.override(api.OverrideRequest{VIP: "web", Backend: "198.18.1.12", ResetWeight: true})
 	if ans.Override != nil {
 		t.Errorf("reset: %+v", ans)
 	}
@@ -154,17 +155,17 @@ func TestOverrides(t *testing.T) {
 	}
 
 	// What needs no change says so; what makes no sense is refused.
-	if ans := td.override(admin.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Disabled: flag(false)}); !strings.Contains(ans.Note, "not disabled") {
+	if ans := td.override(api.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Disabled: flag(false)}); !strings.Contains(ans.Note, "not disabled") {
 		t.Errorf("enable of an enabled backend: %+v", ans)
 	}
-	if ans := td.override(admin.OverrideRequest{VIP: "web", Backend: "198.18.1.11", ResetWeight: true}); !strings.Contains(ans.Note, "no weight override") {
+	if ans := td.override(api.OverrideRequest{VIP: "web", Backend: "198.18.1.11", ResetWeight: true}); !strings.Contains(ans.Note, "no weight override") {
 		t.Errorf("reset without an override: %+v", ans)
 	}
-	if _, err := td.d.SetOverride(admin.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Weight: weight(1001)}); !errors.Is(err, admin.ErrInvalid) {
+	if _, err := td.d.SetOverride(api.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Weight: weight(1001)}); !errors.Is(err, api.ErrInvalid) {
 		t.Errorf("weight 1001: %v", err)
 	}
-	_, err := td.d.SetOverride(admin.OverrideRequest{VIP: "web", Backend: "198.18.1.19", Weight: weight(2)})
-	if !errors.Is(err, admin.ErrNotFound) || !strings.Contains(err.Error(), "198.18.1.11:8080 or 198.18.1.12:8080") {
+	_, err := td.d.SetOverride(api.OverrideRequest{VIP: "web", Backend: "198.18.1.19", Weight: weight(2)})
+	if !errors.Is(err, api.ErrNotFound) || !strings.Contains(err.Error(), "198.18.1.11:8080 or 198.18.1.12:8080") {
 		t.Errorf("unknown backend: %v", err)
 	}
 }
@@ -173,12 +174,12 @@ func TestOverrides(t *testing.T) {
 // state = "disabled", and says so.
 func TestEnableFileDisabled(t *testing.T) {
 	td := start(t, strings.Replace(testConfig, "port = 8080\n", "port = 8080\nstate = \"disabled\"\n", 1))
-	_, err := td.d.SetOverride(admin.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Disabled: flag(false)})
-	if !errors.Is(err, admin.ErrConflict) || !strings.Contains(err.Error(), "disabled by the file") {
+	_, err := td.d.SetOverride(api.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Disabled: flag(false)})
+	if !errors.Is(err, api.ErrConflict) || !strings.Contains(err.Error(), "disabled by the file") {
 		t.Errorf("enable of a backend the file disables: %v", err)
 	}
-	td.override(admin.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Disabled: flag(true)})
-	ans := td.override(admin.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Disabled: flag(false)})
+	td.override(api.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Disabled: flag(true)})
+	ans := td.override(api.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Disabled: flag(false)})
 	if ans.Override != nil || !strings.Contains(ans.Note, "the file disables it too") {
 		t.Errorf("enable of a backend disabled by both: %+v", ans)
 	}
@@ -219,10 +220,10 @@ func TestOverridesPersist(t *testing.T) {
 	lb := td.logTo()
 	td.run()
 	td.waitRunning()
-	td.override(admin.OverrideRequest{VIP: "web", Backend: "198.18.1.12", Weight: weight(5)})
+	td.override(api.OverrideRequest{VIP: "web", Backend: "198.18.1.12", Weight: weight(5)})
 	// The DSR backend keeps the client's port: named by its address, or
 	// with the VIP's port.
-	if ans := td.override(admin.OverrideRequest{VIP: "198.18.0.101", Backend: "198.18.1.11:80", Disabled: flag(true)}); ans.VIP != "dsr" || ans.Backend != "198.18.1.11" {
+	if ans := td.override(api.OverrideRequest{VIP: "198.18.0.101", Backend: "198.18.1.11:80", Disabled: flag(true)}); ans.VIP != "dsr" || ans.Backend != "198.18.1.11" {
 		t.Errorf("answer %+v", ans)
 	}
 	if err := td.d.SetDrain("198.18.0.100:80", "198.18.1.11", true); err != nil {
@@ -365,7 +366,7 @@ func TestForgivingNames(t *testing.T) {
 		t.Errorf("drain by addresses: %+v", b)
 	}
 	err := td.d.SetDrain("web", "198.18.1.13", true)
-	if !errors.Is(err, admin.ErrNotFound) || !strings.Contains(err.Error(), `VIP "web" has no backend "198.18.1.13"; did you mean 198.18.1.11:8080 or 198.18.1.12:8080?`) {
+	if !errors.Is(err, api.ErrNotFound) || !strings.Contains(err.Error(), `VIP "web" has no backend "198.18.1.13"; did you mean 198.18.1.11:8080 or 198.18.1.12:8080?`) {
 		t.Errorf("drain of an unknown backend: %v", err)
 	}
 	ans, err := td.d.Where("198.18.0.101", "198.18.0.1:1000", 0)
@@ -373,40 +374,40 @@ func TestForgivingNames(t *testing.T) {
 		t.Errorf("where by address: %+v %v", ans, err)
 	}
 	_, err = td.d.Where("198.18.0.102", "198.18.0.1:1000", 0)
-	if !errors.Is(err, admin.ErrNotFound) || !strings.Contains(err.Error(), "web (198.18.0.100:80/tcp) or dsr (198.18.0.101:80/tcp)") {
+	if !errors.Is(err, api.ErrNotFound) || !strings.Contains(err.Error(), "web (198.18.0.100:80/tcp) or dsr (198.18.0.101:80/tcp)") {
 		t.Errorf("where of an unknown VIP: %v", err)
 	}
 }
 
 // TestOverrideOverSocket: the whole way, as vipd weight takes it: the
-// admin socket applies it and vipd status shows it; the TCP listener
-// refuses it.
+// admin socket applies it and the state vipd status prints shows it; the
+// TCP listener refuses it.
 func TestOverrideOverSocket(t *testing.T) {
 	td := start(t, testConfig)
 	ctx := context.Background()
-	ans, err := admin.SetOverride(ctx, td.socket, admin.OverrideRequest{VIP: "198.18.0.100:80", Backend: "198.18.1.11", Weight: weight(5)})
+	ans, err := client.SetOverride(ctx, td.socket, api.OverrideRequest{VIP: "198.18.0.100:80", Backend: "198.18.1.11", Weight: weight(5)})
 	if err != nil || ans.Backend != "198.18.1.11:8080" || ans.Override == nil {
 		t.Fatalf("%+v %v", ans, err)
 	}
-	if _, err := admin.SetOverride(ctx, td.socket, admin.OverrideRequest{VIP: "web", Backend: "198.18.1.12", Disabled: flag(true)}); err != nil {
+	if _, err := client.SetOverride(ctx, td.socket, api.OverrideRequest{VIP: "web", Backend: "198.18.1.12", Disabled: flag(true)}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = admin.SetOverride(ctx, td.socket, admin.OverrideRequest{VIP: "web", Backend: "198.18.1.1", Disabled: flag(true)})
+	_, err = client.SetOverride(ctx, td.socket, api.OverrideRequest{VIP: "web", Backend: "198.18.1.1", Disabled: flag(true)})
 	if err == nil || !strings.Contains(err.Error(), "did you mean 198.18.1.11:8080 or 198.18.1.12:8080?") {
 		t.Errorf("unknown backend over the socket: %v", err)
 	}
-	st, err := admin.FetchSocketState(ctx, td.socket)
+	st, err := client.FetchSocketState(ctx, td.socket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out strings.Builder
-	if err := admin.WriteStatus(&out, st); err != nil {
-		t.Fatal(err)
+	// vipd status shows them as "up(weight 5*)" and "down(disabled*)"
+	// (TestWriteStatusOverrides in cmd/vipd).
+	b := st.VIPs[0].Backends
+	if o := b[0].Override; o == nil || o.Weight == nil || *o.Weight != 5 || b[0].Forwarding != "up" {
+		t.Errorf("the reweighted backend in the state: %+v", b[0])
 	}
-	for _, s := range []string{"up(weight 5*)", "down(disabled*)", "* 2 run-time overrides in force"} {
-		if !strings.Contains(out.String(), s) {
-			t.Errorf("vipd status lacks %q:\n%s", s, out.String())
-		}
+	if o := b[1].Override; o == nil || !o.Disabled || b[1].Forwarding != "down" {
+		t.Errorf("the disabled backend in the state: %+v", b[1])
 	}
 	resp, err := http.Post("http://"+td.d.AdminAddr()+"/v1/override", "application/json",
 		strings.NewReader(`{"vip":"web","backend":"198.18.1.11","reset_weight":true}`))
@@ -433,7 +434,7 @@ func TestReloadReleasesRemovedRefs(t *testing.T) {
 		set  func(td *testDaemon)
 	}{
 		{"weight override", func(td *testDaemon) {
-			td.override(admin.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Weight: weight(5)})
+			td.override(api.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Weight: weight(5)})
 		}},
 		{"drain", func(td *testDaemon) {
 			if err := td.d.SetDrain("198.18.0.100:80", "198.18.1.11", true); err != nil {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/vipd/vipd/admin"
 )
 
 // previousConfig is a GUE DSR VIP with previous_owner over the backends
@@ -110,12 +109,10 @@ func TestPreviousOwnerDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out strings.Builder
-	if err := admin.WriteStatus(&out, st); err != nil {
-		t.Fatal(err)
-	}
-	if st.VIPs[0].PreviousUntil.IsZero() || !strings.Contains(out.String(), "previous-owner until") {
-		t.Errorf("vipd status does not show the previous set:\n%s", out.String())
+	// vipd status prints it as "previous-owner until" (TestWriteStatus in
+	// cmd/vipd).
+	if st.VIPs[0].PreviousUntil.IsZero() {
+		t.Errorf("the state does not show the previous set: %+v", st.VIPs[0])
 	}
 	snap := td.d.snaps.Load()
 	// /v1/where names the previous owner where it differs.

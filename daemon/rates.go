@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/dataplane"
 )
 
@@ -24,8 +25,8 @@ type rateSampler struct {
 	prevAt time.Time
 	// The rates of the last interval, by VIP ID, by backend ref and by
 	// worker.
-	vips, backends []admin.Rates
-	workers        []admin.WorkerState
+	vips, backends []api.Rates
+	workers        []api.WorkerState
 }
 
 // sample takes workers' counters read at now and computes the rates since
@@ -41,10 +42,10 @@ func (s *rateSampler) sample(cs []*dataplane.Counters, now time.Time) {
 	}
 	cur, old := dataplane.Sum(cs...), dataplane.Sum(prev...)
 	s.vips, s.backends = flowRates(cur.VIPs, old.VIPs, dt), flowRates(cur.Backends, old.Backends, dt)
-	s.workers = make([]admin.WorkerState, len(cs))
+	s.workers = make([]api.WorkerState, len(cs))
 	for i, c := range cs {
 		p := prev[i]
-		w := admin.WorkerState{Queue: i, RxPackets: c.RxFrames,
+		w := api.WorkerState{Queue: i, RxPackets: c.RxFrames,
 			RxPerSec: perSec(c.RxFrames, p.RxFrames, dt),
 			TxPerSec: perSec(c.Verdicts[dataplane.VerdictTX]+c.Verdicts[dataplane.VerdictReply],
 				p.Verdicts[dataplane.VerdictTX]+p.Verdicts[dataplane.VerdictReply], dt),
@@ -72,42 +73,42 @@ func perSec(cur, old uint64, dt float64) float64 {
 }
 
 // flowRates are the rates of cur since old, dt seconds before, by index.
-func flowRates(cur, old []dataplane.FlowCounters, dt float64) []admin.Rates {
-	out := make([]admin.Rates, len(cur))
+func flowRates(cur, old []dataplane.FlowCounters, dt float64) []api.Rates {
+	out := make([]api.Rates, len(cur))
 	for i := range cur {
 		var o dataplane.FlowCounters
 		if i < len(old) {
 			o = old[i]
 		}
-		out[i] = admin.Rates{PacketsPerSec: perSec(cur[i].Packets, o.Packets, dt),
+		out[i] = api.Rates{PacketsPerSec: perSec(cur[i].Packets, o.Packets, dt),
 			BytesPerSec: perSec(cur[i].Bytes, o.Bytes, dt), NewFlowsPerSec: perSec(cur[i].NewFlows, o.NewFlows, dt)}
 	}
 	return out
 }
 
 // vip, backend and workerStates return the last interval's rates.
-func (s *rateSampler) vip(id uint16) admin.Rates {
+func (s *rateSampler) vip(id uint16) api.Rates {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if int(id) < len(s.vips) {
 		return s.vips[id]
 	}
-	return admin.Rates{}
+	return api.Rates{}
 }
 
-func (s *rateSampler) backend(ref uint32) admin.Rates {
+func (s *rateSampler) backend(ref uint32) api.Rates {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if int(ref) < len(s.backends) {
 		return s.backends[ref]
 	}
-	return admin.Rates{}
+	return api.Rates{}
 }
 
-func (s *rateSampler) workerStates() []admin.WorkerState {
+func (s *rateSampler) workerStates() []api.WorkerState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]admin.WorkerState(nil), s.workers...)
+	return append([]api.WorkerState(nil), s.workers...)
 }
 
 // runRates samples the workers' published counters every rateInterval

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/dataplane"
 )
 
@@ -23,17 +23,17 @@ func TestRateSampler(t *testing.T) {
 	}
 	var s rateSampler
 	s.sample(counters(100, 90, 100, 10000, 5, 1), t0)
-	if r := s.vip(1); r != (admin.Rates{}) {
+	if r := s.vip(1); r != (api.Rates{}) {
 		t.Errorf("rates after one sample: %+v", r)
 	}
 	s.sample(counters(300, 250, 300, 50000, 25, 5), t0.Add(2*time.Second))
-	if r := s.vip(1); r != (admin.Rates{PacketsPerSec: 100, BytesPerSec: 20000, NewFlowsPerSec: 10}) {
+	if r := s.vip(1); r != (api.Rates{PacketsPerSec: 100, BytesPerSec: 20000, NewFlowsPerSec: 10}) {
 		t.Errorf("vip rates %+v", r)
 	}
 	if r := s.backend(2); r.NewFlowsPerSec != 10 {
 		t.Errorf("backend rates %+v", r)
 	}
-	if r := s.backend(99); r != (admin.Rates{}) {
+	if r := s.backend(99); r != (api.Rates{}) {
 		t.Errorf("unknown backend: %+v", r)
 	}
 	ws := s.workerStates()
@@ -44,7 +44,7 @@ func TestRateSampler(t *testing.T) {
 		t.Errorf("drops %+v", ws[0])
 	}
 	s.sample(counters(0, 0, 0, 0, 0, 0), t0.Add(3*time.Second))
-	if r := s.vip(1); r != (admin.Rates{}) {
+	if r := s.vip(1); r != (api.Rates{}) {
 		t.Errorf("counters reset: %+v", r)
 	}
 }

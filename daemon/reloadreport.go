@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/config"
 )
 
@@ -35,25 +35,25 @@ func (d *Daemon) ReloadWithReport() (*ReloadReport, error) {
 }
 
 // ReloadConfig implements admin.Reloader.
-func (d *Daemon) ReloadConfig() (*admin.ReloadResult, error) {
+func (d *Daemon) ReloadConfig() (*api.ReloadResult, error) {
 	rep, err := d.reload()
 	if rep == nil {
 		return nil, err
 	}
-	res := &admin.ReloadResult{OK: err == nil, File: rep.File, Errors: rep.Errors}
+	res := &api.ReloadResult{OK: err == nil, File: rep.File, Errors: rep.Errors}
 	for _, w := range rep.Warnings {
 		res.Warnings = append(res.Warnings, w.String())
 	}
 	if df := rep.Diff; df != nil {
 		res.VIPsAdded, res.VIPsRemoved = df.VIPsAdded, df.VIPsRemoved
 		for _, b := range df.BackendsAdded {
-			res.BackendsAdded = append(res.BackendsAdded, admin.BackendRef{VIP: b.VIP, Backend: b.Backend})
+			res.BackendsAdded = append(res.BackendsAdded, api.BackendRef{VIP: b.VIP, Backend: b.Backend})
 		}
 		for _, b := range df.BackendsRemoved {
-			res.BackendsRemoved = append(res.BackendsRemoved, admin.BackendRef{VIP: b.VIP, Backend: b.Backend})
+			res.BackendsRemoved = append(res.BackendsRemoved, api.BackendRef{VIP: b.VIP, Backend: b.Backend})
 		}
 		for _, r := range df.Reweighted {
-			res.Reweighted = append(res.Reweighted, admin.Reweight{BackendRef: admin.BackendRef{VIP: r.VIP, Backend: r.Backend}, Old: r.Old, New: r.New})
+			res.Reweighted = append(res.Reweighted, api.Reweight{BackendRef: api.BackendRef{VIP: r.VIP, Backend: r.Backend}, Old: r.Old, New: r.New})
 		}
 		for _, c := range df.Keys {
 			res.Changed = append(res.Changed, c.String())

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/internal/testkit"
 )
@@ -51,11 +52,11 @@ func TestReloadReport(t *testing.T) {
 	}
 	// The same through the admin socket.
 	td.rewrite(testConfig)
-	res, err := admin.Reload(context.Background(), td.socket)
+	res, err := client.Reload(context.Background(), td.socket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.OK || !reflect.DeepEqual(res.VIPsAdded, []string{"dsr"}) || len(res.BackendsRemoved) != 1 || res.BackendsRemoved[0] != (admin.BackendRef{VIP: "web", Backend: "198.18.1.13:8080"}) ||
+	if !res.OK || !reflect.DeepEqual(res.VIPsAdded, []string{"dsr"}) || len(res.BackendsRemoved) != 1 || res.BackendsRemoved[0] != (api.BackendRef{VIP: "web", Backend: "198.18.1.13:8080"}) ||
 		len(res.Reweighted) != 1 || res.Reweighted[0].Old != 5 || !reflect.DeepEqual(res.Changed, []string{"[dataplane] egress_mtu changed (1400 → 0)"}) {
 		t.Errorf("reload over the socket: %+v", res)
 	}
@@ -84,7 +85,7 @@ func TestReloadRefusalNamesKeys(t *testing.T) {
 		}
 	}
 	// Over the socket: refused, with every reason, and not an error.
-	res, err := admin.Reload(context.Background(), td.socket)
+	res, err := client.Reload(context.Background(), td.socket)
 	if err != nil {
 		t.Fatal(err)
 	}

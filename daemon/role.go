@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/config"
 )
 
@@ -25,9 +25,9 @@ type roleState struct {
 
 func (r roleState) name() string {
 	if r.standby {
-		return admin.RoleStandby
+		return api.RoleStandby
 	}
-	return admin.RoleActive
+	return api.RoleActive
 }
 
 // newRole is the role a box starts in.
@@ -59,20 +59,20 @@ func (d *Daemon) applyNeighborsLocked() {
 
 // SetRole implements admin.RoleSetter: vipd active, vipd standby. Asking
 // for the role the box has changes nothing and says so.
-func (d *Daemon) SetRole(role string) (*admin.RoleAnswer, error) {
+func (d *Daemon) SetRole(role string) (*api.RoleAnswer, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.servingLocked() {
 		return nil, ErrNotRunning
 	}
 	prev := d.role.name()
-	if standby := role == admin.RoleStandby; standby != d.role.standby {
+	if standby := role == api.RoleStandby; standby != d.role.standby {
 		d.role = roleState{standby: standby, since: time.Now(), changes: d.role.changes + 1}
 		d.applyNeighborsLocked()
 		d.updateRoutesLocked()
 		d.log.Warn("neighbor role changed", "role", role, "previous", prev, "neighbor_vips", len(d.neighborVIPs))
 	}
-	ans := &admin.RoleAnswer{Role: d.role.name(), Previous: prev, Since: d.role.since, Neighbors: len(d.neighborVIPs)}
+	ans := &api.RoleAnswer{Role: d.role.name(), Previous: prev, Since: d.role.since, Neighbors: len(d.neighborVIPs)}
 	if d.box.speaker != nil {
 		ans.Routes = "every VIP announced as its health allows"
 		if d.role.standby {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 )
 
 // TestRole: a box that starts standby answers ARP/NDP for none of its
@@ -31,7 +31,7 @@ func TestRole(t *testing.T) {
 		}
 		return st.Role, len(td.plat.lastNeighborVIPs())
 	}
-	if r, n := role(); r != admin.RoleStandby || n != 0 {
+	if r, n := role(); r != api.RoleStandby || n != 0 {
 		t.Fatalf("started standby: role %q, answering for %d VIPs; want standby, 0", r, n)
 	}
 	steps := []struct {
@@ -39,10 +39,10 @@ func TestRole(t *testing.T) {
 		neighbors     int
 		changes       uint64
 	}{
-		{admin.RoleActive, admin.RoleStandby, 1, 1},
-		{admin.RoleActive, admin.RoleActive, 1, 1}, // no change
-		{admin.RoleStandby, admin.RoleActive, 0, 2},
-		{admin.RoleActive, admin.RoleStandby, 1, 3},
+		{api.RoleActive, api.RoleStandby, 1, 1},
+		{api.RoleActive, api.RoleActive, 1, 1}, // no change
+		{api.RoleStandby, api.RoleActive, 0, 2},
+		{api.RoleActive, api.RoleStandby, 1, 3},
 	}
 	for _, s := range steps {
 		ans, err := td.d.SetRole(s.set)
@@ -63,7 +63,7 @@ func TestRole(t *testing.T) {
 	// Standby again, and the file edited to say active (the default): the
 	// reload is taken, says the file's role is the start role, and the box
 	// stays standby.
-	if _, err := td.d.SetRole(admin.RoleStandby); err != nil {
+	if _, err := td.d.SetRole(api.RoleStandby); err != nil {
 		t.Fatal(err)
 	}
 	td.rewrite(cfg)
@@ -73,7 +73,7 @@ func TestRole(t *testing.T) {
 	if got := lb.lines("neighbor_role changed in the file", "file=active", "role=standby"); len(got) != 1 {
 		t.Errorf("the reload logged %q, want one WARN naming the file's role and the box's", got)
 	}
-	if r, n := role(); r != admin.RoleStandby || n != 0 {
+	if r, n := role(); r != api.RoleStandby || n != 0 {
 		t.Errorf("after the reload: role %q, answering for %d VIPs; want standby, 0", r, n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/bgp"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/conntrack"
@@ -25,7 +26,7 @@ var forwardingNames = map[dataplane.BackendState]string{
 // State implements admin.Provider. It answers ErrNotRunning until the
 // workers run: they count the flows, at most once per flowsTTL however
 // often State is asked (flowCache).
-func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
+func (d *Daemon) State(ctx context.Context) (*api.State, error) {
 	d.mu.Lock()
 	running := d.phase == phaseRunning
 	workers, ct, cache := d.workers, d.ct, d.flows
@@ -53,16 +54,16 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 	if d.checks != nil {
 		records = d.checks.Records() // mu before the manager's lock, as Set
 	}
-	st := &admin.State{
+	st := &api.State{
 		Version: d.opts.Version, ConfigFile: d.opts.ConfigPath, LoadedAt: d.loadedAt,
 		Generation: d.gen, IO: string(d.cfg.Dataplane.IO), Workers: len(workers), FastPath: d.fastOn.Load(),
-		Conntrack: ct.Stats(), BGP: d.bgpStateLocked(peers),
+		Conntrack: admin.WireConntrack(ct.Stats()), BGP: d.bgpStateLocked(peers),
 	}
 	st.ConfigDiffers, st.ConfigError = differs, cfgErr
 	st.Role, st.RoleSince = d.role.name(), d.role.since
 	for i := range d.cfg.VIPs {
 		v := &d.cfg.VIPs[i]
-		vs := admin.VIPState{
+		vs := api.VIPState{
 			Name: v.Name, Address: v.Address.String(), Port: v.Port, Protocol: string(v.Protocol),
 			Mode: string(v.Mode), FlowHash: string(v.FlowHash), TableSize: v.TableSize, Scheduler: v.Scheduler,
 			AllDown: d.allDown[v.Name], OnAllDown: string(v.HealthCheck.OnAllDown),
@@ -82,7 +83,7 @@ func (d *Daemon) State(ctx context.Context) (*admin.State, error) {
 		for j := range v.Backends {
 			b := &v.Backends[j]
 			ref := d.reg.Ref(control.BackendKey(v, b))
-			bs := admin.BackendState{
+			bs := api.BackendState{
 				Address: b.Address.String(), Port: b.Port, Ref: ref, Weight: b.Weight,
 				Config: string(b.State), Health: d.healthName(v, ref), Drained: d.drains[ref] || d.health[ref].Draining,
 				SlowStart: 1, ActiveFlows: flows[ref],
@@ -271,7 +272,7 @@ func (d *Daemon) Metrics() *admin.Metrics {
 }
 
 // Where implements admin.Provider.
-func (d *Daemon) Where(vipName, client string, port uint16) (*admin.WhereAnswer, error) {
+func (d *Daemon) Where(vipName, client string, port uint16) (*api.WhereAnswer, error) {
 	c, err := netip.ParseAddrPort(client)
 	if err != nil {
 		return nil, fmt.Errorf("client %q: want ADDR:PORT", client)
@@ -298,7 +299,7 @@ func (d *Daemon) Where(vipName, client string, port uint16) (*admin.WhereAnswer,
 	cl := netip.AddrPortFrom(c.Addr().Unmap(), c.Port())
 	ref, ok := snap.Where(v.Address, v.Protocol.Number(), vport, cl)
 	prev, hasPrev := snap.WherePrevious(v.Address, v.Protocol.Number(), vport, cl)
-	ans := &admin.WhereAnswer{VIP: vipName, Client: client,
+	ans := &api.WhereAnswer{VIP: vipName, Client: client,
 		Note: "for a new flow; a flow pinned in the connection table keeps its backend while that backend is up or draining"}
 	if v.Scheduler != config.SchedMaglev {
 		// Where answers by the Maglev table; the others also read load.
@@ -327,14 +328,14 @@ func (d *Daemon) Where(vipName, client string, port uint16) (*admin.WhereAnswer,
 }
 
 // quicState is q for /v1/state, nil when the VIP has no QUIC-LB.
-func quicState(q *config.QUICLB) *admin.QUICLBState {
+func quicState(q *config.QUICLB) *api.QUICLBState {
 	if q == nil {
 		return nil
 	}
-	st := &admin.QUICLBState{Enabled: q.Enabled}
+	st := &api.QUICLBState{Enabled: q.Enabled}
 	for i := range q.Configs {
 		c := &q.Configs[i]
-		st.Configs = append(st.Configs, admin.QUICLBConfigState{Rotation: c.Rotation, ServerIDLen: c.ServerIDLen, NonceLen: c.NonceLen, Form: c.Quiclb().Form().String()})
+		st.Configs = append(st.Configs, api.QUICLBConfigState{Rotation: c.Rotation, ServerIDLen: c.ServerIDLen, NonceLen: c.NonceLen, Form: c.Quiclb().Form().String()})
 	}
 	return st
 }

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 )
 
 // TestStateWriteOffLock: a state file write that blocks (its temporary
@@ -52,13 +53,13 @@ func TestStateWriteOffLock(t *testing.T) {
 	})
 
 	type answer struct {
-		ans *admin.OverrideAnswer
+		ans *api.OverrideAnswer
 		err error
 	}
 	answers := make(chan answer, 3)
 	override := func(vip, backend string, w uint32) {
 		go func() {
-			ans, err := td.d.SetOverride(admin.OverrideRequest{VIP: vip, Backend: backend, Weight: weight(w)})
+			ans, err := td.d.SetOverride(api.OverrideRequest{VIP: vip, Backend: backend, Weight: weight(w)})
 			answers <- answer{ans, err}
 		}()
 	}
@@ -102,7 +103,7 @@ func TestStateWriteOffLock(t *testing.T) {
 	within("State (vipd status)", func(ctx context.Context) error { _, err := td.d.State(ctx); return err })
 	within("Ready (readiness)", func(context.Context) error { return td.d.Ready() })
 	within("/v1/state over the socket (vipd keepalived-check)", func(ctx context.Context) error {
-		_, err := admin.FetchSocketState(ctx, td.socket)
+		_, err := client.FetchSocketState(ctx, td.socket)
 		return err
 	})
 	within("/metrics over the socket", func(ctx context.Context) error {
@@ -110,7 +111,7 @@ func TestStateWriteOffLock(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		resp, err := admin.SocketClient(td.socket).Do(req)
+		resp, err := client.SocketClient(td.socket).Do(req)
 		if err != nil {
 			return err
 		}

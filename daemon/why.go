@@ -1,13 +1,13 @@
 package daemon
 
 import (
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/health"
 )
 
 // addRecord puts the health checks' record of ref (why the last check
 // failed, since when the verdict holds, the check's latency) into bs.
-func addRecord(bs *admin.BackendState, records map[uint32]health.Record, ref uint32) {
+func addRecord(bs *api.BackendState, records map[uint32]health.Record, ref uint32) {
 	r, ok := records[ref]
 	if !ok {
 		return

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
 )
@@ -168,7 +168,7 @@ func testFailover(t *testing.T, o testbed.Options, co testbed.ConfigOptions) {
 }
 
 // mustState reads vipd's state or fails the test.
-func mustState(t *testing.T, e *env) *admin.State {
+func mustState(t *testing.T, e *env) *api.State {
 	t.Helper()
 	st, err := e.v.State()
 	if err != nil {
@@ -212,7 +212,7 @@ func testDrain(t *testing.T, o testbed.Options, co testbed.ConfigOptions) {
 		t.Fatalf("the draining backend's transfer failed: %v", err)
 	}
 	e.fastPathUsed(co, 20000) // most of the 64 MiB's 46,000 segments
-	var st *admin.State
+	var st *api.State
 	if !testkit.Poll(patience, func() bool {
 		var err error
 		st, err = e.v.State()
@@ -223,7 +223,7 @@ func testDrain(t *testing.T, o testbed.Options, co testbed.ConfigOptions) {
 }
 
 // backendByName finds a backend of a VIP in the admin state.
-func backendByName(st *admin.State, vip string, b *testbed.Backend) admin.BackendState {
+func backendByName(st *api.State, vip string, b *testbed.Backend) api.BackendState {
 	for _, v := range st.VIPs {
 		if v.Name != vip {
 			continue
@@ -234,5 +234,5 @@ func backendByName(st *admin.State, vip string, b *testbed.Backend) admin.Backen
 			}
 		}
 	}
-	return admin.BackendState{}
+	return api.BackendState{}
 }

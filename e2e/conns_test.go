@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/testbed"
 )
 
@@ -28,9 +28,9 @@ func TestConns(t *testing.T) {
 	vipd := func(args ...string) string {
 		return e.bed.Box.Must(t, append([]string{e.bed.Bin.VIPD, "conns", "-admin", testbed.AdminAddr}, args...)...)
 	}
-	list := func(args ...string) *admin.Conns {
+	list := func(args ...string) *api.Conns {
 		t.Helper()
-		var c admin.Conns
+		var c api.Conns
 		out := vipd(append([]string{"-json"}, args...)...)
 		if err := json.Unmarshal([]byte(out), &c); err != nil {
 			t.Fatalf("vipd conns -json %v: %v\n%s", args, err, out)
@@ -53,7 +53,7 @@ func TestConns(t *testing.T) {
 			// seconds) and their ages reach 2 s while they stream, a round
 			// every 100 ms: the age counts from the first packet, the idle
 			// time from the last.
-			var c *admin.Conns
+			var c *api.Conns
 			waitFor(t, patience, "every flow of "+vip.name+" listed, Established, 2 s old", func() bool {
 				c = list(vip.name)
 				if len(c.Conns) < n {
@@ -66,7 +66,7 @@ func TestConns(t *testing.T) {
 				}
 				return true
 			})
-			byClient := map[string]admin.Conn{}
+			byClient := map[string]api.Conn{}
 			for _, x := range c.Conns {
 				if _, dup := byClient[x.Client]; dup {
 					t.Errorf("%s listed twice", x.Client)

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/internal/nstest"
 	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
@@ -318,9 +318,9 @@ func (e *env) settled(m natMark) map[string]*dto.MetricFamily {
 // checked and has the health want ("up", "down", ...), for at most
 // patience, and returns that state. It replaces sleeping for "the first
 // checks", which a busy machine makes late.
-func (e *env) waitBackends(vip, want string) *admin.State {
+func (e *env) waitBackends(vip, want string) *api.State {
 	e.t.Helper()
-	var st *admin.State
+	var st *api.State
 	var err error
 	if !testkit.Poll(patience, func() bool {
 		if st, err = e.v.State(); err != nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/testbed"
 )
 
@@ -56,7 +56,7 @@ func TestKeepalivedFailover(t *testing.T) {
 		waitFor(t, patience, what, func() bool { return role(0) == want[0] && role(1) == want[1] })
 		return time.Now()
 	}
-	waitRoles("box 0 active and box 1 standby", admin.RoleActive, admin.RoleStandby)
+	waitRoles("box 0 active and box 1 standby", api.RoleActive, api.RoleStandby)
 	dsr, err := bed.StartEchoFlows(testbed.VIPDSR, perVIP)
 	if err != nil {
 		t.Fatal(err)
@@ -91,14 +91,14 @@ func TestKeepalivedFailover(t *testing.T) {
 	// box 1 takes over.
 	t0 := time.Now()
 	v[0].Kill()
-	event("kill -9 vipd on the active box", t0, waitRoles("box 1 active", "down", admin.RoleActive))
+	event("kill -9 vipd on the active box", t0, waitRoles("box 1 active", "down", api.RoleActive))
 
 	// 2. vipd back on box 0 (as systemd would restart it): it starts
 	// standby, its check passes again, keepalived preempts and makes it
 	// active.
 	t0 = time.Now()
 	v[0] = bed.StartBox(0, boxCfg(0))
-	event("vipd back on box 0, preempting", t0, waitRoles("box 0 active again", admin.RoleActive, admin.RoleStandby))
+	event("vipd back on box 0, preempting", t0, waitRoles("box 0 active again", api.RoleActive, api.RoleStandby))
 
 	// 3. vipd restarted on the active box as `systemctl restart vipd`
 	// does it (SIGTERM, the unit's runtime directory removed, started
@@ -110,7 +110,7 @@ func TestKeepalivedFailover(t *testing.T) {
 	var down time.Duration
 	v[0], down = bed.RestartUnit(0, v[0], boxCfg(0))
 	up := time.Now()
-	waitFor(t, 2*time.Second, "box 0 active again after its restart", func() bool { return role(0) == admin.RoleActive })
+	waitFor(t, 2*time.Second, "box 0 active again after its restart", func() bool { return role(0) == api.RoleActive })
 	active := time.Since(up)
 	t.Logf("vipd restarted on the active box: down %.2f s, active again %.2f s after it answered", down.Seconds(), active.Seconds())
 	if down > time.Second {
@@ -119,7 +119,7 @@ func TestKeepalivedFailover(t *testing.T) {
 	if active > 2*time.Second {
 		t.Errorf("box 0 was standby under a MASTER keepalived for %.2f s after its restart, want under 2 s", active.Seconds())
 	}
-	if st, r1 := kaState(bed, 0), role(1); st != "MASTER" || r1 != admin.RoleStandby {
+	if st, r1 := kaState(bed, 0), role(1); st != "MASTER" || r1 != api.RoleStandby {
 		t.Errorf("after the restart: box 0's keepalived %s, box 1 %s; want MASTER and standby (keepalived never noticed)", st, r1)
 	}
 	event("vipd restarted on the active box (systemctl restart)", t0, time.Time{})
@@ -136,9 +136,9 @@ func TestKeepalivedFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	v[0] = bed.StartBox(0, boxCfg(0))
-	event("vipd restarted on the active box, keepalived's state lost", t0, waitRoles("box 1 active", admin.RoleStandby, admin.RoleActive))
+	event("vipd restarted on the active box, keepalived's state lost", t0, waitRoles("box 1 active", api.RoleStandby, api.RoleActive))
 	t0 = time.Now()
-	event("box 0 back from FAULT, preempting", t0, waitRoles("box 0 active again", admin.RoleActive, admin.RoleStandby))
+	event("box 0 back from FAULT, preempting", t0, waitRoles("box 0 active again", api.RoleActive, api.RoleStandby))
 
 	// 5. A planned switchover: box 0 steps down (vipd standby, then its
 	// keepalived stopped, which tells the other at once).
@@ -147,14 +147,14 @@ func TestKeepalivedFailover(t *testing.T) {
 	if err := ka[0].Stop(); err != nil {
 		t.Fatal(err)
 	}
-	event("planned switchover", t0, waitRoles("box 1 active", admin.RoleStandby, admin.RoleActive))
+	event("planned switchover", t0, waitRoles("box 1 active", api.RoleStandby, api.RoleActive))
 
 	// 6. Box 0's keepalived back with nopreempt: though its priority is
 	// higher, box 1 stays MASTER and nothing moves.
 	t0 = time.Now()
 	ka[0] = bed.StartKeepalived(0, 150, false)
 	waitFor(t, patience, "box 0's keepalived BACKUP", func() bool { return kaState(bed, 0) == "BACKUP" })
-	if r0, r1 := role(0), role(1); r0 != admin.RoleStandby || r1 != admin.RoleActive {
+	if r0, r1 := role(0), role(1); r0 != api.RoleStandby || r1 != api.RoleActive {
 		t.Errorf("box 0 back with nopreempt: roles %s and %s, want standby and active", r0, r1)
 	}
 	event("box 0 back with nopreempt (box 1 stays active)", t0, time.Time{})
@@ -170,7 +170,7 @@ func TestKeepalivedFailover(t *testing.T) {
 	}
 	ka[1].Kill()
 	v[1].Kill()
-	event("the active box lost (keepalived and vipd killed, links down)", t0, waitRoles("box 0 active", admin.RoleActive, "down"))
+	event("the active box lost (keepalived and vipd killed, links down)", t0, waitRoles("box 0 active", api.RoleActive, "down"))
 
 	// 8. Box 1 back, rebooted (without the VRRP address it held, and
 	// with an empty /run, a tmpfs: no recorded state, where it was
@@ -186,7 +186,7 @@ func TestKeepalivedFailover(t *testing.T) {
 	v[1] = bed.StartBox(1, boxCfg(1))
 	ka[1] = bed.StartKeepalived(1, 100, true)
 	waitFor(t, patience, "box 1's keepalived BACKUP", func() bool { return kaState(bed, 1) == "BACKUP" })
-	if r0, r1 := role(0), role(1); r0 != admin.RoleActive || r1 != admin.RoleStandby {
+	if r0, r1 := role(0), role(1); r0 != api.RoleActive || r1 != api.RoleStandby {
 		t.Errorf("box 1 back: roles %s and %s, want active and standby", r0, r1)
 	}
 	event("box 1 back (lower priority: stays standby)", t0, time.Time{})

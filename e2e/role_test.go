@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/testbed"
 )
 
@@ -53,7 +53,7 @@ func TestNeighborRole(t *testing.T) {
 		return bed.Box.Must(t, append([]string{bed.Bin.VIPD}, args...)...)
 	}
 
-	if r := role(); r != admin.RoleStandby {
+	if r := role(); r != api.RoleStandby {
 		t.Fatalf("started with neighbor_role standby, the role is %q", r)
 	}
 	unanswered("started standby")

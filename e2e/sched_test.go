@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
 )
@@ -23,7 +23,7 @@ load_half_life = "300ms"
 `
 
 // backendState returns the state of backend i of VIP vip.
-func (e *env) backendState(vip string, i int) admin.BackendState {
+func (e *env) backendState(vip string, i int) api.BackendState {
 	e.t.Helper()
 	st, err := e.v.State()
 	if err != nil {
@@ -35,7 +35,7 @@ func (e *env) backendState(vip string, i int) admin.BackendState {
 		}
 	}
 	e.t.Fatalf("no VIP %s", vip)
-	return admin.BackendState{}
+	return api.BackendState{}
 }
 
 // waitWeight waits (at most patience) until backend i of web-nat has an
@@ -102,7 +102,7 @@ func TestErrorPenalty(t *testing.T) {
 	}
 	be.SetCheckFailures(2)
 	t.Cleanup(func() { be.SetCheckFailures(0) })
-	var b admin.BackendState
+	var b api.BackendState
 	if !testkit.Poll(patience, func() bool {
 		b = e.backendState("web-nat", 0)
 		if b.Health != "up" {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/internal/nstest"
 	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
@@ -149,7 +149,7 @@ var (
 
 // pageBackend is how the page names a backend: addr:port, addr:* for
 // port 0 (as vipd status does).
-func pageBackend(b admin.BackendState) string {
+func pageBackend(b api.BackendState) string {
 	if b.Port == 0 {
 		return b.Address + ":*"
 	}
@@ -158,7 +158,7 @@ func pageBackend(b admin.BackendState) string {
 
 // backendOf returns the name vipd drain takes for the backend at addr of
 // VIP vip in st.
-func backendOf(t *testing.T, st *admin.State, vip, addr string) string {
+func backendOf(t *testing.T, st *api.State, vip, addr string) string {
 	t.Helper()
 	for _, v := range st.VIPs {
 		for _, b := range v.Backends {

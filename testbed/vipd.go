@@ -15,7 +15,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/internal/nstest"
 	"github.com/vipd/vipd/internal/testkit"
 )
@@ -82,8 +83,8 @@ func (v *VIPD) Log() string { return v.bed.Log(v.name) }
 func (v *VIPD) PID() int { return v.cmd.Process.Pid }
 
 // State fetches /v1/state.
-func (v *VIPD) State() (*admin.State, error) {
-	var st admin.State
+func (v *VIPD) State() (*api.State, error) {
+	var st api.State
 	return &st, v.getJSON("/v1/state", &st)
 }
 
@@ -144,7 +145,7 @@ next:
 // Drain drains or undrains a backend through the admin socket (the bed's
 // configurations set it to AdminSocket).
 func (v *VIPD) Drain(vip, backend string, on bool) error {
-	return admin.Drain(context.Background(), v.bed.AdminSocket(), vip, backend, on)
+	return client.Drain(context.Background(), v.bed.AdminSocket(), vip, backend, on)
 }
 
 // Reload rewrites the configuration and sends SIGHUP, then waits until the
@@ -171,8 +172,8 @@ func (v *VIPD) reloads(result string) float64 {
 
 // Where asks vipd which backend a new flow from client ("addr:port") to
 // the VIP named vip gets.
-func (v *VIPD) Where(vip, client string) (*admin.WhereAnswer, error) {
-	var a admin.WhereAnswer
+func (v *VIPD) Where(vip, client string) (*api.WhereAnswer, error) {
+	var a api.WhereAnswer
 	return &a, v.getJSON("/v1/where?vip="+vip+"&client="+client, &a)
 }
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 )
 
 // TestConnsCommand runs vipd conns against a fake admin server: the VIP
@@ -17,7 +17,7 @@ func TestConnsCommand(t *testing.T) {
 	var got string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = r.URL.RawQuery
-		json.NewEncoder(w).Encode(admin.Conns{Limit: 5, Conns: []admin.Conn{{
+		json.NewEncoder(w).Encode(api.Conns{Limit: 5, Conns: []api.Conn{{
 			Protocol: "tcp", Client: "198.18.0.1:40000", VIP: "web", VIPAddress: "198.18.0.100:80",
 			Backend: "198.18.1.11:8080", State: "Established", AgeSeconds: 75, IdleSeconds: 2, FastPath: "no",
 		}}})
@@ -47,5 +47,30 @@ func TestConnsCommand(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := run([]string{"conns", "-admin", addr, "-limit", "0"}, &out, &errOut); code != 2 {
 		t.Errorf("-limit 0: exit %d, want 2", code)
+	}
+}
+
+// TestWriteConns: the table of vipd conns, one flow a line, and the
+// note that the limit cut it.
+func TestWriteConns(t *testing.T) {
+	c := &api.Conns{Limit: 1, Truncated: true, Conns: []api.Conn{{
+		Protocol: "tcp", Client: "198.18.0.1:40000", VIP: "web", VIPAddress: "198.18.1.1:80",
+		Backend: "198.18.2.1:8080", State: "Established", AgeSeconds: 3600, IdleSeconds: 3, FastPath: "eligible",
+	}, {
+		Protocol: "udp", Client: "198.18.0.2:53", VIP: "dns", VIPAddress: "198.18.1.2:53",
+		Backend: "198.18.2.2", State: "UDP", FastPath: "off", Previous: "198.18.2.9",
+	}}}
+	var buf bytes.Buffer
+	if err := writeConns(&buf, c); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"PROTO", "tcp    198.18.0.1:40000  web 198.18.1.1:80  198.18.2.1:8080  Established  1h0m0s  3s",
+		"eligible", "198.18.2.9", "limit; more match",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
 }

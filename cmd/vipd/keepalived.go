@@ -11,7 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/config"
 )
 
@@ -30,9 +31,9 @@ func keepalivedFlags(name string, stderr io.Writer) (fs *flag.FlagSet, socket, c
 func roleOf(vrrp string) (string, bool) {
 	switch vrrp {
 	case "MASTER":
-		return admin.RoleActive, true
+		return api.RoleActive, true
 	case "BACKUP", "FAULT", "STOP":
-		return admin.RoleStandby, true
+		return api.RoleStandby, true
 	}
 	return "", false
 }
@@ -74,13 +75,13 @@ func keepalivedNotify(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ans, err := admin.SetRole(ctx, path, role)
+	ans, err := client.SetRole(ctx, path, role)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd keepalived-notify: %s %s %s: %v (keepalived-check switches vipd once it answers)\n", fs.Arg(0), fs.Arg(1), vrrp, err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "keepalived %s %s: %s; vipd ", fs.Arg(1), vrrp, role)
-	admin.WriteRole(stdout, ans)
+	writeRole(stdout, ans)
 	return 0
 }
 
@@ -116,7 +117,7 @@ func keepalivedCheck(args []string, stdout, stderr io.Writer) int {
 	// keepalived's script timeout is a few seconds: answer within 2.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	st, err := admin.FetchSocketState(ctx, path)
+	st, err := client.FetchSocketState(ctx, path)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd keepalived-check: vipd is down or not ready: %v\n", err)
 		return 1
@@ -124,7 +125,7 @@ func keepalivedCheck(args []string, stdout, stderr io.Writer) int {
 	var failed []string
 	vrrp, err := readState(*stateFile)
 	switch {
-	case err != nil && st.Role == admin.RoleStandby:
+	case err != nil && st.Role == api.RoleStandby:
 		failed = append(failed, fmt.Sprintf("vipd is standby and keepalived's state is unknown (%v): failing until keepalived notifies one (is `vipd keepalived-notify` the instance's notify command?)", err))
 	case err != nil:
 		if !errors.Is(err, os.ErrNotExist) {
@@ -132,11 +133,11 @@ func keepalivedCheck(args []string, stdout, stderr io.Writer) int {
 		}
 	default:
 		if want, _ := roleOf(vrrp); st.Role != "" && want != st.Role {
-			if ans, err := admin.SetRole(ctx, path, want); err != nil {
+			if ans, err := client.SetRole(ctx, path, want); err != nil {
 				failed = append(failed, fmt.Sprintf("keepalived says %s, vipd is %s, and switching it failed: %v", vrrp, st.Role, err))
 			} else {
 				fmt.Fprintf(stdout, "keepalived says %s: vipd was %s, now ", vrrp, st.Role)
-				admin.WriteRole(stdout, ans)
+				writeRole(stdout, ans)
 			}
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/internal/testkit"
 )
 
@@ -28,13 +28,13 @@ type kaProvider struct {
 	refuse   bool // SetRole fails
 }
 
-func (p *kaProvider) State(context.Context) (*admin.State, error) {
+func (p *kaProvider) State(context.Context) (*api.State, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return &admin.State{Role: p.role, VIPs: []admin.VIPState{{Name: "web", BackendsUp: p.up, MinHealthy: p.min}}}, nil
+	return &api.State{Role: p.role, VIPs: []api.VIPState{{Name: "web", BackendsUp: p.up, MinHealthy: p.min}}}, nil
 }
 
-func (p *kaProvider) SetRole(role string) (*admin.RoleAnswer, error) {
+func (p *kaProvider) SetRole(role string) (*api.RoleAnswer, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.refuse {
@@ -45,7 +45,7 @@ func (p *kaProvider) SetRole(role string) (*admin.RoleAnswer, error) {
 		p.switches++
 	}
 	p.role = role
-	return &admin.RoleAnswer{Role: role, Previous: prev, Since: time.Now()}, nil
+	return &api.RoleAnswer{Role: role, Previous: prev, Since: time.Now()}, nil
 }
 
 // TestKeepalivedCommands: keepalived-notify maps keepalived's states to
@@ -54,7 +54,7 @@ func (p *kaProvider) SetRole(role string) (*admin.RoleAnswer, error) {
 // is below min_healthy, or vipd is standby and no state is recorded, and
 // puts the role right when it differs from what keepalived last notified.
 func TestKeepalivedCommands(t *testing.T) {
-	p := &kaProvider{role: admin.RoleStandby, up: 2, min: 1}
+	p := &kaProvider{role: api.RoleStandby, up: 2, min: 1}
 	sock, _ := serveSocket(t, p)
 	state := filepath.Join(t.TempDir(), "run", "keepalived.state")
 	recorded := func() string {
@@ -80,30 +80,30 @@ func TestKeepalivedCommands(t *testing.T) {
 		recorded string
 		warn     string // stderr when 0
 	}{
-		{"check, none recorded, standby: cannot know", []string{"keepalived-check"}, nil, 1, unknown + " (open " + state + ": no such file", admin.RoleStandby, "", ""},
-		{"check, none recorded, active", []string{"keepalived-check"}, set(admin.RoleActive), 0, "", admin.RoleActive, "", ""},
-		{"MASTER", []string{"keepalived-notify", "INSTANCE", "VI_1", "MASTER", "100"}, set(admin.RoleStandby), 0, "keepalived VI_1 MASTER: active; vipd active", admin.RoleActive, "MASTER", ""},
-		{"check, in step", []string{"keepalived-check"}, nil, 0, "", admin.RoleActive, "MASTER", ""},
-		{"vipd restarted standby while MASTER", []string{"keepalived-check"}, set(admin.RoleStandby), 0,
-			"keepalived says MASTER: vipd was standby, now active", admin.RoleActive, "MASTER", ""},
-		{"vipd restarted standby while MASTER, and the switch fails", []string{"keepalived-check"}, func() { p.role, p.refuse = admin.RoleStandby, true }, 1,
-			"keepalived says MASTER, vipd is standby, and switching it failed", admin.RoleStandby, "MASTER", ""},
-		{"FAULT, a group's three words", []string{"keepalived-notify", "GROUP", "G1", "FAULT"}, func() { p.refuse = false }, 0, "keepalived G1 FAULT: standby", admin.RoleStandby, "FAULT", ""},
-		{"BACKUP", []string{"keepalived-notify", "INSTANCE", "VI_1", "BACKUP", "100"}, nil, 0, "standby", admin.RoleStandby, "BACKUP", ""},
-		{"below min_healthy", []string{"keepalived-check"}, func() { p.up, p.min = 1, 2 }, 1, "below min_healthy: web: 1 backends up, min_healthy 2", admin.RoleStandby, "BACKUP", ""},
-		{"below min_healthy and cannot know", []string{"keepalived-check"}, record("MAYBE\n"), 1, "below min_healthy", admin.RoleStandby, "MAYBE", ""},
-		{"check, garbage recorded, standby", []string{"keepalived-check"}, func() { p.up, p.min = 2, 1 }, 1, unknown + " (" + state + ` holds "MAYBE"`, admin.RoleStandby, "MAYBE", ""},
-		{"check, garbage recorded, active", []string{"keepalived-check"}, set(admin.RoleActive), 0, "", admin.RoleActive, "MAYBE", "vipd is active, keepalived's state unknown: " + state + ` holds "MAYBE"`},
+		{"check, none recorded, standby: cannot know", []string{"keepalived-check"}, nil, 1, unknown + " (open " + state + ": no such file", api.RoleStandby, "", ""},
+		{"check, none recorded, active", []string{"keepalived-check"}, set(api.RoleActive), 0, "", api.RoleActive, "", ""},
+		{"MASTER", []string{"keepalived-notify", "INSTANCE", "VI_1", "MASTER", "100"}, set(api.RoleStandby), 0, "keepalived VI_1 MASTER: active; vipd active", api.RoleActive, "MASTER", ""},
+		{"check, in step", []string{"keepalived-check"}, nil, 0, "", api.RoleActive, "MASTER", ""},
+		{"vipd restarted standby while MASTER", []string{"keepalived-check"}, set(api.RoleStandby), 0,
+			"keepalived says MASTER: vipd was standby, now active", api.RoleActive, "MASTER", ""},
+		{"vipd restarted standby while MASTER, and the switch fails", []string{"keepalived-check"}, func() { p.role, p.refuse = api.RoleStandby, true }, 1,
+			"keepalived says MASTER, vipd is standby, and switching it failed", api.RoleStandby, "MASTER", ""},
+		{"FAULT, a group's three words", []string{"keepalived-notify", "GROUP", "G1", "FAULT"}, func() { p.refuse = false }, 0, "keepalived G1 FAULT: standby", api.RoleStandby, "FAULT", ""},
+		{"BACKUP", []string{"keepalived-notify", "INSTANCE", "VI_1", "BACKUP", "100"}, nil, 0, "standby", api.RoleStandby, "BACKUP", ""},
+		{"below min_healthy", []string{"keepalived-check"}, func() { p.up, p.min = 1, 2 }, 1, "below min_healthy: web: 1 backends up, min_healthy 2", api.RoleStandby, "BACKUP", ""},
+		{"below min_healthy and cannot know", []string{"keepalived-check"}, record("MAYBE\n"), 1, "below min_healthy", api.RoleStandby, "MAYBE", ""},
+		{"check, garbage recorded, standby", []string{"keepalived-check"}, func() { p.up, p.min = 2, 1 }, 1, unknown + " (" + state + ` holds "MAYBE"`, api.RoleStandby, "MAYBE", ""},
+		{"check, garbage recorded, active", []string{"keepalived-check"}, set(api.RoleActive), 0, "", api.RoleActive, "MAYBE", "vipd is active, keepalived's state unknown: " + state + ` holds "MAYBE"`},
 		{"check, unreadable, standby", []string{"keepalived-check"}, func() {
-			p.role = admin.RoleStandby
+			p.role = api.RoleStandby
 			os.Remove(state)
 			os.Mkdir(state, 0o755)
-		}, 1, unknown + " (read " + state + ": is a directory", admin.RoleStandby, "", ""},
-		{"MASTER again", []string{"keepalived-notify", "INSTANCE", "VI_1", "MASTER", "100"}, func() { os.Remove(state) }, 0, "vipd active", admin.RoleActive, "MASTER", ""},
-		{"BACKUP that cannot be recorded leaves no record", []string{"keepalived-notify", "INSTANCE", "VI_1", "BACKUP", "100"}, func() { os.Mkdir(state+".tmp", 0o755) }, 0, "standby", admin.RoleStandby, "", "vipd keepalived-notify: recording BACKUP: "},
-		{"check after that, standby: cannot know", []string{"keepalived-check"}, nil, 1, unknown, admin.RoleStandby, "", ""},
-		{"unknown state", []string{"keepalived-notify", "INSTANCE", "VI_1", "MAYBE", "100"}, nil, 2, `state "MAYBE"`, admin.RoleStandby, "", ""},
-		{"too few words", []string{"keepalived-notify", "INSTANCE", "VI_1"}, nil, 2, "usage: vipd keepalived-notify", admin.RoleStandby, "", ""},
+		}, 1, unknown + " (read " + state + ": is a directory", api.RoleStandby, "", ""},
+		{"MASTER again", []string{"keepalived-notify", "INSTANCE", "VI_1", "MASTER", "100"}, func() { os.Remove(state) }, 0, "vipd active", api.RoleActive, "MASTER", ""},
+		{"BACKUP that cannot be recorded leaves no record", []string{"keepalived-notify", "INSTANCE", "VI_1", "BACKUP", "100"}, func() { os.Mkdir(state+".tmp", 0o755) }, 0, "standby", api.RoleStandby, "", "vipd keepalived-notify: recording BACKUP: "},
+		{"check after that, standby: cannot know", []string{"keepalived-check"}, nil, 1, unknown, api.RoleStandby, "", ""},
+		{"unknown state", []string{"keepalived-notify", "INSTANCE", "VI_1", "MAYBE", "100"}, nil, 2, `state "MAYBE"`, api.RoleStandby, "", ""},
+		{"too few words", []string{"keepalived-notify", "INSTANCE", "VI_1"}, nil, 2, "usage: vipd keepalived-notify", api.RoleStandby, "", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.before != nil {
@@ -162,7 +162,7 @@ func TestKeepalivedCheckDuringSlowStateWrite(t *testing.T) {
 	if err := os.WriteFile(state, []byte("MASTER\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	go d.SetOverride(admin.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Weight: func(w uint32) *uint32 { return &w }(5)})
+	go d.SetOverride(api.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Weight: func(w uint32) *uint32 { return &w }(5)})
 	if !testkit.Poll(10*time.Second, func() bool { return strings.Contains(log.String(), "run-time override changed") }) {
 		t.Fatal("the override was not applied")
 	}

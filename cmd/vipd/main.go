@@ -12,7 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/daemon"
 	"github.com/vipd/vipd/internal/procs"
@@ -306,7 +307,7 @@ func drainBox(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	ctx := context.Background()
-	ans, err := admin.DrainBox(ctx, path, *undo)
+	ans, err := client.DrainBox(ctx, path, *undo)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd drain-box: %v\n", err)
 		return 1
@@ -315,17 +316,17 @@ func drainBox(args []string, stdout, stderr io.Writer) int {
 	case *undo:
 		fmt.Fprintln(stdout, "announcing again")
 		return 0
-	case ans.Box == admin.BoxDraining:
+	case ans.Box == api.BoxDraining:
 		fmt.Fprintf(stdout, "every VIP withdrawn; forwarding until %s so that the routers converge\n", ans.LingerUntil.Format(time.RFC3339))
 		if *noWait {
 			return 0
 		}
 	}
-	for ans.Box != admin.BoxDrained {
+	for ans.Box != api.BoxDrained {
 		// At least 10 ms between polls: past the linger's end the wait
 		// would be negative.
 		time.Sleep(max(min(time.Until(ans.LingerUntil), time.Second), 0) + 10*time.Millisecond)
-		st, err := admin.FetchSocketState(ctx, path)
+		st, err := client.FetchSocketState(ctx, path)
 		if err != nil {
 			fmt.Fprintf(stderr, "vipd drain-box: %v\n", err)
 			return 1
@@ -334,7 +335,7 @@ func drainBox(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "vipd drain-box: vipd reports no BGP state")
 			return 1
 		}
-		if st.BGP.Box == admin.BoxAnnouncing {
+		if st.BGP.Box == api.BoxAnnouncing {
 			// Undone meanwhile (drain-box -undo, or vipd restarted): it
 			// will not drain.
 			fmt.Fprintln(stderr, "vipd drain-box: the box is announcing again (the drain was undone)")
@@ -363,38 +364,6 @@ func adminFlags(name string, stderr io.Writer) (*flag.FlagSet, *string, *string)
 	return fs, addr, cfg
 }
 
-func status(args []string, stdout, stderr io.Writer) int {
-	fs, addrFlag, cfgFlag := adminFlags("status", stderr)
-	asJSON := fs.Bool("json", false, "print /v1/state as JSON")
-	rate := fs.Bool("rate", false, "print rates per second, like ipvsadm -Ln --rate")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	addr, err := adminAddr(*addrFlag, *cfgFlag, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "vipd status: %v\n", err)
-		return 1
-	}
-	st, err := admin.FetchState(context.Background(), addr)
-	if err != nil {
-		fmt.Fprintf(stderr, "vipd status: %v\n", err)
-		return 1
-	}
-	if *asJSON {
-		return writeJSON(stdout, st)
-	}
-	if *rate {
-		if admin.WriteRates(stdout, st) != nil {
-			return 1
-		}
-		return 0
-	}
-	if err := admin.WriteStatus(stdout, st); err != nil {
-		return 1
-	}
-	return 0
-}
-
 func drain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("vipd drain", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -414,7 +383,7 @@ func drain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vipd drain: %v\n", err)
 		return 1
 	}
-	if err := admin.Drain(context.Background(), path, fs.Arg(0), fs.Arg(1), !*undo); err != nil {
+	if err := client.Drain(context.Background(), path, fs.Arg(0), fs.Arg(1), !*undo); err != nil {
 		fmt.Fprintf(stderr, "vipd drain: %v\n", err)
 		return 1
 	}
@@ -442,7 +411,7 @@ func where(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vipd where: %v\n", err)
 		return 1
 	}
-	ans, err := admin.Where(context.Background(), addr, fs.Arg(0), fs.Arg(1), uint16(*port))
+	ans, err := client.Where(context.Background(), addr, fs.Arg(0), fs.Arg(1), uint16(*port))
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd where: %v\n", err)
 		return 1

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/internal/procs"
 )
@@ -88,11 +89,11 @@ type drainProvider struct {
 	drains []string
 }
 
-func (p *drainProvider) Ready() error                                { return nil }
-func (p *drainProvider) State(context.Context) (*admin.State, error) { return &admin.State{}, nil }
-func (p *drainProvider) Metrics() *admin.Metrics                     { return &admin.Metrics{} }
-func (p *drainProvider) Where(string, string, uint16) (*admin.WhereAnswer, error) {
-	return nil, admin.ErrNotFound
+func (p *drainProvider) Ready() error                              { return nil }
+func (p *drainProvider) State(context.Context) (*api.State, error) { return &api.State{}, nil }
+func (p *drainProvider) Metrics() *admin.Metrics                   { return &admin.Metrics{} }
+func (p *drainProvider) Where(string, string, uint16) (*api.WhereAnswer, error) {
+	return nil, api.ErrNotFound
 }
 
 func (p *drainProvider) SetDrain(vip, backend string, drain bool) error {

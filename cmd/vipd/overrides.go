@@ -7,7 +7,8 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/config"
 )
 
@@ -56,7 +57,7 @@ func weightCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return 2
 	}
-	req := admin.OverrideRequest{ResetWeight: *reset}
+	req := api.OverrideRequest{ResetWeight: *reset}
 	switch {
 	case *reset && len(pos) == 2:
 	case !*reset && len(pos) == 3:
@@ -102,7 +103,7 @@ func disableCmd(args []string, stdout, stderr io.Writer, disable bool) int {
 		fmt.Fprintln(stderr, usage)
 		return 2
 	}
-	req := admin.OverrideRequest{VIP: pos[0], Backend: pos[1], Disabled: &disable}
+	req := api.OverrideRequest{VIP: pos[0], Backend: pos[1], Disabled: &disable}
 	ans, code := sendOverride(name, req, *socket, *addr, *cfgPath, stderr)
 	if ans == nil {
 		return code
@@ -118,13 +119,13 @@ func disableCmd(args []string, stdout, stderr io.Writer, disable bool) int {
 
 // sendOverride sends req to the admin socket the flags name; on failure
 // it says why and returns a nil answer and the exit status.
-func sendOverride(name string, req admin.OverrideRequest, socket, addr, cfgPath string, stderr io.Writer) (*admin.OverrideAnswer, int) {
+func sendOverride(name string, req api.OverrideRequest, socket, addr, cfgPath string, stderr io.Writer) (*api.OverrideAnswer, int) {
 	path, err := socketFor(socket, addr, cfgPath, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd %s: %v\n", name, err)
 		return nil, 1
 	}
-	ans, err := admin.SetOverride(context.Background(), path, req)
+	ans, err := client.SetOverride(context.Background(), path, req)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd %s: %v\n", name, err)
 		return nil, 1
@@ -132,7 +133,7 @@ func sendOverride(name string, req admin.OverrideRequest, socket, addr, cfgPath 
 	return ans, 0
 }
 
-func printNote(w io.Writer, ans *admin.OverrideAnswer) {
+func printNote(w io.Writer, ans *api.OverrideAnswer) {
 	if ans.Note != "" {
 		fmt.Fprintf(w, "  note: %s\n", ans.Note)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 )
 
 // overrideProvider records overrides and answers like the daemon: VIP
@@ -18,18 +18,18 @@ import (
 type overrideProvider struct {
 	drainProvider
 	got []string // the requests, as JSON
-	ov  *admin.Override
+	ov  *api.Override
 }
 
-func (p *overrideProvider) SetOverride(req admin.OverrideRequest) (*admin.OverrideAnswer, error) {
+func (p *overrideProvider) SetOverride(req api.OverrideRequest) (*api.OverrideAnswer, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if req.VIP != "web" && req.VIP != "198.18.0.100" {
-		return nil, fmt.Errorf(`no VIP %q; did you mean web (198.18.0.100:80/tcp)?: %w`, req.VIP, admin.ErrNotFound)
+		return nil, fmt.Errorf(`no VIP %q; did you mean web (198.18.0.100:80/tcp)?: %w`, req.VIP, api.ErrNotFound)
 	}
 	b, _ := json.Marshal(req)
 	p.got = append(p.got, string(b))
-	o := admin.Override{Since: time.Now()}
+	o := api.Override{Since: time.Now()}
 	if p.ov != nil {
 		o = *p.ov
 	}
@@ -41,7 +41,7 @@ func (p *overrideProvider) SetOverride(req admin.OverrideRequest) (*admin.Overri
 	default:
 		o.Disabled = *req.Disabled
 	}
-	ans := &admin.OverrideAnswer{VIP: "web", Backend: "198.18.1.11:8080", FileWeight: 1, FileState: "active"}
+	ans := &api.OverrideAnswer{VIP: "web", Backend: "198.18.1.11:8080", FileWeight: 1, FileState: "active"}
 	p.ov = nil
 	if o.Weight != nil || o.Disabled {
 		p.ov = &o

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 )
 
 // writeJSON prints v indented, as the admin API's JSON.
@@ -36,7 +37,7 @@ func peers(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vipd peers: %v\n", err)
 		return 1
 	}
-	st, err := admin.FetchState(context.Background(), addr)
+	st, err := client.FetchState(context.Background(), addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd peers: %v\n", err)
 		return 1
@@ -44,6 +45,16 @@ func peers(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		return writeJSON(stdout, st.BGP)
 	}
-	admin.WritePeers(stdout, st)
+	writePeers(stdout, st)
 	return 0
+}
+
+// writePeers prints st's BGP sessions as vipd status does, or "no [bgp]"
+// when the daemon runs without a speaker.
+func writePeers(w io.Writer, st *api.State) {
+	if st.BGP == nil {
+		fmt.Fprintln(w, "no [bgp]: vipd announces nothing and has no peers")
+		return
+	}
+	writeBGP(w, st)
 }

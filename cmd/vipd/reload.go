@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/config"
 )
 
@@ -30,7 +31,7 @@ func reload(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vipd reload: %v\n", err)
 		return 1
 	}
-	res, err := admin.Reload(context.Background(), path)
+	res, err := client.Reload(context.Background(), path)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd reload: %v\n", err)
 		return 1
@@ -39,9 +40,45 @@ func reload(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
 	if !res.OK {
-		admin.WriteReload(stderr, res)
+		writeReload(stderr, res)
 		return 1
 	}
-	admin.WriteReload(stdout, res)
+	writeReload(stdout, res)
 	return 0
+}
+
+// writeReload prints what a reload changed, one line each, or, refused,
+// every reason.
+func writeReload(w io.Writer, r *api.ReloadResult) {
+	if !r.OK {
+		fmt.Fprintf(w, "reload of %s refused: the running configuration stays\n", r.File)
+		for _, e := range r.Errors {
+			fmt.Fprintf(w, "  %s\n", e)
+		}
+		return
+	}
+	n := len(r.VIPsAdded) + len(r.VIPsRemoved) + len(r.BackendsAdded) + len(r.BackendsRemoved) + len(r.Reweighted) + len(r.Changed)
+	if n == 0 {
+		fmt.Fprintf(w, "reloaded %s: nothing changed\n", r.File)
+		return
+	}
+	fmt.Fprintf(w, "reloaded %s:\n", r.File)
+	for _, v := range r.VIPsAdded {
+		fmt.Fprintf(w, "  + vip %q\n", v)
+	}
+	for _, v := range r.VIPsRemoved {
+		fmt.Fprintf(w, "  - vip %q\n", v)
+	}
+	for _, b := range r.BackendsAdded {
+		fmt.Fprintf(w, "  + backend %s of vip %q\n", b.Backend, b.VIP)
+	}
+	for _, b := range r.BackendsRemoved {
+		fmt.Fprintf(w, "  - backend %s of vip %q\n", b.Backend, b.VIP)
+	}
+	for _, rw := range r.Reweighted {
+		fmt.Fprintf(w, "  ~ backend %s of vip %q weight %d → %d\n", rw.Backend, rw.VIP, rw.Old, rw.New)
+	}
+	for _, c := range r.Changed {
+		fmt.Fprintf(w, "  ~ %s\n", c)
+	}
 }

@@ -10,18 +10,19 @@ import (
 	"testing"
 
 	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 )
 
 // reloadProvider is an admin.Provider and admin.Reloader that answers
 // every reload with res, and every state request with st.
 type reloadProvider struct {
 	drainProvider
-	res *admin.ReloadResult
-	st  admin.State
+	res *api.ReloadResult
+	st  api.State
 }
 
-func (p *reloadProvider) ReloadConfig() (*admin.ReloadResult, error)  { return p.res, nil }
-func (p *reloadProvider) State(context.Context) (*admin.State, error) { return &p.st, nil }
+func (p *reloadProvider) ReloadConfig() (*api.ReloadResult, error)  { return p.res, nil }
+func (p *reloadProvider) State(context.Context) (*api.State, error) { return &p.st, nil }
 
 // serveFake serves p's admin API, all of it, on a socket and read-only
 // on a TCP port; it returns both addresses.
@@ -51,16 +52,16 @@ func TestReloadCommand(t *testing.T) {
 	sock, tcp := serveFake(t, p)
 	for _, tt := range []struct {
 		name   string
-		res    admin.ReloadResult
+		res    api.ReloadResult
 		code   int
 		stdout []string
 		stderr []string
 	}{
 		{
 			name: "applied",
-			res: admin.ReloadResult{OK: true, File: "/etc/vipd/vipd.toml", VIPsAdded: []string{"api"},
-				BackendsRemoved: []admin.BackendRef{{VIP: "web", Backend: "198.18.1.12:8080"}},
-				Reweighted:      []admin.Reweight{{BackendRef: admin.BackendRef{VIP: "web", Backend: "198.18.1.11:8080"}, Old: 1, New: 5}},
+			res: api.ReloadResult{OK: true, File: "/etc/vipd/vipd.toml", VIPsAdded: []string{"api"},
+				BackendsRemoved: []api.BackendRef{{VIP: "web", Backend: "198.18.1.12:8080"}},
+				Reweighted:      []api.Reweight{{BackendRef: api.BackendRef{VIP: "web", Backend: "198.18.1.11:8080"}, Old: 1, New: 5}},
 				Changed:         []string{`[vip "web"] healthcheck.interval changed ("2s" → "5s")`},
 				Warnings:        []string{"w.toml:3: dataplane.busy_poll_budget: has no effect"}},
 			stdout: []string{"reloaded /etc/vipd/vipd.toml:", `+ vip "api"`, `- backend 198.18.1.12:8080 of vip "web"`,
@@ -69,12 +70,12 @@ func TestReloadCommand(t *testing.T) {
 		},
 		{
 			name:   "nothing",
-			res:    admin.ReloadResult{OK: true, File: "/etc/vipd/vipd.toml"},
+			res:    api.ReloadResult{OK: true, File: "/etc/vipd/vipd.toml"},
 			stdout: []string{"reloaded /etc/vipd/vipd.toml: nothing changed"},
 		},
 		{
 			name: "refused",
-			res: admin.ReloadResult{File: "/etc/vipd/vipd.toml", Errors: []string{
+			res: api.ReloadResult{File: "/etc/vipd/vipd.toml", Errors: []string{
 				"/etc/vipd/vipd.toml:4: dataplane.queues: must be from 1 to 64, not 0",
 				"/etc/vipd/vipd.toml:19: vip[0].backend[1].weight: must be from 1 to 1000, not 0"}},
 			code: 1,
@@ -123,7 +124,7 @@ func TestStatusSaysConfigDiffers(t *testing.T) {
 		}
 		return stdout.String()
 	}
-	p.st = admin.State{ConfigFile: "/etc/vipd/vipd.toml"}
+	p.st = api.State{ConfigFile: "/etc/vipd/vipd.toml"}
 	if out := status(); strings.Contains(out, "differs") || strings.Contains(out, "reload failed") {
 		t.Errorf("status of a file that runs as it is:\n%s", out)
 	}

@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/config"
 )
 
@@ -30,11 +32,28 @@ func roleCmd(role string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vipd %s: %v\n", role, err)
 		return 1
 	}
-	ans, err := admin.SetRole(context.Background(), path, role)
+	ans, err := client.SetRole(context.Background(), path, role)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd %s: %v\n", role, err)
 		return 1
 	}
-	admin.WriteRole(stdout, ans)
+	writeRole(stdout, ans)
 	return 0
+}
+
+// writeRole prints a role change as `vipd active` and `vipd standby` show
+// it.
+func writeRole(w io.Writer, a *api.RoleAnswer) {
+	what := "answers ARP/NDP for %d VIP addresses (announced gratuitously when it became active)"
+	if a.Role == api.RoleStandby {
+		what = "forwards what reaches it; answers ARP/NDP for %d VIP addresses"
+	}
+	change := "was " + a.Previous
+	if a.Previous == a.Role {
+		change = "no change"
+	}
+	fmt.Fprintf(w, "%s since %s (%s): "+what+"\n", a.Role, a.Since.UTC().Format(time.RFC3339), change, a.Neighbors)
+	if a.Routes != "" {
+		fmt.Fprintf(w, "  BGP: %s\n", a.Routes)
+	}
 }

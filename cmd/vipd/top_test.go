@@ -5,17 +5,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 )
 
 // TestTop: vipd top -n 2 draws two frames (each after an ANSI clear) with
 // the rates per VIP, backend and worker, drops by reason included.
 func TestTop(t *testing.T) {
 	st := sampleState()
-	st.VIPs[0].Rates = admin.Rates{PacketsPerSec: 1500, BytesPerSec: 2e6, NewFlowsPerSec: 12}
+	st.VIPs[0].Rates = api.Rates{PacketsPerSec: 1500, BytesPerSec: 2e6, NewFlowsPerSec: 12}
 	st.VIPs[0].ActiveFlows = 42
-	st.VIPs[0].Backends[0].Rates = admin.Rates{PacketsPerSec: 1500}
-	st.WorkersDetail = []admin.WorkerState{{Queue: 0, RxPerSec: 900, TxPerSec: 880, DropsPerSec: map[string]float64{"no_backend": 20}}, {Queue: 1, RxPerSec: 600, TxPerSec: 600}}
+	st.VIPs[0].Backends[0].Rates = api.Rates{PacketsPerSec: 1500}
+	st.WorkersDetail = []api.WorkerState{{Queue: 0, RxPerSec: 900, TxPerSec: 880, DropsPerSec: map[string]float64{"no_backend": 20}}, {Queue: 1, RxPerSec: 600, TxPerSec: 600}}
 	addr := fakeAdmin(t, st)
 	var out, errb bytes.Buffer
 	if rc := run([]string{"top", "-n", "2", "-interval", "10ms", "-admin", addr}, &out, &errb); rc != 0 {

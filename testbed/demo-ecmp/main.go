@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/testbed"
 )
 
@@ -120,12 +119,8 @@ func demo(r *testbed.Run) {
 		fmt.Printf("   %s\n", testbed.FirstN(broken, 5))
 	}
 
-	st, err := vipds[0].State()
-	if err != nil {
-		r.Fatalf("state: %v", err)
-	}
 	fmt.Printf("\n== vipd status on box1\n")
-	admin.WriteStatus(os.Stdout, st)
+	fmt.Print(bed.Boxes[0].Must(r, bed.Bin.VIPD, "status", "-admin", testbed.AdminAddr))
 	if len(broken) > 0 {
 		r.Fatalf("%d connections broke", len(broken))
 	}

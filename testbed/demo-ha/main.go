@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
 )
@@ -49,7 +49,7 @@ func demo(r *testbed.Run) {
 		}
 		return st.Role
 	}
-	if !testkit.Poll(testkit.Patience, func() bool { return role(0) == admin.RoleActive && role(1) == admin.RoleStandby }) {
+	if !testkit.Poll(testkit.Patience, func() bool { return role(0) == api.RoleActive && role(1) == api.RoleStandby }) {
 		r.Fatalf("box1 never became active: roles %s and %s", role(0), role(1))
 	}
 	fmt.Printf("   keepalived elected box1 MASTER: its notify ran `vipd keepalived-notify ... MASTER`: box1 %s, box2 %s\n", role(0), role(1))
@@ -71,7 +71,7 @@ func demo(r *testbed.Run) {
 	fmt.Printf("\n== kill -9 vipd on box1, the active box\n")
 	t0 := time.Now()
 	v[0].Kill()
-	if !testkit.Poll(testkit.Patience, func() bool { return role(1) == admin.RoleActive }) {
+	if !testkit.Poll(testkit.Patience, func() bool { return role(1) == api.RoleActive }) {
 		r.Fatalf("box2 never became active")
 	}
 	active := time.Since(t0)

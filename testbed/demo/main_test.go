@@ -118,7 +118,8 @@ func parseRate(s string) float64 {
 	return v * mult
 }
 
-// TestTopRates reads a frame as vipd top prints it (admin.WriteRates).
+// TestTopRates reads a frame as vipd top prints it (writeRates in
+// cmd/vipd).
 func TestTopRates(t *testing.T) {
 	out := "$ vipd top -n 1\n" +
 		"  Prot          VIP:Port  ConnPS  PktPS  BytePS  ActiveFlows\n" +

@@ -1,4 +1,4 @@
-package admin
+package api
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ type VIPName struct {
 
 // String names v as the errors show it: "web (198.18.0.100:80/tcp)".
 func (v VIPName) String() string {
-	return fmt.Sprintf("%s (%s/%s)", v.Name, hostPort(v.Addr.String(), v.Port), v.Proto)
+	return fmt.Sprintf("%s (%s/%s)", v.Name, HostPort(v.Addr.String(), v.Port), v.Proto)
 }
 
 // BackendName is what ResolveBackend knows of a backend.
@@ -309,4 +309,17 @@ func (v *VIPState) ResolveBackend(q string) (*BackendState, error) {
 func (v *VIPState) name() VIPName {
 	a, _ := netip.ParseAddr(v.Address)
 	return VIPName{Name: v.Name, Addr: a, Port: v.Port, Proto: v.Protocol}
+}
+
+// HostPort is addr and port as the tables show them: ADDR:PORT,
+// [ADDR]:PORT for IPv6, ADDR:* for port 0 (every port, or the client's).
+func HostPort(addr string, port uint16) string {
+	p := "*"
+	if port != 0 {
+		p = fmt.Sprint(port)
+	}
+	if strings.Contains(addr, ":") {
+		return "[" + addr + "]:" + p
+	}
+	return addr + ":" + p
 }

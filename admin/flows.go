@@ -1,0 +1,33 @@
+package admin
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var (
+	dVIPActive = desc("vip_active_flows", "Flows pinned to a VIP's backends now (as vipd status counts them, at most 1 s old).", "vip")
+	dBeActive  = desc("backend_active_flows", "Flows pinned to a backend now (as vipd status counts them, at most 1 s old).", "vip", "backend")
+	dBuildInfo = desc("build_info", "1, labelled with vipd's version and the Go version it was built with.", "version", "goversion")
+)
+
+// collectFlows adds the active-flow gauges (per VIP and backend of
+// m.Backends, so bounded like the other per-backend metrics) and
+// vipd_build_info.
+func collectFlows(m *Metrics, ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(dBuildInfo, prometheus.GaugeValue, 1, m.Version, m.GoVersion)
+	if m.ActiveFlows == nil {
+		return
+	}
+	perVIP := map[string]int{}
+	for _, name := range m.VIPNames {
+		perVIP[name] = 0
+	}
+	for ref, l := range m.Backends {
+		n := m.ActiveFlows[ref]
+		perVIP[l.VIP] += n
+		ch <- prometheus.MustNewConstMetric(dBeActive, prometheus.GaugeValue, float64(n), l.VIP, l.Backend)
+	}
+	for vip, n := range perVIP {
+		ch <- prometheus.MustNewConstMetric(dVIPActive, prometheus.GaugeValue, float64(n), vip)
+	}
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vipd/vipd/admin/api"
+)
+
+// TestWriteStatusOverrides: vipd status marks an overridden backend and
+// explains the mark once, under the table; without overrides, nothing.
+func TestWriteStatusOverrides(t *testing.T) {
+	w := uint32(5)
+	st := &api.State{VIPs: []api.VIPState{{Name: "web", Address: "198.18.0.100", Port: 80, Protocol: "tcp", Mode: "nat", Backends: []api.BackendState{
+		{Address: "198.18.1.11", Port: 8080, Weight: 1, Forwarding: "up", Override: &api.Override{Weight: &w}},
+		{Address: "198.18.1.12", Port: 8080, Weight: 1, Forwarding: "down", Override: &api.Override{Disabled: true}},
+		{Address: "198.18.1.13", Port: 8080, Weight: 1, Forwarding: "up"},
+	}}}}
+	var out strings.Builder
+	if err := writeStatus(&out, st); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"up(weight 5*)", "down(disabled*)", "* 2 run-time overrides in force over the file", "vipd weight -reset"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("status lacks %q:\n%s", s, out.String())
+		}
+	}
+	st.VIPs[0].Backends = st.VIPs[0].Backends[2:]
+	out.Reset()
+	writeStatus(&out, st)
+	if strings.Contains(out.String(), "*") {
+		t.Errorf("a mark without overrides:\n%s", out.String())
+	}
+}
+
+// TestStatusShowsQUICLB: a QUIC-LB VIP's configurations show in vipd
+// status, and a VIP with it off says so (the page: TestPageShowsQUICLB in
+// admin).
+func TestStatusShowsQUICLB(t *testing.T) {
+	st := &api.State{VIPs: []api.VIPState{
+		{Name: "quic", Address: "198.18.0.102", Port: 443, Protocol: "udp", Mode: "nat", FlowHash: "5tuple", TableSize: 65537,
+			QUICLB: &api.QUICLBState{Enabled: true, Configs: []api.QUICLBConfigState{{Rotation: 0, ServerIDLen: 2, NonceLen: 6, Form: "plaintext"}, {Rotation: 1, ServerIDLen: 2, NonceLen: 6, Form: "three-pass"}}}},
+		{Name: "quic-off", Address: "198.18.0.103", Port: 443, Protocol: "udp", Mode: "nat", FlowHash: "5tuple", TableSize: 65537,
+			QUICLB: &api.QUICLBState{Configs: []api.QUICLBConfigState{{Rotation: 0, ServerIDLen: 2, NonceLen: 6, Form: "plaintext"}}}},
+	}}
+	var status strings.Builder
+	if err := writeStatus(&status, st); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"quic-lb 0:plaintext,1:three-pass", "quic-lb off"} {
+		if !strings.Contains(status.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, status.String())
+		}
+	}
+}
+
+// TestWriteStatus: the table shows a backend's address and port (the
+// VIP's when it keeps the client's), its drain, its health with how long
+// it has held and why it failed, and a VIP's previous set.
+func TestWriteStatus(t *testing.T) {
+	now := time.Now()
+	st := &api.State{Version: "test", IO: "afxdp", Workers: 2, VIPs: []api.VIPState{
+		{Name: "web", Address: "198.18.0.100", Port: 80, Protocol: "tcp", Mode: "nat", FlowHash: "5tuple", TableSize: 65537,
+			Backends: []api.BackendState{
+				{Address: "198.18.1.11", Port: 8080, Weight: 1, Health: "up", Forwarding: "draining", Drained: true},
+				{Address: "198.18.1.12", Port: 8080, Weight: 1, Health: "down", Forwarding: "down", LastError: "HTTP 503", StateSince: now.Add(-3 * time.Second)},
+			}},
+		{Name: "dsr", Address: "198.18.0.101", Port: 80, Protocol: "tcp", Mode: "dsr", FlowHash: "5tuple", TableSize: 65537,
+			PreviousUntil: time.Date(2026, 12, 4, 16, 0, 0, 0, time.UTC),
+			Backends:      []api.BackendState{{Address: "198.18.1.13", Weight: 1, Health: "up", Forwarding: "up"}}},
+	}}
+	var out strings.Builder
+	if err := writeStatus(&out, st); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"198.18.1.11:8080", "draining(drain)", "198.18.1.13:80", "previous-owner until 2026-12-04T16:00:00Z", "HTTP 503"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
+	if !regexp.MustCompile(`down \d+s`).MatchString(out.String()) {
+		t.Errorf("status shows no time down:\n%s", out.String())
+	}
+}
