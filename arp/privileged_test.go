@@ -20,19 +20,12 @@ import (
 // These tests run the package against the kernel, in a throwaway pair of
 // network namespaces (see netns_test.go). They skip when not root.
 
-// runIn runs fn (a Run method) on a thread inside ns and stops it at
-// cleanup, failing the test if it returns an error or does not stop.
+// runIn runs fn (a Run method) inside ns and stops it at cleanup,
+// failing the test if it returns an error or does not stop.
 func runIn(t *testing.T, ns *nstest.NS, fn func(ctx context.Context) error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var err error
-	join := start(t, ns, func() { err = fn(ctx) })
-	t.Cleanup(func() {
-		cancel()
-		join()
-		if err != nil {
-			t.Errorf("Run: %v", err)
-		}
+	testkit.Go(t, "Run", 2*wait, func(ctx context.Context) error {
+		return ns.Do(func() error { return fn(ctx) })
 	})
 }
 

@@ -3,14 +3,12 @@
 package decap
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
 	"net/netip"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // rig is the end-to-end topology: nstest's Pair, namespace lb (playing
@@ -60,14 +59,7 @@ func newRig(t *testing.T) *rig {
 // newDecap creates a Decap inside be; it is closed at cleanup.
 func (r *rig) newDecap(t *testing.T, o Options) *Decap {
 	t.Helper()
-	var d *Decap
-	err := r.be.Do(func() (err error) {
-		d, err = New(o)
-		return err
-	})
-	if err != nil {
-		t.Fatalf("New in %s: %v", r.be.Name, err)
-	}
+	d := nstest.Make(t, r.be, "New", func() (*Decap, error) { return New(o) })
 	t.Cleanup(func() { d.Close() })
 	return d
 }
@@ -76,58 +68,19 @@ func (r *rig) newDecap(t *testing.T, o Options) *Decap {
 // called; either checks that Run stopped cleanly and in time.
 func run(t *testing.T, d *Decap) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(replyTimeout):
-				t.Errorf("Run did not return within %v of cancel", replyTimeout)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return testkit.Go(t, "Run", replyTimeout, d.Run).Stop
 }
 
 // echo starts a TCP echo server on addr inside be; it stops at cleanup.
 func (r *rig) echo(t *testing.T, addr netip.AddrPort) {
 	t.Helper()
-	var ln net.Listener
-	err := r.be.Do(func() (err error) {
-		ln, err = net.Listen("tcp", addr.String())
-		return err
-	})
-	if err != nil {
-		t.Fatalf("listen %v in %s: %v", addr, r.be.Name, err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(transferTimeout))
-				// Plain reads and writes: io.Copy between two TCP
-				// conns would splice through pipes that a pool keeps
-				// open, which TestMain would report as leaked.
-				io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
+	r.be.ServeTCP(t, net.ListenConfig{}, addr, func(c net.Conn) {
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(transferTimeout))
+		// Plain reads and writes: io.Copy between two TCP conns would
+		// splice through pipes that a pool keeps open, which TestMain
+		// would report as leaked.
+		io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
 	})
 }
 

@@ -6,7 +6,6 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/vipd/vipd/decap"
 	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // Addresses of the tests: 198.18.0.0/15 and 2001:2::/48 only.
@@ -79,29 +79,7 @@ func (r *rig) delVIPs(t *testing.T) {
 // IP_FREEBIND keeps it listening while the VIP is off loopback.
 func (r *rig) listen(t *testing.T, addr netip.AddrPort) {
 	t.Helper()
-	var ln net.Listener
-	err := r.be.Do(func() (err error) {
-		lc := net.ListenConfig{Control: freebind}
-		ln, err = lc.Listen(context.Background(), "tcp", addr.String())
-		return err
-	})
-	if err != nil {
-		t.Fatalf("listen %v in %s: %v", addr, r.be.Name, err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-	})
+	r.be.ServeTCP(t, net.ListenConfig{Control: freebind}, addr, func(c net.Conn) { c.Close() })
 }
 
 func freebind(network, _ string, rc syscall.RawConn) error {
@@ -119,14 +97,7 @@ func freebind(network, _ string, rc syscall.RawConn) error {
 // prober makes a Prober inside box; it is closed at cleanup.
 func (r *rig) prober(t *testing.T, o Options) *Prober {
 	t.Helper()
-	var p *Prober
-	err := r.box.Do(func() (err error) {
-		p, err = New(o)
-		return err
-	})
-	if err != nil {
-		t.Fatalf("New in %s: %v", r.box.Name, err)
-	}
+	p := nstest.Make(t, r.box, "New", func() (*Prober, error) { return New(o) })
 	t.Cleanup(func() {
 		if err := p.Close(); err != nil {
 			t.Errorf("Close: %v", err)
@@ -142,29 +113,11 @@ func (r *rig) decap(t *testing.T) *decap.Decap { return r.decapGUE(t, 0) }
 // decapGUE is decap that also receives GUE on port (0: none).
 func (r *rig) decapGUE(t *testing.T, port uint16) *decap.Decap {
 	t.Helper()
-	var d *decap.Decap
-	err := r.be.Do(func() (err error) {
-		d, err = decap.New(decap.Options{TUN: nstest.Name("dt"), IPv6: true, CheckLocal: true, LocalRefresh: 50 * time.Millisecond, GUEPort: port})
-		return err
+	d := nstest.Make(t, r.be, "decap.New", func() (*decap.Decap, error) {
+		return decap.New(decap.Options{TUN: nstest.Name("dt"), IPv6: true, CheckLocal: true, LocalRefresh: 50 * time.Millisecond, GUEPort: port})
 	})
-	if err != nil {
-		t.Fatalf("decap.New in %s: %v", r.be.Name, err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("decap Run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("decap did not stop")
-		}
-		d.Close()
-	})
+	t.Cleanup(func() { d.Close() }) // after Run stopped
+	testkit.Go(t, "decap Run", testkit.Patience, d.Run)
 	return d
 }
 

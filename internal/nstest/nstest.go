@@ -1,13 +1,10 @@
 package nstest
 
 import (
-	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -259,69 +256,6 @@ func (n *NS) WaitRunning(tb T, ifname string) {
 	}) {
 		tb.Fatalf("%s in %s not running after %v: %s (%v)", ifname, n.Name, testkit.Patience, out, err)
 	}
-}
-
-// Interface returns interface ifname of the namespace as it is there
-// (index, MTU, hardware address, flags).
-func (n *NS) Interface(tb T, ifname string) *net.Interface {
-	tb.Helper()
-	var ifi *net.Interface
-	if err := n.Do(func() (err error) { ifi, err = net.InterfaceByName(ifname); return err }); err != nil {
-		tb.Fatalf("interface %s in %s: %v", ifname, n.Name, err)
-	}
-	return ifi
-}
-
-// Do runs f on an OS thread switched into the namespace and waits for it
-// to return. The thread is a fresh goroutine's, locked for the call; it is
-// switched back before it is unlocked, and if that fails it stays locked,
-// so that the runtime ends it with the goroutine: no other goroutine ever
-// runs in a foreign namespace. Sockets f creates stay in the namespace and
-// may be used from any goroutine after Do returns. f must not call
-// t.FailNow (it does not run on the test's goroutine); t.Error is fine.
-func (n *NS) Do(f func() error) error {
-	return <-n.Go(f)
-}
-
-// Go is Do that does not wait: f runs in the namespace on a goroutine of
-// its own (a Run method, say), and the channel receives what Do would
-// return once f has returned.
-func (n *NS) Go(f func() error) <-chan error {
-	errc := make(chan error, 1)
-	go func() {
-		err := errors.New("nstest: the function run in the namespace exited its goroutine")
-		defer func() { errc <- err }()
-		runtime.LockOSThread()
-		orig, oerr := os.Open("/proc/thread-self/ns/net")
-		if oerr != nil {
-			runtime.UnlockOSThread()
-			err = oerr
-			return
-		}
-		defer orig.Close()
-		target, terr := os.Open("/var/run/netns/" + n.Name)
-		if terr != nil {
-			runtime.UnlockOSThread()
-			err = terr
-			return
-		}
-		defer target.Close()
-		if serr := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); serr != nil {
-			runtime.UnlockOSThread()
-			err = fmt.Errorf("setns %s: %w", n.Name, serr)
-			return
-		}
-		defer func() {
-			if serr := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); serr != nil {
-				// Stay locked: the thread dies with this goroutine.
-				err = fmt.Errorf("setns back from %s: %w (thread discarded)", n.Name, serr)
-				return
-			}
-			runtime.UnlockOSThread()
-		}()
-		err = f()
-	}()
-	return errc
 }
 
 // Sysctl sets a net.* sysctl inside the namespace (they are per

@@ -2,7 +2,9 @@ package nstest
 
 import (
 	"errors"
+	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -130,6 +132,32 @@ func TestVethWith(t *testing.T) {
 		}
 		if q := c.ns.Must(t, "ls", "/sys/class/net/"+c.name+"/queues"); len(strings.Fields(q)) != 4 {
 			t.Errorf("%s's queues: %q, want rx-0, rx-1, tx-0, tx-1", c.name, q)
+		}
+	}
+}
+
+// TestServeTCP: the listener is inside the namespace (on its loopback),
+// and each connection gets serve.
+func TestServeTCP(t *testing.T) {
+	RequireRoot(t)
+	n := New(t, "srv")
+	addr := netip.MustParseAddrPort("127.0.0.1:8080")
+	n.ServeTCP(t, net.ListenConfig{}, addr, func(c net.Conn) {
+		defer c.Close()
+		c.Write([]byte("hello"))
+	})
+	for range 2 {
+		got := Make(t, n, "dial", func() (string, error) {
+			c, err := net.Dial("tcp", addr.String())
+			if err != nil {
+				return "", err
+			}
+			defer c.Close()
+			b, err := io.ReadAll(c)
+			return string(b), err
+		})
+		if got != "hello" {
+			t.Errorf("read %q, want hello", got)
 		}
 	}
 }
