@@ -2,10 +2,8 @@ package testbed
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -25,14 +23,8 @@ type EchoFlows struct {
 	*Streams
 }
 
-// Round timing: a round every roundGap, each read allowed roundTimeout
-// (long enough to ride out a box's hold time and TCP's retransmission
-// backoff behind it).
-const (
-	roundGap     = 100 * time.Millisecond
-	roundTimeout = 30 * time.Second
-	chunk        = 256
-)
+// chunk is the size of an echo flow's rounds.
+const chunk = 256
 
 // StartEchoFlows opens n connections from the client to vip:EchoPort and
 // starts streaming; it returns once every connection is open and has
@@ -48,8 +40,8 @@ func (b *Bed) StartEchoFlows(vip netip.Addr, n int) (*EchoFlows, error) {
 	return ef, nil
 }
 
-// runEcho is an echo flow's life: connect, then a round every roundGap
-// until Finish or a failure.
+// runEcho is an echo flow's life: connect, read the backend's name, then
+// the rounds of Stream.Echo.
 func runEcho(st *Stream, dial func(context.Context, string, string) (net.Conn, error), addr string, seed uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	c, err := dial(ctx, "tcp", addr)
@@ -68,36 +60,7 @@ func runEcho(st *Stream, dial func(context.Context, string, string) (net.Conn, e
 		return
 	}
 	st.Answered(strings.TrimSpace(name))
-	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	out, in := make([]byte, chunk), make([]byte, chunk)
-	for {
-		for i := range out {
-			out[i] = byte(rng.Uint32())
-		}
-		c.SetDeadline(time.Now().Add(roundTimeout))
-		_, err := c.Write(out)
-		if err == nil {
-			_, err = io.ReadFull(r, in)
-		}
-		if err == nil && !bytes.Equal(in, out) {
-			err = fmt.Errorf("the echo differs from what was sent")
-		}
-		select {
-		case <-st.Stopped():
-			return // a round cut short by the end is not a break
-		default:
-		}
-		if err != nil {
-			st.Fail(err)
-			return
-		}
-		st.Round()
-		select {
-		case <-st.Stopped():
-			return
-		case <-time.After(roundGap):
-		}
-	}
+	st.Echo(c, r, rand.New(rand.NewPCG(seed, 0x5eed)), chunk, nil)
 }
 
 // EchoFlow is one flow of EchoFlows: the client's address and port, and

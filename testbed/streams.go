@@ -1,8 +1,12 @@
 package testbed
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -78,6 +82,65 @@ func (s *Streams) Start(kind, to string, patience time.Duration, run func(i int)
 		}
 	}
 	return nil
+}
+
+// Round timing: a round every roundGap, each allowed roundTimeout (long
+// enough to ride out a box's hold time and, behind it, TCP's
+// retransmission backoff or QUIC's probe timeouts).
+const (
+	roundGap     = 100 * time.Millisecond
+	roundTimeout = 30 * time.Second
+)
+
+// Echo streams over w, reading from r (w itself, or a buffered reader of
+// it), until Finish or a failure: every roundGap a round writes size
+// pseudo-random bytes from rng and reads exactly those back, within
+// roundTimeout, and counts (Round). first, if not nil, runs after the
+// first write, before its echo is read (a QUIC server learns of a stream
+// by its first frame, and only then sends its name); its error fails the
+// flow. A round that Finish cuts short is not a failure.
+func (st *Stream) Echo(w Deadliner, r io.Reader, rng *rand.Rand, size int, first func() error) {
+	out, in := make([]byte, size), make([]byte, size)
+	for round := 0; ; round++ {
+		for i := range out {
+			out[i] = byte(rng.Uint32())
+		}
+		w.SetDeadline(time.Now().Add(roundTimeout))
+		_, err := w.Write(out)
+		if err != nil {
+			err = fmt.Errorf("write: %w", err)
+		} else if round == 0 && first != nil {
+			err = first()
+		}
+		if err == nil {
+			if _, err = io.ReadFull(r, in); err != nil {
+				err = fmt.Errorf("read: %w", err)
+			} else if !bytes.Equal(in, out) {
+				err = errors.New("the echo differs from what was sent")
+			}
+		}
+		select {
+		case <-st.Stopped():
+			return
+		default:
+		}
+		if err != nil {
+			st.Fail(err)
+			return
+		}
+		st.Round()
+		select {
+		case <-st.Stopped():
+			return
+		case <-time.After(roundGap):
+		}
+	}
+}
+
+// Deadliner is what a flow streams over: a TCP connection, a QUIC stream.
+type Deadliner interface {
+	io.Writer
+	SetDeadline(time.Time) error
 }
 
 // Stopped is closed when the flows are to stop (Finish).

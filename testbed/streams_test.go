@@ -3,8 +3,12 @@ package testbed
 import (
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"math/rand/v2"
+	"net"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -79,5 +83,57 @@ func TestStreamsStart(t *testing.T) {
 	err = s.Start("test", "nowhere", 10*time.Millisecond, func(i int) { <-s.Stream(i).Stopped() })
 	if want := "only 0 of 1 test flows to nowhere started within 10ms"; err == nil || err.Error() != want {
 		t.Errorf("Start = %v, want %q", err, want)
+	}
+}
+
+// TestStreamEcho runs Echo over in-memory pipes: a faithful echo server
+// keeps its flow going, one that corrupts its third answer breaks it, and
+// first runs once, between the first write and its echo.
+func TestStreamEcho(t *testing.T) {
+	s := NewStreams(2)
+	var firsts atomic.Int32
+	err := s.Start("test", "a pipe", time.Minute, func(i int) {
+		c, srv := net.Pipe()
+		defer c.Close()
+		go func() {
+			defer srv.Close()
+			b := make([]byte, 16)
+			for round := 1; ; round++ {
+				if _, err := io.ReadFull(srv, b); err != nil {
+					return
+				}
+				if i == 1 && round == 3 {
+					b[0]++
+				}
+				if _, err := srv.Write(b); err != nil {
+					return
+				}
+			}
+		}()
+		st := s.Stream(i)
+		st.SetLocal(fmt.Sprintf("c%d", i))
+		st.Echo(c, c, rand.New(rand.NewPCG(uint64(i), 1)), 16, func() error {
+			firsts.Add(1)
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var broken []string
+	for range 10 { // rounds are roundGap apart: 3 take some 200 ms
+		if broken = s.Settle(5 * time.Second); len(broken) > 0 {
+			break
+		}
+	}
+	s.Finish()
+	if want := []string{"c1 (backend ) after 2 rounds: the echo differs from what was sent"}; !slices.Equal(broken, want) {
+		t.Errorf("broken %q, want %q", broken, want)
+	}
+	if p := s.Stream(0).Progress(); p.Dead || p.Rounds < 2 {
+		t.Errorf("the faithful flow: %+v, want alive after 2 rounds or more", p)
+	}
+	if n := firsts.Load(); n != 2 {
+		t.Errorf("first ran %d times, want once per flow", n)
 	}
 }

@@ -2,12 +2,9 @@ package quicflow
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -24,19 +21,16 @@ import (
 // ALPN is the application protocol of testbed/quicbackend.
 const ALPN = "vipd-test"
 
-// Round timing: a round every roundGap; each read is allowed
-// roundTimeout, which rides out a box's hold time and QUIC's probe
-// timeouts behind it. A connection the wrong server reset ends at once.
 const (
-	roundGap     = 100 * time.Millisecond
-	roundTimeout = 30 * time.Second
-	chunk        = 512
+	// chunk is the size of a flow's rounds.
+	chunk = 512
 	// startPatience bounds the handshakes of Start.
 	startPatience = 20 * time.Second
 )
 
-// Flows are QUIC connections streaming through a VIP. Settle, Finish, Len
-// and Backends are its Streams'.
+// Flows are QUIC connections streaming through a VIP, as testbed's
+// Stream.Echo streams: a connection the wrong server reset ends at once.
+// Settle, Finish, Len and Backends are its Streams'.
 type Flows struct {
 	*testbed.Streams
 	ns    *nstest.NS
@@ -94,8 +88,8 @@ func quicConfig() *quic.Config {
 	return &quic.Config{MaxIdleTimeout: time.Minute, HandshakeIdleTimeout: 10 * time.Second}
 }
 
-// run is flow f's life: connect, then a round every roundGap (a chunk of
-// pseudo-random bytes out, the same back) until Finish or a failure.
+// run is flow f's life: connect, open a stream, then the rounds of
+// Stream.Echo, the first of which reads the backend's name.
 func (fs *Flows) run(f *flow, vip netip.AddrPort) {
 	st := f.st
 	pc, err := testbed.ListenPacket(fs.ns, "udp4", ":0")
@@ -134,41 +128,15 @@ func (fs *Flows) run(f *flow, vip netip.AddrPort) {
 		st.Fail(err)
 		return
 	}
-	rng := rand.New(rand.NewPCG(uint64(f.i), 0x71c))
-	out, back := make([]byte, chunk), make([]byte, chunk)
 	br := bufio.NewReader(s)
-	for round := 0; ; round++ {
-		for i := range out {
-			out[i] = byte(rng.Uint32())
+	st.Echo(s, br, rand.New(rand.NewPCG(uint64(f.i), 0x71c)), chunk, func() error {
+		name, err := br.ReadString('\n')
+		if err != nil {
+			return fmt.Errorf("reading the backend's name: %w", err)
 		}
-		s.SetDeadline(time.Now().Add(roundTimeout))
-		if _, err := s.Write(out); err != nil {
-			st.Fail(fmt.Errorf("write: %w", err))
-			return
-		}
-		if round == 0 {
-			name, err := br.ReadString('\n')
-			if err != nil {
-				st.Fail(fmt.Errorf("reading the backend's name: %w", err))
-				return
-			}
-			st.Answered(strings.TrimSpace(name))
-		}
-		if _, err := io.ReadFull(br, back); err != nil {
-			st.Fail(fmt.Errorf("read: %w", err))
-			return
-		}
-		if !bytes.Equal(out, back) {
-			st.Fail(errors.New("the echo differs from what was sent"))
-			return
-		}
-		st.Round()
-		select {
-		case <-st.Stopped():
-			return
-		case <-time.After(roundGap):
-		}
-	}
+		st.Answered(strings.TrimSpace(name))
+		return nil
+	})
 }
 
 // Migrate moves every live connection to a new socket of its own, as a
