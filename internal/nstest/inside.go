@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -111,4 +112,45 @@ func (n *NS) ServeTCP(tb T, lc net.ListenConfig, addr netip.AddrPort, serve func
 		ln.Close()
 		wg.Wait()
 	})
+}
+
+// ListenUDP opens a UDP socket on addr inside n; it is closed at cleanup.
+func (n *NS) ListenUDP(tb T, addr netip.AddrPort) *net.UDPConn {
+	tb.Helper()
+	c := Make(tb, n, "listen "+addr.String(), func() (*net.UDPConn, error) {
+		return net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
+	})
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// SendUDP sends payload in one datagram from n to dst, from a port of the
+// kernel's choosing.
+func (n *NS) SendUDP(tb T, dst netip.AddrPort, payload []byte) {
+	tb.Helper()
+	err := n.Do(func() error {
+		c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(dst))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Write(payload)
+		return err
+	})
+	if err != nil {
+		tb.Fatalf("send to %v from %s: %v", dst, n.Name, err)
+	}
+}
+
+// ReadUDP returns the payload of the next datagram c receives within
+// timeout; none fails the test.
+func ReadUDP(tb T, c *net.UDPConn, timeout time.Duration) string {
+	tb.Helper()
+	c.SetReadDeadline(time.Now().Add(timeout))
+	buf := make([]byte, 1<<16)
+	n, err := c.Read(buf)
+	if err != nil {
+		tb.Fatalf("no datagram reached %v within %v: %v", c.LocalAddr(), timeout, err)
+	}
+	return string(buf[:n])
 }
