@@ -243,16 +243,13 @@ func TestNewFailsCleanly(t *testing.T) {
 	r.LB.Sysctl(t, "net.ipv6.conf.all.disable_ipv6", "1")
 	r.LB.Sysctl(t, "net.ipv6.conf.default.disable_ipv6", "1")
 	tun := nstest.Name("pt")
-	done := make(chan error, 1)
-	go func() {
-		done <- r.LB.Do(func() error {
-			p, err := New(Options{TUN: tun, Source4: boxAddr, Source6: boxAddr6})
-			if err == nil {
-				p.Close()
-			}
-			return err
-		})
-	}()
+	done := r.LB.Go(func() error {
+		p, err := New(Options{TUN: tun, Source4: boxAddr, Source6: boxAddr6})
+		if err == nil {
+			p.Close()
+		}
+		return err
+	})
 	select {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), "IPv6") {
