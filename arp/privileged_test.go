@@ -12,6 +12,7 @@ import (
 
 	"github.com/mdlayher/ndp"
 
+	"github.com/vipd/vipd/internal/nstest"
 	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/linkwatch"
 )
@@ -19,19 +20,12 @@ import (
 // These tests run the package against the kernel, in a throwaway pair of
 // network namespaces (see netns_test.go). They skip when not root.
 
-// runIn runs fn (a Run method) on a thread inside ns and stops it at
-// cleanup, failing the test if it returns an error or does not stop.
-func runIn(t *testing.T, ns *netns, fn func(ctx context.Context) error) {
+// runIn runs fn (a Run method) inside ns and stops it at cleanup,
+// failing the test if it returns an error or does not stop.
+func runIn(t *testing.T, ns *nstest.NS, fn func(ctx context.Context) error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var err error
-	join := ns.start(t, func() { err = fn(ctx) })
-	t.Cleanup(func() {
-		cancel()
-		join()
-		if err != nil {
-			t.Errorf("Run: %v", err)
-		}
+	testkit.Go(t, "Run", 2*wait, func(ctx context.Context) error {
+		return ns.Do(func() error { return fn(ctx) })
 	})
 }
 
@@ -42,7 +36,7 @@ func runIn(t *testing.T, ns *netns, fn func(ctx context.Context) error) {
 func arpAsk(t *testing.T, bed *testBed, d time.Duration, targets ...netip.Addr) (replies []arpMessage, ok bool) {
 	t.Helper()
 	last := targets[len(targets)-1]
-	bed.b.do(t, func() {
+	do(t, bed.b, func() {
 		ifi, err := net.InterfaceByName(bed.ifB)
 		if err != nil {
 			t.Errorf("peer interface: %v", err)
@@ -91,7 +85,7 @@ func arpAsk(t *testing.T, bed *testBed, d time.Duration, targets ...netip.Addr) 
 // A does not own addr and does not forward.
 func udpPoke(t *testing.T, bed *testBed, addr netip.Addr) {
 	t.Helper()
-	bed.b.do(t, func() {
+	do(t, bed.b, func() {
 		c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, 9)))
 		if err != nil {
 			t.Errorf("dial %v from B: %v", addr, err)
@@ -106,17 +100,7 @@ func udpPoke(t *testing.T, bed *testBed, addr netip.Addr) {
 
 func TestPrivilegedResponder(t *testing.T) {
 	bed := newTestBed(t)
-	var ifi *net.Interface
-	bed.a.do(t, func() {
-		var err error
-		if ifi, err = net.InterfaceByName(bed.ifA); err != nil {
-			t.Errorf("vipd interface: %v", err)
-		}
-	})
-	if ifi == nil {
-		t.FailNow()
-	}
-	r, err := NewResponder(ifi, testLog(t))
+	r, err := NewResponder(bed.a.Interface(t, bed.ifA), testLog(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +138,7 @@ func TestPrivilegedResponder(t *testing.T) {
 	const oldMAC = "02:00:5e:0e:00:01"
 	added := []netip.Addr{netip.MustParseAddr("198.18.0.101"), netip.MustParseAddr("2001:2::101")}
 	for _, a := range added {
-		sh(t, "ip", "-n", bed.b.name, "neigh", "replace", a.String(), "lladdr", oldMAC, "dev", bed.ifB, "nud", "stale")
+		nstest.Must(t, "ip", "-n", bed.b.Name, "neigh", "replace", a.String(), "lladdr", oldMAC, "dev", bed.ifB, "nud", "stale")
 	}
 	r.SetVIPs(append([]netip.Addr{vip4, vip6}, added...))
 	for _, a := range added {
@@ -170,9 +154,9 @@ func TestPrivilegedResponder(t *testing.T) {
 	// The link goes down and up: the sockets report it once and go on.
 	// (Now B's end is the one whose carrier came back under it: wait
 	// until it transmits again, see newTestBed.)
-	sh(t, "ip", "-n", bed.a.name, "link", "set", bed.ifA, "down")
-	sh(t, "ip", "-n", bed.a.name, "link", "set", bed.ifA, "up")
-	waitRunning(t, bed.b, bed.ifB)
+	nstest.Must(t, "ip", "-n", bed.a.Name, "link", "set", bed.ifA, "down")
+	nstest.Must(t, "ip", "-n", bed.a.Name, "link", "set", bed.ifA, "up")
+	bed.b.WaitRunning(t, bed.ifB)
 	if _, ok := arpAsk(t, bed, wait, vip4); !ok {
 		t.Error("VIP no longer answered after the link went down and up")
 	}
@@ -195,7 +179,7 @@ func TestPrivilegedResolver(t *testing.T) {
 		{"route", "add", "default", "via", "198.18.0.2", "dev", bed.ifA},
 		{"-6", "route", "add", "default", "via", "2001:2::2", "dev", bed.ifA},
 	} {
-		sh(t, append([]string{"ip", "-n", bed.a.name}, args...)...)
+		nstest.Must(t, append([]string{"ip", "-n", bed.a.Name}, args...)...)
 	}
 	peerB := netip.MustParseAddr("198.18.0.2")
 	if got := neigh(t, bed.a, bed.ifA, peerB.String()); got != "" {
@@ -235,7 +219,7 @@ func TestPrivilegedResolver(t *testing.T) {
 	}
 
 	var vipd0 linkwatch.Link
-	bed.a.do(t, func() {
+	do(t, bed.a, func() {
 		var err error
 		if vipd0, err = linkwatch.Read(bed.ifA); err != nil {
 			t.Errorf("linkwatch.Read: %v", err)
@@ -267,7 +251,7 @@ func TestPrivilegedResolver(t *testing.T) {
 	}
 
 	// A refresh reports a change in the kernel's table.
-	sh(t, "ip", "-n", bed.a.name, "neigh", "replace", "198.18.0.254", "lladdr", gwMAC2, "dev", bed.ifA, "nud", "permanent")
+	nstest.Must(t, "ip", "-n", bed.a.Name, "neigh", "replace", "198.18.0.254", "lladdr", gwMAC2, "dev", bed.ifA, "nud", "permanent")
 	waitResolved(viaStatic, gwMAC2)
 }
 
@@ -278,7 +262,7 @@ func TestPrivilegedLinks(t *testing.T) {
 		prefixes []netip.Prefix
 		errs     [3]error
 	)
-	bed.a.do(t, func() {
+	do(t, bed.a, func() {
 		l, errs[0] = linkwatch.Read(bed.ifA)
 		prefixes, errs[1] = OnLinkPrefixes(bed.ifA)
 		_, errs[2] = linkwatch.Read("nope0")
@@ -323,11 +307,11 @@ func TestPrivilegedLinks(t *testing.T) {
 		}
 	}
 	next("the initial state", func(l linkwatch.Link) bool { return l.MTU == 1500 })
-	sh(t, "ip", "-n", bed.a.name, "link", "set", bed.ifA, "mtu", "1400")
+	nstest.Must(t, "ip", "-n", bed.a.Name, "link", "set", bed.ifA, "mtu", "1400")
 	if l := next("MTU 1400", func(l linkwatch.Link) bool { return l.MTU == 1400 }); l.MAC != bed.macA {
 		t.Errorf("after the MTU change: %+v", l)
 	}
-	sh(t, "ip", "-n", bed.a.name, "addr", "add", "198.18.0.9/24", "dev", bed.ifA)
+	nstest.Must(t, "ip", "-n", bed.a.Name, "addr", "add", "198.18.0.9/24", "dev", bed.ifA)
 	next("the new address", func(l linkwatch.Link) bool { return slices.Contains(l.Addrs, netip.MustParsePrefix("198.18.0.9/24")) })
 }
 
@@ -341,7 +325,7 @@ func TestPrivilegedNDPSocket(t *testing.T) {
 	stop := make(chan struct{})
 	var join func()
 	ready := make(chan error, 1)
-	join = bed.a.start(t, func() {
+	join = start(t, bed.a, func() {
 		ifi, err := net.InterfaceByName(bed.ifA)
 		if err != nil {
 			ready <- err

@@ -76,8 +76,8 @@ func newChainRig(t *testing.T, runA bool) *chainRig {
 	// packets, so that their timing is the decapsulators' alone.
 	warm(t, c.a, c.b, bAddr4)
 	warm(t, c.a, c.b, bAddr6)
-	c.lbA = &rig{lb: c.lb, lbIf: ifLA, be: c.a}
-	c.lbB = &rig{lb: c.lb, lbIf: ifLB, be: c.b}
+	c.lbA = &rig{&nstest.Pair{LB: c.lb, LBIf: ifLA, BE: c.a}}
+	c.lbB = &rig{&nstest.Pair{LB: c.lb, LBIf: ifLB, BE: c.b}}
 	// A TTL far beyond the test, so that cache hits are certain.
 	c.da = c.lbA.newDecap(t, Options{GUEPort: DefaultGUEPort, IPv6: true, Chain: true, CheckLocal: true, ChainCacheTTL: time.Minute,
 		AllowedSources: []netip.Prefix{netip.PrefixFrom(lbAddr4, 32), netip.PrefixFrom(lbAddr6, 128)},
@@ -168,7 +168,7 @@ func connect(t *testing.T, lbSide *rig, s *nstest.RawSender, c *capture, ln net.
 	ln.(*net.TCPListener).SetDeadline(time.Now().Add(replyTimeout))
 	conn, err := ln.Accept()
 	if err != nil {
-		t.Fatalf("accept in %s: %v", lbSide.be.Name, err)
+		t.Fatalf("accept in %s: %v", lbSide.BE.Name, err)
 	}
 	t.Cleanup(func() { conn.Close() })
 	return conn, isn + 1, serverISN + 1

@@ -82,10 +82,10 @@ func TestSYNACK4(t *testing.T) {
 	// The open raw socket counts as a handler for protocol 4: the kernel
 	// neither counts the packets as of an unknown protocol nor answers
 	// vipd with "protocol unreachable" (it does both without a Decap).
-	if n := r.be.SNMP(t, "Ip", "InUnknownProtos"); n != 0 {
+	if n := r.BE.SNMP(t, "Ip", "InUnknownProtos"); n != 0 {
 		t.Errorf("Ip InUnknownProtos = %d, want 0", n)
 	}
-	if n := r.be.SNMP(t, "Icmp", "OutDestUnreachs"); n != 0 {
+	if n := r.BE.SNMP(t, "Icmp", "OutDestUnreachs"); n != 0 {
 		t.Errorf("Icmp OutDestUnreachs = %d, want 0", n)
 	}
 }
@@ -97,9 +97,9 @@ func TestSYNACK4(t *testing.T) {
 // table.
 func TestSYNACKPolicyRouting(t *testing.T) {
 	r := newRig(t)
-	r.be.Must(t, "ip", "route", "del", "198.18.2.0/24")
-	r.be.Must(t, "ip", "route", "add", "default", "via", lbAddr4.String(), "table", "100")
-	r.be.Must(t, "ip", "rule", "add", "from", vip4.String(), "lookup", "100")
+	r.BE.Must(t, "ip", "route", "del", "198.18.2.0/24")
+	r.BE.Must(t, "ip", "route", "add", "default", "via", lbAddr4.String(), "table", "100")
+	r.BE.Must(t, "ip", "rule", "add", "from", vip4.String(), "lookup", "100")
 	d := r.newDecap(t, Options{})
 	run(t, d)
 	r.echo(t, netip.AddrPortFrom(vip4, 80))
@@ -131,10 +131,10 @@ func TestSYNACK6(t *testing.T) {
 	}
 	// Without the raw socket the kernel would answer with a parameter
 	// problem (unknown next header).
-	if n := r.be.SNMP(t, "Ip6", "InUnknownProtos"); n != 0 {
+	if n := r.BE.SNMP(t, "Ip6", "InUnknownProtos"); n != 0 {
 		t.Errorf("Ip6InUnknownProtos = %d, want 0", n)
 	}
-	if n := r.be.SNMP(t, "Icmp6", "OutParmProblems"); n != 0 {
+	if n := r.BE.SNMP(t, "Icmp6", "OutParmProblems"); n != 0 {
 		t.Errorf("Icmp6OutParmProblems = %d, want 0", n)
 	}
 }
@@ -162,7 +162,7 @@ func testLocalRefresh(t *testing.T, refresh time.Duration) {
 	s.Send(t, ipip(t, lbAddr4, beAddr4, tcp4(t, client4, vip2, 40001, 80, true, false, 1000, nil)))
 	waitStats(t, d, "drop before the VIP exists", func(s Stats) bool { return s.Dropped[DropNotLocal] == 1 })
 
-	r.be.Must(t, "ip", "addr", "add", vip2.String()+"/32", "dev", "lo")
+	r.BE.Must(t, "ip", "addr", "add", vip2.String()+"/32", "dev", "lo")
 	r.echo(t, netip.AddrPortFrom(vip2, 80))
 	// The refresh follows the addition, by a refresh period or by the
 	// notification's trip: send until a SYN is let through, for as long
@@ -187,7 +187,7 @@ func testLocalRefresh(t *testing.T, refresh time.Duration) {
 func TestCloseRemovesTUN(t *testing.T) {
 	r := newRig(t)
 	d := r.newDecap(t, Options{TUN: "vtun-close", IPv6: true})
-	if l := links(t, r.be); !strings.Contains(l, "vtun-close") {
+	if l := links(t, r.BE); !strings.Contains(l, "vtun-close") {
 		t.Fatalf("TUN missing after New: links %q", l)
 	}
 	done := make(chan error, 1)
@@ -206,7 +206,7 @@ func TestCloseRemovesTUN(t *testing.T) {
 	case <-time.After(replyTimeout):
 		t.Fatalf("Run did not return within %v of Close", replyTimeout)
 	}
-	if l := links(t, r.be); strings.Contains(l, "vtun-close") {
+	if l := links(t, r.BE); strings.Contains(l, "vtun-close") {
 		t.Errorf("TUN still there after Close: links %q", l)
 	}
 	if err := d.Close(); err != nil {
@@ -219,7 +219,7 @@ func TestCloseRemovesTUN(t *testing.T) {
 func TestTUNInUse(t *testing.T) {
 	r := newRig(t)
 	r.newDecap(t, Options{TUN: "vtun-busy"})
-	err := r.be.Do(func() error {
+	err := r.BE.Do(func() error {
 		d, err := New(Options{TUN: "vtun-busy"})
 		if err == nil {
 			d.Close()
@@ -229,14 +229,14 @@ func TestTUNInUse(t *testing.T) {
 	if !errors.Is(err, unix.EBUSY) || !strings.Contains(err.Error(), "in use") {
 		t.Errorf("second New = %v, want EBUSY saying the TUN is in use", err)
 	}
-	if l := links(t, r.be); !strings.Contains(l, "vtun-busy") {
+	if l := links(t, r.BE); !strings.Contains(l, "vtun-busy") {
 		t.Errorf("first TUN gone: links %q", l)
 	}
 }
 
 func sysctl(t *testing.T, r *rig, name string) string {
 	t.Helper()
-	return strings.TrimSpace(r.be.Must(t, "sysctl", "-n", name))
+	return strings.TrimSpace(r.BE.Must(t, "sysctl", "-n", name))
 }
 
 // TestRPFilter: with net.ipv4.conf.all.rp_filter=1, New refuses and names
@@ -244,10 +244,10 @@ func sysctl(t *testing.T, r *rig, name string) string {
 // effective filtering, packets flow, and Close restores everything.
 func TestRPFilter(t *testing.T) {
 	r := newRig(t)
-	veth := "net.ipv4.conf." + r.beIf + ".rp_filter"
-	r.be.Must(t, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=1", veth+"=0", "net.ipv4.conf.default.rp_filter=0")
+	veth := "net.ipv4.conf." + r.BEIf + ".rp_filter"
+	r.BE.Must(t, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=1", veth+"=0", "net.ipv4.conf.default.rp_filter=0")
 
-	err := r.be.Do(func() error {
+	err := r.BE.Do(func() error {
 		d, err := New(Options{})
 		if err == nil {
 			d.Close()
@@ -257,7 +257,7 @@ func TestRPFilter(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "sysctl -w net.ipv4.conf.all.rp_filter=0") {
 		t.Fatalf("New with all.rp_filter=1: %v, want an error naming the sysctl command", err)
 	}
-	if l := links(t, r.be); strings.Contains(l, DefaultTUN) {
+	if l := links(t, r.BE); strings.Contains(l, DefaultTUN) {
 		t.Errorf("failed New left its TUN: links %q", l)
 	}
 
@@ -330,7 +330,7 @@ func ethtool(name string, cmd uint32, on bool) error {
 func (r *rig) encapsulator(t *testing.T, gue bool) {
 	t.Helper()
 	var tun *os.File
-	err := r.lb.Do(func() (err error) {
+	err := r.LB.Do(func() (err error) {
 		if tun, err = openTUN("enc0"); err != nil {
 			return err
 		}
@@ -344,11 +344,11 @@ func (r *rig) encapsulator(t *testing.T, gue bool) {
 		hl += packet.UDPSize
 	}
 	// Outer headers plus inner packet must fit the veth's 1500 bytes.
-	r.lb.Must(t, "ip", "link", "set", "enc0", "mtu", strconv.Itoa(1500-hl))
-	r.lb.Must(t, "ip", "addr", "add", client4.String()+"/32", "dev", "lo")
-	r.lb.Must(t, "ip", "route", "add", vip4.String()+"/32", "dev", "enc0", "src", client4.String())
+	r.LB.Must(t, "ip", "link", "set", "enc0", "mtu", strconv.Itoa(1500-hl))
+	r.LB.Must(t, "ip", "addr", "add", client4.String()+"/32", "dev", "lo")
+	r.LB.Must(t, "ip", "route", "add", vip4.String()+"/32", "dev", "enc0", "src", client4.String())
 	// The answers come back from the VIP over the veth, not over enc0.
-	r.lb.Must(t, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf."+r.lbIf+".rp_filter=0")
+	r.LB.Must(t, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf."+r.LBIf+".rp_filter=0")
 	s := r.sender(t)
 	done := make(chan struct{})
 	go func() {
@@ -420,13 +420,13 @@ func testTCPTransfer(t *testing.T, gue bool) {
 	// GRO only merges what was not segmented by TSO on the way in
 	// (veth_skb_is_eligible_for_gro); gro_flush_timeout holds segments
 	// across NAPI polls, as a busy NIC would.
-	if err := r.lb.Do(func() error { return ethtool(r.lbIf, unix.ETHTOOL_STSO, false) }); err != nil {
+	if err := r.LB.Do(func() error { return ethtool(r.LBIf, unix.ETHTOOL_STSO, false) }); err != nil {
 		t.Fatalf("TSO off on lb's veth: %v", err)
 	}
-	if err := r.be.Do(func() error { return ethtool(r.beIf, unix.ETHTOOL_SGRO, true) }); err != nil {
+	if err := r.BE.Do(func() error { return ethtool(r.BEIf, unix.ETHTOOL_SGRO, true) }); err != nil {
 		t.Fatalf("GRO on be's veth: %v", err)
 	}
-	r.be.Must(t, "sh", "-c", "echo 2000000 > /sys/class/net/"+r.beIf+"/gro_flush_timeout")
+	r.BE.Must(t, "sh", "-c", "echo 2000000 > /sys/class/net/"+r.BEIf+"/gro_flush_timeout")
 
 	o := Options{CheckLocal: true, AllowedSources: []netip.Prefix{netip.PrefixFrom(lbAddr4, 32)}}
 	if gue {
@@ -438,7 +438,7 @@ func testTCPTransfer(t *testing.T, gue bool) {
 	r.encapsulator(t, gue)
 
 	var conn net.Conn
-	err := r.lb.Do(func() (err error) {
+	err := r.LB.Do(func() (err error) {
 		dl := net.Dialer{Timeout: replyTimeout, LocalAddr: &net.TCPAddr{IP: ip(client4)}}
 		conn, err = dl.Dial("tcp", netip.AddrPortFrom(vip4, 80).String())
 		return err

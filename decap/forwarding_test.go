@@ -17,53 +17,12 @@ import (
 // farAddr is an address that exists only in the far namespace, behind be.
 var farAddr = nstest.PairFar4
 
-// far puts a namespace behind be and makes be a router (nstest's
+// far puts a namespace behind BE and makes BE a router (nstest's
 // Pair.AddFar). It returns a UDP socket on farAddr:9 in far, closed at
 // cleanup: what reaches far on that port is read there.
 func (r *rig) far(t *testing.T) *net.UDPConn {
 	t.Helper()
-	far := (&nstest.Pair{LB: r.lb, BE: r.be, LBIf: r.lbIf, BEIf: r.beIf}).AddFar(t)
-	var c *net.UDPConn
-	err := far.Do(func() (err error) {
-		c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(farAddr, 9)))
-		return err
-	})
-	if err != nil {
-		t.Fatalf("listen in %s: %v", far.Name, err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// firstDatagram returns the payload of the first datagram c receives
-// within replyTimeout.
-func firstDatagram(t *testing.T, c *net.UDPConn) string {
-	t.Helper()
-	c.SetReadDeadline(time.Now().Add(replyTimeout))
-	buf := make([]byte, 64)
-	n, err := c.Read(buf)
-	if err != nil {
-		t.Fatalf("nothing reached far: %v", err)
-	}
-	return string(buf[:n])
-}
-
-// sendUDP sends payload from lb to dst:9 as a plain datagram, routed by
-// be.
-func (r *rig) sendUDP(t *testing.T, dst netip.Addr, payload string) {
-	t.Helper()
-	err := r.lb.Do(func() error {
-		c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 9)))
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_, err = c.Write([]byte(payload))
-		return err
-	})
-	if err != nil {
-		t.Fatalf("send from lb: %v", err)
-	}
+	return r.AddFar(t).ListenUDP(t, netip.AddrPortFrom(farAddr, 9))
 }
 
 // waitSysctl polls sysctl name in ns until it reads want, for at most
@@ -118,38 +77,38 @@ func TestTUNForwarding(t *testing.T) {
 				}
 				// Host-wide writes turn the TUN's forwarding on again;
 				// Run is not running yet, so nothing turns it off.
-				r.be.Must(t, "sysctl", "-qw", "net.ipv4.ip_forward=0")
-				r.be.Must(t, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
+				r.BE.Must(t, "sysctl", "-qw", "net.ipv4.ip_forward=0")
+				r.BE.Must(t, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
 				if got4, got6 := sysctl(t, r, v4), sysctl(t, r, v6); got4 != "1" || got6 != "1" {
 					t.Fatalf("after host-wide writes: %s = %s, %s = %s; want both 1, as the kernel copies them", v4, got4, v6, got6)
 				}
 			}
 			run(t, d)
 			if !tc.forwarding {
-				waitSysctl(t, r.be, v4, "0")
-				waitSysctl(t, r.be, v6, "0")
+				waitSysctl(t, r.BE, v4, "0")
+				waitSysctl(t, r.BE, v6, "0")
 			}
 
-			addrErrors := r.be.SNMP(t, "Ip", "InAddrErrors")
+			addrErrors := r.BE.SNMP(t, "Ip", "InAddrErrors")
 			r.sender(t).Send(t, ipip(t, lbAddr4, beAddr4, udpFrom(t, client4, farAddr, 40000, 9, []byte("relay"))))
 			waitStats(t, d, "decapsulated", func(s Stats) bool { return s.Decapsulated == 1 })
 			if tc.forwarding {
-				if got := firstDatagram(t, farConn); got != "relay" {
+				if got := nstest.ReadUDP(t, farConn, replyTimeout); got != "relay" {
 					t.Errorf("far received %q first, want the relayed packet", got)
 				}
 				return
 			}
 			// The kernel's verdict on the packet written to the TUN.
-			if !testkit.Poll(replyTimeout, func() bool { return r.be.SNMP(t, "Ip", "InAddrErrors") != addrErrors }) {
+			if !testkit.Poll(replyTimeout, func() bool { return r.BE.SNMP(t, "Ip", "InAddrErrors") != addrErrors }) {
 				t.Fatalf("be's Ip InAddrErrors still %d after %v: the kernel did not refuse to route the packet", addrErrors, replyTimeout)
 			}
 			// be does route lb's own datagrams to far: the first to
 			// arrive must be this one.
-			r.sendUDP(t, farAddr, "control")
-			if got := firstDatagram(t, farConn); got != "control" {
+			r.LB.SendUDP(t, netip.AddrPortFrom(farAddr, 9), []byte("control"))
+			if got := nstest.ReadUDP(t, farConn, replyTimeout); got != "control" {
 				t.Errorf("far received %q first, want only the control datagram: be relayed the decapsulated packet", got)
 			}
-			if n := r.be.SNMP(t, "Ip", "ForwDatagrams"); n != 1 {
+			if n := r.BE.SNMP(t, "Ip", "ForwDatagrams"); n != 1 {
 				t.Errorf("be forwarded %d datagrams, want 1 (the control)", n)
 			}
 		})

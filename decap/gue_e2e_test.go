@@ -106,13 +106,13 @@ func TestGUE(t *testing.T) {
 	// The open GUE sockets count as the port's listeners: the kernel
 	// neither counts the datagrams as to no port nor answers vipd with
 	// ICMP "port unreachable".
-	if n := r.be.SNMP(t, "Udp", "NoPorts"); n != 0 {
+	if n := r.BE.SNMP(t, "Udp", "NoPorts"); n != 0 {
 		t.Errorf("Udp NoPorts = %d, want 0", n)
 	}
-	if n := r.be.SNMP(t, "Icmp", "OutDestUnreachs"); n != 0 {
+	if n := r.BE.SNMP(t, "Icmp", "OutDestUnreachs"); n != 0 {
 		t.Errorf("Icmp OutDestUnreachs = %d, want 0", n)
 	}
-	if n := r.be.SNMP(t, "Udp6", "NoPorts"); n != 0 {
+	if n := r.BE.SNMP(t, "Udp6", "NoPorts"); n != 0 {
 		t.Errorf("Udp6NoPorts = %d, want 0", n)
 	}
 }
@@ -134,7 +134,7 @@ func TestGUEChecksum6(t *testing.T) {
 	if st := waitStats(t, d, "one received", func(s Stats) bool { return s.Decapsulated == 1 }); st.Received != 1 {
 		t.Errorf("received %d, want 1 (the corrupted datagram must not reach the socket): %+v", st.Received, st)
 	}
-	if n := r.be.SNMP(t, "Udp6", "InCsumErrors"); n != 1 {
+	if n := r.BE.SNMP(t, "Udp6", "InCsumErrors"); n != 1 {
 		t.Errorf("Udp6InCsumErrors = %d, want 1", n)
 	}
 }
@@ -147,7 +147,7 @@ func TestGUEPortInUse(t *testing.T) {
 		t.Run(fmt.Sprintf("%d then %d sockets", tc.first, tc.second), func(t *testing.T) {
 			r := newRig(t)
 			r.newDecap(t, Options{TUN: "vtun-gue1", GUEPort: 6081, GUESockets: tc.first})
-			err := r.be.Do(func() error {
+			err := r.BE.Do(func() error {
 				d, err := New(Options{TUN: "vtun-gue2", GUEPort: 6081, GUESockets: tc.second})
 				if err == nil {
 					d.Close()
@@ -157,7 +157,7 @@ func TestGUEPortInUse(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "GUE port 6081 is in use") {
 				t.Errorf("second New on the same GUE port: %v, want an error saying the port is in use", err)
 			}
-			if l := links(t, r.be); strings.Contains(l, "vtun-gue2") {
+			if l := links(t, r.BE); strings.Contains(l, "vtun-gue2") {
 				t.Errorf("failed New left its TUN: links %q", l)
 			}
 		})

@@ -3,14 +3,12 @@
 package decap
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
 	"net/netip"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,19 +17,17 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
-// rig is the end-to-end topology: nstest's Pair, namespace lb (playing
-// vipd, and the router toward the clients) and namespace be (a DSR
-// backend) joined by a veth pair. be holds the VIPs on loopback and
-// routes the client prefixes back via lb, where the replies are captured.
+// rig is the end-to-end topology, nstest's Pair: namespace LB (playing
+// vipd, and the router toward the clients) and namespace BE (a DSR
+// backend) joined by a veth pair. BE holds the VIPs on loopback and
+// routes the client prefixes back via LB, where the replies are captured.
 //
-//	lb  lbIf 198.18.1.1/24  2001:2:0:1::1/64 ──veth── beIf 198.18.1.11/24  2001:2:0:1::11/64  be
+//	LB  LBIf 198.18.1.1/24  2001:2:0:1::1/64 ──veth── BEIf 198.18.1.11/24  2001:2:0:1::11/64  BE
 //	                                                   lo 198.18.0.101/32 2001:2::101/128
-type rig struct {
-	lb, be     *nstest.NS
-	lbIf, beIf string
-}
+type rig struct{ *nstest.Pair }
 
 // replyTimeout bounds every wait for a packet, or for a counter, in the
 // end-to-end tests. Each wait ends as soon as what it waits for is seen,
@@ -48,26 +44,18 @@ const transferTimeout = 60 * time.Second
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	nstest.RequireRoot(t)
-	p := nstest.NewPair(t, "lb", "be")
-	r := &rig{lb: p.LB, be: p.BE, lbIf: p.LBIf, beIf: p.BEIf}
+	r := &rig{nstest.NewPair(t, "lb", "be")}
 	// The DSR backend: VIPs on loopback, not announced by ARP.
-	r.be.DSRBackend(t, vip4, vip6)
-	r.be.Must(t, "ip", "route", "add", "198.18.2.0/24", "via", lbAddr4.String())
-	r.be.Must(t, "ip", "-6", "route", "add", "2001:2:0:2::/64", "via", lbAddr6.String())
+	r.BE.DSRBackend(t, vip4, vip6)
+	r.BE.Must(t, "ip", "route", "add", "198.18.2.0/24", "via", lbAddr4.String())
+	r.BE.Must(t, "ip", "-6", "route", "add", "2001:2:0:2::/64", "via", lbAddr6.String())
 	return r
 }
 
-// newDecap creates a Decap inside be; it is closed at cleanup.
+// newDecap creates a Decap inside BE; it is closed at cleanup.
 func (r *rig) newDecap(t *testing.T, o Options) *Decap {
 	t.Helper()
-	var d *Decap
-	err := r.be.Do(func() (err error) {
-		d, err = New(o)
-		return err
-	})
-	if err != nil {
-		t.Fatalf("New in %s: %v", r.be.Name, err)
-	}
+	d := nstest.Make(t, r.BE, "New", func() (*Decap, error) { return New(o) })
 	t.Cleanup(func() { d.Close() })
 	return d
 }
@@ -76,66 +64,27 @@ func (r *rig) newDecap(t *testing.T, o Options) *Decap {
 // called; either checks that Run stopped cleanly and in time.
 func run(t *testing.T, d *Decap) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(replyTimeout):
-				t.Errorf("Run did not return within %v of cancel", replyTimeout)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return testkit.Go(t, "Run", replyTimeout, d.Run).Stop
 }
 
-// echo starts a TCP echo server on addr inside be; it stops at cleanup.
+// echo starts a TCP echo server on addr inside BE; it stops at cleanup.
 func (r *rig) echo(t *testing.T, addr netip.AddrPort) {
 	t.Helper()
-	var ln net.Listener
-	err := r.be.Do(func() (err error) {
-		ln, err = net.Listen("tcp", addr.String())
-		return err
-	})
-	if err != nil {
-		t.Fatalf("listen %v in %s: %v", addr, r.be.Name, err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(transferTimeout))
-				// Plain reads and writes: io.Copy between two TCP
-				// conns would splice through pipes that a pool keeps
-				// open, which TestMain would report as leaked.
-				io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
+	r.BE.ServeTCP(t, net.ListenConfig{}, addr, func(c net.Conn) {
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(transferTimeout))
+		// Plain reads and writes: io.Copy between two TCP conns would
+		// splice through pipes that a pool keeps open, which TestMain
+		// would report as leaked.
+		io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
 	})
 }
 
-// sender injects whole IP packets from lb (the header is the caller's,
+// sender injects whole IP packets from LB (the header is the caller's,
 // outer source included).
-func (r *rig) sender(t *testing.T) *nstest.RawSender { return r.lb.RawSender(t) }
+func (r *rig) sender(t *testing.T) *nstest.RawSender { return r.LB.RawSender(t) }
 
-// capture reads the IP packets arriving on lb's veth (AF_PACKET, cooked:
+// capture reads the IP packets arriving on LB's veth (AF_PACKET, cooked:
 // no Ethernet header).
 type capture struct {
 	fd  int
@@ -145,8 +94,8 @@ type capture struct {
 func (r *rig) capture(t *testing.T) *capture {
 	t.Helper()
 	c := &capture{fd: -1, buf: make([]byte, 1<<16)}
-	err := r.lb.Do(func() error {
-		ifi, err := net.InterfaceByName(r.lbIf)
+	err := r.LB.Do(func() error {
+		ifi, err := net.InterfaceByName(r.LBIf)
 		if err != nil {
 			return err
 		}
@@ -166,7 +115,7 @@ func (r *rig) capture(t *testing.T) *capture {
 		}
 	})
 	if err != nil {
-		t.Fatalf("capture in lb: %v", err)
+		t.Fatalf("capture in %s: %v", r.LB.Name, err)
 	}
 	return c
 }

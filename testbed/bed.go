@@ -107,33 +107,10 @@ func New(t nstest.T, o Options) *Bed {
 	if o.Backends == 0 {
 		o.Backends = 3
 	}
-	bin, err := Build()
-	if err != nil {
-		t.Fatalf("testbed: %v", err)
-	}
-	// Leftovers of a run that was killed before its cleanups ran.
-	nstest.SweepStale()
-	SweepStaleDirs()
-	dir, err := os.MkdirTemp("", dirPrefix("vipd-bed"))
-	if err != nil {
-		t.Fatalf("testbed: %v", err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	b := &Bed{t: t, Opts: o, Bin: bin, dir: dir}
-	b.Client = nstest.New(t, "cli")
-	b.Router = nstest.New(t, "rtr")
+	b := newBed(t, o)
 	b.Box = nstest.New(t, "box")
-	b.Switch = nstest.New(t, "sw")
-	b.Switch.Must(t, "ip", "link", "add", "br0", "type", "bridge")
-	b.Switch.Must(t, "ip", "link", "set", "br0", "up")
-	b.Router.Sysctl(t, "net.ipv4.ip_forward", "1")
+	b.Switch = newSwitch(t, "sw")
 	b.Box.Sysctl(t, "net.ipv4.ip_forward", "0")
-
-	// client ── router
-	nstest.VethNamed(t, b.Client, "eth0", b.Router, "r0")
-	b.Client.Must(t, "ip", "addr", "add", ClientAddr.String()+"/24", "dev", "eth0")
-	b.Client.Must(t, "ip", "route", "add", "default", "via", RouterCli.String())
-	b.Router.Must(t, "ip", "addr", "add", RouterCli.String()+"/24", "dev", "r0")
 	if o.ClientLinkMTU != 0 {
 		b.Router.Must(t, "ip", "link", "set", "r0", "mtu", strconv.Itoa(o.ClientLinkMTU))
 	}
@@ -179,6 +156,45 @@ func New(t nstest.T, o Options) *Bed {
 		}
 	}
 	return b
+}
+
+// newBed is what every bed starts with: the binaries built, what a run
+// killed before its cleanups left behind swept, the bed's directory, and
+// the client and the router (forwarding) joined by their link:
+//
+//	client eth0 198.18.2.1/24 (default route) ──veth── r0 198.18.2.254/24 router
+func newBed(t nstest.T, o Options) *Bed {
+	t.Helper()
+	bin, err := Build()
+	if err != nil {
+		t.Fatalf("testbed: %v", err)
+	}
+	nstest.SweepStale()
+	SweepStaleDirs()
+	dir, err := os.MkdirTemp("", dirPrefix("vipd-bed"))
+	if err != nil {
+		t.Fatalf("testbed: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	b := &Bed{t: t, Opts: o, Bin: bin, dir: dir}
+	b.Client = nstest.New(t, "cli")
+	b.Router = nstest.New(t, "rtr")
+	b.Router.Sysctl(t, "net.ipv4.ip_forward", "1")
+	nstest.VethNamed(t, b.Client, "eth0", b.Router, "r0")
+	b.Client.Must(t, "ip", "addr", "add", ClientAddr.String()+"/24", "dev", "eth0")
+	b.Client.Must(t, "ip", "route", "add", "default", "via", RouterCli.String())
+	b.Router.Must(t, "ip", "addr", "add", RouterCli.String()+"/24", "dev", "r0")
+	return b
+}
+
+// newSwitch makes a namespace whose bridge br0 is up: a switch, whose
+// ports bridgePort adds.
+func newSwitch(t nstest.T, prefix string) *nstest.NS {
+	t.Helper()
+	sw := nstest.New(t, prefix)
+	sw.Must(t, "ip", "link", "add", "br0", "type", "bridge")
+	sw.Must(t, "ip", "link", "set", "br0", "up")
+	return sw
 }
 
 // noTxOffload makes every interface that sends toward the boxes — the

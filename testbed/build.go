@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // Binaries are the programs the bed runs, built once per process.
@@ -29,7 +31,7 @@ var (
 // temporary directory (once per process) and returns their paths.
 func Build() (Binaries, error) {
 	buildOnce.Do(func() {
-		root, err := moduleRoot()
+		root, err := testkit.ModuleRoot()
 		if err != nil {
 			buildErr = err
 			return
@@ -93,16 +95,4 @@ func SweepStaleDirs() {
 			}
 		}
 	}
-}
-
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", fmt.Errorf("not inside the vipd module")
-	}
-	return filepath.Dir(mod), nil
 }

@@ -3,7 +3,6 @@ package testbed
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 
 	"github.com/vipd/vipd/config"
@@ -52,38 +51,16 @@ func NewECMP(t nstest.T, boxes, backends int) *ECMPBed {
 func NewECMPWith(t nstest.T, boxes int, o Options) *ECMPBed {
 	t.Helper()
 	backends := o.Backends
-	bin, err := Build()
-	if err != nil {
-		t.Fatalf("testbed: %v", err)
-	}
-	nstest.SweepStale()
-	SweepStaleDirs()
-	dir, err := os.MkdirTemp("", dirPrefix("vipd-bed"))
-	if err != nil {
-		t.Fatalf("testbed: %v", err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	b := &Bed{t: t, Opts: o, Bin: bin, dir: dir,
-		BackendNet: netip.MustParsePrefix("198.18.1.0/24"), BoxEgress: BoxEgressAddr(0)}
+	b := newBed(t, o)
+	b.BackendNet, b.BoxEgress = netip.MustParsePrefix("198.18.1.0/24"), BoxEgressAddr(0)
 	e := &ECMPBed{Bed: b}
-	b.Client = nstest.New(t, "cli")
-	b.Router = nstest.New(t, "rtr")
-	b.Switch = nstest.New(t, "sw")
-	e.Ingress = nstest.New(t, "swi")
-	for _, sw := range []*nstest.NS{b.Switch, e.Ingress} {
-		sw.Must(t, "ip", "link", "add", "br0", "type", "bridge")
-		sw.Must(t, "ip", "link", "set", "br0", "up")
-	}
-	b.Router.Sysctl(t, "net.ipv4.ip_forward", "1")
+	b.Switch = newSwitch(t, "sw")
+	e.Ingress = newSwitch(t, "swi")
 	b.Router.Sysctl(t, "net.ipv4.fib_multipath_hash_policy", "3")
 	b.Router.Sysctl(t, "net.ipv4.fib_multipath_hash_fields", "0x37")
 	b.Router.Sysctl(t, "net.ipv6.fib_multipath_hash_policy", "3")
 	b.Router.Sysctl(t, "net.ipv6.fib_multipath_hash_fields", "0x37")
 
-	nstest.VethNamed(t, b.Client, "eth0", b.Router, "r0")
-	b.Client.Must(t, "ip", "addr", "add", ClientAddr.String()+"/24", "dev", "eth0")
-	b.Client.Must(t, "ip", "route", "add", "default", "via", RouterCli.String())
-	b.Router.Must(t, "ip", "addr", "add", RouterCli.String()+"/24", "dev", "r0")
 	e.ingressPort(b.Router, "r1", "srtr")
 	b.Router.Must(t, "ip", "addr", "add", RouterBox.String()+"/24", "dev", "r1")
 	b.port(b.Router, "r2", "srtr")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // GatewayVRRP is the NAT backends' default gateway on the keepalived bed:
@@ -37,7 +38,7 @@ type Keepalived struct {
 // vipd binary, admin socket and state file in place of the installed ones.
 func (e *ECMPBed) StartKeepalived(i, priority int, preempt bool) *Keepalived {
 	e.t.Helper()
-	root, err := moduleRoot()
+	root, err := testkit.ModuleRoot()
 	if err != nil {
 		e.t.Fatalf("testbed: %v", err)
 	}

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/internal/sdunit"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // RemovedOnStop lists the directories systemd removes whenever the
 // shipped vipd.service (packaging/deb/vipd.service) stops, as the unit
 // says (sdunit.Unit.RemovedOnStop).
 func RemovedOnStop() ([]string, error) {
-	root, err := moduleRoot()
+	root, err := testkit.ModuleRoot()
 	if err != nil {
 		return nil, err
 	}

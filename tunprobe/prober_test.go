@@ -34,12 +34,12 @@ func TestProbeThroughTunnel(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
-			r.box.Sysctl(t, "net.ipv4.conf.all.rp_filter", "2")
+			r.LB.Sysctl(t, "net.ipv4.conf.all.rp_filter", "2")
 			tt.setup(r, t)
 			// The default Linger: the TUN reader may take the handshake's
 			// last ACK well after Dial returned and the probe closed, and
 			// counts it as sent only within the Linger.
-			p := r.prober(t, Options{TUN: nstest.Name("pt"), Source4: boxAddr, Source6: boxAddr6, Egress: r.boxIf})
+			p := r.prober(t, Options{TUN: nstest.Name("pt"), Source4: boxAddr, Source6: boxAddr6, Egress: r.LBIf})
 			// The VIP appears on loopback in the decapsulator's address
 			// list within its refresh: poll.
 			waitProbe(t, p, tt.vip, tt.path, true)
@@ -109,11 +109,11 @@ func TestNewChecksRPFilter(t *testing.T) {
 	r := newRig(t)
 	for _, tt := range tests {
 		t.Run("all="+tt.all+",dev="+tt.dev, func(t *testing.T) {
-			r.box.Sysctl(t, "net.ipv4.conf.all.rp_filter", tt.all)
-			r.box.Sysctl(t, "net.ipv4.conf."+r.boxIf+".rp_filter", tt.dev)
+			r.LB.Sysctl(t, "net.ipv4.conf.all.rp_filter", tt.all)
+			r.LB.Sysctl(t, "net.ipv4.conf."+r.LBIf+".rp_filter", tt.dev)
 			var p *Prober
-			err := r.box.Do(func() (err error) {
-				p, err = New(Options{TUN: nstest.Name("pt"), Source4: boxAddr, Egress: r.boxIf})
+			err := r.LB.Do(func() (err error) {
+				p, err = New(Options{TUN: nstest.Name("pt"), Source4: boxAddr, Egress: r.LBIf})
 				return err
 			})
 			if p != nil {
@@ -157,11 +157,11 @@ func TestRPFilterAndAnswers(t *testing.T) {
 	waitProbe(t, p, vip4, path, true) // the decapsulator knows the VIP
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r.box.Sysctl(t, "net.ipv4.conf.all.rp_filter", tt.all)
-			r.box.Sysctl(t, "net.ipv4.conf."+r.boxIf+".rp_filter", tt.dev)
+			r.LB.Sysctl(t, "net.ipv4.conf.all.rp_filter", tt.all)
+			r.LB.Sysctl(t, "net.ipv4.conf."+r.LBIf+".rp_filter", tt.dev)
 			if !tt.route {
-				r.box.Must(t, "ip", "route", "del", "default")
-				t.Cleanup(func() { r.box.Must(t, "ip", "route", "add", "default", "via", "198.18.2.254") })
+				r.LB.Must(t, "ip", "route", "del", "default")
+				t.Cleanup(func() { r.LB.Must(t, "ip", "route", "add", "default", "via", "198.18.2.254") })
 			}
 			probe := probe
 			if tt.up {
@@ -183,21 +183,21 @@ func TestSetupAndTeardown(t *testing.T) {
 	r := newRig(t)
 	tun := nstest.Name("pt")
 	mark, table := fmt.Sprint(DefaultMark), fmt.Sprint(DefaultTable)
-	r.box.Must(t, "ip", "rule", "add", "fwmark", mark, "lookup", table, "pref", fmt.Sprint(DefaultPriority))
-	r.box.Must(t, "ip", "-6", "rule", "add", "fwmark", mark, "lookup", table, "pref", fmt.Sprint(DefaultPriority))
+	r.LB.Must(t, "ip", "rule", "add", "fwmark", mark, "lookup", table, "pref", fmt.Sprint(DefaultPriority))
+	r.LB.Must(t, "ip", "-6", "rule", "add", "fwmark", mark, "lookup", table, "pref", fmt.Sprint(DefaultPriority))
 	// Another rule of the table, at another priority, is not vipd's.
-	r.box.Must(t, "ip", "rule", "add", "fwmark", mark, "lookup", table, "pref", "2000")
+	r.LB.Must(t, "ip", "rule", "add", "fwmark", mark, "lookup", table, "pref", "2000")
 	var p *Prober
-	if err := r.box.Do(func() (err error) {
+	if err := r.LB.Do(func() (err error) {
 		p, err = New(Options{TUN: tun, Source4: boxAddr, Source6: boxAddr6})
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
 	count := func(args ...string) int {
-		return strings.Count(r.box.Must(t, args...), "lookup "+table)
+		return strings.Count(r.LB.Must(t, args...), "lookup "+table)
 	}
-	routes := func(v string) string { return r.box.Must(t, "ip", v, "route", "show", "table", table) }
+	routes := func(v string) string { return r.LB.Must(t, "ip", v, "route", "show", "table", table) }
 	for _, c := range []struct {
 		what string
 		got  int
@@ -230,7 +230,7 @@ func TestSetupAndTeardown(t *testing.T) {
 			t.Errorf("table %s (%s) after Close: %q", table, v, got)
 		}
 	}
-	if out, err := r.box.Cmd("ip", "link", "show", tun).CombinedOutput(); err == nil {
+	if out, err := r.LB.Cmd("ip", "link", "show", tun).CombinedOutput(); err == nil {
 		t.Errorf("TUN %s still there after Close: %s", tun, out)
 	}
 }
@@ -240,19 +240,16 @@ func TestSetupAndTeardown(t *testing.T) {
 // returns the error and leaves nothing behind.
 func TestNewFailsCleanly(t *testing.T) {
 	r := newRig(t)
-	r.box.Sysctl(t, "net.ipv6.conf.all.disable_ipv6", "1")
-	r.box.Sysctl(t, "net.ipv6.conf.default.disable_ipv6", "1")
+	r.LB.Sysctl(t, "net.ipv6.conf.all.disable_ipv6", "1")
+	r.LB.Sysctl(t, "net.ipv6.conf.default.disable_ipv6", "1")
 	tun := nstest.Name("pt")
-	done := make(chan error, 1)
-	go func() {
-		done <- r.box.Do(func() error {
-			p, err := New(Options{TUN: tun, Source4: boxAddr, Source6: boxAddr6})
-			if err == nil {
-				p.Close()
-			}
-			return err
-		})
-	}()
+	done := r.LB.Go(func() error {
+		p, err := New(Options{TUN: tun, Source4: boxAddr, Source6: boxAddr6})
+		if err == nil {
+			p.Close()
+		}
+		return err
+	})
 	select {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), "IPv6") {
@@ -261,10 +258,10 @@ func TestNewFailsCleanly(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("New hung on its failure path")
 	}
-	if out := r.box.Must(t, "ip", "rule", "list"); strings.Contains(out, fmt.Sprint(DefaultTable)) {
+	if out := r.LB.Must(t, "ip", "rule", "list"); strings.Contains(out, fmt.Sprint(DefaultTable)) {
 		t.Errorf("a rule is left after the failed New:\n%s", out)
 	}
-	if out, err := r.box.Cmd("ip", "link", "show", tun).CombinedOutput(); err == nil {
+	if out, err := r.LB.Cmd("ip", "link", "show", tun).CombinedOutput(); err == nil {
 		t.Errorf("TUN %s is left after the failed New: %s", tun, out)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/vipd/vipd/decap"
 	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // Addresses of the tests: 198.18.0.0/15 and 2001:2::/48 only.
@@ -30,17 +30,14 @@ var (
 
 const vipPort = 8080
 
-// rig: nstest's Pair, namespace box (vipd's side: the prober) and be (a
-// DSR backend), joined by a veth pair. box routes the VIPs toward the clients, out of a
-// veth toward nowhere, as a vipd box routes them to its clients; be holds the VIPs on loopback and
-// a listener on VIP:vipPort.
+// rig is nstest's Pair: namespace LB, vipd's box (the prober), and BE, a
+// DSR backend, joined by a veth pair. LB routes the VIPs toward the
+// clients, out of a veth toward nowhere, as a vipd box routes them to its
+// clients; BE holds the VIPs on loopback and a listener on VIP:vipPort.
 //
-//	box  vc 198.18.2.1/24 (default route)   boxIf 198.18.1.1/24 ──veth── beIf 198.18.1.11/24  be
-//	                                                                      lo 198.18.0.101/32 2001:2::101/128
-type rig struct {
-	box, be     *nstest.NS
-	boxIf, beIf string
-}
+//	LB  vc 198.18.2.1/24 (default route)   LBIf 198.18.1.1/24 ──veth── BEIf 198.18.1.11/24  BE
+//	                                                                    lo 198.18.0.101/32 2001:2::101/128
+type rig struct{ *nstest.Pair }
 
 // probeTimeout bounds every probe; a failing probe waits this long.
 const probeTimeout = 500 * time.Millisecond
@@ -48,18 +45,17 @@ const probeTimeout = 500 * time.Millisecond
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	nstest.RequireRoot(t)
-	p := nstest.NewPair(t, "box", "be")
-	r := &rig{box: p.LB, be: p.BE, boxIf: p.LBIf, beIf: p.BEIf}
+	r := &rig{nstest.NewPair(t, "box", "be")}
 	// The clients' side of the box, which its route to the VIPs takes.
-	// (No dummy module here: a veth pair with both ends in box.)
+	// (No dummy module here: a veth pair with both ends in LB.)
 	cIf := nstest.Name("vc")
-	nstest.Veth(t, r.box, cIf, r.box, nstest.Name("vd"))
-	r.box.Must(t, "ip", "addr", "add", "198.18.2.1/24", "dev", cIf)
-	r.box.Must(t, "ip", "route", "add", "default", "via", "198.18.2.254")
-	r.box.Must(t, "ip", "-6", "addr", "add", "2001:2:0:2::1/64", "dev", cIf, "nodad")
-	r.box.Must(t, "ip", "-6", "route", "add", "default", "via", "2001:2:0:2::254")
-	r.be.DSRBackend(t, vip4, vip6)
-	r.be.Sysctl(t, "net.ipv4.conf.all.rp_filter", "0")
+	nstest.Veth(t, r.LB, cIf, r.LB, nstest.Name("vd"))
+	r.LB.Must(t, "ip", "addr", "add", "198.18.2.1/24", "dev", cIf)
+	r.LB.Must(t, "ip", "route", "add", "default", "via", "198.18.2.254")
+	r.LB.Must(t, "ip", "-6", "addr", "add", "2001:2:0:2::1/64", "dev", cIf, "nodad")
+	r.LB.Must(t, "ip", "-6", "route", "add", "default", "via", "2001:2:0:2::254")
+	r.BE.DSRBackend(t, vip4, vip6)
+	r.BE.Sysctl(t, "net.ipv4.conf.all.rp_filter", "0")
 	r.listen(t, netip.AddrPortFrom(vip4, vipPort))
 	r.listen(t, netip.AddrPortFrom(vip6, vipPort))
 	return r
@@ -67,41 +63,19 @@ func newRig(t *testing.T) *rig {
 
 func (r *rig) addVIPs(t *testing.T) {
 	t.Helper()
-	r.be.AddVIPs(t, vip4, vip6)
+	r.BE.AddVIPs(t, vip4, vip6)
 }
 
 func (r *rig) delVIPs(t *testing.T) {
 	t.Helper()
-	r.be.DelVIPs(t, vip4, vip6)
+	r.BE.DelVIPs(t, vip4, vip6)
 }
 
-// listen accepts and closes connections on addr inside be until cleanup.
+// listen accepts and closes connections on addr inside BE until cleanup.
 // IP_FREEBIND keeps it listening while the VIP is off loopback.
 func (r *rig) listen(t *testing.T, addr netip.AddrPort) {
 	t.Helper()
-	var ln net.Listener
-	err := r.be.Do(func() (err error) {
-		lc := net.ListenConfig{Control: freebind}
-		ln, err = lc.Listen(context.Background(), "tcp", addr.String())
-		return err
-	})
-	if err != nil {
-		t.Fatalf("listen %v in %s: %v", addr, r.be.Name, err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-	})
+	r.BE.ServeTCP(t, net.ListenConfig{Control: freebind}, addr, func(c net.Conn) { c.Close() })
 }
 
 func freebind(network, _ string, rc syscall.RawConn) error {
@@ -116,17 +90,10 @@ func freebind(network, _ string, rc syscall.RawConn) error {
 	return err
 }
 
-// prober makes a Prober inside box; it is closed at cleanup.
+// prober makes a Prober inside LB; it is closed at cleanup.
 func (r *rig) prober(t *testing.T, o Options) *Prober {
 	t.Helper()
-	var p *Prober
-	err := r.box.Do(func() (err error) {
-		p, err = New(o)
-		return err
-	})
-	if err != nil {
-		t.Fatalf("New in %s: %v", r.box.Name, err)
-	}
+	p := nstest.Make(t, r.LB, "New", func() (*Prober, error) { return New(o) })
 	t.Cleanup(func() {
 		if err := p.Close(); err != nil {
 			t.Errorf("Close: %v", err)
@@ -135,36 +102,18 @@ func (r *rig) prober(t *testing.T, o Options) *Prober {
 	return p
 }
 
-// decap runs vipd's user-space decapsulator (IPIP, both families) in be
+// decap runs vipd's user-space decapsulator (IPIP, both families) in BE
 // until cleanup.
 func (r *rig) decap(t *testing.T) *decap.Decap { return r.decapGUE(t, 0) }
 
 // decapGUE is decap that also receives GUE on port (0: none).
 func (r *rig) decapGUE(t *testing.T, port uint16) *decap.Decap {
 	t.Helper()
-	var d *decap.Decap
-	err := r.be.Do(func() (err error) {
-		d, err = decap.New(decap.Options{TUN: nstest.Name("dt"), IPv6: true, CheckLocal: true, LocalRefresh: 50 * time.Millisecond, GUEPort: port})
-		return err
+	d := nstest.Make(t, r.BE, "decap.New", func() (*decap.Decap, error) {
+		return decap.New(decap.Options{TUN: nstest.Name("dt"), IPv6: true, CheckLocal: true, LocalRefresh: 50 * time.Millisecond, GUEPort: port})
 	})
-	if err != nil {
-		t.Fatalf("decap.New in %s: %v", r.be.Name, err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("decap Run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("decap did not stop")
-		}
-		d.Close()
-	})
+	t.Cleanup(func() { d.Close() }) // after Run stopped
+	testkit.Go(t, "decap Run", testkit.Patience, d.Run)
 	return d
 }
 

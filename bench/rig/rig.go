@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
-	"strconv"
 
 	"github.com/vipd/vipd/internal/nstest"
 )
@@ -125,25 +124,10 @@ func (r *Rig) FirstHopMAC() string {
 }
 
 // veth creates a pair with queues queues each way between a (named an)
-// and b (named bn): made under unique names, then renamed, and up and
-// running, as nstest.VethNamed does. Deleting a's end deletes the pair; it is deleted
-// by exact name at cleanup (the namespaces' deletion would too).
+// and b (named bn), up and running: nstest.VethNamed with queues.
 func veth(t nstest.T, a *nstest.NS, an string, b *nstest.NS, bn string, queues int) {
 	t.Helper()
-	ta, tb := nstest.Name("va"), nstest.Name("vb")
-	q := strconv.Itoa(queues)
-	nstest.Must(t, "ip", "link", "add", ta, "netns", a.Name, "numtxqueues", q, "numrxqueues", q,
-		"type", "veth", "peer", "name", tb, "netns", b.Name, "numtxqueues", q, "numrxqueues", q)
-	t.Cleanup(func() {
-		exec.Command("ip", "-n", a.Name, "link", "del", an).Run()
-		exec.Command("ip", "-n", a.Name, "link", "del", ta).Run()
-	})
-	a.Must(t, "ip", "link", "set", ta, "name", an)
-	b.Must(t, "ip", "link", "set", tb, "name", bn)
-	a.Must(t, "ip", "link", "set", an, "up")
-	b.Must(t, "ip", "link", "set", bn, "up")
-	a.WaitRunning(t, an)
-	b.WaitRunning(t, bn)
+	nstest.VethWith(t, a, an, b, bn, nstest.VethOptions{Rename: true, Queues: queues})
 }
 
 // MAC returns the hardware address of an interface in ns.

@@ -192,13 +192,10 @@ func TestCheckTouchesNothing(t *testing.T) {
 	before := state()
 	var stdout, stderr bytes.Buffer
 	code := -1
-	done := make(chan error, 1)
-	go func() {
-		done <- ns.Do(func() error {
-			code = run([]string{"-check", "-allow", "198.18.1.1", "-tun", "vtun-chk", "-ipv6", "-fix-sysctls", "-vip", "198.18.0.101,2001:2::101", "-metrics", "127.0.0.1:9717"}, &stdout, &stderr)
-			return nil
-		})
-	}()
+	done := ns.Go(func() error {
+		code = run([]string{"-check", "-allow", "198.18.1.1", "-tun", "vtun-chk", "-ipv6", "-fix-sysctls", "-vip", "198.18.0.101,2001:2::101", "-metrics", "127.0.0.1:9717"}, &stdout, &stderr)
+		return nil
+	})
 	select {
 	case err := <-done:
 		if err != nil || code != 0 {

@@ -183,18 +183,7 @@ func newRelayRig(t *testing.T) *relayRig {
 	nstest.RequireRoot(t)
 	p := nstest.NewPair(t, "rlb", "rbe")
 	r := &relayRig{lb: p.LB, be: p.BE, far: p.AddFar(t), beMetrics: "127.0.0.1:9717"}
-	listen := func(a netip.Addr) *net.UDPConn {
-		var c *net.UDPConn
-		if err := r.far.Do(func() (err error) {
-			c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 9)))
-			return err
-		}); err != nil {
-			t.Fatalf("listen in far: %v", err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	r.far4, r.far6 = listen(rlFar4), listen(rlFar6)
+	r.far4, r.far6 = r.far.ListenUDP(t, netip.AddrPortFrom(rlFar4, 9)), r.far.ListenUDP(t, netip.AddrPortFrom(rlFar6, 9))
 	r.raw = r.lb.RawSender(t)
 	return r
 }
@@ -203,37 +192,6 @@ func newRelayRig(t *testing.T) *relayRig {
 func (r *relayRig) inject(t *testing.T, pkt []byte) {
 	t.Helper()
 	r.raw.Send(t, pkt)
-}
-
-// control sends payload from lb to dst:9, a plain datagram that be
-// routes to far.
-func (r *relayRig) control(t *testing.T, dst netip.Addr, payload string) {
-	t.Helper()
-	err := r.lb.Do(func() error {
-		c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 9)))
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_, err = c.Write([]byte(payload))
-		return err
-	})
-	if err != nil {
-		t.Fatalf("control datagram from lb: %v", err)
-	}
-}
-
-// firstAtFar returns the payload of the next datagram c receives within
-// startTimeout.
-func firstAtFar(t *testing.T, c *net.UDPConn) string {
-	t.Helper()
-	c.SetReadDeadline(time.Now().Add(startTimeout))
-	buf := make([]byte, 64)
-	n, err := c.Read(buf)
-	if err != nil {
-		t.Fatalf("nothing reached far: %v", err)
-	}
-	return string(buf[:n])
 }
 
 // metric polls be's vipd-decap metrics until the series reads want, for
@@ -347,14 +305,14 @@ func TestRelay(t *testing.T) {
 			case relayed:
 				// As above, leftovers are skipped; the relayed packet
 				// comes, or nothing within startTimeout.
-				for got := firstAtFar(t, farConn); got != relay; got = firstAtFar(t, farConn) {
+				for got := nstest.ReadUDP(t, farConn, startTimeout); got != relay; got = nstest.ReadUDP(t, farConn, startTimeout) {
 				}
 				return
 			}
-			r.control(t, dst, control)
+			r.lb.SendUDP(t, netip.AddrPortFrom(dst, 9), []byte(control))
 			// Leftovers of a case that failed before are skipped: far
 			// is shared, and its case has reported them.
-			for got := firstAtFar(t, farConn); got != control; got = firstAtFar(t, farConn) {
+			for got := nstest.ReadUDP(t, farConn, startTimeout); got != control; got = nstest.ReadUDP(t, farConn, startTimeout) {
 				if got == relay {
 					t.Errorf("far read %q before %q: the backend relayed the decapsulated packet", got, control)
 				}

@@ -17,6 +17,7 @@ import (
 	"github.com/vipd/vipd/daemon"
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/dataplane/memq"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // memPlatform is a daemon.Platform in memory: memq queues and a fixed
@@ -84,25 +85,12 @@ func runDaemonLog(t *testing.T, src string, log io.Writer) (*daemon.Daemon, stri
 	}
 	d := daemon.New(cfg, daemon.Options{ConfigPath: path, Platform: memPlatform{}, Version: "test",
 		Log: slog.New(slog.NewTextHandler(log, nil)), PollTimeout: 10 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("vipd: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("vipd did not stop")
-		}
-	})
+	running := testkit.Go(t, "vipd", testkit.Patience, d.Run)
 	select {
 	case <-d.Running():
-	case err := <-done:
-		t.Fatalf("vipd exited: %v", err)
-	case <-time.After(30 * time.Second):
+	case <-running.Done():
+		t.Fatalf("vipd exited: %v", running.Err())
+	case <-time.After(testkit.Patience):
 		t.Fatal("vipd did not start")
 	}
 	return d, path

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // xdpState is what `ip -d -j link` reports about an interface's XDP
@@ -22,7 +25,7 @@ type xdpState struct {
 	Prog uint32
 }
 
-func (n *netNS) xdp(t testing.TB, dev string) xdpState {
+func xdp(t testing.TB, n *nstest.NS, dev string) xdpState {
 	t.Helper()
 	var links []struct {
 		XDP *struct {
@@ -32,7 +35,7 @@ func (n *netNS) xdp(t testing.TB, dev string) xdpState {
 			} `json:"prog"`
 		} `json:"xdp"`
 	}
-	out := n.ip(t, "-d", "-j", "link", "show", "dev", dev)
+	out := n.Must(t, "ip", "-d", "-j", "link", "show", "dev", dev)
 	if err := json.Unmarshal([]byte(out), &links); err != nil || len(links) != 1 {
 		t.Fatalf("ip -d -j link show dev %s: %v: %s", dev, err, out)
 	}
@@ -77,25 +80,25 @@ func mapIDs(t testing.TB, p *Program) []ebpf.MapID {
 }
 
 // attach attaches p inside namespace n.
-func attach(t testing.TB, n *netNS, p *Program, dev string, mode Mode) (Mode, error) {
+func attach(t testing.TB, n *nstest.NS, p *Program, dev string, mode Mode) (Mode, error) {
 	t.Helper()
-	idx := n.ifindex(t, dev)
+	idx := n.Interface(t, dev).Index
 	var got Mode
-	err := n.do(func() (err error) {
+	err := n.Do(func() (err error) {
 		got, err = p.Attach(idx, mode)
 		return err
 	})
 	return got, err
 }
 
-// gone waits (at most 30 s) until the kernel has freed the program and
-// maps of the given ids: it releases maps after an RCU grace period, not
-// at close.
+// gone waits (at most testkit.Patience) until the kernel has freed the
+// program and maps of the given ids: it releases maps after an RCU grace
+// period, not at close.
 func gone(t testing.TB, prog uint32, maps []ebpf.MapID) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var left []string
+	var left []string
+	if !testkit.Poll(testkit.Patience, func() bool {
+		left = nil
 		if p, err := ebpf.NewProgramFromID(ebpf.ProgramID(prog)); err == nil {
 			p.Close()
 			left = append(left, "program")
@@ -110,13 +113,9 @@ func gone(t testing.TB, prog uint32, maps []ebpf.MapID) {
 				t.Fatalf("map %d: %v", id, err)
 			}
 		}
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still in the kernel 30 s after Close: %v", left)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return len(left) == 0
+	}) {
+		t.Fatalf("still in the kernel %v after Close: %v", testkit.Patience, left)
 	}
 }
 
@@ -124,9 +123,9 @@ func gone(t testing.TB, prog uint32, maps []ebpf.MapID) {
 // asked for, the program shows on the interfaces, and Close leaves no
 // attachment, program or map behind.
 func TestAttachClose(t *testing.T) {
-	needRoot(t)
+	nstest.RequireRoot(t)
 	ns := newNetNS(t)
-	vethPair(t, ns, "veth0", "veth1", nil)
+	nstest.VethNamed(t, ns, "veth0", ns, "veth1")
 	p, err := Load(2)
 	skipIfDenied(t, "BPF", err)
 	if err != nil {
@@ -144,7 +143,7 @@ func TestAttachClose(t *testing.T) {
 	if err != nil || mode != Native {
 		t.Fatalf("Attach(veth0, Auto) = %v, %v; want native (veth has native XDP)", mode, err)
 	}
-	if s := ns.xdp(t, "veth0"); s != (xdpState{Mode: 1, Prog: id}) {
+	if s := xdp(t, ns, "veth0"); s != (xdpState{Mode: 1, Prog: id}) {
 		t.Errorf("veth0: %+v, want driver mode with program %d", s, id)
 	}
 	if _, err := attach(t, ns, p, "veth0", Generic); err == nil {
@@ -154,14 +153,14 @@ func TestAttachClose(t *testing.T) {
 	if _, err := attach(t, ns, other, "veth0", Auto); err == nil {
 		t.Error("another program attached over vipd's")
 	}
-	if s := ns.xdp(t, "veth0"); s != (xdpState{Mode: 1, Prog: id}) {
+	if s := xdp(t, ns, "veth0"); s != (xdpState{Mode: 1, Prog: id}) {
 		t.Errorf("veth0 after another program tried: %+v, want driver mode with program %d", s, id)
 	}
 	mode, err = attach(t, ns, p, "veth1", Generic)
 	if err != nil || mode != Generic {
 		t.Fatalf("Attach(veth1, Generic) = %v, %v", mode, err)
 	}
-	if s := ns.xdp(t, "veth1"); s != (xdpState{Mode: 2, Prog: id}) {
+	if s := xdp(t, ns, "veth1"); s != (xdpState{Mode: 2, Prog: id}) {
 		t.Errorf("veth1: %+v, want generic mode with program %d", s, id)
 	}
 	if _, err := attach(t, ns, p, "veth1", Mode(7)); err == nil {
@@ -173,7 +172,7 @@ func TestAttachClose(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	for _, dev := range []string{"veth0", "veth1"} {
-		if s := ns.xdp(t, dev); s != (xdpState{}) {
+		if s := xdp(t, ns, dev); s != (xdpState{}) {
 			t.Errorf("%s after Close: %+v, want no XDP program", dev, s)
 		}
 	}
@@ -197,18 +196,18 @@ func TestAttachClose(t *testing.T) {
 func TestAttachAutoFallsBack(t *testing.T) {
 	p := load(t, 1)
 	ns := newNetNS(t)
-	ns.ip(t, "link", "add", "br0", "type", "bridge")
+	ns.Must(t, "ip", "link", "add", "br0", "type", "bridge")
 	if _, err := attach(t, ns, p, "br0", Native); err == nil {
 		t.Fatal("Attach(br0, Native) succeeded; a bridge has no native XDP")
 	}
-	if s := ns.xdp(t, "br0"); s != (xdpState{}) {
+	if s := xdp(t, ns, "br0"); s != (xdpState{}) {
 		t.Fatalf("br0 after a failed native attach: %+v", s)
 	}
 	mode, err := attach(t, ns, p, "br0", Auto)
 	if err != nil || mode != Generic {
 		t.Fatalf("Attach(br0, Auto) = %v, %v; want generic", mode, err)
 	}
-	if s := ns.xdp(t, "br0"); s != (xdpState{Mode: 2, Prog: progID(t, p)}) {
+	if s := xdp(t, ns, "br0"); s != (xdpState{Mode: 2, Prog: progID(t, p)}) {
 		t.Errorf("br0: %+v, want generic mode", s)
 	}
 }
@@ -217,7 +216,7 @@ func TestAttachAutoFallsBack(t *testing.T) {
 func TestAttachBadInterface(t *testing.T) {
 	p := load(t, 1)
 	ns := newNetNS(t)
-	if err := ns.do(func() error {
+	if err := ns.Do(func() error {
 		_, err := p.Attach(1<<30, Auto)
 		return err
 	}); err == nil {
@@ -255,14 +254,14 @@ const crashEnv = "VIPDXDP_CRASH_NETNS"
 // that attaches and waits; the parent kills that child (and only it).
 func TestCrashLeavesNothing(t *testing.T) {
 	if name := os.Getenv(crashEnv); name != "" {
-		crashChild(t, &netNS{name: name})
+		crashChild(t, &nstest.NS{Name: name})
 		return
 	}
-	needRoot(t)
+	nstest.RequireRoot(t)
 	ns := newNetNS(t)
-	vethPair(t, ns, "veth0", "veth1", nil)
+	nstest.VethNamed(t, ns, "veth0", ns, "veth1")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashLeavesNothing$")
-	cmd.Env = append(os.Environ(), crashEnv+"="+ns.name)
+	cmd.Env = append(os.Environ(), crashEnv+"="+ns.Name)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -298,25 +297,22 @@ func TestCrashLeavesNothing(t *testing.T) {
 	if _, err := fmt.Sscanf(line, "attached %d", &id); err != nil {
 		t.Fatalf("child said %q: %v", line, err)
 	}
-	if s := ns.xdp(t, "veth0"); s != (xdpState{Mode: 1, Prog: id}) {
+	if s := xdp(t, ns, "veth0"); s != (xdpState{Mode: 1, Prog: id}) {
 		t.Fatalf("veth0 while the child runs: %+v, want driver mode with program %d", s, id)
 	}
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	deadline := time.Now().Add(30 * time.Second)
-	for s := ns.xdp(t, "veth0"); s != (xdpState{}); s = ns.xdp(t, "veth0") {
-		if time.Now().After(deadline) {
-			t.Fatalf("veth0 30 s after the child was killed: %+v, want no XDP program", s)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var s xdpState
+	if !testkit.Poll(testkit.Patience, func() bool { s = xdp(t, ns, "veth0"); return s == xdpState{} }) {
+		t.Fatalf("veth0 %v after the child was killed: %+v, want no XDP program", testkit.Patience, s)
 	}
 }
 
 // crashChild attaches a program in namespace ns, says so on stdout and
 // waits (bounded) to be killed.
-func crashChild(t *testing.T, ns *netNS) {
+func crashChild(t *testing.T, ns *nstest.NS) {
 	p, err := Load(1)
 	if err != nil {
 		t.Fatalf("child: Load: %v", err)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/asm"
+
+	"github.com/vipd/vipd/internal/nstest"
 )
 
 // BenchmarkSteer measures the program per path, in the kernel
@@ -59,7 +61,7 @@ func BenchmarkFast(b *testing.B) {
 		fn   asm.BuiltinFunc
 	}{{"coarse", asm.FnKtimeGetCoarseNs}, {"fine", asm.FnKtimeGetNs}} {
 		b.Run(clock.name, func(b *testing.B) {
-			needRoot(b)
+			nstest.RequireRoot(b)
 			p, err := LoadWith(1, Options{FastFlows: 16, FastFlows6: 16, clock: clock.fn})
 			skipIfDenied(b, "BPF", err)
 			if err != nil {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+
+	"github.com/vipd/vipd/internal/nstest"
 )
 
 // TestEndToEnd attaches the program to a veth in native mode with an
@@ -22,8 +24,8 @@ import (
 func TestEndToEnd(t *testing.T) {
 	p := load(t, 1)
 	box, peer := boxAndPeer(t)
-	peer.ip(t, "route", "add", "198.18.1.0/24", "via", "198.18.0.1") // VIPs
-	box.ip(t, "route", "add", "198.18.2.1/32", "via", "198.18.0.2")
+	peer.Must(t, "ip", "route", "add", "198.18.1.0/24", "via", "198.18.0.1") // VIPs
+	box.Must(t, "ip", "route", "add", "198.18.2.1/32", "via", "198.18.0.2")
 
 	if err := p.Update(addrs("198.18.1.1"), []ReplyKey{{netip.MustParseAddr("198.18.2.1"), 17, 8080}}, addrs("198.18.0.1")); err != nil {
 		t.Fatalf("Update: %v", err)
@@ -31,9 +33,9 @@ func TestEndToEnd(t *testing.T) {
 	if mode, err := attach(t, box, p, "veth0", Auto); err != nil || mode != Native {
 		t.Fatalf("Attach(veth0, Auto) = %v, %v; want native", mode, err)
 	}
-	idx := box.ifindex(t, "veth0")
+	idx := box.Interface(t, "veth0").Index
 	var x *xsk
-	if err := box.do(func() (err error) { x, err = newXSK(idx, 0); return err }); err != nil {
+	if err := box.Do(func() (err error) { x, err = newXSK(idx, 0); return err }); err != nil {
 		t.Fatalf("AF_XDP socket: %v", err)
 	}
 	t.Cleanup(x.Close)
@@ -42,19 +44,19 @@ func TestEndToEnd(t *testing.T) {
 	}
 	// The box's own UDP service: what the kernel must still get.
 	var local net.PacketConn
-	if err := box.do(func() (err error) { local, err = net.ListenPacket("udp4", "198.18.0.1:9999"); return err }); err != nil {
+	if err := box.Do(func() (err error) { local, err = net.ListenPacket("udp4", "198.18.0.1:9999"); return err }); err != nil {
 		t.Fatalf("listen on the box: %v", err)
 	}
 	t.Cleanup(func() { local.Close() })
 
 	// A ping to the box gets its answer: ARP both ways and ICMP pass.
-	if err := peer.do(func() error { return ping("198.18.0.2", "198.18.0.1") }); err != nil {
+	if err := peer.Do(func() error { return ping("198.18.0.2", "198.18.0.1") }); err != nil {
 		t.Fatalf("ping the box: %v", err)
 	}
 
 	send := func(from, to string, payload string) {
 		t.Helper()
-		if err := peer.do(func() error {
+		if err := peer.Do(func() error {
 			c, err := net.DialUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort(from)), net.UDPAddrFromAddrPort(netip.MustParseAddrPort(to)))
 			if err != nil {
 				return err
@@ -103,14 +105,14 @@ func TestEndToEnd(t *testing.T) {
 // a veth pair: the box with veth0 198.18.0.1/24, the peer with veth1
 // 198.18.0.2/24 and 198.18.2.1/32 (a NAT backend), which routes the
 // clients (198.18.3.0/24) through the box.
-func boxAndPeer(t testing.TB) (box, peer *netNS) {
+func boxAndPeer(t testing.TB) (box, peer *nstest.NS) {
 	t.Helper()
 	box, peer = newNetNS(t), newNetNS(t)
-	vethPair(t, box, "veth0", "veth1", peer)
-	box.ip(t, "addr", "add", "198.18.0.1/24", "dev", "veth0")
-	peer.ip(t, "addr", "add", "198.18.0.2/24", "dev", "veth1")
-	peer.ip(t, "addr", "add", "198.18.2.1/32", "dev", "veth1")
-	peer.ip(t, "route", "add", "198.18.3.0/24", "via", "198.18.0.1")
+	nstest.VethNamed(t, box, "veth0", peer, "veth1")
+	box.Must(t, "ip", "addr", "add", "198.18.0.1/24", "dev", "veth0")
+	peer.Must(t, "ip", "addr", "add", "198.18.0.2/24", "dev", "veth1")
+	peer.Must(t, "ip", "addr", "add", "198.18.2.1/32", "dev", "veth1")
+	peer.Must(t, "ip", "route", "add", "198.18.3.0/24", "via", "198.18.0.1")
 	return box, peer
 }
 

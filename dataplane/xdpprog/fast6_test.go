@@ -12,6 +12,8 @@ import (
 	"github.com/vipd/vipd/dsr"
 	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
+
+	"github.com/vipd/vipd/internal/nstest"
 )
 
 var (
@@ -330,7 +332,7 @@ func TestFastEncap6(t *testing.T) {
 // steering rule and still forwards IPv4 ones; a program sharing it must
 // ask for no IPv6 either.
 func TestFastWithoutIPv6(t *testing.T) {
-	needRoot(t)
+	nstest.RequireRoot(t)
 	p, err := LoadWith(1, Options{FastFlows: 16})
 	skipIfDenied(t, "BPF", err)
 	if err != nil {

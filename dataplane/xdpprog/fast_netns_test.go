@@ -7,35 +7,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
-)
 
-// macOf returns the MAC address of dev in namespace n.
-func (n *netNS) macOf(t testing.TB, dev string) [6]byte {
-	t.Helper()
-	var mac [6]byte
-	if err := n.do(func() error {
-		ifi, err := net.InterfaceByName(dev)
-		if err != nil {
-			return err
-		}
-		copy(mac[:], ifi.HardwareAddr)
-		return nil
-	}); err != nil {
-		t.Fatalf("MAC of %s: %v", dev, err)
-	}
-	return mac
-}
+	"github.com/vipd/vipd/internal/nstest"
+)
 
 // sendRaw sends frame out of dev in namespace n through an AF_PACKET
 // socket: as written, checksums included.
-func (n *netNS) sendRaw(t testing.TB, dev string, frame []byte) {
+func sendRaw(t testing.TB, n *nstest.NS, dev string, frame []byte) {
 	t.Helper()
-	idx := n.ifindex(t, dev)
-	if err := n.do(func() error {
+	idx := n.Interface(t, dev).Index
+	if err := n.Do(func() error {
 		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			return err
@@ -64,13 +46,13 @@ func TestFastEndToEnd(t *testing.T) {
 		t.Fatalf("Attach(veth0, Native) = %v, %v", mode, err)
 	}
 	var backend net.PacketConn
-	if err := peer.do(func() (err error) { backend, err = net.ListenPacket("udp4", "198.18.2.1:8080"); return err }); err != nil {
+	if err := peer.Do(func() (err error) { backend, err = net.ListenPacket("udp4", "198.18.2.1:8080"); return err }); err != nil {
 		t.Fatalf("listen at the backend: %v", err)
 	}
 	t.Cleanup(func() { backend.Close() })
 
-	peer.passOn(t, "veth1")
-	boxMAC, peerMAC := box.macOf(t, "veth0"), peer.macOf(t, "veth1")
+	peer.XDPPass(t, "veth1")
+	boxMAC, peerMAC := [6]byte(box.Interface(t, "veth0").HardwareAddr), [6]byte(peer.Interface(t, "veth1").HardwareAddr)
 	if err := p.Fast().SetGeneration(1); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +66,7 @@ func TestFastEndToEnd(t *testing.T) {
 		frame := pk{src: client4, dst: vip4, proto: udp, sport: 40000, dport: 7000, payload: []byte(payload)}.frame(t)
 		copy(frame[0:6], boxMAC[:])
 		copy(frame[6:12], peerMAC[:])
-		peer.sendRaw(t, "veth1", frame)
+		sendRaw(t, peer, "veth1", frame)
 		backend.SetReadDeadline(time.Now().Add(30 * time.Second))
 		buf := make([]byte, 100)
 		n, from, err := backend.ReadFrom(buf)
@@ -100,28 +82,4 @@ func TestFastEndToEnd(t *testing.T) {
 	if err != nil || st.Packets != 3 {
 		t.Errorf("fast path counted %+v (%v), want 3 frames", st, err)
 	}
-}
-
-// passOn attaches a program that passes every frame to dev in namespace n,
-// in native mode. On a veth, frames sent by XDP (XDP_TX from the peer,
-// bpf_redirect into it) arrive only at a device whose NAPI is on, which an
-// XDP program (or GRO) turns on.
-func (n *netNS) passOn(t testing.TB, dev string) {
-	t.Helper()
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, Instructions: asm.Instructions{
-		asm.Mov.Imm(asm.R0, xdpPass), asm.Return(),
-	}})
-	if err != nil {
-		t.Fatalf("XDP_PASS program: %v", err)
-	}
-	idx := n.ifindex(t, dev)
-	var l link.Link
-	if err := n.do(func() (err error) {
-		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: idx, Flags: link.XDPDriverMode})
-		return err
-	}); err != nil {
-		prog.Close()
-		t.Fatalf("attach XDP_PASS to %s: %v", dev, err)
-	}
-	t.Cleanup(func() { l.Close(); prog.Close() })
 }

@@ -14,13 +14,15 @@ import (
 	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
 	"golang.org/x/sys/unix"
+
+	"github.com/vipd/vipd/internal/nstest"
 )
 
 // loadFast loads a Program with a fast path of n flows, closed when the
 // test ends.
 func loadFast(t testing.TB, n int) *Program {
 	t.Helper()
-	needRoot(t)
+	nstest.RequireRoot(t)
 	p, err := LoadWith(1, Options{FastFlows: n, FastFlows6: n})
 	skipIfDenied(t, "BPF", err)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/google/gopacket/layers"
+
+	"github.com/vipd/vipd/internal/nstest"
 )
 
 // The steering sets of the verdict tests. 198.18.0.0/15 and 2001:2::/48
@@ -86,10 +88,10 @@ func run(t testing.TB, p *Program, frame []byte) uint32 {
 func withSocket(t testing.TB, p *Program) *xsk {
 	t.Helper()
 	ns := newNetNS(t)
-	vethPair(t, ns, "veth0", "veth1", nil)
-	idx := ns.ifindex(t, "veth0")
+	nstest.VethNamed(t, ns, "veth0", ns, "veth1")
+	idx := ns.Interface(t, "veth0").Index
 	var x *xsk
-	if err := ns.do(func() (err error) { x, err = newXSK(idx, 0); return err }); err != nil {
+	if err := ns.Do(func() (err error) { x, err = newXSK(idx, 0); return err }); err != nil {
 		t.Fatalf("AF_XDP socket: %v", err)
 	}
 	t.Cleanup(x.Close)

@@ -5,8 +5,8 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -104,10 +104,17 @@ type NS struct {
 }
 
 // New creates a namespace with its loopback up; it is deleted at cleanup.
+// A test (tb has Skipf) skips when the kernel refuses the namespace to a
+// root process, as in a restricted container; any other failure fails it.
 func New(tb T, prefix string) *NS {
 	tb.Helper()
 	n := &NS{Name: Name(prefix)}
-	Must(tb, "ip", "netns", "add", n.Name)
+	if out, err := exec.Command("ip", "netns", "add", n.Name).CombinedOutput(); err != nil {
+		if s, ok := tb.(interface{ Skipf(string, ...any) }); ok && strings.Contains(string(out), "Operation not permitted") {
+			s.Skipf("cannot create a network namespace (a restricted container?): %s", out)
+		}
+		tb.Fatalf("ip netns add %s: %v\n%s", n.Name, err, out)
+	}
 	tb.Cleanup(func() {
 		exec.Command("ip", "netns", "del", n.Name).Run()
 	})
@@ -167,15 +174,69 @@ func (n *NS) Cmd(args ...string) *exec.Cmd {
 }
 
 // Veth creates a veth pair with one end in a (named an) and the other in b
-// (named bn), both up; deleting a's end at cleanup deletes the pair.
+// (named bn), both up and running; deleting a's end at cleanup deletes the
+// pair.
 func Veth(tb T, a *NS, an string, b *NS, bn string) {
 	tb.Helper()
-	Must(tb, "ip", "link", "add", an, "netns", a.Name, "type", "veth", "peer", "name", bn, "netns", b.Name)
-	tb.Cleanup(func() { exec.Command("ip", "-n", a.Name, "link", "del", an).Run() })
+	VethWith(tb, a, an, b, bn, VethOptions{})
+}
+
+// VethOptions are a veth pair's properties beyond its ends' names.
+type VethOptions struct {
+	// Rename makes the pair under unique names, then renames the ends to
+	// theirs: for names that may exist elsewhere, like eth0.
+	Rename bool
+	// Queues is the number of queues of both ends, each way (numtxqueues
+	// and numrxqueues); 0 leaves the kernel's default, one.
+	Queues int
+	// MACA and MACB are the hardware addresses of a's and b's ends; ""
+	// leaves a random one.
+	MACA, MACB string
+}
+
+// VethWith is Veth with options.
+func VethWith(tb T, a *NS, an string, b *NS, bn string, o VethOptions) {
+	tb.Helper()
+	ca, cb := an, bn // the names the pair is created under
+	if o.Rename {
+		ca, cb = Name("va"), Name("vb")
+	}
+	end := func(name, mac string, ns *NS) []string {
+		args := []string{name}
+		if mac != "" {
+			args = append(args, "address", mac)
+		}
+		args = append(args, "netns", ns.Name)
+		if o.Queues != 0 {
+			q := strconv.Itoa(o.Queues)
+			args = append(args, "numtxqueues", q, "numrxqueues", q)
+		}
+		return args
+	}
+	args := append([]string{"ip", "link", "add"}, end(ca, o.MACA, a)...)
+	args = append(append(args, "type", "veth", "peer", "name"), end(cb, o.MACB, b)...)
+	Must(tb, args...)
+	tb.Cleanup(func() {
+		for _, name := range slices.Compact([]string{an, ca}) {
+			exec.Command("ip", "-n", a.Name, "link", "del", name).Run()
+		}
+	})
+	if o.Rename {
+		a.Must(tb, "ip", "link", "set", ca, "name", an)
+		b.Must(tb, "ip", "link", "set", cb, "name", bn)
+	}
 	a.Must(tb, "ip", "link", "set", an, "up")
 	b.Must(tb, "ip", "link", "set", bn, "up")
 	a.WaitRunning(tb, an)
 	b.WaitRunning(tb, bn)
+}
+
+// VethNamed creates a veth pair between a and b whose ends are called an and
+// bn inside their namespaces (names that may exist elsewhere, like eth0):
+// VethWith with Rename.
+func VethNamed(tb T, a *NS, an string, b *NS, bn string) {
+	tb.Helper()
+	VethWith(tb, a, an, b, bn, VethOptions{Rename: true})
 }
 
 // WaitRunning waits, at most 30 s, until interface ifname is
@@ -195,51 +256,6 @@ func (n *NS) WaitRunning(tb T, ifname string) {
 	}) {
 		tb.Fatalf("%s in %s not running after %v: %s (%v)", ifname, n.Name, testkit.Patience, out, err)
 	}
-}
-
-// Do runs f on a locked OS thread switched into the namespace and switches
-// back afterwards. Sockets f creates stay in the namespace and may be used
-// from any goroutine after Do returns.
-func (n *NS) Do(f func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := os.Open("/proc/thread-self/ns/net")
-	if err != nil {
-		return err
-	}
-	defer orig.Close()
-	target, err := os.Open("/var/run/netns/" + n.Name)
-	if err != nil {
-		return err
-	}
-	defer target.Close()
-	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		return fmt.Errorf("setns %s: %w", n.Name, err)
-	}
-	ferr := f()
-	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-		// The thread is in a foreign namespace and cannot be trusted:
-		// never unlock it, so the runtime discards it when this goroutine
-		// exits.
-		runtime.LockOSThread()
-		return fmt.Errorf("setns back: %w (thread abandoned)", err)
-	}
-	return ferr
-}
-
-// VethNamed creates a veth pair between a and b whose ends are called an and
-// bn inside their namespaces (names that may exist elsewhere, like eth0):
-// the pair is made under unique names, then renamed.
-func VethNamed(tb T, a *NS, an string, b *NS, bn string) {
-	tb.Helper()
-	ta, tbn := Name("va"), Name("vb")
-	Must(tb, "ip", "link", "add", ta, "netns", a.Name, "type", "veth", "peer", "name", tbn, "netns", b.Name)
-	a.Must(tb, "ip", "link", "set", ta, "name", an)
-	b.Must(tb, "ip", "link", "set", tbn, "name", bn)
-	a.Must(tb, "ip", "link", "set", an, "up")
-	b.Must(tb, "ip", "link", "set", bn, "up")
-	a.WaitRunning(tb, an)
-	b.WaitRunning(tb, bn)
 }
 
 // Sysctl sets a net.* sysctl inside the namespace (they are per

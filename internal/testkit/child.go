@@ -3,8 +3,11 @@ package testkit
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -54,4 +57,19 @@ func RunChild(t *testing.T, env, dir string) string {
 		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", env, err, stdout.String(), stderr.String())
 	}
 	return stdout.String()
+}
+
+// ModuleRoot is the directory of the go.mod of the module the process
+// runs in (go env GOMOD): where tests and rigs build the module's
+// commands and find its files.
+func ModuleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("not inside the vipd module")
+	}
+	return filepath.Dir(mod), nil
 }

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/internal/nstest"
 	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testbed"
 )
 
 // childEnv set to 1 makes the test binary run the demo instead of the
@@ -19,19 +19,14 @@ const childEnv = "VIPD_DEMO_HA_CHILD"
 
 func TestMain(m *testing.M) { testkit.ChildMain(m, childEnv, main) }
 
-// runDemo runs make demo-ha's program, as root with keepalived, in the
-// module root and returns what it printed. When the test's deadline comes
-// first, the demo gets SIGTERM, on which it removes what it created.
+// runDemo runs make demo-ha's program (testbed.RunDemo), which needs
+// keepalived, and returns what it printed.
 func runDemo(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("the demo runs in the full suite, not in -short mode")
-	}
-	nstest.RequireRoot(t)
 	if _, err := exec.LookPath("keepalived"); err != nil {
 		t.Skip("needs Debian's keepalived (make test-deps installs it)")
 	}
-	return testkit.RunChild(t, childEnv, "../..")
+	return testbed.RunDemo(t, childEnv)
 }
 
 // TestDemoHA runs make demo-ha and checks the status it prints of the box

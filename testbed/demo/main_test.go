@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/internal/nstest"
 	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testbed"
 )
 
 // childEnv set to 1 makes the test binary run the demo instead of the
@@ -15,25 +15,12 @@ const childEnv = "VIPD_DEMO_CHILD"
 
 func TestMain(m *testing.M) { testkit.ChildMain(m, childEnv, main) }
 
-// runDemo runs make demo's program, as root, in the module root (where it
-// finds config.toml.example) and returns what it printed. When the test's
-// deadline comes first, the demo gets SIGTERM, on which it removes what it
-// created.
-func runDemo(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("the demo runs in the full suite, not in -short mode")
-	}
-	nstest.RequireRoot(t)
-	return testkit.RunChild(t, childEnv, "../..")
-}
-
 // TestDemo runs make demo and checks the `vipd top -n 1` frame it prints:
 // taken while requests stream to the example's NAT VIP and DSR VIP, it
 // shows new flows, packets and bytes per second on both (issue 44: the
 // frame came after the stream and showed zeros).
 func TestDemo(t *testing.T) {
-	out := runDemo(t)
+	out := testbed.RunDemo(t, childEnv)
 	frame, ok := section(out, "$ vipd top -n 1")
 	if !ok {
 		t.Fatalf("no `vipd top -n 1` in the demo's output:\n%s", out)

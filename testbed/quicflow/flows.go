@@ -2,13 +2,9 @@ package quicflow
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
-	"io"
-	"maps"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -25,38 +21,30 @@ import (
 // ALPN is the application protocol of testbed/quicbackend.
 const ALPN = "vipd-test"
 
-// Round timing: a round every roundGap; each read is allowed
-// roundTimeout, which rides out a box's hold time and QUIC's probe
-// timeouts behind it. A connection the wrong server reset ends at once.
 const (
-	roundGap     = 100 * time.Millisecond
-	roundTimeout = 30 * time.Second
-	chunk        = 512
+	// chunk is the size of a flow's rounds.
+	chunk = 512
 	// startPatience bounds the handshakes of Start.
 	startPatience = 20 * time.Second
 )
 
-// Flows are QUIC connections streaming through a VIP.
+// Flows are QUIC connections streaming through a VIP, as testbed's
+// Stream.Echo streams: a connection the wrong server reset ends at once.
+// Settle, Finish, Len and Backends are its Streams'.
 type Flows struct {
-	ns   *nstest.NS
-	stop chan struct{}
-	wg   sync.WaitGroup
+	*testbed.Streams
+	ns    *nstest.NS
+	flows []*flow // fixed at Start
 
-	mu      sync.Mutex
-	flows   []*flow
-	broken  []string // why, per broken flow
-	backend map[string]int
+	mu sync.Mutex // guards every flow's conn, sock and trs
 }
 
 type flow struct {
-	i       int
-	conn    *quic.Conn
-	sock    *swapConn
-	trs     []*quic.Transport // every transport the connection used
-	local   string
-	backend string
-	rounds  int
-	dead    bool
+	i    int
+	st   *testbed.Stream // its client address, backend, rounds
+	conn *quic.Conn
+	sock *swapConn
+	trs  []*quic.Transport // every transport the connection used
 
 	// path counts the paths the connection switched to (0: the first);
 	// only the current path's socket records sentRot.
@@ -82,29 +70,12 @@ func (f *flow) tap(path int32, p []byte) {
 // starts streaming; it returns once every connection has completed a
 // round. They stop with Finish.
 func Start(ns *nstest.NS, vip netip.AddrPort, n int) (*Flows, error) {
-	fs := &Flows{ns: ns, stop: make(chan struct{}), backend: map[string]int{}}
-	ready := make(chan error, n)
+	fs := &Flows{Streams: testbed.NewStreams(n), ns: ns}
 	for i := range n {
-		f := &flow{i: i}
-		fs.flows = append(fs.flows, f)
-		fs.wg.Add(1)
-		go func() {
-			defer fs.wg.Done()
-			fs.run(f, vip, ready)
-		}()
+		fs.flows = append(fs.flows, &flow{i: i, st: fs.Stream(i)})
 	}
-	deadline := time.After(startPatience)
-	for i := range n {
-		select {
-		case err := <-ready:
-			if err != nil {
-				fs.Finish()
-				return nil, fmt.Errorf("QUIC flow to %s did not start: %w", vip, err)
-			}
-		case <-deadline:
-			fs.Finish()
-			return nil, fmt.Errorf("only %d of %d QUIC flows to %s started within %v", i, n, vip, startPatience)
-		}
+	if err := fs.Streams.Start("QUIC", vip.String(), startPatience, func(i int) { fs.run(fs.flows[i], vip) }); err != nil {
+		return nil, err
 	}
 	return fs, nil
 }
@@ -117,23 +88,13 @@ func quicConfig() *quic.Config {
 	return &quic.Config{MaxIdleTimeout: time.Minute, HandshakeIdleTimeout: 10 * time.Second}
 }
 
-// run is flow f's life: connect, then a round every roundGap (a chunk of
-// pseudo-random bytes out, the same back) until Finish or a failure.
-func (fs *Flows) run(f *flow, vip netip.AddrPort, ready chan<- error) {
-	started := false
-	fail := func(err error) {
-		if !started {
-			ready <- err
-			return
-		}
-		fs.mu.Lock()
-		f.dead = true
-		fs.broken = append(fs.broken, fmt.Sprintf("%s (backend %s) after %d rounds: %v", f.local, f.backend, f.rounds, err))
-		fs.mu.Unlock()
-	}
+// run is flow f's life: connect, open a stream, then the rounds of
+// Stream.Echo, the first of which reads the backend's name.
+func (fs *Flows) run(f *flow, vip netip.AddrPort) {
+	st := f.st
 	pc, err := testbed.ListenPacket(fs.ns, "udp4", ":0")
 	if err != nil {
-		fail(err)
+		st.Fail(err)
 		return
 	}
 	sock := &swapConn{tap: func(p []byte) { f.tap(0, p) }}
@@ -144,12 +105,13 @@ func (fs *Flows) run(f *flow, vip netip.AddrPort, ready chan<- error) {
 	cancel()
 	if err != nil {
 		tr.Close()
-		fail(err)
+		st.Fail(err)
 		return
 	}
 	fs.mu.Lock()
-	f.conn, f.sock, f.trs, f.local = conn, sock, []*quic.Transport{tr}, pc.LocalAddr().String()
+	f.conn, f.sock, f.trs = conn, sock, []*quic.Transport{tr}
 	fs.mu.Unlock()
+	st.SetLocal(pc.LocalAddr().String())
 	defer func() {
 		conn.CloseWithError(0, "done")
 		fs.mu.Lock()
@@ -163,53 +125,18 @@ func (fs *Flows) run(f *flow, vip netip.AddrPort, ready chan<- error) {
 	s, err := conn.OpenStreamSync(ctx)
 	cancel()
 	if err != nil {
-		fail(err)
+		st.Fail(err)
 		return
 	}
-	rng := rand.New(rand.NewPCG(uint64(f.i), 0x71c))
-	out, back := make([]byte, chunk), make([]byte, chunk)
 	br := bufio.NewReader(s)
-	for round := 0; ; round++ {
-		for i := range out {
-			out[i] = byte(rng.Uint32())
+	st.Echo(s, br, rand.New(rand.NewPCG(uint64(f.i), 0x71c)), chunk, func() error {
+		name, err := br.ReadString('\n')
+		if err != nil {
+			return fmt.Errorf("reading the backend's name: %w", err)
 		}
-		s.SetDeadline(time.Now().Add(roundTimeout))
-		if _, err := s.Write(out); err != nil {
-			fail(fmt.Errorf("write: %w", err))
-			return
-		}
-		if round == 0 {
-			name, err := br.ReadString('\n')
-			if err != nil {
-				fail(fmt.Errorf("reading the backend's name: %w", err))
-				return
-			}
-			fs.mu.Lock()
-			f.backend = strings.TrimSpace(name)
-			fs.backend[f.backend]++
-			fs.mu.Unlock()
-		}
-		if _, err := io.ReadFull(br, back); err != nil {
-			fail(fmt.Errorf("read: %w", err))
-			return
-		}
-		if !bytes.Equal(out, back) {
-			fail(errors.New("the echo differs from what was sent"))
-			return
-		}
-		fs.mu.Lock()
-		f.rounds++
-		fs.mu.Unlock()
-		if !started {
-			started = true
-			ready <- nil
-		}
-		select {
-		case <-fs.stop:
-			return
-		case <-time.After(roundGap):
-		}
-	}
+		st.Answered(strings.TrimSpace(name))
+		return nil
+	})
 }
 
 // Migrate moves every live connection to a new socket of its own, as a
@@ -233,9 +160,8 @@ func (fs *Flows) eachLive(do func(f *flow) error) (failed []string) {
 		go func() {
 			defer wg.Done()
 			if err := do(f); err != nil {
-				fs.mu.Lock()
-				who := fmt.Sprintf("%s (backend %s): %v", f.local, f.backend, err)
-				fs.mu.Unlock()
+				p := f.st.Progress()
+				who := fmt.Sprintf("%s (backend %s): %v", p.Local, p.Backend, err)
 				mu.Lock()
 				failed = append(failed, who)
 				mu.Unlock()
@@ -272,9 +198,7 @@ func (fs *Flows) migrate(f *flow, timeout time.Duration) error {
 		f.path.Store(old)
 		return fmt.Errorf("switch: %w", err)
 	}
-	fs.mu.Lock()
-	f.local = pc.LocalAddr().String()
-	fs.mu.Unlock()
+	f.st.SetLocal(pc.LocalAddr().String())
 	return nil
 }
 
@@ -290,9 +214,7 @@ func (fs *Flows) Rebind() error {
 		}
 		old := f.sock.cur.Swap(&pcBox{pc})
 		old.Close()
-		fs.mu.Lock()
-		f.local = pc.LocalAddr().String()
-		fs.mu.Unlock()
+		f.st.SetLocal(pc.LocalAddr().String())
 	}
 	return nil
 }
@@ -302,47 +224,11 @@ func (fs *Flows) live() []*flow {
 	defer fs.mu.Unlock()
 	var out []*flow
 	for _, f := range fs.flows {
-		if !f.dead && f.conn != nil {
+		if f.conn != nil && !f.st.Progress().Dead {
 			out = append(out, f)
 		}
 	}
 	return out
-}
-
-// Settle waits until every flow still alive has completed a round after
-// now, for at most d, and returns the flows broken so far, counting the
-// ones that made no progress as broken (stalled).
-func (fs *Flows) Settle(d time.Duration) (broken []string) {
-	return testbed.SettleFlows(d, func() ([]testbed.FlowProgress, []string) {
-		fs.mu.Lock()
-		defer fs.mu.Unlock()
-		ps := make([]testbed.FlowProgress, len(fs.flows))
-		for i, f := range fs.flows {
-			ps[i] = testbed.FlowProgress{Local: f.local, Backend: f.backend, Rounds: f.rounds, Dead: f.dead}
-		}
-		return ps, append([]string(nil), fs.broken...)
-	})
-}
-
-// Finish stops every flow and waits for them.
-func (fs *Flows) Finish() {
-	select {
-	case <-fs.stop:
-		return
-	default:
-	}
-	close(fs.stop)
-	fs.wg.Wait()
-}
-
-// Len is the number of flows started.
-func (fs *Flows) Len() int { return len(fs.flows) }
-
-// Backends counts the flows by the backend that answered them.
-func (fs *Flows) Backends() map[string]int {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	return maps.Clone(fs.backend)
 }
 
 // Changed asks every live connection, on a new stream, which backend
@@ -352,9 +238,7 @@ func (fs *Flows) Backends() map[string]int {
 func (fs *Flows) Changed(timeout time.Duration) (changed []string) {
 	return fs.eachLive(func(f *flow) error {
 		name, err := ask(f.conn, timeout)
-		fs.mu.Lock()
-		who := f.backend
-		fs.mu.Unlock()
+		who := f.st.Progress().Backend
 		switch {
 		case err != nil:
 			return err

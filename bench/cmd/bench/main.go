@@ -28,6 +28,7 @@ import (
 	"github.com/vipd/vipd/bench"
 	"github.com/vipd/vipd/bench/rig"
 	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
 )
 
 // scope owns everything the run creates; fatal and Ctrl-C close it.
@@ -66,7 +67,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: the rig needs root (network namespaces, XDP): run `sudo make bench`, or -skip-rig")
 		os.Exit(1)
 	}
-	root, err := moduleRoot()
+	root, err := testkit.ModuleRoot()
 	if err != nil {
 		fatal(err)
 	}
@@ -376,18 +377,6 @@ func loadavg() string {
 func readFile(p string) string {
 	b, _ := os.ReadFile(p)
 	return string(b)
-}
-
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", fmt.Errorf("run bench inside the vipd module")
-	}
-	return filepath.Dir(mod), nil
 }
 
 func fatal(err error) {

@@ -1,0 +1,28 @@
+package testbed
+
+import (
+	"testing"
+
+	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/internal/testkit"
+)
+
+// RunDemo runs a demo's program as its test does: the test binary,
+// started again with the environment variable env set to 1, runs the
+// demo instead of the tests (testkit.ChildMain and RunChild), in the
+// module root, as root; RunDemo returns what it printed. It skips in
+// -short mode (the demos run in the full suite) and when not root. When
+// the test's deadline comes first, the demo gets SIGTERM, on which it
+// removes what it created.
+func RunDemo(t *testing.T, env string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("the demo runs in the full suite, not in -short mode")
+	}
+	nstest.RequireRoot(t)
+	root, err := testkit.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testkit.RunChild(t, env, root)
+}
