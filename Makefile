@@ -104,8 +104,8 @@ test-busy:
 	exit $$rc
 
 # -timeout bounds one package's run. The end-to-end suite is the longest:
-# 426 s of a 783 s make test-busy on a 2-CPU machine (issue 44's closing
-# note); 20 min leaves room for a slower or busier one.
+# 426 s of a 783 s make test-busy on a 2-CPU machine (measured on a fresh
+# clone); 20 min leaves room for a slower or busier one.
 test-unit:
 	$(GO) test -count=1 -timeout 20m ./...
 
