@@ -126,7 +126,8 @@ test-quic: test-deps
 test-bench-smoke:
 	$(GO) test -count=1 -short -run '^$$' -bench . -benchtime=1x -timeout 10m ./...
 
-# gofmt, go vet and staticcheck, all with zero findings. staticcheck runs
+# gofmt, go.mod and go.sum tidy and verified, go vet, staticcheck and
+# checklocks, all with zero findings. staticcheck runs
 # at a pinned version with go run, outside the module graph, so its own
 # dependencies never move vipd's (the Go module proxy serves it; the first
 # run downloads and builds it, about 30 s).
@@ -140,9 +141,17 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # annotations go wrong after a line that declares two fields.
 CHECKLOCKS ?= $(GO) run gvisor.dev/gvisor/tools/checklocks/cmd/checklocks@v0.0.0-20260905035102-160fafc42237
 
+# go mod tidy -diff fails, printing the change, when go.mod or go.sum says
+# other than what the code imports (a dependency left over, one missing);
+# go mod verify, when a module in the cache no longer matches the hash
+# go.sum recorded. tidy needs every module of the graph, the tests'
+# dependencies of vipd's dependencies too, which the Go module proxy
+# serves (the first run downloads them, a few seconds).
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) mod tidy -diff
+	$(GO) mod verify
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
 	$(CHECKLOCKS) -inferred=false ./daemon/ ./bgp/ ./tunprobe/ ./internal/ratelog/
