@@ -40,7 +40,8 @@ func Ticks(d time.Duration) Tick {
 // protocols, every datagram), capped at ProofTicks. A flow that reaches ProofTicks is proven and is never
 // evicted to make room for a new one; below it, it may be (Entry.Evictable).
 // Proof needs the flow to live through time, not just to send a certain
-// packet: see the package documentation for why.
+// packet: docs/configuration.md, "The connection table under a flood",
+// says why.
 //
 //	TCP (Proto 6), by the flags of each client packet ("FIN/RST": FIN or
 //	RST set; "SYN": else SYN without ACK; "other": the rest):

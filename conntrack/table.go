@@ -31,8 +31,9 @@ type Config struct {
 	// examine (at most ExpiryBucketsPerAdvance a call, IdleExpiryBuckets
 	// an AdvanceIdle). 0 means DefaultSweepPeriod; at least a second.
 	SweepPeriod time.Duration
-	// BucketKey is the secret that places flows in buckets (see "Keyed
-	// buckets" in the package doc). All zero, the normal case, means New
+	// BucketKey is the secret that places flows in buckets
+	// (docs/configuration.md, "The connection table under a flood", says
+	// why it exists). All zero, the normal case, means New
 	// draws one from crypto/rand, so that no one outside the process can
 	// tell which flows share a bucket. Tests set it to get a reproducible layout. It is
 	// local to the table: unlike the flow hash seed it is not shared with

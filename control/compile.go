@@ -208,7 +208,7 @@ func (p *Plan) VIP(i int, host *Host, status func(ref uint32) Status) (vs datapl
 		SrcHash: v.FlowHash == config.HashSrcIP, TableSize: v.TableSize,
 		QUIC: p.quic[i],
 	}
-	// Scheduling (issue 16): config validated the name.
+	// Scheduling: config validated the name, so the error cannot happen.
 	vs.Scheduler, _ = dataplane.ParseScheduler(v.Scheduler)
 	vs.LoadBound = v.LoadBound
 	if v.Mode == config.ModeDSR {

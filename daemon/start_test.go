@@ -67,9 +67,9 @@ func (rd *raceDaemon) reloadNow() {
 }
 
 // TestReloadRacesStart lands a reload at each moment of the start where
-// one used to be lost or half applied (issue 12, bug 5: backends added by a
-// reload before the checks started were never probed, got traffic and
-// showed "unknown"). Whenever it lands, the reload must be applied whole:
+// one used to be lost or half applied (backends added by a reload before
+// the checks started were never probed, got traffic and showed
+// "unknown"). Whenever it lands, the reload must be applied whole:
 // the added backend probed and up, the removed one neither probed nor
 // shown nor steered to, the reload counted once.
 func TestReloadRacesStart(t *testing.T) {

@@ -30,41 +30,15 @@
 // all is the steering rule (claims.go), stated once by Snapshot.Claims and
 // applied in the kernel by the XDP program (package xdpprog); the pipeline
 // gives the kernel verdict to exactly the frames Claims rejects (FuzzProcess
-// checks it, and a differential test the XDP program). A frame is, in this
-// order:
-//
-//   - malformed (Parse's checks): dropped when the rule claims it, else
-//     the kernel's; claimed IPv4 with a wrong header checksum is dropped;
-//   - for a VIP, matched by (destination, protocol, port) with port 0 for
-//     every-port VIPs — a first fragment by its ports like a whole packet,
-//     a later fragment by (destination, protocol) when one VIP has it —:
-//     looked up in the worker's conntrack shard (flow hash over the
-//     5-tuple) and, on a miss, given a backend by the VIP's scheduler
-//     (sched.go: the weighted Maglev table, 5-tuple or source-address
-//     hash, unless the VIP asks for a load-aware one) and pinned; then NAT'd
-//     (package nat: destination rewritten, TTL decremented, checksums
-//     updated once each) or encapsulated for DSR in the frame's headroom
-//     (package dsr: IP in IP, or GUE with the previous-owner hint when the
-//     VIP gives one);
-//   - to a VIP address but no VIP of its protocol and port: ICMP echo is
-//     answered, ICMP errors vipd relays (unreachable, time exceeded,
-//     parameter problem; a valid checksum) about a VIP flow are steered to
-//     the backend that owns the flow (the reversed quote is the flow key;
-//     a worker whose shard does not hold it hands it to the next, relay.go),
-//     the rest dropped and counted;
-//   - to one of the box's own addresses: the kernel's, never a NAT reply;
-//   - a NAT reply, matched by (backend address, protocol, port): the source
-//     is rewritten back to the VIP. No connection state is needed — the
-//     configuration makes that triple belong to one VIP — which matters
-//     because a reply may reach another worker than its flow;
-//   - anything else: the kernel's.
-//
-// Packets that do not fit the egress MTU get ICMP fragmentation-needed or
-// Packet Too Big (rate-limited per worker) when they may not be fragmented,
-// and are fragmented otherwise. Fragments of one datagram are all hashed on
-// (source, destination, protocol) and bypass conntrack, so that they take
-// the same way. A sample of NAT'ed packets has its transport checksum
-// verified and counted (sample.go).
+// checks it, and a differential test the XDP program). A malformed frame
+// (Parse's checks) is dropped when the rule claims it and the kernel's
+// otherwise; a claimed IPv4 packet with a wrong header checksum is
+// dropped. What happens to the rest — VIP lookup, conntrack, scheduling,
+// NAT or DSR, MTU, NAT replies without connection state, ICMP errors
+// steered to their flow's worker — is told step by step, with the file
+// for each, in docs/architecture.md, "The data path, step by step"; what
+// an operator sees of it (fragments, MTU, the drop reasons) in
+// docs/configuration.md, "NAT and DSR".
 //
 // ProcessBatch (batch.go) runs these steps over a whole batch in passes —
 // parse and classify every frame, prefetch the tracked flows' conntrack
@@ -77,17 +51,13 @@
 // flow maps), a worker offers each tracked flow past its first packet and
 // each NAT backend's reply flow, as it just translated or encapsulated
 // one of their packets (fast.go: FastFlow), and flushes the offers after
-// the batch was transmitted. From then on the XDP program forwards the
-// flow's frames in the kernel, byte for byte as the worker would; what
-// changes a flow's state (SYN, FIN, RST) or needs the worker's judgement
-// (TTL 1, MTU, options, fragments, GUE over IPv6) still comes here. An
-// entry expires after the refresh period, so one packet per flow keeps
-// reaching a worker, which renews it in conntrack and in the map; a FIN
-// or RST retires it at once. A snapshot that changes how established
-// flows are forwarded moves to a new generation (Snapshot.Generation),
-// which retires every entry; one that changes only weights or drains
-// does not. The packets the program forwards are added to the VIP and
-// backend counters by one worker (harvestFast).
+// the batch was transmitted. The program then forwards the flow's frames
+// byte for byte as the worker would; a snapshot that changes how
+// established flows are forwarded moves to a new generation
+// (Snapshot.Generation), which retires every entry. The packets the
+// program forwards are added to the VIP and backend counters by one
+// worker (harvestFast). When flows are handed down, renewed and retired:
+// docs/operations.md, "The XDP fast path".
 //
 // # Writing the packet path
 //

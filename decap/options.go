@@ -67,16 +67,17 @@ type Options struct {
 	AllowedSources []netip.Prefix
 
 	// Chain turns on previous-owner forwarding for GUE datagrams that
-	// carry a previous-owner hint (see the package documentation): such a
-	// packet is delivered here when it starts a connection, was chained
-	// here by another backend, or belongs to a connection a local socket
-	// has; otherwise it is sent on, marked HintChained, to the previous
-	// owner's GUEPort, if that owner is in ChainPeers (else it is
-	// dropped, DropChainTarget). Without it, a hinted packet is delivered
-	// as if it had no hint (counted as HintOff). It needs GUEPort and
-	// ChainPeers. Set AllowedSources with it: without an allow-list
-	// anyone who reaches the GUE port can have this host send datagrams
-	// (of the size they sent) to the chain peers' GUEPort.
+	// carry a previous-owner hint (docs/decap.md, "Previous-owner hints at
+	// the backend"): such a packet is delivered here when it starts a
+	// connection, was chained here by another backend, or belongs to a
+	// connection a local socket has; otherwise it is sent on, marked
+	// HintChained, to the previous owner's GUEPort, if that owner is in
+	// ChainPeers (else it is dropped, DropChainTarget). Without it, a
+	// hinted packet is delivered as if it had no hint (counted as
+	// HintOff). It needs GUEPort and ChainPeers. Set AllowedSources with
+	// it: without an allow-list anyone who reaches the GUE port can have
+	// this host send datagrams (of the size they sent) to the chain peers'
+	// GUEPort.
 	Chain bool
 
 	// ChainPeers lists the other backends' addresses (or prefixes): the

@@ -92,7 +92,8 @@ func (r Reason) String() string {
 }
 
 // HintOutcome says what became of a packet with a previous-owner hint
-// (see the package documentation).
+// (docs/decap.md, "Previous-owner hints at the backend", gives the order
+// in which they are decided).
 type HintOutcome uint8
 
 const (
@@ -148,7 +149,7 @@ type Stats struct {
 	Bytes        uint64 // bytes of inner packets written to the TUN device
 	// Completed counts inner TCP segments that receive offload (GRO) had
 	// merged, leaving the checksum partial, and whose checksum was then
-	// finished (see the package documentation). The checksum is finished
+	// finished (docs/decap.md, "Receive offload"). The checksum is finished
 	// before delivery: such a segment is then counted in Decapsulated,
 	// or, when its hint sends it on, as chained, or as a write drop.
 	Completed uint64

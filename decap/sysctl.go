@@ -101,10 +101,10 @@ func restoreSysctls(changes []sysctlChange) error {
 	return errors.Join(errs...)
 }
 
-// setupSysctls makes the kernel accept what is written to the TUN device
-// (see the package documentation for why each setting is needed). The
-// TUN's own settings die with the device; host-wide ones are recorded in
-// d.restore when changed.
+// setupSysctls makes the kernel accept what is written to the TUN
+// device (docs/decap.md, "What it sets on the host, and why", says why
+// each setting is needed). The TUN's own settings die with the device;
+// host-wide ones are recorded in d.restore when changed.
 func (d *Decap) setupSysctls() error {
 	tun := d.opts.TUN
 	// The inner source is a client whose route does not point at the TUN:

@@ -6,15 +6,16 @@ import (
 	"github.com/vipd/vipd/packet"
 )
 
-// Previous-owner hints (issue 18). A packet that reaches vipd mid-flow with
-// no connection-table entry, when its VIP's Maglev table changed lately and
-// the table from before the change picks another backend, goes to the
-// current owner with the previous owner's address attached, so that the
-// backend's agent (vipd-decap) can hand it on when the connection is not
-// its own. GUE variant 1 has no room for that; the hinted packet is sent in
-// GUE variant 0 (draft-ietf-intarea-gue §3.1) with no extension fields and
-// the hint as private data (§3.3.6: the optional bytes after the
-// flag-indicated fields):
+// Previous-owner hints, so that a change of the Maglev table does not
+// reset connections that move. A packet that reaches vipd mid-flow with
+// no connection-table entry, when its VIP's Maglev table changed lately
+// and the table from before the change picks another backend, goes to
+// the current owner with the previous owner's address attached, so that
+// the backend's agent (vipd-decap) can hand it on when the connection
+// is not its own. GUE variant 1 has no room for that; the hinted packet
+// is sent in GUE variant 0 (draft-ietf-intarea-gue §3.1) with no
+// extension fields and the hint as private data (§3.3.6: the optional
+// bytes after the flag-indicated fields):
 //
 //	byte 0      00 (version 0) | C = 0 | Hlen: words of optional data,
 //	            HintWords4 (IPv4 inner) or HintWords6 (IPv6 inner)

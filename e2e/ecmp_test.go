@@ -77,7 +77,8 @@ func (e *ecmpEnv) newFlowsWhen(t *testing.T, vip string, d time.Duration, ok fun
 }
 
 // TestECMP runs three vipd boxes behind BIRD, which spreads the VIPs over
-// them by ECMP, and counts what breaks when boxes come and go (issue 14):
+// them by ECMP, and counts what breaks when boxes come and go (a box
+// that comes or goes must break only the connections it has to):
 // the router's FIB holds each VIP with three next hops and traffic reaches
 // every box, each flow gets the same backend whichever box it crosses,
 // 300 long-lived DSR connections survive a silent box failure (hold

@@ -14,14 +14,16 @@ import (
 )
 
 // TestDSREncap sends the DSR VIP's traffic in each encapsulation that
-// spreads a backend's flows (issue 15) — GUE, and IP in IP from a per-flow
-// source of a prefix — and in plain IP in IP. Every request must be
-// answered by the backends' vipd-decap, and copies of what reaches one
-// backend (a raw socket of the tunnel's protocol beside vipd-decap's)
-// show the encapsulation and its spread: GUE datagrams to port 6080 from
-// several source ports, IPIP packets from several addresses of the prefix
-// and none outside it; and the receive queues a NIC's Toeplitz RSS would
-// give them, at least 2 of 4 with each option, exactly 1 without.
+// spreads a backend's flows over its NIC's receive queues (plain IP in
+// IP from one address puts them all on one queue, one CPU) — GUE, and
+// IP in IP from a per-flow source of a prefix — and in plain IP in IP.
+// Every request must be answered by the backends' vipd-decap, and
+// copies of what reaches one backend (a raw socket of the tunnel's
+// protocol beside vipd-decap's) show the encapsulation and its spread:
+// GUE datagrams to port 6080 from several source ports, IPIP packets
+// from several addresses of the prefix and none outside it; and the
+// receive queues a NIC's Toeplitz RSS would give them, at least 2 of 4
+// with each option, exactly 1 without.
 func TestDSREncap(t *testing.T) {
 	pf := netip.MustParsePrefix("198.18.1.0/29") // the box's egress address and 7 more, no backend's
 	for _, tc := range []struct {

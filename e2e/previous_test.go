@@ -13,7 +13,8 @@ import (
 	"github.com/vipd/vipd/testbed"
 )
 
-// Previous-owner forwarding end to end (issue 18): DSR in GUE with
+// Previous-owner forwarding end to end, which keeps connections whose
+// Maglev owner changed mid-flow from being reset: DSR in GUE with
 // previous_owner on the echo VIP, backends running vipd-decap with
 // chaining, which hands a hinted packet whose connection it does not hold
 // to the previous owner.

@@ -11,7 +11,8 @@ import (
 	"github.com/vipd/vipd/testbed/quicflow"
 )
 
-// QUIC-LB end to end (issue 38): quic-go servers on the backends issue
+// QUIC-LB end to end, which keeps a QUIC connection on its backend when
+// the client's address changes: quic-go servers on the backends issue
 // QUIC-LB connection IDs (testbed/quicbackend), quic-go clients stream
 // both ways with every byte checked (testbed/quicflow), through a NAT and
 // a DSR QUIC VIP. Every backend shares a stateless reset key, so a

@@ -8,12 +8,13 @@ import (
 	"github.com/vipd/vipd/testbed"
 )
 
-// TestTunnelProbe (issue 15): a DSR backend whose VIP is removed from its
-// loopback — reachable on its own address, black-holing every flow sent
-// through its tunnel — is marked down by the tunnel check (on an idle
-// machine within fall × interval, plus one interval's wait and the probe
-// timeout), while with probe = "direct" it stays up. With the VIP back, it
-// comes back.
+// TestTunnelProbe: a direct check reaches a DSR backend on its own
+// address and cannot see a broken tunnel path. A DSR backend whose VIP
+// is removed from its loopback — reachable on its own address,
+// black-holing every flow sent through its tunnel — is marked down by
+// the tunnel check (on an idle machine within fall × interval, plus one
+// interval's wait and the probe timeout), while with probe = "direct"
+// it stays up. With the VIP back, it comes back.
 func TestTunnelProbe(t *testing.T) {
 	const interval, timeout, fall = 200 * time.Millisecond, 200 * time.Millisecond, 2 // testbed.FastHealth
 	tests := []struct {

@@ -1,5 +1,5 @@
-// Package outlier is passive outlier detection (seed 002's passive health
-// checks, Envoy's outlier ejection): it judges backends by what their real
+// Package outlier is passive outlier detection (passive health checks, as
+// in Envoy's outlier ejection): it judges backends by what their real
 // clients see, next to the active checks. vipd sees a TCP flow's client
 // side in NAT and DSR alike, and a client that got the backend's SYN-ACK
 // goes on past its SYNs (dataplane.FlowCounters.Handshakes and Answered):

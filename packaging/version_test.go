@@ -76,7 +76,8 @@ func TestDebVersionSorts(t *testing.T) {
 		t.Errorf("only %d parent-child pairs among the last %d commits", edges, last)
 	}
 
-	// The pair of issue 44: eec0798 is older than b9a16d0 (its ancestor).
+	// The pair the hash-only versions sorted wrong: eec0798 is older than
+	// b9a16d0 (its ancestor), yet 0.0~giteec0798 sorted above it.
 	if exec.Command("git", "-C", top, "merge-base", "--is-ancestor", "eec0798", "b9a16d0").Run() == nil {
 		older, newer := debVersion(t, top, "eec0798"), debVersion(t, top, "b9a16d0")
 		versionLess(t, older, newer, "eec0798 is an ancestor of b9a16d0")

@@ -225,15 +225,17 @@ func udpTo(t *testing.T, src, dst netip.Addr, payload string) []byte {
 	return serialize(t, l3, u, gopacket.Payload(payload))
 }
 
-// TestRelay is issue 34's open relay: on a backend that routes, a
-// packet encapsulated by an allowed source (vipd; here lb), whose inner
-// destination is another host (far) rather than this one, must not
-// leave the backend. By default vipd-decap drops it (not_local); with
-// -check-local=false it is written to the TUN, whose forwarding is off,
-// and the kernel refuses it (Ip InAddrErrors). Only with the flags of
-// the old behaviour does it reach far. Each case ends with a control
-// datagram that be routes from lb to far: far must read it, and the
-// relayed packet never, before.
+// TestRelay checks that vipd-decap is no open relay, as it was by
+// default before -allow was required and -check-local on: on a backend
+// that routes (any Docker or Kubernetes node), a packet encapsulated by
+// an allowed source (vipd; here lb), whose inner destination is another
+// host (far) rather than this one, must not leave the backend. By
+// default vipd-decap drops it (not_local); with -check-local=false it
+// is written to the TUN, whose forwarding is off, and the kernel
+// refuses it (Ip InAddrErrors). Only with the flags of the old
+// behaviour does it reach far. Each case ends with a control datagram
+// that be routes from lb to far: far must read it, and the relayed
+// packet never, before.
 func TestRelay(t *testing.T) {
 	r := newRelayRig(t)
 	ipipTo := func(inner []byte) []byte {

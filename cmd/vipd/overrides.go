@@ -12,8 +12,10 @@ import (
 	"github.com/vipd/vipd/config"
 )
 
-// Run-time overrides (issue 36): vipd weight, vipd disable and vipd
-// enable, through the admin socket like vipd drain.
+// Run-time overrides: vipd weight, vipd disable and vipd enable, through
+// the admin socket like vipd drain, so that an operator can take a
+// backend out or change its share at once, without editing the file and
+// reloading.
 
 // overrideFlags are the flags of the override commands: where the admin
 // socket is.

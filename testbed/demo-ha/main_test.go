@@ -30,9 +30,10 @@ func runDemo(t *testing.T) string {
 }
 
 // TestDemoHA runs make demo-ha and checks the status it prints of the box
-// that took over (issue 44): the box its heading names runs on the file
-// named for that box, is active, and the status is whole and shows the
-// connections on the two echo VIPs the demo streams through.
+// that took over (it used to be cut to a VIP the demo sends nothing to,
+// and named the other box's file): the box its heading names runs on the
+// file named for that box, is active, and the status is whole and shows
+// the connections on the two echo VIPs the demo streams through.
 func TestDemoHA(t *testing.T) {
 	out := runDemo(t)
 	checkStatus(t, out)

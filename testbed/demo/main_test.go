@@ -17,8 +17,9 @@ func TestMain(m *testing.M) { testkit.ChildMain(m, childEnv, main) }
 
 // TestDemo runs make demo and checks the `vipd top -n 1` frame it prints:
 // taken while requests stream to the example's NAT VIP and DSR VIP, it
-// shows new flows, packets and bytes per second on both (issue 44: the
-// frame came after the stream and showed zeros).
+// shows new flows, packets and bytes per second on both (the frame used
+// to come after the stream and show zeros, so the README's sample could
+// not be reproduced).
 func TestDemo(t *testing.T) {
 	out := testbed.RunDemo(t, childEnv)
 	frame, ok := section(out, "$ vipd top -n 1")
