@@ -3,9 +3,9 @@ package dataplane
 import (
 	"encoding/binary"
 
+	"github.com/vipd/vipd/dataplane/icmperr"
 	"github.com/vipd/vipd/dsr"
 	"github.com/vipd/vipd/hashing"
-	"github.com/vipd/vipd/icmperr"
 	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
 )

@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 
 	"github.com/vipd/vipd/conntrack"
+	"github.com/vipd/vipd/dataplane/icmperr"
 	"github.com/vipd/vipd/hashing"
-	"github.com/vipd/vipd/icmperr"
 	"github.com/vipd/vipd/packet"
 )
 

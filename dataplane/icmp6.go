@@ -2,8 +2,8 @@ package dataplane
 
 import (
 	"github.com/vipd/vipd/conntrack"
+	"github.com/vipd/vipd/dataplane/icmperr"
 	"github.com/vipd/vipd/hashing"
-	"github.com/vipd/vipd/icmperr"
 	"github.com/vipd/vipd/packet"
 )
 
