@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/conntrack"
-	"github.com/vipd/vipd/ipfrag"
+	"github.com/vipd/vipd/dataplane/ipfrag"
 )
 
 // Headroom is the space a driver must leave free before each received frame
