@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/vipd/vipd/quiclb"
+	"github.com/vipd/vipd/dataplane/quiclb"
 )
 
 // QUICLB is a UDP VIP's QUIC-LB routing (draft-ietf-quic-load-balancers):

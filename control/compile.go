@@ -8,7 +8,7 @@ import (
 
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/dataplane"
-	"github.com/vipd/vipd/quiclb"
+	"github.com/vipd/vipd/dataplane/quiclb"
 )
 
 // Host is what the box's kernel knows that a snapshot needs: the

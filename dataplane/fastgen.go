@@ -4,7 +4,7 @@ import (
 	"hash/maphash"
 	"net/netip"
 
-	"github.com/vipd/vipd/quiclb"
+	"github.com/vipd/vipd/dataplane/quiclb"
 )
 
 // Generation returns the snapshot's generation (see gen): the one a fast

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/gopacket/layers"
-	"github.com/vipd/vipd/quiclb"
+	"github.com/vipd/vipd/dataplane/quiclb"
 )
 
 // The property test of the fast path's generation (fastStateHash): a

@@ -3,8 +3,8 @@ package dataplane
 import (
 	"fmt"
 
+	"github.com/vipd/vipd/dataplane/quiclb"
 	"github.com/vipd/vipd/packet"
-	"github.com/vipd/vipd/quiclb"
 )
 
 // QUIC-LB (draft-ietf-quic-load-balancers): a VIP's backends encode a

@@ -11,7 +11,7 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/vipd/vipd/conntrack"
-	"github.com/vipd/vipd/quiclb"
+	"github.com/vipd/vipd/dataplane/quiclb"
 )
 
 // The QUIC-LB tests: a NAT and a DSR QUIC VIP whose three backends hold a

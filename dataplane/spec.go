@@ -3,7 +3,7 @@ package dataplane
 import (
 	"net/netip"
 
-	"github.com/vipd/vipd/quiclb"
+	"github.com/vipd/vipd/dataplane/quiclb"
 )
 
 // Mode is how a VIP's packets reach its backends.

@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
-	"github.com/vipd/vipd/quiclb"
+	"github.com/vipd/vipd/dataplane/quiclb"
 )
 
 // ALPN is the application protocol the bed's QUIC clients speak.

@@ -3,7 +3,7 @@ package quiclb_test
 import (
 	"fmt"
 
-	"github.com/vipd/vipd/quiclb"
+	"github.com/vipd/vipd/dataplane/quiclb"
 )
 
 // A server issues CIDs with a Generator; the load balancer's workers route

@@ -4,7 +4,7 @@ import (
 	"testing"
 )
 
-// Measured with: go test -run '^$' -bench . -benchmem -count=1 ./quiclb/
+// Measured with: go test -run '^$' -bench . -benchmem -count=1 ./dataplane/quiclb/
 func BenchmarkServerID(b *testing.B) {
 	for _, bc := range []struct {
 		name string
