@@ -5,7 +5,7 @@ import (
 
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/control"
-	"github.com/vipd/vipd/outlier"
+	"github.com/vipd/vipd/health/outlier"
 )
 
 // outlierTick is how often the workers' handshake counters are read for

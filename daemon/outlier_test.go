@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/control"
-	"github.com/vipd/vipd/outlier"
+	"github.com/vipd/vipd/health/outlier"
 )
 
 // TestEjectionsFollowTheBackend: a backend's ejection count is its own,
