@@ -23,8 +23,8 @@ import (
 	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/health"
+	"github.com/vipd/vipd/health/tunprobe"
 	"github.com/vipd/vipd/internal/testkit"
-	"github.com/vipd/vipd/tunprobe"
 )
 
 type testDaemon struct {

@@ -13,7 +13,7 @@ import (
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/health"
-	"github.com/vipd/vipd/tunprobe"
+	"github.com/vipd/vipd/health/tunprobe"
 )
 
 // TunnelProber dials health probes through backends' tunnels and counts

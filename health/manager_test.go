@@ -16,8 +16,8 @@ import (
 
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/health/tunprobe"
 	"github.com/vipd/vipd/internal/testkit"
-	"github.com/vipd/vipd/tunprobe"
 )
 
 type reports struct {

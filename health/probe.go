@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/config"
-	"github.com/vipd/vipd/tunprobe"
+	"github.com/vipd/vipd/health/tunprobe"
 )
 
 // Target is one backend to check.

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vipd/vipd/health/tunprobe"
 	"github.com/vipd/vipd/linkwatch"
-	"github.com/vipd/vipd/tunprobe"
 )
 
 // TestCheckHost: -check refuses a VIP that is one of this machine's
