@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vipd/vipd/decap"
+	"github.com/vipd/vipd/dsr/decap"
 )
 
 // version is set at build time: -ldflags "-X main.version=..."

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/vipd/vipd/decap"
+	"github.com/vipd/vipd/dsr/decap"
 )
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -26,7 +26,7 @@ var (
 	dDecap     = desc("decapsulated_total", "Inner packets written to the TUN device.")
 	dBytes     = desc("decapsulated_bytes_total", "Bytes of the inner packets written to the TUN device.")
 	dCompleted = desc("checksums_completed_total", "Inner TCP segments merged by receive offload (GRO) whose checksum was finished.")
-	dDropped   = desc("dropped_total", "Packets not delivered, by reason (see go doc github.com/vipd/vipd/decap Reason).", "reason")
+	dDropped   = desc("dropped_total", "Packets not delivered, by reason (see go doc github.com/vipd/vipd/dsr/decap Reason).", "reason")
 	dHinted    = desc("hinted_total", "GUE datagrams with a well-formed previous-owner hint.")
 	dHints     = desc("hint_outcomes_total", "What became of hinted packets: delivered here by reason (match, syn, chained_in, lookup_error, chaining_off, no_ports) or chained_out to the previous owner.", "outcome")
 	dLookups   = desc("hint_lookups_total", "Kernel socket lookups (NETLINK_SOCK_DIAG) made for hinted packets.")

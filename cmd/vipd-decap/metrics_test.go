@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/vipd/vipd/decap"
+	"github.com/vipd/vipd/dsr/decap"
 )
 
 // scrape parses a Prometheus text exposition into families by name.

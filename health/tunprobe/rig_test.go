@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vipd/vipd/decap"
+	"github.com/vipd/vipd/dsr/decap"
 	"github.com/vipd/vipd/internal/nstest"
 	"github.com/vipd/vipd/internal/testkit"
 )
