@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/net/bpf"
 
-	"github.com/vipd/vipd/linkwatch"
+	"github.com/vipd/vipd/internal/linkwatch"
 )
 
 // fakeNet is an in-memory layer 2: frameConns opened on it see the frames

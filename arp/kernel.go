@@ -8,7 +8,7 @@ import (
 	"github.com/jsimonetti/rtnetlink/v2"
 	"golang.org/x/sys/unix"
 
-	"github.com/vipd/vipd/linkwatch"
+	"github.com/vipd/vipd/internal/linkwatch"
 )
 
 // kernel is what this package asks of the kernel's routing subsystem. The

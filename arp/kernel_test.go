@@ -10,7 +10,7 @@ import (
 	"github.com/jsimonetti/rtnetlink/v2"
 	"golang.org/x/sys/unix"
 
-	"github.com/vipd/vipd/linkwatch"
+	"github.com/vipd/vipd/internal/linkwatch"
 )
 
 func TestRouteFromMessage(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/vipd/vipd/linkwatch"
+	"github.com/vipd/vipd/internal/linkwatch"
 )
 
 // OnLinkPrefixes returns the prefixes the kernel reaches directly on the

@@ -12,9 +12,9 @@ import (
 
 	"github.com/mdlayher/ndp"
 
+	"github.com/vipd/vipd/internal/linkwatch"
 	"github.com/vipd/vipd/internal/nstest"
 	"github.com/vipd/vipd/internal/testkit"
-	"github.com/vipd/vipd/linkwatch"
 )
 
 // These tests run the package against the kernel, in a throwaway pair of

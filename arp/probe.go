@@ -9,7 +9,7 @@ import (
 
 	"github.com/mdlayher/ndp"
 
-	"github.com/vipd/vipd/linkwatch"
+	"github.com/vipd/vipd/internal/linkwatch"
 )
 
 // probe asks on the wire for the MACs of ws and returns the answers that

@@ -14,8 +14,8 @@ import (
 	"github.com/mdlayher/ndp"
 	"golang.org/x/sys/unix"
 
+	"github.com/vipd/vipd/internal/linkwatch"
 	"github.com/vipd/vipd/internal/testkit"
-	"github.com/vipd/vipd/linkwatch"
 )
 
 const eth0 = 2

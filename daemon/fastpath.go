@@ -6,7 +6,7 @@ import (
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/dataplane/xdpprog"
-	"github.com/vipd/vipd/linkwatch"
+	"github.com/vipd/vipd/internal/linkwatch"
 )
 
 // fastLink is what decides whether the fast path can run on an interface:

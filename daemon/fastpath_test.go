@@ -8,7 +8,7 @@ import (
 
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/dataplane/xdpprog"
-	"github.com/vipd/vipd/linkwatch"
+	"github.com/vipd/vipd/internal/linkwatch"
 )
 
 // TestFastPathRuns: "on" and "off" are obeyed; "auto" runs the fast path

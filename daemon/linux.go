@@ -17,8 +17,8 @@ import (
 	"github.com/vipd/vipd/dataplane/afpacket"
 	"github.com/vipd/vipd/dataplane/afxdp"
 	"github.com/vipd/vipd/dataplane/xdpprog"
+	"github.com/vipd/vipd/internal/linkwatch"
 	"github.com/vipd/vipd/internal/offload"
-	"github.com/vipd/vipd/linkwatch"
 )
 
 // LinuxPlatform is the real Platform: AF_XDP (with vipd's XDP steering

@@ -14,7 +14,7 @@ import (
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/dataplane/afpacket"
 	"github.com/vipd/vipd/dataplane/xdpprog"
-	"github.com/vipd/vipd/linkwatch"
+	"github.com/vipd/vipd/internal/linkwatch"
 )
 
 // TestFrameSize checks the frame size the platform opens its driver with

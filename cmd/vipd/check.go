@@ -8,7 +8,7 @@ import (
 
 	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/health/tunprobe"
-	"github.com/vipd/vipd/linkwatch"
+	"github.com/vipd/vipd/internal/linkwatch"
 )
 
 // localAddrs reads this machine's addresses, readLink an interface; tests

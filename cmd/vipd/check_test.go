@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/vipd/vipd/health/tunprobe"
-	"github.com/vipd/vipd/linkwatch"
+	"github.com/vipd/vipd/internal/linkwatch"
 )
 
 // TestCheckHost: -check refuses a VIP that is one of this machine's

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vipd/vipd/internal/linkwatch"
 	"github.com/vipd/vipd/internal/nstest"
-	"github.com/vipd/vipd/linkwatch"
 	"github.com/vipd/vipd/testbed"
 )
 
