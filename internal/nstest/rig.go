@@ -22,7 +22,7 @@ var (
 	PairFar6 = netip.MustParseAddr("2001:2:0:4::2")
 )
 
-// Pair is the rig of the tests around a DSR backend (decap/, health/tunprobe/,
+// Pair is the rig of the tests around a DSR backend (dsr/decap/, health/tunprobe/,
 // cmd/vipd-decap): namespace LB, playing vipd, and namespace BE, the
 // backend, joined by a veth pair.
 //
