@@ -16,7 +16,7 @@ import (
 	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v4/pkg/server"
 
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 )
 
 // Config is what the speaker needs of [bgp], with the router ID resolved.

@@ -13,7 +13,7 @@ import (
 	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 
 	"github.com/vipd/vipd/admin/api"
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 )
 
 // TestRoutePath checks the GoBGP path each kind of route becomes: the

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"sort"
 
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/dataplane/quiclb"
 )

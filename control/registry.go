@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 )
 
 // Registry assigns stable VIP IDs and backend references. It is safe for

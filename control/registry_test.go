@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 )
 
 // fakeClock is a registry clock the test moves.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/admin"
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 )
 
 // adminServers serve the admin API: read-only on TCP ([admin] listen), all

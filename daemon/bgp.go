@@ -9,7 +9,7 @@ import (
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/bgp"
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/dataplane"
 )
 

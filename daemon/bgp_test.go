@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/admin/api"
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/health"
 	"github.com/vipd/vipd/internal/testkit"
 )

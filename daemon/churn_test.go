@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 )
 
 // churnConfig has vips VIPs of backends backends each; gen[i] names the

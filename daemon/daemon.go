@@ -11,9 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/health"
 )

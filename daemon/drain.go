@@ -1,8 +1,8 @@
 package daemon
 
 import (
-	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/control/config"
 )
 
 // resolveLocked resolves a VIP and one of its backends in the running

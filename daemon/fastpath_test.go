@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/dataplane/xdpprog"
 	"github.com/vipd/vipd/internal/linkwatch"
 )

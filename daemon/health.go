@@ -4,8 +4,8 @@ import (
 	"context"
 	"net/netip"
 
-	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/health"
 )
 

@@ -2,7 +2,7 @@ package daemon
 
 import (
 	"github.com/vipd/vipd/admin/api"
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 )
 
 // ResolveVIP returns the VIP of cfg that q names, by the forgiving rules

@@ -3,8 +3,8 @@ package daemon
 import (
 	"time"
 
-	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/health/outlier"
 )
 

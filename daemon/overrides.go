@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/admin/api"
-	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/control/config"
 )
 
 // Run-time overrides: what the operator changes over the admin socket

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/control/config"
 )
 
 // bigConfig is a configuration of vips NAT VIPs with backends backends

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/control/config"
 )
 
 // ErrRestartNeeded is wrapped by Reload when the new file changes settings

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/admin/api"
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 )
 
 // ReloadReport is what one reload did: the changes it applied, or every

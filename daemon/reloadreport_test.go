@@ -10,7 +10,7 @@ import (
 
 	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/admin/client"
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/internal/testkit"
 )
 

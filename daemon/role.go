@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/admin/api"
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 )
 
 // roleState is the box's neighbor role ([dataplane] neighbor_role, then

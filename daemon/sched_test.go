@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/dataplane"
 )
 

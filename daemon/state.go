@@ -12,9 +12,9 @@ import (
 	"github.com/vipd/vipd/admin"
 	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/bgp"
-	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/health"
 )

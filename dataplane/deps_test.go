@@ -20,7 +20,7 @@ func TestDoesNotLinkConfig(t *testing.T) {
 		t.Fatalf("go list gave %d packages: %q", len(deps), out)
 	}
 	for _, d := range deps {
-		if d == "github.com/vipd/vipd/config" || strings.HasPrefix(d, "github.com/BurntSushi/toml") {
+		if d == "github.com/vipd/vipd/control/config" || strings.HasPrefix(d, "github.com/BurntSushi/toml") {
 			t.Errorf("the data plane depends on %s", d)
 		}
 	}

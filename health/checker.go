@@ -3,8 +3,8 @@ package health
 import (
 	"time"
 
-	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/control/config"
 )
 
 // Result is the outcome of one probe.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 )
 
 // A backend's reported load (seeds 000 and 001: Google's weighted round

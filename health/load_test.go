@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/config"
 	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/internal/testkit"
 )
 

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/health/tunprobe"
 )
 

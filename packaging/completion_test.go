@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 )
 
 // completionSubcommands is the subcommand list of the packaged completion,

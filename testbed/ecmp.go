@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"path/filepath"
 
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/internal/nstest"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/bench"
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 )
 
 func TestDeltaBox(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/internal/nstest"
 )
 

@@ -6,7 +6,7 @@ import (
 	"io"
 	"net/netip"
 
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/health/tunprobe"
 	"github.com/vipd/vipd/internal/linkwatch"
 )

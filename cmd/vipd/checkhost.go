@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/daemon"
 	"github.com/vipd/vipd/dataplane/xdpprog"
 	"github.com/vipd/vipd/dsr"

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/dataplane/xdpprog"
 	"github.com/vipd/vipd/internal/nstest"
 	"github.com/vipd/vipd/internal/offload"

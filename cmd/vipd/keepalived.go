@@ -13,7 +13,7 @@ import (
 
 	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/admin/client"
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 )
 
 // keepalivedFlags are the flags of both keepalived commands.

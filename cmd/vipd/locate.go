@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 )
 
 // The client commands find the running vipd from their flags, else from

@@ -14,7 +14,7 @@ import (
 
 	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/admin/client"
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/daemon"
 	"github.com/vipd/vipd/internal/procs"
 	"github.com/vipd/vipd/internal/ratelog"

@@ -8,7 +8,7 @@ import (
 
 	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/admin/client"
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 )
 
 // reload asks the running vipd to reload its file, over the admin socket,

@@ -9,7 +9,7 @@ import (
 
 	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/admin/client"
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 )
 
 // roleCmd is `vipd active` and `vipd standby`: it switches the box's

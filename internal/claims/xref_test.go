@@ -13,7 +13,7 @@ import (
 	"testing"
 	"unicode"
 
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 )
 
 // This file checks the cross-references of the documents a reader follows:

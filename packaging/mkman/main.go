@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/vipd/vipd/config"
+	"github.com/vipd/vipd/control/config"
 )
 
 func main() {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	vipdconfig "github.com/vipd/vipd/config"
+	vipdconfig "github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/hashing"
 )
 

@@ -12,7 +12,7 @@ import (
 // config.toml.example: it fails when a key of the schema has no comment
 // there to document it, and checks that each key is an entry of the page.
 func TestManPageDocumentsEveryKey(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "config.toml.example"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "config.toml.example"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 func TestExample(t *testing.T) {
-	path := filepath.Join("..", "config.toml.example")
+	path := filepath.Join("..", "..", "config.toml.example")
 	cfg, warns, err := Load(path)
 	if err != nil {
 		t.Fatalf("the example must load: %v", err)
@@ -36,7 +36,7 @@ func TestExample(t *testing.T) {
 // (but the interfaces), [conntrack] and [admin] to its default, as its
 // comments say, so a changed default cannot leave the example behind.
 func TestExampleSetsDefaults(t *testing.T) {
-	cfg, _, err := Load(filepath.Join("..", "config.toml.example"))
+	cfg, _, err := Load(filepath.Join("..", "..", "config.toml.example"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestExampleSetsDefaults(t *testing.T) {
 // TestExampleDocumentsEveryKnob walks the schema and checks that every key
 // appears in config.toml.example, so a new knob cannot ship undocumented.
 func TestExampleDocumentsEveryKnob(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "config.toml.example"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "config.toml.example"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestDefaultTableSizeIsMaglevs(t *testing.T) {
 // the loader: a minimal file with the key set to that value must load to
 // exactly what it loads to without the key.
 func TestExampleDocumentsDefaults(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "config.toml.example"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "config.toml.example"))
 	if err != nil {
 		t.Fatal(err)
 	}
