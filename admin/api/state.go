@@ -179,7 +179,7 @@ type WhereAnswer struct {
 }
 
 // Rates are a VIP's or a backend's traffic per second over the daemon's
-// last sampling interval (one second; daemon/rates.go).
+// last sampling interval (one second; control/daemon/rates.go).
 type Rates struct {
 	PacketsPerSec  float64 `json:"packets_per_sec"`
 	BytesPerSec    float64 `json:"bytes_per_sec"`

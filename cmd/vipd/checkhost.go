@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/vipd/vipd/control/config"
-	"github.com/vipd/vipd/daemon"
+	"github.com/vipd/vipd/control/daemon"
 	"github.com/vipd/vipd/dataplane/xdpprog"
 	"github.com/vipd/vipd/dsr"
 	"github.com/vipd/vipd/internal/offload"

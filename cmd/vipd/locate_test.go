@@ -14,7 +14,7 @@ import (
 
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/control/config"
-	"github.com/vipd/vipd/daemon"
+	"github.com/vipd/vipd/control/daemon"
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/dataplane/memq"
 	"github.com/vipd/vipd/internal/testkit"

@@ -15,7 +15,7 @@ import (
 	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/control/config"
-	"github.com/vipd/vipd/daemon"
+	"github.com/vipd/vipd/control/daemon"
 	"github.com/vipd/vipd/internal/procs"
 	"github.com/vipd/vipd/internal/ratelog"
 	"github.com/vipd/vipd/internal/sdnotify"
