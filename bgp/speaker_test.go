@@ -12,7 +12,7 @@ import (
 
 	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 
-	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/control/config"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/internal/nstest"
 	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"

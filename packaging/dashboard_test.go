@@ -81,7 +81,7 @@ func TestDashboard(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^\s*expr: (.*)$`).FindAllStringSubmatch(string(rules), -1) {
 		exprs = append(exprs, m[1])
 	}
-	srcs, err := filepath.Glob("../admin/*.go")
+	srcs, err := filepath.Glob("../control/admin/*.go")
 	if err != nil || len(srcs) == 0 {
 		t.Fatalf("no admin sources (%v)", err)
 	}

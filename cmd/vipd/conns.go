@@ -8,8 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/vipd/vipd/admin/api"
-	"github.com/vipd/vipd/admin/client"
+	"github.com/vipd/vipd/control/admin/api"
+	"github.com/vipd/vipd/control/admin/client"
 )
 
 const connsUsage = "usage: vipd conns [-client ADDR[:PORT]] [-backend ADDR[:PORT]] [-limit N] [-json] [-admin ADDR | -config FILE] [VIP]"

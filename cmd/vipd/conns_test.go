@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/control/admin/api"
 )
 
 // TestConnsCommand runs vipd conns against a fake admin server: the VIP

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vipd/vipd/admin/api"
-	"github.com/vipd/vipd/admin/client"
+	"github.com/vipd/vipd/control/admin/api"
+	"github.com/vipd/vipd/control/admin/client"
 	"github.com/vipd/vipd/control/config"
 )
 

@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vipd/vipd/admin/api"
-	"github.com/vipd/vipd/admin/client"
+	"github.com/vipd/vipd/control/admin/api"
+	"github.com/vipd/vipd/control/admin/client"
 	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/control/daemon"
 	"github.com/vipd/vipd/internal/procs"

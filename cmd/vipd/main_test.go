@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin"
-	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/control/admin"
+	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/internal/procs"
 )

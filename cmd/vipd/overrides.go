@@ -7,8 +7,8 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/vipd/vipd/admin/api"
-	"github.com/vipd/vipd/admin/client"
+	"github.com/vipd/vipd/control/admin/api"
+	"github.com/vipd/vipd/control/admin/client"
 	"github.com/vipd/vipd/control/config"
 )
 

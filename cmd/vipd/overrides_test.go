@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/control/admin/api"
 )
 
 // overrideProvider records overrides and answers like the daemon: VIP

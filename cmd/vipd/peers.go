@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/vipd/vipd/admin/api"
-	"github.com/vipd/vipd/admin/client"
+	"github.com/vipd/vipd/control/admin/api"
+	"github.com/vipd/vipd/control/admin/client"
 )
 
 // writeJSON prints v indented, as the admin API's JSON.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/control/admin/api"
 )
 
 // fakeAdmin serves st as /v1/state and a fixed /v1/where answer; it

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/admin"
-	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/control/admin"
+	"github.com/vipd/vipd/control/admin/api"
 )
 
 // reloadProvider is an admin.Provider and admin.Reloader that answers

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/control/admin/api"
 )
 
 // TestWriteStatusOverrides: vipd status marks an overridden backend and

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/control/admin/api"
 )
 
 // TestTop: vipd top -n 2 draws two frames (each after an ANSI clear) with

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vipd/vipd/admin"
+	"github.com/vipd/vipd/control/admin"
 	"github.com/vipd/vipd/control/config"
 )
 

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin/client"
+	"github.com/vipd/vipd/control/admin/client"
 	"github.com/vipd/vipd/internal/testkit"
 )
 

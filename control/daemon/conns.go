@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/conntrack"
+	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/dataplane"
 )
 

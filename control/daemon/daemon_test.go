@@ -20,7 +20,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/vipd/vipd/admin/client"
+	"github.com/vipd/vipd/control/admin/client"
 	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/health"
 	"github.com/vipd/vipd/health/tunprobe"

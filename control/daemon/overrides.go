@@ -7,8 +7,8 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/control/config"
 )
 

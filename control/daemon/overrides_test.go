@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin/api"
-	"github.com/vipd/vipd/admin/client"
 	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/control/admin/api"
+	"github.com/vipd/vipd/control/admin/client"
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/internal/testkit"
 )

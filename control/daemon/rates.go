@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vipd/vipd/admin"
-	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/control/admin"
+	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/dataplane"
 )
 

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/dataplane"
 )
 

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/control/config"
 )
 

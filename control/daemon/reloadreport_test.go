@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/admin/api"
-	"github.com/vipd/vipd/admin/client"
+	"github.com/vipd/vipd/control/admin/api"
+	"github.com/vipd/vipd/control/admin/client"
 	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/internal/testkit"
 )

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/control/admin/api"
 )
 
 // TestRole: a box that starts standby answers ARP/NDP for none of its

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin/api"
-	"github.com/vipd/vipd/admin/client"
+	"github.com/vipd/vipd/control/admin/api"
+	"github.com/vipd/vipd/control/admin/client"
 )
 
 // TestStateWriteOffLock: a state file write that blocks (its temporary

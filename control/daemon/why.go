@@ -1,7 +1,7 @@
 package daemon
 
 import (
-	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/health"
 )
 

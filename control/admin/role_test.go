@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin/api"
-	"github.com/vipd/vipd/admin/client"
+	"github.com/vipd/vipd/control/admin/api"
+	"github.com/vipd/vipd/control/admin/client"
 )
 
 // roleProvider is a fakeProvider with a neighbor role.

@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/vipd/vipd/admin/api"
-	"github.com/vipd/vipd/admin/client"
+	"github.com/vipd/vipd/control/admin/api"
+	"github.com/vipd/vipd/control/admin/client"
 )
 
 // fakeProvider records drains; ready is what Ready returns.

@@ -7,7 +7,7 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/control/admin/api"
 )
 
 // BGPMetrics is the raw material of the vipd_bgp_* metrics.

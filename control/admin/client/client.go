@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/control/admin/api"
 )
 
 // FetchState gets /v1/state from the admin server at addr (host:port).

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/vipd/vipd/admin/api"
 	"github.com/vipd/vipd/conntrack"
+	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/health"
 )

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/control/admin/api"
 )
 
 // SocketClient returns an HTTP client that sends every request to the

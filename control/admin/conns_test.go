@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/admin/api"
-	"github.com/vipd/vipd/admin/client"
+	"github.com/vipd/vipd/control/admin/api"
+	"github.com/vipd/vipd/control/admin/client"
 )
 
 // connsProvider is fakeProvider with connections: it answers every query

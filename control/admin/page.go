@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/control/admin/api"
 )
 
 //go:embed page.html

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/vipd/vipd/admin/api"
+	"github.com/vipd/vipd/control/admin/api"
 )
 
 // ConnsProvider is what a Provider implements to serve GET /v1/conns; a

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/admin/api"
-	"github.com/vipd/vipd/admin/client"
+	"github.com/vipd/vipd/control/admin/api"
+	"github.com/vipd/vipd/control/admin/client"
 )
 
 // overrideProvider is a fakeProvider that takes overrides: VIP "web" has
