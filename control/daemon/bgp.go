@@ -6,9 +6,9 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/vipd/vipd/bgp"
 	"github.com/vipd/vipd/control/admin"
 	"github.com/vipd/vipd/control/admin/api"
+	"github.com/vipd/vipd/control/bgp"
 	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/dataplane"
 )

@@ -9,11 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vipd/vipd/bgp"
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/control/admin"
 	"github.com/vipd/vipd/control/admin/api"
+	"github.com/vipd/vipd/control/bgp"
 	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/health"
