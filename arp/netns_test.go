@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/internal/nstest"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // Privileged test helpers: a test bed of two throwaway network namespaces

@@ -14,7 +14,7 @@ import (
 
 	"github.com/vipd/vipd/internal/linkwatch"
 	"github.com/vipd/vipd/internal/nstest"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // These tests run the package against the kernel, in a throwaway pair of

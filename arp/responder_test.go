@@ -16,7 +16,7 @@ import (
 	"github.com/google/gopacket/layers"
 	"github.com/mdlayher/ndp"
 
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 const (

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // routerASN and boxASN are the ASes of the bed's BGP sessions (private

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/control/admin/api"
-	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // slowDownload fetches n bytes reading at most rate bytes/s, so that the

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // ecmpBGP are the boxes' BGP timers in the ECMP scenarios: a silent box

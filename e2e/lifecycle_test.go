@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/internal/nstest"
-	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // TestReload: SIGHUP with a new backend keeps existing connections on

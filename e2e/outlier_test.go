@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // TestOutlier: a NAT backend that passes its health checks but resets real

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/vipd/vipd/internal/offload"
-	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // TestVIPIsBoxAddress: a VIP address that is also one of the box's own

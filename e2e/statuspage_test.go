@@ -16,8 +16,8 @@ import (
 
 	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/internal/nstest"
-	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // updateScreenshot makes TestStatusPage write the page's screenshot to

@@ -14,7 +14,7 @@ import (
 
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/control/config"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 func loadCheck() config.HealthCheck {

@@ -17,7 +17,7 @@ import (
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/health/tunprobe"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 type reports struct {

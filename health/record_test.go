@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/control"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // TestRecordsWhyDown: the record of a failing backend carries the check's

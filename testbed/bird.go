@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/vipd/vipd/internal/nstest"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // RequireBird skips the test unless BIRD 2 (Debian's bird2, which `make

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // Binaries are the programs the bed runs, built once per process.

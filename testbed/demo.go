@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/vipd/vipd/internal/nstest"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // RunDemo runs a demo's program as its test does: the test binary,

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/control/config"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // GatewayVRRP is the NAT backends' default gateway on the keepalived bed:

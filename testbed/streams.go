@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // Streams is what streaming flows share, whatever carries them (TCP for

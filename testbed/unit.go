@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/internal/sdunit"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // RemovedOnStop lists the directories systemd removes whenever the

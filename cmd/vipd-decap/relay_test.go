@@ -19,7 +19,7 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/vipd/vipd/internal/nstest"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // built is the command, built once for the tests that run it.

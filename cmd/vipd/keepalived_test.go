@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/control/admin/api"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // kaProvider is a vipd as the keepalived commands see it: a role, and a

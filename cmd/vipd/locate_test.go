@@ -17,7 +17,7 @@ import (
 	"github.com/vipd/vipd/control/daemon"
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/dataplane/memq"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // memPlatform is a daemon.Platform in memory: memq queues and a fixed

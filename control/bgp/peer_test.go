@@ -16,7 +16,7 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/vipd/vipd/control/config"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // router is a plain GoBGP server on loopback playing the upstream router:

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/control/admin/client"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // do makes a request and returns the status and body.

@@ -14,7 +14,7 @@ import (
 	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/health"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // closedLoopbackPort returns a loopback TCP port nothing listens on: the

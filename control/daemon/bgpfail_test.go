@@ -18,7 +18,7 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/vipd/vipd/dataplane"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // grRouter is a GoBGP server on loopback playing an upstream router that

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/vipd/vipd/control/admin/api"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // TestConns creates flows on both VIPs of testConfig and lists them with

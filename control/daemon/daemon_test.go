@@ -24,7 +24,7 @@ import (
 	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/health"
 	"github.com/vipd/vipd/health/tunprobe"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 type testDaemon struct {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/health"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // fakeProbes answers health probes from a table the test edits, and

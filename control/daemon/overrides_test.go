@@ -20,7 +20,7 @@ import (
 	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/control/admin/client"
 	"github.com/vipd/vipd/dataplane"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // logBuffer is a log the tests read while the daemon writes it.

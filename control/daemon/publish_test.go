@@ -7,7 +7,7 @@ import (
 
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/dataplane"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // generation returns the number of snapshots published.

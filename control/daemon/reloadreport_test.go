@@ -11,7 +11,7 @@ import (
 	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/control/admin/client"
 	"github.com/vipd/vipd/control/config"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // syncBuffer is a log destination that tests read while the daemon logs.

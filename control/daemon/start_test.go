@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // raceDaemon is a daemon with health checks (every 20 ms) that a test

@@ -17,7 +17,7 @@ import (
 	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/health/tunprobe"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // fakeTunnels is a TunnelProber that connects without a network (net.Pipe)

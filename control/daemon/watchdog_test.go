@@ -13,7 +13,7 @@ import (
 
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/internal/sdnotify"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // fakeSystemd is the service manager's end of $NOTIFY_SOCKET: a unixgram

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/health"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // TestStateWhyDown: a down backend's State carries the check's error, when

@@ -15,7 +15,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/vipd/vipd/internal/nstest"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // xdpState is what `ip -d -j link` reports about an interface's XDP

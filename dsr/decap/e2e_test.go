@@ -21,8 +21,8 @@ import (
 	"github.com/google/gopacket/layers"
 	"golang.org/x/sys/unix"
 
-	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/packet"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // waitStats polls d's counters until ok accepts them, for at most

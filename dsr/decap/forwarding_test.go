@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/internal/nstest"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // farAddr is an address that exists only in the far namespace, behind be.

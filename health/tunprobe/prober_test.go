@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/internal/nstest"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // TestProbeThroughTunnel: a probe of VIP:port through a backend's tunnel

@@ -14,7 +14,7 @@ import (
 
 	"github.com/vipd/vipd/dsr/decap"
 	"github.com/vipd/vipd/internal/nstest"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // Addresses of the tests: 198.18.0.0/15 and 2001:2::/48 only.

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/vipd/vipd/internal/nstest"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 	"golang.org/x/sys/unix"
 )
 

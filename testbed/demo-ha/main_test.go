@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // childEnv set to 1 makes the test binary run the demo instead of the

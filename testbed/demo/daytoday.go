@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vipd/vipd/internal/testkit"
 	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // dayToDay is the operator's act: a backend's server dies and vipd status

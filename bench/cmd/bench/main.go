@@ -28,7 +28,7 @@ import (
 	"github.com/vipd/vipd/bench"
 	"github.com/vipd/vipd/bench/rig"
 	"github.com/vipd/vipd/internal/nstest"
-	"github.com/vipd/vipd/internal/testkit"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // scope owns everything the run creates; fatal and Ctrl-C close it.
