@@ -13,7 +13,7 @@ import (
 	"github.com/mdlayher/ndp"
 
 	"github.com/vipd/vipd/internal/linkwatch"
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 	"github.com/vipd/vipd/testing/testkit"
 )
 

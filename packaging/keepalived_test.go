@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/vipd/vipd/control/config"
-	"github.com/vipd/vipd/internal/nstest"
 	"github.com/vipd/vipd/internal/sdunit"
+	"github.com/vipd/vipd/testing/nstest"
 )
 
 // TestKeepalivedExample: the shipped keepalived.conf is one keepalived

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 )
 
 // EchoPort is where the backends run a TCP echo server (the name and a

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/vipd/vipd/control/config"
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 )
 
 // The ECMP bed: several vipd boxes behind one router, which runs BIRD and

@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/control/admin/client"
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 	"github.com/vipd/vipd/testing/testkit"
 )
 

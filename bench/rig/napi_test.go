@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 )
 
 func TestNAPIThreadName(t *testing.T) {

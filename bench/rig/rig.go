@@ -25,7 +25,7 @@ import (
 	"net/netip"
 	"os/exec"
 
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 )
 
 // Addresses of the rig.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/control/config"
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 )
 
 func TestVIPDConfigIsValid(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 )
 
 // Traffic is what the generator sends: 60-byte frames (64 on a wire that

@@ -13,8 +13,8 @@ import (
 
 	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/dataplane/xdpprog"
-	"github.com/vipd/vipd/internal/nstest"
 	"github.com/vipd/vipd/internal/offload"
+	"github.com/vipd/vipd/testing/nstest"
 )
 
 // fakeMachine replaces what -check-host reads of the machine with ifaces

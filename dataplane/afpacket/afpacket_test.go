@@ -13,7 +13,7 @@ import (
 
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/internal/drivertest"
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 	"golang.org/x/sys/unix"
 )
 

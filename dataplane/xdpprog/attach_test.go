@@ -14,7 +14,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 	"github.com/vipd/vipd/testing/testkit"
 )
 

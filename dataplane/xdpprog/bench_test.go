@@ -7,7 +7,7 @@ import (
 
 	"github.com/cilium/ebpf/asm"
 
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 )
 
 // BenchmarkSteer measures the program per path, in the kernel

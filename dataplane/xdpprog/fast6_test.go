@@ -13,7 +13,7 @@ import (
 	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
 
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 )
 
 var (

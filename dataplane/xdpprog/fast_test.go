@@ -15,7 +15,7 @@ import (
 	"github.com/vipd/vipd/packet"
 	"golang.org/x/sys/unix"
 
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 )
 
 // loadFast loads a Program with a fast path of n flows, closed when the

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 )
 
 // TestInterfaceFeatures reads a veth's XDP features in a namespace: the

@@ -8,7 +8,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/google/gopacket/layers"
 
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 )
 
 // The steering sets of the verdict tests. 198.18.0.0/15 and 2001:2::/48

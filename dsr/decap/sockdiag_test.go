@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/internal/nstest"
 	"github.com/vipd/vipd/packet"
+	"github.com/vipd/vipd/testing/nstest"
 )
 
 // diagNS is a namespace with the test addresses on lo, a sockDiag opened

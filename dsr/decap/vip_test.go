@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 )
 
 // loAddrs returns the addresses on ns's loopback as "addr/len".

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 	"github.com/vipd/vipd/testing/testkit"
 )
 

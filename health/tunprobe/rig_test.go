@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vipd/vipd/dsr/decap"
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 	"github.com/vipd/vipd/testing/testkit"
 )
 

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vipd/vipd/dataplane"
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 )
 
 // Peer is the far end of the veth: a raw packet socket bound to ifname in

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 )
 
 // TestReadVirtualAddresses: in a namespace, with the kernel's own flags,

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 	"github.com/vipd/vipd/testing/testkit"
 	"golang.org/x/sys/unix"
 )

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
-	"github.com/vipd/vipd/internal/nstest"
 	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/nstest"
 )
 
 // ALPN is the application protocol of testbed/quicbackend.

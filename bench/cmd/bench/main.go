@@ -27,7 +27,7 @@ import (
 
 	"github.com/vipd/vipd/bench"
 	"github.com/vipd/vipd/bench/rig"
-	"github.com/vipd/vipd/internal/nstest"
+	"github.com/vipd/vipd/testing/nstest"
 	"github.com/vipd/vipd/testing/testkit"
 )
 
