@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/dataplane"
-	"github.com/vipd/vipd/internal/drivertest"
+	"github.com/vipd/vipd/testing/drivertest"
 	"github.com/vipd/vipd/testing/nstest"
 	"golang.org/x/sys/unix"
 )

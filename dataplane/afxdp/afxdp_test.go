@@ -15,7 +15,7 @@ import (
 
 	"github.com/asavie/xdp"
 	"github.com/vipd/vipd/dataplane"
-	"github.com/vipd/vipd/internal/drivertest"
+	"github.com/vipd/vipd/testing/drivertest"
 	"github.com/vipd/vipd/testing/nstest"
 	"golang.org/x/sys/unix"
 )
