@@ -14,7 +14,7 @@ import (
 
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/dsr"
-	"github.com/vipd/vipd/internal/framegen"
+	"github.com/vipd/vipd/testing/framegen"
 )
 
 // TestBatchAgreesWithProcess runs the same frames through two identical

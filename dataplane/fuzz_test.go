@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/vipd/vipd/internal/framegen"
+	"github.com/vipd/vipd/testing/framegen"
 )
 
 // FuzzProcess feeds arbitrary frames to the pipeline. Properties:

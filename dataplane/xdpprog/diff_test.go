@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/vipd/vipd/dataplane"
-	"github.com/vipd/vipd/internal/framegen"
+	"github.com/vipd/vipd/testing/framegen"
 )
 
 // The steering rule exists twice: in this package's BPF assembly and in
