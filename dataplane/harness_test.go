@@ -9,7 +9,7 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/vipd/vipd/conntrack"
-	"github.com/vipd/vipd/internal/csumref"
+	"github.com/vipd/vipd/testing/csumref"
 )
 
 // The pipeline's tests build every input with gopacket and check every

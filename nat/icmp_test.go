@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/vipd/vipd/internal/csumref"
 	"github.com/vipd/vipd/packet"
+	"github.com/vipd/vipd/testing/csumref"
 )
 
 var refSum, pseudoSum = csumref.Sum, csumref.Pseudo
