@@ -3,7 +3,7 @@ package arp
 import (
 	"testing"
 
-	"github.com/vipd/vipd/internal/fdleak"
+	"github.com/vipd/vipd/testing/fdleak"
 )
 
 // TestMain fails the run when the tests leave file descriptors open: every

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf/asm"
-	"github.com/vipd/vipd/internal/fdleak"
+	"github.com/vipd/vipd/testing/fdleak"
 )
 
 // TestMain fails the run when a test leaks a file descriptor: a leaked

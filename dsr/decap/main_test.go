@@ -5,7 +5,7 @@ package decap
 import (
 	"testing"
 
-	"github.com/vipd/vipd/internal/fdleak"
+	"github.com/vipd/vipd/testing/fdleak"
 )
 
 // TestMain fails the run when a test leaks a file descriptor: a leaked
