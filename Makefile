@@ -222,14 +222,14 @@ hooks:
 # removes everything. Installs iproute2 (the ip tool) when missing.
 demo: build
 	$(call apt-need,iproute2:ip,make demo needs them)
-	$(GO) run ./testbed/demo
+	$(GO) run ./testing/testbed/demo
 
 # Needs root and bird2 (installed here when missing): two vipd boxes behind BIRD
 # announcing the VIPs over BGP, the router's ECMP route, the traffic split,
 # one box killed silently while 100 connections stream, and how many broke.
 demo-ecmp: build
 	$(call apt-need,iproute2:ip bird2:bird bird2:birdc,make demo-ecmp needs them)
-	$(GO) run ./testbed/demo-ecmp
+	$(GO) run ./testing/testbed/demo-ecmp
 
 # Needs root and keepalived (installed here when missing): two vipd boxes on
 # one segment under keepalived with the package's keepalived.conf, no BGP;
@@ -237,7 +237,7 @@ demo-ecmp: build
 # broke.
 demo-ha: build
 	$(call apt-need,iproute2:ip keepalived:keepalived,make demo-ha needs them)
-	$(GO) run ./testbed/demo-ha
+	$(GO) run ./testing/testbed/demo-ha
 
 # Needs root: the in-memory Go benchmarks (pipeline incl. 1M flows,
 # conntrack, hashing), then the packets-per-second rig in throwaway

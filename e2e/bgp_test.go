@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testbed"
 	"github.com/vipd/vipd/testing/testkit"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testbed"
 )
 
 // ghostVIP is a VIP left to ARP whose one backend does not exist: its

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/control/admin/api"
-	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testbed"
 	"github.com/vipd/vipd/testing/testkit"
 )
 

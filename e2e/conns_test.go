@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/control/admin/api"
-	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testbed"
 )
 
 // TestConns: vipd conns, as an operator runs it on the box, lists the

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testbed"
 )
 
 // TestDSREncap sends the DSR VIP's traffic in each encapsulation that

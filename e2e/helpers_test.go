@@ -16,9 +16,9 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/vipd/vipd/control/admin/api"
-	"github.com/vipd/vipd/testbed"
-	"github.com/vipd/vipd/testbed/stream"
 	"github.com/vipd/vipd/testing/nstest"
+	"github.com/vipd/vipd/testing/testbed"
+	"github.com/vipd/vipd/testing/testbed/stream"
 	"github.com/vipd/vipd/testing/testkit"
 )
 

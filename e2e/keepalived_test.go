@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/control/admin/api"
-	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testbed"
 )
 
 // TestKeepalivedFailover: two vipd boxes on one segment under keepalived (Debian's,

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/testbed"
 	"github.com/vipd/vipd/testing/nstest"
+	"github.com/vipd/vipd/testing/testbed"
 	"github.com/vipd/vipd/testing/testkit"
 )
 

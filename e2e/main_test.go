@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testbed"
 )
 
 // TestMain removes the binaries the test bed built once the tests are done.

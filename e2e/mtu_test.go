@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testbed"
 )
 
 // TestPathMTU: the link toward the backends is smaller than the client's

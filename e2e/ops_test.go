@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testbed"
 )
 
 // monitoredMetrics returns the vipd_* metric names the packaged Grafana

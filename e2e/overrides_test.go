@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testbed"
 )
 
 // TestOverrides: vipd disable, as an operator runs it on the box, by

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/testbed"
-	"github.com/vipd/vipd/testbed/quicflow"
+	"github.com/vipd/vipd/testing/testbed"
+	"github.com/vipd/vipd/testing/testbed/quicflow"
 )
 
 // QUIC-LB end to end, which keeps a QUIC connection on its backend when

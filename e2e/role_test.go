@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/control/admin/api"
-	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testbed"
 )
 
 // TestNeighborRole: a box started with neighbor_role = "standby" does not

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testbed"
 )
 
 // TestTunnelProbe: a direct check reaches a DSR backend on its own

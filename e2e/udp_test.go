@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testbed"
 )
 
 // TestUDP: request/response datagrams from many source ports are balanced

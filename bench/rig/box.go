@@ -21,8 +21,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/vipd/vipd/testbed"
 	"github.com/vipd/vipd/testing/nstest"
+	"github.com/vipd/vipd/testing/testbed"
 )
 
 // BoxCounters are a box program's own cumulative counters.

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/internal/linkwatch"
-	"github.com/vipd/vipd/testbed"
 	"github.com/vipd/vipd/testing/nstest"
+	"github.com/vipd/vipd/testing/testbed"
 )
 
 // readmePath is the repository's README, from this package's directory.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testbed"
 	"github.com/vipd/vipd/testing/testkit"
 )
 

@@ -49,7 +49,7 @@ func Build() (Binaries, error) {
 
 			QUICBackend: filepath.Join(dir, "vipd-quicbackend"),
 		}
-		for pkg, out := range map[string]string{"./cmd/vipd": bins.VIPD, "./testbed/backend": bins.Backend, "./cmd/vipd-decap": bins.Decap, "./testbed/quicbackend": bins.QUICBackend} {
+		for pkg, out := range map[string]string{"./cmd/vipd": bins.VIPD, "./testing/testbed/backend": bins.Backend, "./cmd/vipd-decap": bins.Decap, "./testing/testbed/quicbackend": bins.QUICBackend} {
 			if _, err := os.Stat(filepath.Join(root, pkg)); err != nil {
 				continue // not in this tree (yet)
 			}

@@ -16,7 +16,7 @@ import (
 	"github.com/google/gopacket/layers"
 	"golang.org/x/sys/unix"
 
-	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testbed"
 	"github.com/vipd/vipd/testing/testkit"
 )
 

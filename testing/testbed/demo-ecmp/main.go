@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vipd/vipd/testbed"
+	"github.com/vipd/vipd/testing/testbed"
 )
 
 func main() {

@@ -16,7 +16,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/vipd/vipd/testbed/stream"
+	"github.com/vipd/vipd/testing/testbed/stream"
 )
 
 func main() {

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
-	"github.com/vipd/vipd/testbed"
 	"github.com/vipd/vipd/testing/nstest"
+	"github.com/vipd/vipd/testing/testbed"
 )
 
 // ALPN is the application protocol of testbed/quicbackend.
