@@ -78,7 +78,7 @@ deb: deps
 	packaging/mkdeb '$(DEBVERSION)' $(BIN)/vipd_$(DEBVERSION)_$$($(GO) env GOARCH).deb
 
 # Unit tests (the fuzz seed corpora under */testdata/fuzz run as part of
-# them) and the end-to-end suite (e2e/), the race detector (-short: without
+# them) and the end-to-end suite (testing/e2e/), the race detector (-short: without
 # the end-to-end suite), and a one-iteration run of every benchmark so none
 # rots. Privileged tests (network namespaces, AF_XDP, the end-to-end suite)
 # run when make is run as root and skip with a message otherwise.
@@ -136,7 +136,7 @@ fuzz:
 
 # Statement coverage per package, each package by its own tests (go test
 # -cover's number: code reached only from another package's tests, as
-# testbed's from e2e/, does not count, nor what e2e/ runs in the vipd
+# testbed's from e2e/, does not count, nor what testing/e2e/ runs in the vipd
 # binaries it starts). It runs what test-unit runs — every package, the
 # end-to-end suite included, the privileged tests as root — and prints
 # a Markdown table sorted by package, then the total; a package without
@@ -168,13 +168,13 @@ cover:
 # Needs root and keepalived (make test-deps): the keepalived failover
 # scenarios five times in a row, as CI runs them after make test.
 test-failover: test-deps
-	$(GO) test -count=5 -run '^TestKeepalivedFailover$$' -timeout 15m ./e2e/
+	$(GO) test -count=5 -run '^TestKeepalivedFailover$$' -timeout 15m ./testing/e2e/
 
 # Needs root and BIRD (make test-deps): the QUIC-LB end-to-end scenarios
 # (client address change, rotation, churn on the ECMP bed, with quic-go
 # on both ends) five times in a row, as CI runs them after make test.
 test-quic: test-deps
-	$(GO) test -count=5 -run '^(TestQUICAddressChange|TestQUICRotation|TestQUICChurn)$$' -timeout 15m ./e2e/
+	$(GO) test -count=5 -run '^(TestQUICAddressChange|TestQUICRotation|TestQUICChurn)$$' -timeout 15m ./testing/e2e/
 
 test-bench-smoke:
 	$(GO) test -count=1 -short -run '^$$' -bench . -benchtime=1x -timeout 10m ./...

@@ -23,7 +23,7 @@ import (
 // updateScreenshot makes TestStatusPage write the page's screenshot to
 // docs/status-page.png (README shows it):
 //
-//	sudo go test -count=1 -run '^TestStatusPage$' ./e2e/ -update-screenshot
+//	sudo go test -count=1 -run '^TestStatusPage$' ./testing/e2e/ -update-screenshot
 var updateScreenshot = flag.Bool("update-screenshot", false, "write docs/status-page.png from TestStatusPage")
 
 // TestStatusPage: a real browser (headless Chromium) loads the status
@@ -125,7 +125,7 @@ func TestStatusPage(t *testing.T) {
 	}
 
 	if *updateScreenshot {
-		out, err := filepath.Abs(filepath.Join("..", "docs", "status-page.png"))
+		out, err := filepath.Abs(filepath.Join("..", "..", "docs", "status-page.png"))
 		if err != nil {
 			t.Fatal(err)
 		}

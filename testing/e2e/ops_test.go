@@ -24,7 +24,7 @@ import (
 func monitoredMetrics(t *testing.T) []string {
 	t.Helper()
 	var exprs []string
-	data, err := os.ReadFile("../packaging/monitoring/grafana-dashboard.json")
+	data, err := os.ReadFile("../../packaging/monitoring/grafana-dashboard.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func monitoredMetrics(t *testing.T) []string {
 			exprs = append(exprs, q)
 		}
 	}
-	rules, err := os.ReadFile("../packaging/monitoring/prometheus-rules.yml")
+	rules, err := os.ReadFile("../../packaging/monitoring/prometheus-rules.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestMonitoredMetricsExist(t *testing.T) {
 // CapabilityBoundingSet, lower case without CAP_, as setpriv names them.
 func unitCaps(t *testing.T) []string {
 	t.Helper()
-	unit, err := os.ReadFile("../packaging/deb/vipd.service")
+	unit, err := os.ReadFile("../../packaging/deb/vipd.service")
 	if err != nil {
 		t.Fatal(err)
 	}
