@@ -13,7 +13,7 @@ import (
 )
 
 // Privileged test helpers: a test bed of two throwaway network namespaces
-// (internal/nstest), and running code inside one of them.
+// (testing/nstest), and running code inside one of them.
 
 // do runs f inside ns and waits for it, at most 2*wait. f must not call
 // t.FailNow (it is not on the test goroutine); t.Error is fine.

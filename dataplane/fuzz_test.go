@@ -309,7 +309,7 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 }
 
 // TestPolicyCorpus runs FuzzProcess's properties over a generated corpus
-// of 12,000 frames (internal/framegen) aimed at fuzzSpec's VIPs, backends
+// of 12,000 frames (testing/framegen) aimed at fuzzSpec's VIPs, backends
 // and local addresses: what the fuzzer reaches by luck, every run.
 func TestPolicyCorpus(t *testing.T) {
 	spec := fuzzSpec()

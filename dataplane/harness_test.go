@@ -300,7 +300,7 @@ func build(t testing.TB, p pk) []byte {
 
 // --- checking outputs ---
 
-// refSum is the deliberately naive RFC 1071 sum (internal/csumref).
+// refSum is the deliberately naive RFC 1071 sum (testing/csumref).
 func refSum(b []byte, init uint32) uint32 { return csumref.Sum(b, init) }
 
 func pseudo(nl gopacket.Layer, proto uint8, n int) uint32 {

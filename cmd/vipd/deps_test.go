@@ -7,7 +7,7 @@ import (
 )
 
 // TestDaemonDoesNotImportQUICGo: quic-go serves the tests and the backend
-// side (testbed/quicbackend) only; vipd decodes QUIC-LB with package
+// side (testing/testbed/quicbackend) only; vipd decodes QUIC-LB with package
 // quiclb, which needs the standard library alone. A daemon that linked a
 // QUIC stack would carry its weight and its CVEs for nothing.
 func TestDaemonDoesNotImportQUICGo(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 )
 
 // Privileged tests: they load BPF programs and build network namespaces
-// (internal/nstest). They skip when the process is not root or the kernel
+// (testing/nstest). They skip when the process is not root or the kernel
 // refuses it the privilege (a restricted container), and fail on any
 // other error: on a root shell of a kernel with XDP, a skip would hide a
 // regression.

@@ -1,5 +1,5 @@
 // Package testkit holds what the repository's tests share that is not a
-// network namespace (those are internal/nstest): waiting for a condition,
+// network namespace (those are testing/nstest): waiting for a condition,
 // and running a function in the background for a test.
 //
 // A test that waits for something another goroutine, process or kernel
