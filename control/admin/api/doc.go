@@ -19,7 +19,7 @@
 // the others.
 //
 // The package imports no data-plane package, so that a client links
-// nothing of the engine (TestNoDataPlane); where the daemon holds a
+// nothing of the engine (layers_test.go, TestLayers); where the daemon holds a
 // data-plane value, the server converts it to the type here, field for
 // field (ConntrackStats). The JSON is the contract: TestWireGolden pins
 // every body's encoding in testdata/wire.golden.

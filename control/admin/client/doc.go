@@ -7,5 +7,5 @@
 // An answer other than 200 is an error carrying the server's text; a
 // socket that cannot be reached is an error that says why (SocketError:
 // no such file, nobody listening, not root). Like package api, it links
-// nothing of the daemon nor of the server (TestNoDataPlane).
+// nothing of the daemon nor of the server (layers_test.go, TestLayers).
 package client
