@@ -1,6 +1,8 @@
 package testbed
 
 import (
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/vipd/vipd/testing/nstest"
@@ -25,4 +27,14 @@ func RunDemo(t *testing.T, env string) string {
 		t.Fatal(err)
 	}
 	return testkit.RunChild(t, env, root)
+}
+
+// MustBeRoot ends a demo's process, saying why, unless it runs as root:
+// target is the make target (make demo), why what it does that needs
+// root.
+func MustBeRoot(target, why string) {
+	if os.Geteuid() != 0 {
+		fmt.Fprintf(os.Stderr, "%s needs root: %s\n", target, why)
+		os.Exit(1)
+	}
 }

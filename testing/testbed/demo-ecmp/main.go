@@ -16,10 +16,7 @@ import (
 )
 
 func main() {
-	if os.Geteuid() != 0 {
-		fmt.Fprintln(os.Stderr, "make demo-ecmp needs root: it creates network namespaces and attaches XDP programs inside them")
-		os.Exit(1)
-	}
+	testbed.MustBeRoot("make demo-ecmp", "it creates network namespaces and attaches XDP programs inside them")
 	for _, p := range []string{"bird", "birdc"} {
 		if _, err := exec.LookPath(p); err != nil {
 			fmt.Fprintf(os.Stderr, "make demo-ecmp needs BIRD 2 as the router (%s not found): sudo make demo-ecmp installs bird2\n", p)

@@ -13,10 +13,7 @@ import (
 )
 
 func main() {
-	if os.Geteuid() != 0 {
-		fmt.Fprintln(os.Stderr, "make demo-ha needs root: it creates network namespaces and attaches XDP programs inside them")
-		os.Exit(1)
-	}
+	testbed.MustBeRoot("make demo-ha", "it creates network namespaces and attaches XDP programs inside them")
 	if _, err := exec.LookPath("keepalived"); err != nil {
 		fmt.Fprintln(os.Stderr, "make demo-ha needs Debian's keepalived (not found): sudo make demo-ha installs it")
 		os.Exit(1)

@@ -21,10 +21,7 @@ import (
 )
 
 func main() {
-	if os.Geteuid() != 0 {
-		fmt.Fprintln(os.Stderr, "make demo needs root: it creates network namespaces and attaches an XDP program inside them (sudo make demo)")
-		os.Exit(1)
-	}
+	testbed.MustBeRoot("make demo", "it creates network namespaces and attaches an XDP program inside them (sudo make demo)")
 	took := testbed.NewRun("demo").Go(demo)
 	fmt.Printf("\nAll namespaces, links and processes removed. Demo took %.1f s.\n", took.Seconds())
 }
