@@ -4,12 +4,12 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/dataplane"
+	"github.com/vipd/vipd/internal/durable"
 )
 
 // Previous-owner hints (config previous_owner): d.prev keeps each such
@@ -117,34 +117,8 @@ func (d *Daemon) schedulePreviousLocked(next time.Time) {
 	})
 }
 
-// writeFileDurably replaces path with b: written to a temporary file in
-// the same directory, synced, renamed over path, and the directory synced
-// for the rename.
+// writeFileDurably replaces path with b, atomically and durably
+// (durable.WriteFile), readable by all as the state file has always been.
 func writeFileDurably(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	tmp := filepath.Join(dir, "."+filepath.Base(path)+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if dh, err := os.Open(dir); err == nil {
-		err = dh.Sync()
-		dh.Close()
-		return err
-	}
-	return nil
+	return durable.WriteFile(path, b, 0o644)
 }
