@@ -1,0 +1,10 @@
+// Package fleet is a box's side of the fleet: the configuration every box
+// of a tier shares (flow_hash_seed, every [[vip]]) and the fleet's
+// run-time overrides, read from etcd under one prefix, and the last good
+// copy of them kept on disk so that a box serves on when etcd is away.
+// The design, keys and rules: docs/fleet-design.md.
+//
+// So far it holds the cache (cache.go): one applied revision, written
+// atomically and durably, read back whole or refused with an error that
+// says what is wrong; never half read.
+package fleet
