@@ -4,7 +4,9 @@
 // copy of them kept on disk so that a box serves on when etcd is away.
 // The design, keys and rules: docs/fleet-design.md.
 //
-// So far it holds the cache (cache.go): one applied revision, written
-// atomically and durably, read back whole or refused with an error that
-// says what is wrong; never half read.
+// So far it holds the keys (keys.go: which keys are read, how a watch's
+// events become one snapshot per revision, never part of a transaction,
+// and the override values) and the cache (cache.go: one applied
+// revision, written atomically and durably, read back whole or refused
+// with an error that says what is wrong; never half read).
 package fleet
