@@ -6,7 +6,9 @@
 //
 // So far it holds the keys (keys.go: which keys are read, how a watch's
 // events become one snapshot per revision, never part of a transaction,
-// and the override values) and the cache (cache.go: one applied
+// and the override values), the boxes' status and fleet status's verdict
+// (status.go: who lags, which VIPs' tables differ) and the cache
+// (cache.go: one applied
 // revision, written atomically and durably, read back whole or refused
 // with an error that says what is wrong; never half read).
 package fleet
