@@ -2,6 +2,9 @@ package fleet
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -182,4 +185,23 @@ func ParseOverride(name string, value []byte) (Override, error) {
 	o.Drain = v.Drain != nil
 	o.Disabled = v.Disabled != nil
 	return o, nil
+}
+
+// Digest is the sha256 (hex) of what k configures: the shared document
+// and every override, in key order. Boxes that applied equal keys report
+// equal digests in their status.
+func (k *Keys) Digest() string {
+	h := sha256.New()
+	var n [8]byte
+	field := func(b []byte) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	field(k.Config)
+	for _, name := range slices.Sorted(maps.Keys(k.Overrides)) {
+		field([]byte(name))
+		field(k.Overrides[name])
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

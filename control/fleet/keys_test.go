@@ -101,3 +101,30 @@ func TestParseOverride(t *testing.T) {
 		})
 	}
 }
+
+// TestDigest: equal keys give equal digests whatever the map's order;
+// any change to the document or an override changes it, and moving bytes
+// between a key and its value does too.
+func TestDigest(t *testing.T) {
+	k := func(config string, o ...string) *Keys {
+		m := map[string][]byte{}
+		for i := 0; i+1 < len(o); i += 2 {
+			m[o[i]] = []byte(o[i+1])
+		}
+		return &Keys{Config: []byte(config), Overrides: m}
+	}
+	base := k("seed", "a/1", "x", "b/2", "y").Digest()
+	if again := k("seed", "b/2", "y", "a/1", "x").Digest(); again != base {
+		t.Errorf("the same keys gave %s and %s", base, again)
+	}
+	for name, other := range map[string]*Keys{
+		"document":      k("seed2", "a/1", "x", "b/2", "y"),
+		"override":      k("seed", "a/1", "x", "b/2", "z"),
+		"one fewer":     k("seed", "a/1", "x"),
+		"key and value": k("seed", "a/1x", "", "b/2", "y"),
+	} {
+		if other.Digest() == base {
+			t.Errorf("%s: the digest did not change", name)
+		}
+	}
+}
