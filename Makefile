@@ -211,7 +211,7 @@ lint:
 	$(GO) mod verify
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
-	$(CHECKLOCKS) -inferred=false ./control/daemon/ ./control/bgp/ ./health/tunprobe/ ./internal/ratelog/
+	$(CHECKLOCKS) -inferred=false ./control/daemon/ ./control/bgp/ ./control/fleet/ ./health/tunprobe/ ./internal/ratelog/
 
 # Installs a git pre-commit hook that runs gofmt and go vet on the
 # packages whose Go files are staged (.githooks/pre-commit).

@@ -4,7 +4,11 @@
 // copy of them kept on disk so that a box serves on when etcd is away.
 // The design, keys and rules: docs/fleet-design.md.
 //
-// So far it holds the keys (keys.go: which keys are read, how a watch's
+// The watcher (watch.go) keeps a box on the latest revision through a
+// Store (etcd's client in vipd, a fake in tests): read and apply, watch
+// from the next revision, one apply per revision, read again after a
+// compaction or a failed watch; a refused revision leaves the last good
+// one. Besides it are the keys (keys.go: which keys are read, how a watch's
 // events become one snapshot per revision, never part of a transaction,
 // and the override values), the boxes' status and fleet status's verdict
 // (status.go: who lags, which VIPs' tables differ) and the cache
