@@ -51,6 +51,12 @@ var rules = []rule{
 		Deny: []string{"testing/...", "std:testing", "github.com/quic-go/..."},
 	},
 	{
+		Name: "what runs does not link an etcd server",
+		Why:  "vipd is etcd's client (go.etcd.io/etcd/client/v3); the server, whose embed package testing/etcdtest runs, is for tests only and would ship raft, bbolt and a gRPC gateway inside the daemons",
+		From: []string{"cmd/vipd", "cmd/vipd-decap", "internal/..."},
+		Deny: []string{"go.etcd.io/etcd/server/...", "go.etcd.io/raft/...", "go.etcd.io/bbolt/..."},
+	},
+	{
 		Name: "the admin API's wire types know nothing of packets",
 		Why:  "api and client are what a command, the test bed or a monitoring script links to talk to vipd; they must not drag the engine in (the server converts the data plane's types to them)",
 		From: []string{"control/admin/api", "control/admin/client"},
