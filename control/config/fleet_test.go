@@ -389,3 +389,42 @@ func TestLoadShared(t *testing.T) {
 		t.Errorf("a missing file: %v", err)
 	}
 }
+
+// TestFleetDiff: a reload's diff shows [fleet] coming, going and its
+// keys changing, never the password.
+func TestFleetDiff(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"pw1": "one", "pw2": "two"})
+	load := func(src string) *Config {
+		t.Helper()
+		writeFiles(t, dir, map[string]string{"vipd.toml": src})
+		cfg, _, err := Load(filepath.Join(dir, "vipd.toml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	plain := load("[dataplane]\ningress = \"eth0\"\n")
+	a := load(fleetLocal + "user = \"u\"\npassword_file = \"pw1\"\n")
+	b := load(strings.Replace(fleetLocal, "edge1", "edge2", 1) + "user = \"u\"\npassword_file = \"pw2\"\n")
+	if got := Compare(plain, a).Keys; len(got) != 1 || got[0].String() != "[fleet] added" {
+		t.Errorf("added: %v", got)
+	}
+	if got := Compare(a, plain).Keys; len(got) != 1 || got[0].String() != "[fleet] removed" {
+		t.Errorf("removed: %v", got)
+	}
+	var got []string
+	for _, c := range Compare(a, b).Keys {
+		got = append(got, c.String())
+	}
+	want := []string{
+		`[fleet] prefix changed ("/vipd/fleets/edge1/" → "/vipd/fleets/edge2/")`,
+		`[fleet] password_file changed (` + strconv.Quote(filepath.Join(dir, "pw1")) + ` → ` + strconv.Quote(filepath.Join(dir, "pw2")) + `)`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("changes:\n%q\nwant:\n%q", got, want)
+	}
+	if Compare(a, a).Empty() != true {
+		t.Errorf("a configuration differs from itself: %v", Compare(a, a).Keys)
+	}
+}
