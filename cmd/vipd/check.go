@@ -68,7 +68,8 @@ func checkHost(cfg *config.Config, stdout, stderr io.Writer) bool {
 			break // one check covers every VIP
 		}
 	}
-	if cfg.Dataplane.FlowHashSeed == config.DefaultFlowHashSeed {
+	// With [fleet] the seed is the fleet's, not this file's.
+	if cfg.Dataplane.FlowHashSeed == config.DefaultFlowHashSeed && cfg.Fleet == nil {
 		fmt.Fprintln(stderr, "warning: dataplane.flow_hash_seed is the public default: anyone can compute which backend each of their flows gets; set a seed of your own (the same on every vipd that serves these VIPs)")
 	}
 	return ok

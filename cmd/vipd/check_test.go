@@ -184,3 +184,45 @@ address = "198.18.1.11"
 		})
 	}
 }
+
+// TestCheckFleet: with [fleet], -check shows where the fleet is, does
+// not warn about the seed (the fleet's, not the file's), and refuses a
+// local [[vip]].
+func TestCheckFleet(t *testing.T) {
+	const fleet = `
+[dataplane]
+ingress = "eth0"
+
+[fleet]
+endpoints = ["https://10.0.0.1:2379"]
+prefix = "/vipd/fleets/edge1/"
+box = "lb1"
+`
+	orig := localAddrs
+	localAddrs = func() ([]netip.Addr, error) { return nil, nil }
+	t.Cleanup(func() { localAddrs = orig })
+	for _, tt := range []struct {
+		name, src, out, errIn string
+		code                  int
+	}{
+		{"fleet", fleet, "fleet: /vipd/fleets/edge1/ on https://10.0.0.1:2379, box lb1", "", 0},
+		{"local vip", fleet + "[[vip]]\nname = \"web\"\naddress = \"198.18.0.100\"\n", "", `[[vip]] "web" cannot be in the local file with [fleet] (line 5)`, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "v.toml")
+			if err := os.WriteFile(path, []byte(tt.src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			if code := run([]string{"-check", "-config", path}, &stdout, &stderr); code != tt.code {
+				t.Errorf("exit %d, want %d\n%s%s", code, tt.code, &stdout, &stderr)
+			}
+			if !strings.Contains(stdout.String(), tt.out) || !strings.Contains(stderr.String(), tt.errIn) {
+				t.Errorf("stdout lacks %q or stderr lacks %q:\n%s%s", tt.out, tt.errIn, &stdout, &stderr)
+			}
+			if strings.Contains(stderr.String(), "public default") {
+				t.Errorf("warns about the seed with [fleet]:\n%s", &stderr)
+			}
+		})
+	}
+}

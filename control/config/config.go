@@ -16,8 +16,12 @@ type Config struct {
 	Admin     Admin     `toml:"admin"`
 	// BGP is the [bgp] table; nil when the file has none, and then vipd
 	// announces its VIPs by ARP/NDP alone, as it always has.
-	BGP  *BGP  `toml:"bgp"`
-	VIPs []VIP `toml:"vip"`
+	BGP *BGP `toml:"bgp"`
+	// Fleet is the [fleet] table (fleet.go); nil when the file has none.
+	// With it, the seed and the VIPs come from the fleet's shared
+	// configuration in etcd (WithShared), never from the local file.
+	Fleet *Fleet `toml:"fleet"`
+	VIPs  []VIP  `toml:"vip"`
 }
 
 // IO names a dataplane driver.

@@ -73,8 +73,23 @@ func Compare(old, new *Config) *Diff {
 	diffStruct(&d.Keys, "conntrack", "", reflect.ValueOf(old.Conntrack), reflect.ValueOf(new.Conntrack))
 	diffStruct(&d.Keys, "admin", "", reflect.ValueOf(old.Admin), reflect.ValueOf(new.Admin))
 	d.diffBGP(old.BGP, new.BGP)
+	d.diffFleet(old.Fleet, new.Fleet)
 	d.diffVIPs(old.VIPs, new.VIPs)
 	return d
+}
+
+// diffFleet compares [fleet]: the table coming or going, or its keys (the
+// password is never printed: only password_file, the path, is).
+func (d *Diff) diffFleet(a, b *Fleet) {
+	switch {
+	case a == nil && b == nil:
+	case a == nil:
+		d.Keys = append(d.Keys, Change{Table: "fleet"})
+	case b == nil:
+		d.Keys = append(d.Keys, Change{Table: "fleet", Gone: true})
+	default:
+		diffStruct(&d.Keys, "fleet", "", reflect.ValueOf(*a), reflect.ValueOf(*b))
+	}
 }
 
 func (d *Diff) diffBGP(a, b *BGP) {

@@ -51,8 +51,15 @@ func (e *Errors) Error() string {
 type collector struct {
 	file  string
 	lines *lineIndex
-	errs  []Problem
-	warns []Problem
+	// dir is where a relative path of the document is taken from: the
+	// directory of the file, or of the local file for the fleet's
+	// shared document.
+	dir string
+	// shared: the document is the fleet's shared one (WithShared), and
+	// the box's own settings were checked with the local file.
+	shared bool
+	errs   []Problem
+	warns  []Problem
 }
 
 func (c *collector) problem(key, format string, args ...any) Problem {

@@ -230,8 +230,8 @@ func (c *collector) validateQUICLB(p string, v *VIP) {
 // file's directory. The key is never part of a message.
 func (c *collector) readKey(key string, qc *QUICLBConfig) {
 	path := qc.KeyFile
-	if !filepath.IsAbs(path) && c.file != "" {
-		path = filepath.Join(filepath.Dir(c.file), path)
+	if !filepath.IsAbs(path) && c.dir != "" {
+		path = filepath.Join(c.dir, path)
 	}
 	fi, err := os.Stat(path)
 	if err != nil {

@@ -69,6 +69,17 @@ func WriteSummary(w io.Writer, cfg *Config) error {
 				map[bool]string{true: fmt.Sprintf(", multihop ttl %d", p.MultihopTTL)}[p.MultihopTTL > 0], p.Families)
 		}
 	}
+	if f := cfg.Fleet; f != nil {
+		auth := ""
+		if f.CertFile != "" {
+			auth += ", client certificate"
+		}
+		if f.User != "" {
+			auth += ", user " + f.User
+		}
+		fmt.Fprintf(tw, "fleet: %s on %s, box %s, cache %s, dial timeout %s%s; seed and VIPs from the fleet\n",
+			f.Prefix, strings.Join(f.Endpoints, " "), f.Box, f.CacheFile, f.DialTimeout, auth)
+	}
 	backends := 0
 	for i := range cfg.VIPs {
 		v := &cfg.VIPs[i]

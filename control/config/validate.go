@@ -39,7 +39,10 @@ func (c *collector) validate(cfg *Config) {
 	c.validateDataplane(&cfg.Dataplane, cfg)
 	c.validateConntrack(&cfg.Conntrack)
 	c.validateAdmin(&cfg.Admin)
-	if len(cfg.VIPs) == 0 {
+	if cfg.Fleet != nil && !c.shared {
+		c.validateFleet(cfg.Fleet)
+	}
+	if len(cfg.VIPs) == 0 && (cfg.Fleet == nil || c.shared) {
 		c.warnf("vip", "no [[vip]] is defined: vipd will pass every packet to the kernel")
 	}
 	for i := range cfg.VIPs {
