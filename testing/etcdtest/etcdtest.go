@@ -252,7 +252,10 @@ func (c *Cluster) ClientAs(t testing.TB, user, password string) *clientv3.Client
 	return cli
 }
 
-// Kill stops member i (0-based); its data stays for Restart.
+// Kill stops member i (0-based); its data stays for Restart. An embedded
+// member stops with embed's Close, as on SIGTERM: a leader hands its
+// leadership over first, and etcd waits up to 1 s for its peers'
+// connections, so a Kill takes about a second. A binary gets SIGKILL.
 func (c *Cluster) Kill(i int) {
 	c.t.Helper()
 	m := c.member(i)
