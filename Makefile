@@ -47,9 +47,23 @@ endef
 # keepalived.conf is checked by it; its unit starts nothing without a
 # /etc/keepalived/keepalived.conf), and promtool (the alerting
 # rules' test), taken out of Debian's prometheus package without
-# installing it: the package would start a Prometheus server.
+# installing it: the package would start a Prometheus server. etcd-server
+# (Debian's etcd 3.4, /usr/bin/etcd: testing/etcdtest's test against the
+# version an operator on Debian gets) is installed, but its package
+# enables etcd.service and starts it on 127.0.0.1:2379: the tests run their
+# own etcd on ports they pick, so the unit is disabled and, if running,
+# stopped (under no systemd, as in a container, nothing was started).
 test-deps: deps
-	$(call apt-need,iproute2:ip bird2:bird bird2:birdc nftables:nft lintian:lintian bash-completion:/usr/share/bash-completion/bash_completion chromium:chromium keepalived:keepalived,the tests need them)
+	$(call apt-need,iproute2:ip bird2:bird bird2:birdc nftables:nft lintian:lintian bash-completion:/usr/share/bash-completion/bash_completion chromium:chromium keepalived:keepalived etcd-server:etcd,the tests need them)
+	@if [ "$$(id -u)" = 0 ] && [ -e /lib/systemd/system/etcd.service ] && command -v systemctl >/dev/null; then \
+		if systemctl is-enabled -q etcd.service 2>/dev/null; then \
+			echo "disabling etcd.service (installed by etcd-server; the tests start their own etcd)"; \
+			systemctl disable -q etcd.service; \
+		fi; \
+		if systemctl is-active -q etcd.service 2>/dev/null; then \
+			echo "stopping etcd.service"; systemctl stop etcd.service; \
+		fi; \
+	fi
 	@if [ "$$(id -u)" = 0 ] && ! command -v promtool >/dev/null && [ ! -x $(BIN)/tools/promtool ]; then \
 		echo "extracting promtool from Debian's prometheus package into $(BIN)/tools (the rules test needs it; no server is installed)"; \
 		tmp=$$(mktemp -d) && chmod 755 "$$tmp" && \

@@ -2,12 +2,14 @@ package etcdtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,12 +57,32 @@ func Start(t testing.TB, n int) *Cluster {
 	if n != 1 && n != 3 {
 		t.Fatalf("etcdtest.Start: %d members; 1 or 3", n)
 	}
-	c := newCluster(t, n)
-	for _, m := range c.members {
-		c.startEmbedded(m)
+	// The ports were free when chosen; another process may take one
+	// before a member binds it, and then the cluster starts over on
+	// others.
+	for attempt := 1; ; attempt++ {
+		c := newCluster(t, n)
+		err := c.startAll()
+		if err == nil {
+			c.Ready(t)
+			return c
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == 3 {
+			t.Fatalf("etcdtest: %v", err)
+		}
+		t.Logf("etcdtest: %v; starting over on other ports", err)
+		c.stopAll()
 	}
-	c.Ready(t)
-	return c
+}
+
+// startAll starts every member, stopping at the first that fails.
+func (c *Cluster) startAll() error {
+	for _, m := range c.members {
+		if err := c.tryEmbedded(m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // newCluster names the members, picks their ports and data directories,
@@ -82,14 +104,17 @@ func newCluster(t testing.TB, n int) *Cluster {
 	for _, m := range c.members {
 		m.initialCluster = strings.Join(initial, ",")
 	}
-	t.Cleanup(func() {
-		for i := len(c.members) - 1; i >= 0; i-- {
-			if c.members[i].running() {
-				c.stop(c.members[i])
-			}
-		}
-	})
+	t.Cleanup(c.stopAll)
 	return c
+}
+
+// stopAll stops the running members, the last first.
+func (c *Cluster) stopAll() {
+	for i := len(c.members) - 1; i >= 0; i-- {
+		if c.members[i].running() {
+			c.stop(c.members[i])
+		}
+	}
 }
 
 // freePorts returns n distinct TCP ports of 127.0.0.1 that were free a
@@ -123,6 +148,13 @@ func logger() *zap.Logger {
 // ready (a member that rejoins is ready only when a quorum is).
 func (c *Cluster) startEmbedded(m *member) {
 	c.t.Helper()
+	if err := c.tryEmbedded(m); err != nil {
+		c.t.Fatalf("etcdtest: %v", err)
+	}
+}
+
+// tryEmbedded is startEmbedded, returning its error.
+func (c *Cluster) tryEmbedded(m *member) error {
 	cfg := embed.NewConfig()
 	cfg.Name = m.name
 	cfg.Dir = m.dir
@@ -141,9 +173,10 @@ func (c *Cluster) startEmbedded(m *member) {
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(logger())
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
-		c.t.Fatalf("etcdtest: starting member %s: %v", m.name, err)
+		return fmt.Errorf("starting member %s: %w", m.name, err)
 	}
 	m.e = e
+	return nil
 }
 
 // Ready waits, within testkit.Patience, until every running member is
@@ -219,7 +252,10 @@ func (c *Cluster) ClientAs(t testing.TB, user, password string) *clientv3.Client
 	return cli
 }
 
-// Kill stops member i (0-based); its data stays for Restart.
+// Kill stops member i (0-based); its data stays for Restart. An embedded
+// member stops with embed's Close, as on SIGTERM: a leader hands its
+// leadership over first, and etcd waits up to 1 s for its peers'
+// connections, so a Kill takes about a second. A binary gets SIGKILL.
 func (c *Cluster) Kill(i int) {
 	c.t.Helper()
 	m := c.member(i)
