@@ -293,6 +293,16 @@ func TestWithShared(t *testing.T) {
 		t.Errorf("empty document: %v, %v", warns, err)
 	}
 
+	// The local file's own warnings were its loading's: a shared
+	// document does not repeat them.
+	public, warns, err := Parse("vipd.toml", []byte(fleetLocal+"\n[admin]\nlisten = \"0.0.0.0:9180\"\n"))
+	if err != nil || len(warns) != 1 {
+		t.Fatalf("local file: %v, %v", warns, err)
+	}
+	if _, warns, err = WithShared(public, sharedName, []byte(sharedVIPs)); err != nil || len(warns) != 0 {
+		t.Errorf("WithShared repeats the local file's warnings: %v, %v", warns, err)
+	}
+
 	if _, _, err := WithShared(&Config{}, sharedName, []byte(sharedVIPs)); err == nil {
 		t.Error("WithShared without [fleet] succeeded")
 	}
