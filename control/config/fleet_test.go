@@ -293,6 +293,16 @@ func TestWithShared(t *testing.T) {
 		t.Errorf("empty document: %v, %v", warns, err)
 	}
 
+	// The local file's own warnings were its loading's: a shared
+	// document does not repeat them.
+	public, warns, err := Parse("vipd.toml", []byte(fleetLocal+"\n[admin]\nlisten = \"0.0.0.0:9180\"\n"))
+	if err != nil || len(warns) != 1 {
+		t.Fatalf("local file: %v, %v", warns, err)
+	}
+	if _, warns, err = WithShared(public, sharedName, []byte(sharedVIPs)); err != nil || len(warns) != 0 {
+		t.Errorf("WithShared repeats the local file's warnings: %v, %v", warns, err)
+	}
+
 	if _, _, err := WithShared(&Config{}, sharedName, []byte(sharedVIPs)); err == nil {
 		t.Error("WithShared without [fleet] succeeded")
 	}
@@ -426,5 +436,41 @@ func TestFleetDiff(t *testing.T) {
 	}
 	if Compare(a, a).Empty() != true {
 		t.Errorf("a configuration differs from itself: %v", Compare(a, a).Keys)
+	}
+}
+
+// TestExampleFleet: the commented-out [fleet] of config.toml.example,
+// uncommented beside the box's own tables (its files made), loads, and
+// to the values its comments state.
+func TestExampleFleet(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "config.toml.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	start := strings.Index(text, "\n# [fleet]\n")
+	if start < 0 || !strings.Contains(text[start:], "\n[[vip]]") {
+		t.Fatal("config.toml.example has no commented-out [fleet] before a [[vip]]")
+	}
+	end := start + strings.Index(text[start:], "\n[[vip]]")
+	dir := t.TempDir()
+	var fleet []string
+	for _, l := range strings.Split(text[start:end], "\n") {
+		if m := exampleKey.FindStringSubmatch(l); m != nil || exampleTable.MatchString(l) {
+			fleet = append(fleet, strings.ReplaceAll(strings.TrimPrefix(l, "# "), "/etc/vipd/", dir+"/"))
+		}
+	}
+	writeFiles(t, dir, map[string]string{"etcd-ca.pem": "ca", "etcd-client.pem": "c", "etcd-client-key.pem": "k", "etcd-password": "pw\n"})
+	cfg, warns, err := Parse(filepath.Join(dir, "vipd.toml"), []byte("[dataplane]\ningress = \"eth0\"\n\n"+strings.Join(fleet, "\n")+"\n"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, strings.Join(fleet, "\n"))
+	}
+	if len(warns) != 0 {
+		t.Errorf("warnings: %v", warns)
+	}
+	f := cfg.Fleet
+	if len(f.Endpoints) != 3 || f.Prefix != "/vipd/fleets/edge1/" || f.Box != "lb1" || f.CacheFile != DefaultFleetCacheFile ||
+		f.DialTimeout.D() != DefaultFleetDialTimeout || string(f.Password) != "pw" {
+		t.Errorf("the example's [fleet]: %+v", f)
 	}
 }

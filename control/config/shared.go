@@ -88,6 +88,23 @@ func parseShared(local *Config, name, dir string, data []byte) (*Config, []Probl
 	c.decode("", raw, reflect.ValueOf(&sh).Elem())
 	nerr, nwarn := len(c.errs), len(c.warns)
 
+	cfg := boxCopy(local)
+	cfg.Dataplane.FlowHashSeed = sh.FlowHashSeed
+	cfg.VIPs = sh.VIPs
+	c.validate(&cfg)
+	c.placeLocal(local.Fleet, c.errs[nerr:], c.warns[nwarn:])
+	c.warns = slices.DeleteFunc(c.warns, boxWarnings(local, dir))
+	sortProblems(c.errs)
+	sortProblems(c.warns)
+	if len(c.errs) > 0 {
+		return nil, c.warns, &Errors{Problems: c.errs}
+	}
+	return &cfg, c.warns, nil
+}
+
+// boxCopy returns a copy of the box's settings of local that validation
+// can fill in without touching local, and without VIPs.
+func boxCopy(local *Config) Config {
 	cfg := *local
 	if local.BGP != nil {
 		b := *local.BGP
@@ -95,16 +112,25 @@ func parseShared(local *Config, name, dir string, data []byte) (*Config, []Probl
 		cfg.BGP = &b
 	}
 	cfg.Admin.AllowedHosts = slices.Clone(local.Admin.AllowedHosts)
-	cfg.Dataplane.FlowHashSeed = sh.FlowHashSeed
-	cfg.VIPs = sh.VIPs
-	c.validate(&cfg)
-	c.placeLocal(local.Fleet, c.errs[nerr:], c.warns[nwarn:])
-	sortProblems(c.errs)
-	sortProblems(c.warns)
-	if len(c.errs) > 0 {
-		return nil, c.warns, &Errors{Problems: c.errs}
+	cfg.VIPs = nil
+	return cfg
+}
+
+// boxWarnings returns a test for the warnings the box's settings give
+// alone: the local file's own, which its loading reported already and a
+// shared document does not repeat.
+func boxWarnings(local *Config, dir string) func(Problem) bool {
+	c := &collector{dir: dir, shared: true}
+	if f := local.Fleet; f != nil {
+		c.file, c.lines = f.file, f.lines
 	}
-	return &cfg, c.warns, nil
+	cfg := boxCopy(local)
+	c.validate(&cfg)
+	seen := map[Problem]bool{}
+	for _, w := range c.warns {
+		seen[w] = true
+	}
+	return func(p Problem) bool { return seen[p] }
 }
 
 // placeLocal points the problems validation found about the box's own
