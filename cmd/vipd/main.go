@@ -109,6 +109,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return peers(args[1:], stdout, stderr)
 		case "top":
 			return top(args[1:], stdout, stderr)
+		case "fleet":
+			return fleetCmd(args[1:], stdout, stderr)
 		}
 	}
 	fs := flag.NewFlagSet("vipd", flag.ContinueOnError)

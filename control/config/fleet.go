@@ -1,6 +1,6 @@
 package config
 
-// The [fleet] table: a box whose seed and VIPs come from etcd (issue 46).
+// The [fleet] table: a box whose seed and VIPs come from etcd.
 // The local file keeps what belongs to the box ([dataplane], [conntrack],
 // [admin], [bgp]) and says where the fleet is; the fleet's shared
 // document (shared.go) holds flow_hash_seed and every [[vip]].

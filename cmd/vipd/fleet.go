@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/vipd/vipd/control/config"
+	"github.com/vipd/vipd/control/fleet"
+)
+
+// fleetCmd is vipd fleet: pull, push and status, against the etcd the
+// local file's [fleet] names.
+func fleetCmd(args []string, stdout, stderr io.Writer) int {
+	const usageText = "usage: vipd fleet pull|status [-json]|push [-n] FILE [-config FILE]"
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usageText)
+		return 2
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("fleet "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "/etc/vipd/vipd.toml", "the box's configuration `file`, whose [fleet] says where the fleet is")
+	asJSON := fs.Bool("json", false, "status: print the boxes' status keys as JSON")
+	dryRun := fs.Bool("n", false, "push: check and print what would change, write nothing")
+	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for etcd")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	cfg, _, err := config.Load(*cfgPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "vipd fleet %s: %v\n", sub, err)
+		return 1
+	}
+	if cfg.Fleet == nil {
+		fmt.Fprintf(stderr, "vipd fleet %s: %s has no [fleet]\n", sub, *cfgPath)
+		return 1
+	}
+	cli, err := fleet.NewClient(cfg.Fleet)
+	if err != nil {
+		fmt.Fprintf(stderr, "vipd fleet %s: %v\n", sub, err)
+		return 1
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	prefix := cfg.Fleet.Prefix
+	switch {
+	case sub == "pull" && fs.NArg() == 0:
+		doc, _, err := fleet.Pull(ctx, cli, prefix)
+		if err != nil {
+			fmt.Fprintf(stderr, "vipd fleet pull: %v\n", err)
+			return 1
+		}
+		if doc == nil {
+			fmt.Fprintf(stderr, "vipd fleet pull: the fleet under %s has no configuration yet (vipd fleet push FILE)\n", prefix)
+			return 1
+		}
+		stdout.Write(doc)
+		return 0
+	case sub == "status" && fs.NArg() == 0:
+		return fleetStatus(ctx, cli, prefix, *asJSON, stdout, stderr)
+	case sub == "push" && fs.NArg() == 1:
+		return fleetPush(ctx, cli, cfg, fs.Arg(0), *dryRun, stdout, stderr)
+	}
+	fmt.Fprintln(stderr, usageText)
+	return 2
+}
+
+// fleetStatus prints every live box's status and what disagrees.
+func fleetStatus(ctx context.Context, cli *clientv3.Client, prefix string, asJSON bool, stdout, stderr io.Writer) int {
+	boxes, err := fleet.Boxes(ctx, cli, prefix)
+	if err != nil {
+		fmt.Fprintf(stderr, "vipd fleet status: %v\n", err)
+		return 1
+	}
+	_, mod, err := fleet.Pull(ctx, cli, prefix)
+	if err != nil {
+		fmt.Fprintf(stderr, "vipd fleet status: %v\n", err)
+		return 1
+	}
+	// The latest change: the config key's, or a later one some box
+	// applied (an override, which a deletion leaves no key to show).
+	latest := mod
+	for _, b := range boxes {
+		latest = max(latest, b.Revision)
+	}
+	a := fleet.Agree(latest, boxes)
+	if asJSON {
+		writeJSON(stdout, boxes)
+		if !a.OK() {
+			return 1
+		}
+		return 0
+	}
+	return writeFleetStatus(stdout, boxes, a, time.Now())
+}
+
+// fleetPush checks FILE as the fleet's shared configuration (with this
+// box's own settings), and writes it over the revision it read.
+func fleetPush(ctx context.Context, cli *clientv3.Client, cfg *config.Config, file string, dryRun bool, stdout, stderr io.Writer) int {
+	doc, err := os.ReadFile(file)
+	if err != nil {
+		fmt.Fprintf(stderr, "vipd fleet push: %v\n", err)
+		return 1
+	}
+	if _, _, err := config.WithShared(cfg, file, doc); err != nil {
+		fmt.Fprintf(stderr, "vipd fleet push: %v\n", err)
+		return 1
+	}
+	old, mod, err := fleet.Pull(ctx, cli, cfg.Fleet.Prefix)
+	if err != nil {
+		fmt.Fprintf(stderr, "vipd fleet push: %v\n", err)
+		return 1
+	}
+	if string(old) == string(doc) {
+		fmt.Fprintf(stdout, "unchanged: the fleet's configuration is already %s (revision %d)\n", file, mod)
+		return 0
+	}
+	if dryRun {
+		fmt.Fprintf(stdout, "would replace the fleet's configuration (revision %d) with %s\n", mod, file)
+		return 0
+	}
+	rev, err := fleet.Push(ctx, cli, cfg.Fleet.Prefix, doc, mod)
+	if errors.Is(err, fleet.ErrChanged) {
+		fmt.Fprintf(stderr, "vipd fleet push: %v: pull it, redo your change and push again\n", err)
+		return 1
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "vipd fleet push: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "pushed %s as revision %d\n", file, rev)
+	return 0
+}

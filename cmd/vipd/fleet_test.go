@@ -1,0 +1,53 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vipd/vipd/testing/etcdtest"
+)
+
+// TestFleetCommands: against a real etcd, push checks the document and
+// writes it, a second push of the same is "unchanged", -n writes
+// nothing, pull prints what was pushed, a document that fails
+// validation is refused naming its line, and status with no live box
+// says so.
+func TestFleetCommands(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	dir := t.TempDir()
+	local := filepath.Join(dir, "vipd.toml")
+	src := "[dataplane]\ningress = \"eth0\"\n\n[fleet]\nendpoints = [\"http://" + strings.TrimPrefix(c.Endpoints()[0], "http://") + "\"]\nprefix = \"/vipd/fleets/test/\"\nbox = \"box1\"\n"
+	shared := filepath.Join(dir, "shared.toml")
+	doc := "flow_hash_seed = 12345\n\n[[vip]]\nname = \"web\"\naddress = \"198.18.0.100\"\nport = 80\nprotocol = \"tcp\"\n\n[[vip.backend]]\naddress = \"198.18.1.11\"\nport = 8080\n"
+	bad := filepath.Join(dir, "bad.toml")
+	for path, content := range map[string]string{local: src, shared: doc, bad: "flow_hash_seed = 1\n[admin]\nlisten = \"127.0.0.1:9180\"\n"} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{[]string{"fleet", "status", "-config", local}, 0, "no live box", ""},
+		{[]string{"fleet", "pull", "-config", local}, 1, "", "has no configuration yet"},
+		{[]string{"fleet", "push", "-n", "-config", local, shared}, 0, "would replace", ""},
+		{[]string{"fleet", "pull", "-config", local}, 1, "", "has no configuration yet"},
+		{[]string{"fleet", "push", "-config", local, bad}, 1, "", "bad.toml:2"},
+		{[]string{"fleet", "push", "-config", local, shared}, 0, "pushed " + shared + " as revision", ""},
+		{[]string{"fleet", "push", "-config", local, shared}, 0, "unchanged", ""},
+		{[]string{"fleet", "pull", "-config", local}, 0, "flow_hash_seed = 12345", ""},
+		{[]string{"fleet", "nonsense", "-config", local}, 2, "", "usage: vipd fleet"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(tc.args, &stdout, &stderr)
+		if code != tc.code || !strings.Contains(stdout.String(), tc.stdout) || !strings.Contains(stderr.String(), tc.stderr) {
+			t.Errorf("vipd %s: exit %d\n%s%s\nwant exit %d, stdout with %q, stderr with %q", strings.Join(tc.args, " "), code, &stdout, &stderr, tc.code, tc.stdout, tc.stderr)
+		}
+	}
+}
