@@ -168,6 +168,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if cfg.Fleet != nil {
+		// Until the daemon applies the fleet's keys, a box with [fleet]
+		// would serve no VIP at all: refuse rather than black-hole.
+		fmt.Fprintf(stderr, "vipd: %s has [fleet], which this vipd checks (-check) and whose commands it runs (vipd fleet) but does not serve yet: run it from a file with its [[vip]]s\n", *cfgPath)
+		return 1
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(stderr, "vipd: -log-level: %v\n", err)
