@@ -192,5 +192,10 @@ func restartOnly(old, new *config.Config) []string {
 	if !reflect.DeepEqual(old.BGP, new.BGP) {
 		changed = append(changed, "bgp")
 	}
+	if old.Fleet != nil || new.Fleet != nil {
+		// The daemon does not apply the fleet's keys yet: a file that
+		// gained [fleet] would reload to no VIP at all.
+		changed = append(changed, "fleet")
+	}
 	return changed
 }
