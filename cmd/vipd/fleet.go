@@ -11,7 +11,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/control/config"
+	"github.com/vipd/vipd/control/daemon"
 	"github.com/vipd/vipd/control/fleet"
 )
 
@@ -110,7 +112,8 @@ func fleetPush(ctx context.Context, cli *clientv3.Client, cfg *config.Config, fi
 		fmt.Fprintf(stderr, "vipd fleet push: %v\n", err)
 		return 1
 	}
-	if _, _, err := config.WithShared(cfg, file, doc); err != nil {
+	next, _, err := config.WithShared(cfg, file, doc)
+	if err != nil {
 		fmt.Fprintf(stderr, "vipd fleet push: %v\n", err)
 		return 1
 	}
@@ -123,8 +126,22 @@ func fleetPush(ctx context.Context, cli *clientv3.Client, cfg *config.Config, fi
 		fmt.Fprintf(stdout, "unchanged: the fleet's configuration is already %s (revision %d)\n", file, mod)
 		return 0
 	}
+	// What changes, as vipd reload prints it: against the fleet's
+	// current document when it is one this box can read (else every VIP
+	// is new).
+	var res api.ReloadResult
+	empty := *next // the box as it is, without the fleet's VIPs
+	empty.VIPs = nil
+	prev := &empty
+	if old != nil {
+		if p, _, err := config.WithShared(cfg, fmt.Sprintf("the fleet's revision %d", mod), old); err == nil {
+			prev = p
+		}
+	}
+	daemon.AddDiff(&res, config.Compare(prev, next))
 	if dryRun {
-		fmt.Fprintf(stdout, "would replace the fleet's configuration (revision %d) with %s\n", mod, file)
+		fmt.Fprintf(stdout, "would replace the fleet's configuration (revision %d) with %s:\n", mod, file)
+		writeChanges(stdout, &res)
 		return 0
 	}
 	rev, err := fleet.Push(ctx, cli, cfg.Fleet.Prefix, doc, mod)
@@ -136,6 +153,7 @@ func fleetPush(ctx context.Context, cli *clientv3.Client, cfg *config.Config, fi
 		fmt.Fprintf(stderr, "vipd fleet push: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "pushed %s as revision %d\n", file, rev)
+	fmt.Fprintf(stdout, "pushed %s as revision %d:\n", file, rev)
+	writeChanges(stdout, &res)
 	return 0
 }

@@ -23,7 +23,9 @@ func TestFleetCommands(t *testing.T) {
 	shared := filepath.Join(dir, "shared.toml")
 	doc := "flow_hash_seed = 12345\n\n[[vip]]\nname = \"web\"\naddress = \"198.18.0.100\"\nport = 80\nprotocol = \"tcp\"\n\n[[vip.backend]]\naddress = \"198.18.1.11\"\nport = 8080\n"
 	bad := filepath.Join(dir, "bad.toml")
-	for path, content := range map[string]string{local: src, shared: doc, bad: "flow_hash_seed = 1\n[admin]\nlisten = \"127.0.0.1:9180\"\n"} {
+	shared2 := filepath.Join(dir, "shared2.toml")
+	doc2 := doc + "\n[[vip.backend]]\naddress = \"198.18.1.12\"\nport = 8080\n"
+	for path, content := range map[string]string{local: src, shared: doc, shared2: doc2, bad: "flow_hash_seed = 1\n[admin]\nlisten = \"127.0.0.1:9180\"\n"} {
 		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -36,12 +38,13 @@ func TestFleetCommands(t *testing.T) {
 	}{
 		{[]string{"fleet", "status", "-config", local}, 0, "no live box", ""},
 		{[]string{"fleet", "pull", "-config", local}, 1, "", "has no configuration yet"},
-		{[]string{"fleet", "push", "-n", "-config", local, shared}, 0, "would replace", ""},
+		{[]string{"fleet", "push", "-n", "-config", local, shared}, 0, "would replace the fleet's configuration (revision 0) with " + shared + ":\n  + vip \"web\"\n", ""},
 		{[]string{"fleet", "pull", "-config", local}, 1, "", "has no configuration yet"},
 		{[]string{"fleet", "push", "-config", local, bad}, 1, "", "bad.toml:2"},
 		{[]string{"fleet", "push", "-config", local, shared}, 0, "pushed " + shared + " as revision", ""},
 		{[]string{"fleet", "push", "-config", local, shared}, 0, "unchanged", ""},
 		{[]string{"fleet", "pull", "-config", local}, 0, "flow_hash_seed = 12345", ""},
+		{[]string{"fleet", "push", "-config", local, shared2}, 0, "  + backend 198.18.1.12:8080 of vip \"web\"\n", ""},
 		{[]string{"fleet", "nonsense", "-config", local}, 2, "", "usage: vipd fleet"},
 	} {
 		var stdout, stderr bytes.Buffer

@@ -63,6 +63,12 @@ func writeReload(w io.Writer, r *api.ReloadResult) {
 		return
 	}
 	fmt.Fprintf(w, "reloaded %s:\n", r.File)
+	writeChanges(w, r)
+}
+
+// writeChanges prints what r says changed, a line each: + added, -
+// removed, ~ changed.
+func writeChanges(w io.Writer, r *api.ReloadResult) {
 	for _, v := range r.VIPsAdded {
 		fmt.Fprintf(w, "  + vip %q\n", v)
 	}

@@ -45,21 +45,28 @@ func (d *Daemon) ReloadConfig() (*api.ReloadResult, error) {
 		res.Warnings = append(res.Warnings, w.String())
 	}
 	if df := rep.Diff; df != nil {
-		res.VIPsAdded, res.VIPsRemoved = df.VIPsAdded, df.VIPsRemoved
-		for _, b := range df.BackendsAdded {
-			res.BackendsAdded = append(res.BackendsAdded, api.BackendRef{VIP: b.VIP, Backend: b.Backend})
-		}
-		for _, b := range df.BackendsRemoved {
-			res.BackendsRemoved = append(res.BackendsRemoved, api.BackendRef{VIP: b.VIP, Backend: b.Backend})
-		}
-		for _, r := range df.Reweighted {
-			res.Reweighted = append(res.Reweighted, api.Reweight{BackendRef: api.BackendRef{VIP: r.VIP, Backend: r.Backend}, Old: r.Old, New: r.New})
-		}
-		for _, c := range df.Keys {
-			res.Changed = append(res.Changed, c.String())
-		}
+		AddDiff(res, df)
 	}
 	return res, nil
+}
+
+// AddDiff puts what df says changed into res, as a reload answers it:
+// for the reload's answer, and for vipd fleet push, which prints the
+// change it makes to the fleet as vipd reload prints a reload's.
+func AddDiff(res *api.ReloadResult, df *config.Diff) {
+	res.VIPsAdded, res.VIPsRemoved = df.VIPsAdded, df.VIPsRemoved
+	for _, b := range df.BackendsAdded {
+		res.BackendsAdded = append(res.BackendsAdded, api.BackendRef{VIP: b.VIP, Backend: b.Backend})
+	}
+	for _, b := range df.BackendsRemoved {
+		res.BackendsRemoved = append(res.BackendsRemoved, api.BackendRef{VIP: b.VIP, Backend: b.Backend})
+	}
+	for _, r := range df.Reweighted {
+		res.Reweighted = append(res.Reweighted, api.Reweight{BackendRef: api.BackendRef{VIP: r.VIP, Backend: r.Backend}, Old: r.Old, New: r.New})
+	}
+	for _, c := range df.Keys {
+		res.Changed = append(res.Changed, c.String())
+	}
 }
 
 // refuse ends a refused reload: it counts it, logs each of errs as an
