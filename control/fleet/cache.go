@@ -60,7 +60,37 @@ func Save(path string, s *Snapshot) error {
 	if err != nil {
 		return err
 	}
+	return SaveBytes(path, b)
+}
+
+// SaveBytes writes an encoded snapshot (Encode) as Save does.
+func SaveBytes(path string, b []byte) error {
 	return durable.WriteFile(path, b, 0o600)
+}
+
+// SnapshotOf is the snapshot of the keys k of the fleet under prefix,
+// saved at now.
+func SnapshotOf(prefix string, k *Keys, now time.Time) *Snapshot {
+	s := &Snapshot{Prefix: prefix, Revision: k.Revision, Config: string(k.Config), Saved: now}
+	if len(k.Overrides) > 0 {
+		s.Overrides = make(map[string]string, len(k.Overrides))
+		for name, v := range k.Overrides {
+			s.Overrides[name] = string(v)
+		}
+	}
+	return s
+}
+
+// Keys returns the keys the snapshot holds.
+func (s *Snapshot) Keys() *Keys {
+	k := &Keys{Revision: s.Revision, Config: []byte(s.Config)}
+	if len(s.Overrides) > 0 {
+		k.Overrides = make(map[string][]byte, len(s.Overrides))
+		for name, v := range s.Overrides {
+			k.Overrides[name] = []byte(v)
+		}
+	}
+	return k
 }
 
 // Load reads the cache at path, written for the fleet under prefix. It

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -14,7 +15,14 @@ type EtcdStore struct {
 	Client *clientv3.Client
 	// Prefix is [fleet] prefix, ending in "/".
 	Prefix string
+	// Progress is how often a watch asks etcd whether it is current
+	// (DefaultProgress when 0): etcd's own progress notifications come
+	// every 10 minutes, too seldom to tell a quiet fleet from a lost one.
+	Progress time.Duration
 }
+
+// DefaultProgress is how often a watch asks for a progress notification.
+const DefaultProgress = 2 * time.Second
 
 // Get implements Store: one range read of the prefix, linearizable (a
 // member cut off from the quorum fails it rather than answer stale).
@@ -38,6 +46,25 @@ func (s *EtcdStore) Watch(ctx context.Context, rev int64) <-chan Batch {
 	out := make(chan Batch)
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	wch := s.Client.Watch(wctx, s.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithProgressNotify())
+	every := s.Progress
+	if every <= 0 {
+		every = DefaultProgress
+	}
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+				// The same context as the watch: etcd answers on the
+				// watch stream the context's metadata selects. A failure
+				// shows as the box going stale.
+				s.Client.RequestProgress(wctx)
+			}
+		}
+	}()
 	go func() {
 		defer close(out)
 		defer cancel()

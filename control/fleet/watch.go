@@ -129,7 +129,23 @@ func (w *Watcher) Run(ctx context.Context) error {
 // read reads every key and applies them, unless the box already holds
 // that revision.
 func (w *Watcher) read(ctx context.Context) (*Keys, error) {
-	rev, kvs, err := w.Store.Get(ctx)
+	k, err := Read(ctx, w.Store)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	w.update(func(s *WatchState) { s.Connected, s.EtcdError = true, "" })
+	if st := w.State(); st.Revision != k.Revision || st.Applied.IsZero() {
+		w.apply(k.Clone(), now)
+	} else {
+		w.update(func(s *WatchState) { s.Current = now })
+	}
+	return k, nil
+}
+
+// Read reads every key below the prefix as one snapshot.
+func Read(ctx context.Context, st Store) (*Keys, error) {
+	rev, kvs, err := st.Get(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -137,11 +153,18 @@ func (w *Watcher) read(ctx context.Context) (*Keys, error) {
 	for _, kv := range kvs {
 		k.apply(Event{Key: kv.Key, Value: kv.Value, Revision: rev})
 	}
-	w.update(func(s *WatchState) { s.Connected, s.EtcdError = true, "" })
-	if st := w.State(); st.Revision != rev || st.Applied.IsZero() {
-		w.apply(k.Clone(), time.Now())
-	}
 	return k, nil
+}
+
+// Started tells the watcher what the box started with: the keys as of
+// rev, applied at applied, last known to be the fleet's latest at
+// current (when they were read from etcd; for a cache, when it was
+// saved); connected when they were read from etcd just now. Call it
+// before Run.
+func (w *Watcher) Started(rev int64, applied, current time.Time, connected bool) {
+	w.update(func(s *WatchState) {
+		s.Revision, s.Applied, s.Current, s.Connected = rev, applied, current, connected
+	})
 }
 
 // watch applies k's later revisions until the watch ends.
