@@ -64,18 +64,25 @@ var (
 	dCTFull      = desc("conntrack_full_total", "Inserts refused for want of room (the flow went stateless).")
 	dDriver      = desc("driver_events_total", "Driver counters, summed over queues.", "event")
 	dReloads     = desc("config_reloads_total", "Configuration reloads, by result.", "result")
-	dAllDown     = desc("all_backends_down_total", "Times every backend of a VIP was found down.", "vip")
-	dGeneration  = desc("snapshot_generation", "Snapshots published since start.")
-	dRole        = desc("neighbor_role", "1 for the box's neighbor role now (active: answers ARP/NDP for its VIPs and announces them; standby: neither), 0 for the other.", "role")
-	dRoleChanges = desc("neighbor_role_changes_total", "Switches of the neighbor role since start (vipd active, vipd standby).")
-	dQUICRouted  = desc("quic_lb_routed_total", "Packets of QUIC-LB VIPs routed by the server ID in their connection ID (what=packets), those of them whose connection-table entry moved to that server from another backend (what=moved), and ICMP errors steered by the quoted packet's source connection ID (what=icmp).", "what")
-	dQUICFall    = desc("quic_lb_fallback_total", "Packets of QUIC-LB VIPs (and quoted ones, in ICMP errors) that the connection ID did not route, by reason; they took the connection table and the scheduler.", "reason")
-	dHints       = desc("previous_owner_hints_total", "Previous-owner hints: flows that missed the connection table mid-stream and were given one (flows), and packets sent with one (packets).", "what")
-	dPrevUntil   = desc("vip_previous_owner_expiry_seconds", "When the VIP's previous backend set (previous_owner) expires, in Unix seconds; absent while it has none.", "vip")
-	dStateErrors = desc("state_file_errors_total", "Reads and writes of [dataplane] state_file that failed.")
-	dStalled     = desc("workers_stalled", "Workers that started no loop iteration for 2 s or more: while above 0 every BGP route is withdrawn and /ready fails.")
-	dStalls      = desc("worker_stalls_total", "Times one or more workers were found stalled.")
-	dTunProbe    = desc("tunnel_prober_packets_total", "Packets of the tunnel health prober (DSR probe = \"tunnel\"): read from its TUN device and sent encapsulated to a backend (sent), kernel traffic that is no probe (not_probe), segments of no live probe connection (unknown), failed sends (send_error) and reads (read_error).", "event")
+	// The fleet's (docs/fleet.md): only on a box with [fleet].
+	dFleetConnected = desc("fleet_connected", "1 while the box's watch on etcd runs and etcd answers, 0 while etcd is away (traffic is not affected).")
+	dFleetStale     = desc("fleet_stale", "1 while the box cannot know it runs the fleet's latest revision (etcd away or silent, or started from its cache).")
+	dFleetRevision  = desc("fleet_revision", "etcd revision of the fleet's keys the box runs.")
+	dFleetAge       = desc("fleet_revision_age_seconds", "Seconds since the box last learned that the revision it runs is the fleet's latest.")
+	dFleetErrors    = desc("fleet_apply_errors_total", "Revisions of the fleet the box refused (invalid here, or a change that needs a restart); it keeps the last good one.")
+	dFleetCacheErr  = desc("fleet_cache_errors_total", "Failed writes of the fleet cache file.")
+	dAllDown        = desc("all_backends_down_total", "Times every backend of a VIP was found down.", "vip")
+	dGeneration     = desc("snapshot_generation", "Snapshots published since start.")
+	dRole           = desc("neighbor_role", "1 for the box's neighbor role now (active: answers ARP/NDP for its VIPs and announces them; standby: neither), 0 for the other.", "role")
+	dRoleChanges    = desc("neighbor_role_changes_total", "Switches of the neighbor role since start (vipd active, vipd standby).")
+	dQUICRouted     = desc("quic_lb_routed_total", "Packets of QUIC-LB VIPs routed by the server ID in their connection ID (what=packets), those of them whose connection-table entry moved to that server from another backend (what=moved), and ICMP errors steered by the quoted packet's source connection ID (what=icmp).", "what")
+	dQUICFall       = desc("quic_lb_fallback_total", "Packets of QUIC-LB VIPs (and quoted ones, in ICMP errors) that the connection ID did not route, by reason; they took the connection table and the scheduler.", "reason")
+	dHints          = desc("previous_owner_hints_total", "Previous-owner hints: flows that missed the connection table mid-stream and were given one (flows), and packets sent with one (packets).", "what")
+	dPrevUntil      = desc("vip_previous_owner_expiry_seconds", "When the VIP's previous backend set (previous_owner) expires, in Unix seconds; absent while it has none.", "vip")
+	dStateErrors    = desc("state_file_errors_total", "Reads and writes of [dataplane] state_file that failed.")
+	dStalled        = desc("workers_stalled", "Workers that started no loop iteration for 2 s or more: while above 0 every BGP route is withdrawn and /ready fails.")
+	dStalls         = desc("worker_stalls_total", "Times one or more workers were found stalled.")
+	dTunProbe       = desc("tunnel_prober_packets_total", "Packets of the tunnel health prober (DSR probe = \"tunnel\"): read from its TUN device and sent encapsulated to a backend (sent), kernel traffic that is no probe (not_probe), segments of no live probe connection (unknown), failed sends (send_error) and reads (read_error).", "event")
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
@@ -191,6 +198,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for vip, v := range m.AllDown {
 		counter(dAllDown, v, vip)
 	}
+	if f := m.Fleet; f != nil {
+		gauge(dFleetConnected, b2f(f.Connected))
+		gauge(dFleetStale, b2f(f.Stale))
+		gauge(dFleetRevision, float64(f.Revision))
+		gauge(dFleetAge, f.AgeSeconds)
+		counter(dFleetErrors, f.ApplyErrors)
+		counter(dFleetCacheErr, f.CacheErrors)
+	}
 	gauge(dGeneration, float64(m.Generation))
 	if m.Role != "" {
 		for _, r := range []string{api.RoleActive, api.RoleStandby} {
@@ -205,4 +220,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	collectBGP(m.BGP, counter, gauge)
 	collectChecks(m, ch)
 	collectFlows(m, ch)
+}
+
+// b2f is 1 for true, 0 for false.
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

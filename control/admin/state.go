@@ -69,6 +69,8 @@ type Metrics struct {
 	// since start (vipd active, vipd standby).
 	Role        string
 	RoleChanges uint64
+	// Fleet is the box's view of its fleet; nil without [fleet].
+	Fleet *api.FleetState
 }
 
 // BackendLabel identifies a backend in metric labels.

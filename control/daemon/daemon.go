@@ -14,6 +14,7 @@ import (
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/control/config"
+	"github.com/vipd/vipd/control/fleet"
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/health"
 )
@@ -36,6 +37,9 @@ type Options struct {
 	// OpenTunnelProber replaces tunprobe.New (tests); it is not used when
 	// HealthProbe is set.
 	OpenTunnelProber OpenTunnelProber
+	// Fleet, for a box with [fleet]: the fleet it follows (fleet.go).
+	// The configuration given to New is then Fleet.Composed's.
+	Fleet *FleetSource
 }
 
 // Daemon is a running vipd. Its fields are grouped by what they belong
@@ -80,6 +84,9 @@ type Daemon struct {
 	// cfgFile tells whether the file on disk is the one that runs
 	// (reloadreport.go); its own lock.
 	cfgFile *configFile
+	// fleet follows the fleet's keys (fleet.go); nil without [fleet].
+	// Set by New.
+	fleet *fleetState
 
 	// mu guards every field annotated +checklocks:mu below and orders
 	// publication: every snapshot (start, host change, reload, health
@@ -112,6 +119,13 @@ type Daemon struct {
 	overrides map[uint32]override
 	// +checklocks:mu
 	outliers outlierState // passive outlier detection (outlier.go)
+	// fleetOverrides are the fleet's overrides in force, by
+	// fleetOverrideKey, and fleetIgnored the fleet's keys not applied
+	// and why (fleet.go): for status.
+	// +checklocks:mu
+	fleetOverrides map[string]fleet.Override
+	// +checklocks:mu
+	fleetIgnored []string
 
 	// Health checks, under mu (health.go).
 	// +checklocks:mu
@@ -265,6 +279,14 @@ func New(cfg *config.Config, opts Options) *Daemon {
 		health: map[uint32]control.Status{}, checked: map[uint32]bool{}, drains: map[uint32]bool{}, allDown: map[string]bool{},
 		dirtyVIPs: map[int]bool{}, targets: map[uint32]bool{}, reports: map[uint32]report{},
 		prev: control.NewPrevious(), overrides: map[uint32]override{}, role: newRole(cfg),
+	}
+	if opts.Fleet != nil {
+		d.fleet = newFleetState(d, opts.Fleet)
+		if c := opts.Fleet.Composed; c != nil {
+			d.mu.Lock()
+			d.setFleetLocked(c)
+			d.mu.Unlock()
+		}
 	}
 	d.stateW = newStateWriter(writeFileDurably, func(path string, err error) {
 		d.stateErrors.Add(1)
@@ -479,6 +501,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	vips := len(d.cfg.VIPs)
 	d.mu.Unlock()
 	d.log.Info("vipd running", "vips", vips, "workers", len(queues), "io", cfg.Dataplane.IO)
+	if d.fleet != nil {
+		d.startFleet(ctx, &wg)
+	}
 
 	<-ctx.Done()
 	// A cause other than the caller's cancel is a failure: a worker, the

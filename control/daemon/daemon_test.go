@@ -41,6 +41,13 @@ type testDaemon struct {
 // in a fresh directory) and prepares a daemon on it; Run is the caller's.
 func newTestDaemon(t *testing.T, src string, probe health.Prober) *testDaemon {
 	t.Helper()
+	return newTestDaemonWith(t, src, probe, nil)
+}
+
+// newTestDaemonWith is newTestDaemon; setup, when not nil, may change the
+// options and returns the configuration New gets in place of the file's.
+func newTestDaemonWith(t *testing.T, src string, probe health.Prober, setup func(*config.Config, *Options) *config.Config) *testDaemon {
+	t.Helper()
 	// Not t.TempDir: its path, made of the test's name, can pass the 107
 	// bytes a socket path may have.
 	dir, err := os.MkdirTemp("", "vipd-test")
@@ -56,12 +63,16 @@ func newTestDaemon(t *testing.T, src string, probe health.Prober) *testDaemon {
 	}
 	td.plat = newMemPlatform()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	td.d = New(cfg, Options{ConfigPath: td.path, Platform: td.plat, Log: log, Version: "test", PollTimeout: 10 * time.Millisecond, HealthProbe: probe,
+	opts := Options{ConfigPath: td.path, Platform: td.plat, Log: log, Version: "test", PollTimeout: 10 * time.Millisecond, HealthProbe: probe,
 		// A real one would put a TUN device and a routing rule in the
 		// test's own namespace.
 		OpenTunnelProber: func(tunprobe.Options) (TunnelProber, error) {
 			return nil, errors.New("test daemons must not open a real tunnel prober")
-		}})
+		}}
+	if setup != nil {
+		cfg = setup(cfg, &opts)
+	}
+	td.d = New(cfg, opts)
 	t.Cleanup(func() { td.stop() })
 	return td
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/control/config"
+	"github.com/vipd/vipd/control/fleet"
 )
 
 // ErrRestartNeeded is wrapped by Reload when the new file changes settings
@@ -72,11 +73,49 @@ func (d *Daemon) applyReload() (*ReloadReport, error) {
 	if err != nil {
 		return d.refuse(rep, errorEntries(err), err)
 	}
+	var fc *fleet.Composed
+	local := cfg
+	if cfg.Fleet != nil && d.fleet != nil {
+		// The file is the box's half: joined with the fleet's keys this
+		// box applied last, as every box joins its own file.
+		if fc, err = fleet.Compose(cfg, d.fleet.keys); err != nil {
+			return d.refuse(rep, errorEntries(err), err)
+		}
+		cfg = fc.Config
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	diff, entries, err := d.applyLocked(cfg, "reload")
+	if err != nil {
+		if errors.Is(err, ErrNotRunning) {
+			d.log.Warn("reload ignored: vipd is stopping")
+			return nil, err
+		}
+		return d.refuse(rep, entries, err)
+	}
+	if fc != nil {
+		d.fleet.local = local
+		d.setFleetLocked(fc)
+	}
+	d.reloadOK.Add(1)
+	d.cfgFile.succeeded(data)
+	rep.Diff = diff
+	d.logChanges(diff)
+	d.log.Info("configuration reloaded", "vips", len(cfg.VIPs), "generation", d.gen)
+	return rep, nil
+}
+
+// applyLocked makes cfg the running configuration, from a reload (why
+// "reload") or a revision of the fleet ("fleet"): refused, with one entry
+// per reason, when it changes what needs a restart, when the platform
+// cannot take it, or when it does not compile; the running configuration
+// then stays. VIPs and backends that stay keep their flows; removed ones
+// stop.
+//
+// +checklocks:d.mu
+func (d *Daemon) applyLocked(cfg *config.Config, why string) (*config.Diff, []string, error) {
 	if !d.servingLocked() {
-		d.log.Warn("reload ignored: vipd is stopping")
-		return nil, ErrNotRunning
+		return nil, nil, ErrNotRunning
 	}
 	diff := config.Compare(d.cfg, cfg)
 	if keys := restartEntries(d.cfg, cfg, diff); len(keys) > 0 {
@@ -84,21 +123,21 @@ func (d *Daemon) applyReload() (*ReloadReport, error) {
 		for i, k := range keys {
 			entries[i] = k + ": " + ErrRestartNeeded.Error()
 		}
-		return d.refuse(rep, entries, fmt.Errorf("%s: %w", strings.Join(keys, ", "), ErrRestartNeeded))
+		return nil, entries, fmt.Errorf("%s: %w", strings.Join(keys, ", "), ErrRestartNeeded)
 	}
 	if rc, ok := d.opts.Platform.(reloadChecker); ok {
 		if err := rc.CheckReload(cfg); err != nil {
-			return d.refuse(rep, []string{err.Error()}, err)
+			return nil, []string{err.Error()}, err
 		}
 	}
 	if err := d.tunnels.ensure(cfg, d.opts.Platform.Host()); err != nil {
-		return d.refuse(rep, []string{err.Error()}, err)
+		return nil, []string{err.Error()}, err
 	}
 	old := d.cfg
 	d.cfg = cfg
-	if err := d.publishLocked("reload"); err != nil {
+	if err := d.publishLocked(why); err != nil {
 		d.cfg = old
-		return d.refuse(rep, []string{err.Error()}, err)
+		return nil, []string{err.Error()}, err
 	}
 	keepVIP, keepBackend := map[string]bool{}, map[string]bool{}
 	for i := range cfg.VIPs {
@@ -151,12 +190,7 @@ func (d *Daemon) applyReload() (*ReloadReport, error) {
 			"file", cfg.Dataplane.NeighborRole, "role", d.role.name())
 	}
 	d.loadedAt = time.Now()
-	d.reloadOK.Add(1)
-	d.cfgFile.succeeded(data)
-	rep.Diff = diff
-	d.logChanges(diff)
-	d.log.Info("configuration reloaded", "vips", len(cfg.VIPs), "generation", d.gen)
-	return rep, nil
+	return diff, nil, nil
 }
 
 // serving reports whether the daemon is live or running: it has published
@@ -192,9 +226,9 @@ func restartOnly(old, new *config.Config) []string {
 	if !reflect.DeepEqual(old.BGP, new.BGP) {
 		changed = append(changed, "bgp")
 	}
-	if old.Fleet != nil || new.Fleet != nil {
-		// The daemon does not apply the fleet's keys yet: a file that
-		// gained [fleet] would reload to no VIP at all.
+	if !reflect.DeepEqual(old.Fleet, new.Fleet) {
+		// Another store, prefix or identity: the watch and the box key
+		// start over, which is a start.
 		changed = append(changed, "fleet")
 	}
 	return changed

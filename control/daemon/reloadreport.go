@@ -186,7 +186,7 @@ func restartEntries(old, new *config.Config, diff *config.Diff) []string {
 		switch {
 		case c.Table == "dataplane" && (c.Key == "egress_mtu" || c.Key == "neighbor_role"):
 			continue
-		case c.Table == "dataplane", c.Table == "conntrack", c.Table == "admin", c.Table == "bgp":
+		case c.Table == "dataplane", c.Table == "conntrack", c.Table == "admin", c.Table == "bgp", c.Table == "fleet":
 			named[c.Table] = true
 			out = append(out, c.String())
 		}

@@ -61,6 +61,7 @@ func (d *Daemon) State(ctx context.Context) (*api.State, error) {
 	}
 	st.ConfigDiffers, st.ConfigError = differs, cfgErr
 	st.Role, st.RoleSince = d.role.name(), d.role.since
+	st.Fleet = d.fleetStateLocked(time.Now())
 	for i := range d.cfg.VIPs {
 		v := &d.cfg.VIPs[i]
 		vs := api.VIPState{
@@ -93,6 +94,7 @@ func (d *Daemon) State(ctx context.Context) (*api.State, error) {
 			}
 			bs.EffectiveWeight, bs.Load = effectiveWeight(b.Weight, d.statusLocked(ref))
 			bs.Override = d.overrides[ref].admin()
+			bs.FleetOverride = d.fleetOverrideLocked(v, b)
 			addRecord(&bs, records, ref)
 			bs.Rates = d.rates.backend(ref)
 			bs.QUICServerIDs = quicServerIDs(b.QUICLBServerIDs)
@@ -213,6 +215,7 @@ func (d *Daemon) Metrics() *admin.Metrics {
 	defer d.mu.Unlock()
 	m.Generation = d.gen
 	m.Role, m.RoleChanges = d.role.name(), d.role.changes
+	m.Fleet = d.fleetStateLocked(time.Now())
 	m.FastPath = d.fastOn.Load()
 	m.StateErrors = d.stateErrors.Load()
 	m.WorkersStalled, m.WorkerStalls = len(d.box.stalled), d.stallEvents.Load()

@@ -36,6 +36,60 @@ type State struct {
 	// WorkersDetail holds each worker's rates (WorkerState); the
 	// contract's Workers name is taken by the worker count.
 	WorkersDetail []WorkerState `json:"workers_detail"`
+	// Fleet is the box's fleet, when its file has [fleet]; nil
+	// otherwise.
+	Fleet *FleetState `json:"fleet,omitempty"`
+}
+
+// FleetState is a box's view of its fleet (docs/fleet.md).
+type FleetState struct {
+	Endpoints []string `json:"endpoints"`
+	Prefix    string   `json:"prefix"`
+	Box       string   `json:"box"`
+	// Connected: the box's watch on etcd runs and etcd answered since it
+	// last failed.
+	Connected bool `json:"connected"`
+	// Stale: the box cannot know it runs the fleet's latest revision
+	// (etcd away, or silent for longer than a few progress requests, or
+	// the box started from its cache and has not reached etcd since).
+	// Traffic is not affected: the box forwards with what it applied.
+	Stale bool `json:"stale"`
+	// FromCache: the box started from CacheFile while etcd was away and
+	// has not read etcd since.
+	FromCache bool `json:"from_cache"`
+	// Revision is etcd's revision of the keys in force, Digest their
+	// sha256 (the same on every box that applied them), Applied when the
+	// box applied them, Current when it last learned they are the
+	// latest; AgeSeconds is the time since Current.
+	Revision   int64     `json:"revision"`
+	Digest     string    `json:"digest"`
+	Applied    time.Time `json:"applied,omitzero"`
+	Current    time.Time `json:"current,omitzero"`
+	AgeSeconds float64   `json:"age_seconds"`
+	// Refused is the last revision the box refused (0: none since it
+	// last applied one), RefusedWhy why; ApplyErrors counts refusals.
+	Refused     int64  `json:"refused,omitempty"`
+	RefusedWhy  string `json:"refused_why,omitempty"`
+	ApplyErrors uint64 `json:"apply_errors"`
+	// EtcdError is the last failure to read or watch etcd, while it
+	// lasts.
+	EtcdError string `json:"etcd_error,omitempty"`
+	// CacheFile holds the last applied revision; CacheErrors counts
+	// failed writes of it.
+	CacheFile   string `json:"cache_file"`
+	CacheErrors uint64 `json:"cache_errors"`
+	// Ignored lists the fleet's keys the box did not apply, and why (an
+	// override naming no backend, a stray key).
+	Ignored []string `json:"ignored,omitempty"`
+}
+
+// FleetOverride is one of the fleet's overrides in force on a backend.
+type FleetOverride struct {
+	// What is "drain", "disabled" or "weight N".
+	What string    `json:"what"`
+	By   string    `json:"by,omitempty"`
+	Why  string    `json:"why,omitempty"`
+	At   time.Time `json:"at,omitzero"`
 }
 
 // VIPState is one VIP in State.
@@ -137,6 +191,9 @@ type BackendState struct {
 	// Override is the run-time override in force (vipd weight, vipd
 	// disable); nil: none, the file rules.
 	Override *Override `json:"override,omitempty"`
+	// FleetOverride is the fleet's override in force (vipd drain -fleet
+	// and the like: a key in etcd); nil: none.
+	FleetOverride *FleetOverride `json:"fleet_override,omitempty"`
 	// LastError is why the last health check failed ("" when it passed),
 	// StateSince when the check's verdict last changed, LastCheckSeconds
 	// how long the last check took (health.Record).
