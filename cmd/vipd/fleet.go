@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
@@ -156,4 +157,40 @@ func fleetPush(ctx context.Context, cli *clientv3.Client, cfg *config.Config, fi
 	fmt.Fprintf(stdout, "pushed %s as revision %d:\n", file, rev)
 	writeChanges(stdout, &res)
 	return 0
+}
+
+// beginFleet connects a box with [fleet] to its fleet and reads what it
+// starts with (fleet.Begin: etcd, else the cache); the function returned
+// closes the connection when vipd stops.
+func beginFleet(local *config.Config, log *slog.Logger) (*daemon.FleetSource, func(), error) {
+	f := local.Fleet
+	cli, err := fleet.NewClient(f)
+	if err != nil {
+		return nil, nil, err
+	}
+	store := &fleet.EtcdStore{Client: cli, Prefix: f.Prefix}
+	b, err := fleet.Begin(context.Background(), store, local, f.DialTimeout.D())
+	if err != nil {
+		cli.Close()
+		return nil, nil, err
+	}
+	switch {
+	case b.FromCache:
+		log.Warn("starting from the fleet cache: vipd serves its last applied revision and follows the fleet once etcd answers",
+			"why", b.Etcd.Error(), "revision", b.Keys.Revision, "saved", b.Saved, "cache_file", f.CacheFile)
+	case b.CacheProblem != nil:
+		log.Warn("the fleet cache is not usable; the revision read from etcd replaces it", "err", b.CacheProblem.Error())
+	}
+	for _, w := range b.Composed.Warnings {
+		log.Warn("fleet config warning", "revision", b.Keys.Revision, "problem", w.String())
+	}
+	for _, s := range b.Composed.Ignored {
+		log.Warn("fleet key ignored", "revision", b.Keys.Revision, "problem", s)
+	}
+	log.Info("fleet", "endpoints", f.Endpoints, "prefix", f.Prefix, "box", f.Box, "revision", b.Keys.Revision,
+		"vips", len(b.Composed.Config.VIPs), "overrides", len(b.Composed.Overrides), "from_cache", b.FromCache)
+	bk := &fleet.BoxKey{Client: cli, Prefix: f.Prefix, Box: f.Box}
+	src := &daemon.FleetSource{Store: store, Local: local, Start: b.Keys, Composed: b.Composed,
+		FromCache: b.FromCache, Saved: b.Saved, BoxKey: bk.Run}
+	return src, func() { cli.Close() }, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/vipd/vipd/control/admin/client"
 	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/control/daemon"
+	"github.com/vipd/vipd/control/fleet"
 	"github.com/vipd/vipd/internal/procs"
 	"github.com/vipd/vipd/internal/ratelog"
 	"github.com/vipd/vipd/internal/sdnotify"
@@ -168,12 +169,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	if cfg.Fleet != nil {
-		// Until the daemon applies the fleet's keys, a box with [fleet]
-		// would serve no VIP at all: refuse rather than black-hole.
-		fmt.Fprintf(stderr, "vipd: %s has [fleet], which this vipd checks (-check) and whose commands it runs (vipd fleet) but does not serve yet: run it from a file with its [[vip]]s\n", *cfgPath)
-		return 1
-	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(stderr, "vipd: -log-level: %v\n", err)
@@ -214,8 +209,18 @@ func serve(cfg *config.Config, path string, log *slog.Logger) int {
 	}
 	// One P per worker, which holds it, and one for everything else.
 	logProcs(procs.Spare(cfg.Dataplane.Queues), cfg.Dataplane.Queues, log)
+	var fsrc *daemon.FleetSource
+	if cfg.Fleet != nil {
+		src, closeFleet, err := beginFleet(cfg, log)
+		if err != nil {
+			log.Error("vipd cannot start", "err", err)
+			return 1
+		}
+		defer closeFleet()
+		fsrc, cfg = src, src.Composed.Config
+	}
 	d := daemon.New(cfg, daemon.Options{
-		ConfigPath: path, Platform: daemon.NewLinuxPlatform(cfg, log), Log: log, Version: version,
+		ConfigPath: path, Platform: daemon.NewLinuxPlatform(cfg, log), Log: log, Version: version, Fleet: fsrc,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -379,12 +384,20 @@ func drain(args []string, stdout, stderr io.Writer) int {
 	cfgPath := fs.String("config", "", "configuration `file` whose [admin] socket to use")
 	addr := fs.String("admin", "", "the admin socket's `path`, like -socket (drains are not served over TCP)")
 	undo := fs.Bool("undo", false, "undrain: let the backend take new flows again")
+	ff := addFleetFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if fs.NArg() != 2 {
-		fmt.Fprintln(stderr, "usage: vipd drain [-undo] [-socket PATH | -config FILE] VIP BACKEND")
+	if fs.NArg() != 2 || !ff.check("drain", stderr) {
+		fmt.Fprintln(stderr, "usage: vipd drain [-undo] [-socket PATH | -config FILE] VIP BACKEND\n       vipd drain -fleet [-undo] [-wait] [-reason TEXT] [-config FILE] VIP BACKEND")
 		return 2
+	}
+	if *ff.on {
+		change := fleetChange{set: &fleet.Override{Drain: true}}
+		if *undo {
+			change = fleetChange{undo: "drain"}
+		}
+		return fleetOverride("drain", ff, *cfgPath, fs.Arg(0), fs.Arg(1), change, stdout, stderr)
 	}
 	path, err := socketFor(*socket, *addr, *cfgPath, stderr)
 	if err != nil {
