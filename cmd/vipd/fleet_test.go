@@ -46,7 +46,26 @@ func TestFleetCommands(t *testing.T) {
 		{[]string{"fleet", "pull", "-config", local}, 0, "flow_hash_seed = 12345", ""},
 		{[]string{"fleet", "push", "-config", local, shared2}, 0, "  + backend 198.18.1.12:8080 of vip \"web\"\n", ""},
 		{[]string{"fleet", "nonsense", "-config", local}, 2, "", "usage: vipd fleet"},
+
+		// The fleet's overrides: named as vipd status names backends,
+		// one per backend, undone only by their own kind.
+		{[]string{"drain", "-fleet", "-config", local, "-reason", "kernel update", "web", "198.18.1.11"}, 0, "web 198.18.1.11:8080: drain written to the fleet (revision", ""},
+		{[]string{"enable", "-fleet", "-config", local, "web", "198.18.1.11"}, 1, "", "the fleet's override is drain, not disabled"},
+		{[]string{"drain", "-fleet", "-undo", "-wait", "-config", local, "web", "198.18.1.11:8080"}, 0, "the fleet's drain undone", ""},
+		{[]string{"drain", "-fleet", "-undo", "-config", local, "web", "198.18.1.11"}, 0, "nothing to undo", ""},
+		{[]string{"weight", "-fleet", "-config", local, "web", "198.18.1.12", "5"}, 0, "web 198.18.1.12:8080: weight 5 written", ""},
+		{[]string{"weight", "-fleet", "-config", local, "web", "198.18.1.12", "-reset"}, 0, "the fleet's weight undone", ""},
+		{[]string{"disable", "-fleet", "-config", local, "web", "198.18.1.99"}, 1, "", "198.18.1.99"},
+		{[]string{"disable", "-fleet", "-config", local, "api", "198.18.1.11"}, 1, "", "api"},
+		{[]string{"drain", "-wait", "web", "198.18.1.11"}, 2, "", "-wait and -reason go with -fleet"},
+		{[]string{"disable", "-fleet", "-wait", "-timeout", "300ms", "-config", local, "web", "198.18.1.11"}, 1, "web 198.18.1.11:8080: disabled written", "not applied by: lagging"},
 	} {
+		if tc.stderr == "not applied by: lagging" {
+			// A live box that never applies: its key at revision 1.
+			if _, err := c.Client(t).Put(t.Context(), "/vipd/fleets/test/boxes/lagging", `{"box":"lagging","revision":1}`); err != nil {
+				t.Fatal(err)
+			}
+		}
 		var stdout, stderr bytes.Buffer
 		code := run(tc.args, &stdout, &stderr)
 		if code != tc.code || !strings.Contains(stdout.String(), tc.stdout) || !strings.Contains(stderr.String(), tc.stderr) {

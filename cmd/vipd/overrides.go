@@ -10,6 +10,7 @@ import (
 	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/control/admin/client"
 	"github.com/vipd/vipd/control/config"
+	"github.com/vipd/vipd/control/fleet"
 )
 
 // Run-time overrides: vipd weight, vipd disable and vipd enable, through
@@ -19,13 +20,14 @@ import (
 
 // overrideFlags are the flags of the override commands: where the admin
 // socket is.
-func overrideFlags(name string, stderr io.Writer) (fs *flag.FlagSet, socket, addr, cfgPath *string) {
+func overrideFlags(name string, stderr io.Writer) (fs *flag.FlagSet, socket, addr, cfgPath *string, ff fleetFlags) {
 	fs = flag.NewFlagSet("vipd "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	socket = fs.String("socket", "", "admin socket `path` (default: [admin] socket of -config, else "+config.DefaultAdminSocket+")")
 	cfgPath = fs.String("config", "", "configuration `file` whose [admin] socket to use")
 	addr = fs.String("admin", "", "the admin socket's `path`, like -socket (overrides are not served over TCP)")
-	return fs, socket, addr, cfgPath
+	ff = addFleetFlags(fs)
+	return fs, socket, addr, cfgPath, ff
 }
 
 // parseAnywhere parses fs's flags wherever they are among the arguments
@@ -46,14 +48,15 @@ func parseAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 const (
-	weightUsage  = "usage: vipd weight [-socket PATH | -config FILE] VIP BACKEND N|-reset"
-	disableUsage = "usage: vipd disable [-socket PATH | -config FILE] VIP BACKEND"
-	enableUsage  = "usage: vipd enable [-socket PATH | -config FILE] VIP BACKEND"
+	fleetUsage   = " [-fleet [-wait] [-reason TEXT]]"
+	weightUsage  = "usage: vipd weight [-socket PATH | -config FILE]" + fleetUsage + " VIP BACKEND N|-reset"
+	disableUsage = "usage: vipd disable [-socket PATH | -config FILE]" + fleetUsage + " VIP BACKEND"
+	enableUsage  = "usage: vipd enable [-socket PATH | -config FILE]" + fleetUsage + " VIP BACKEND"
 )
 
 // weightCmd is vipd weight: a weight override, or its end (-reset).
 func weightCmd(args []string, stdout, stderr io.Writer) int {
-	fs, socket, addr, cfgPath := overrideFlags("weight", stderr)
+	fs, socket, addr, cfgPath, ff := overrideFlags("weight", stderr)
 	reset := fs.Bool("reset", false, "end the override: the file's weight is in force again")
 	pos, err := parseAnywhere(fs, args)
 	if err != nil {
@@ -73,6 +76,16 @@ func weightCmd(args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintln(stderr, weightUsage)
 		return 2
+	}
+	if !ff.check("weight", stderr) {
+		return 2
+	}
+	if *ff.on {
+		change := fleetChange{set: &fleet.Override{Weight: req.Weight}}
+		if *reset {
+			change = fleetChange{undo: "weight"}
+		}
+		return fleetOverride("weight", ff, *cfgPath, pos[0], pos[1], change, stdout, stderr)
 	}
 	req.VIP, req.Backend = pos[0], pos[1]
 	ans, code := sendOverride("weight", req, *socket, *addr, *cfgPath, stderr)
@@ -96,14 +109,21 @@ func disableCmd(args []string, stdout, stderr io.Writer, disable bool) int {
 	if disable {
 		name, usage = "disable", disableUsage
 	}
-	fs, socket, addr, cfgPath := overrideFlags(name, stderr)
+	fs, socket, addr, cfgPath, ff := overrideFlags(name, stderr)
 	pos, err := parseAnywhere(fs, args)
 	if err != nil {
 		return 2
 	}
-	if len(pos) != 2 {
+	if len(pos) != 2 || !ff.check(name, stderr) {
 		fmt.Fprintln(stderr, usage)
 		return 2
+	}
+	if *ff.on {
+		change := fleetChange{set: &fleet.Override{Disabled: true}}
+		if !disable {
+			change = fleetChange{undo: "disabled"}
+		}
+		return fleetOverride(name, ff, *cfgPath, pos[0], pos[1], change, stdout, stderr)
 	}
 	req := api.OverrideRequest{VIP: pos[0], Backend: pos[1], Disabled: &disable}
 	ans, code := sendOverride(name, req, *socket, *addr, *cfgPath, stderr)
