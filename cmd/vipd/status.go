@@ -53,6 +53,7 @@ func writeStatus(w io.Writer, st *api.State) error {
 	fmt.Fprintf(tw, "vipd %s  io %s  workers %d  config %s (loaded %s)  snapshot %d\n",
 		st.Version, st.IO, st.Workers, st.ConfigFile, st.LoadedAt.Format(time.RFC3339), st.Generation)
 	writeConfigNotice(tw, st)
+	writeFleetLine(tw, st.Fleet)
 	fast := "off"
 	if st.FastPath {
 		fast = "on"
@@ -98,11 +99,18 @@ func writeStatus(w io.Writer, st *api.State) error {
 				fwd += fmt.Sprintf("(load: weight %.0f%%)", 100*b.Load)
 			}
 			fwd += overrideMark(&b)
+			why := b.LastError
+			if o := b.FleetOverride; o != nil {
+				fwd += "(fleet " + o.What + ")"
+				if why == "" {
+					why = fleetWhy(o)
+				}
+			}
 			port := b.Port
 			if port == 0 {
 				port = v.Port
 			}
-			fmt.Fprintf(tw, "  ->\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\n", api.HostPort(b.Address, port), b.Weight, fwd, healthCell(b, time.Now()), b.ActiveFlows, b.NewFlows, b.Packets, b.LastError)
+			fmt.Fprintf(tw, "  ->\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\n", api.HostPort(b.Address, port), b.Weight, fwd, healthCell(b, time.Now()), b.ActiveFlows, b.NewFlows, b.Packets, why)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -193,4 +201,53 @@ func writeBGP(w io.Writer, st *api.State) {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", p.Address, p.ASN, p.State, p.Since.Format(time.RFC3339), p.LastError)
 	}
 	tw.Flush()
+}
+
+// fleetWhy is the Why column of a backend with the fleet's override: who
+// set it and why.
+func fleetWhy(o *api.FleetOverride) string {
+	s := "fleet " + o.What
+	if o.By != "" {
+		s += " by " + o.By
+	}
+	if !o.At.IsZero() {
+		s += " at " + o.At.Format(time.RFC3339)
+	}
+	if o.Why != "" {
+		s += ": " + o.Why
+	}
+	return s
+}
+
+// writeFleetLine adds to status what the box knows of its fleet: the
+// revision it runs, and whether it is current, stale or refused one.
+func writeFleetLine(w io.Writer, f *api.FleetState) {
+	if f == nil {
+		return
+	}
+	state := "current"
+	switch {
+	case f.FromCache:
+		state = "STALE: started from its cache " + f.CacheFile + ", etcd not reached since"
+	case f.Stale && !f.Connected:
+		state = "STALE: etcd unreachable"
+	case f.Stale:
+		state = "STALE: etcd silent"
+	}
+	if f.Stale {
+		state += fmt.Sprintf(" for %s; the box forwards with this revision", time.Duration(f.AgeSeconds*float64(time.Second)).Round(time.Second))
+	}
+	fmt.Fprintf(w, "fleet %s box %s: revision %d, %s\n", f.Prefix, f.Box, f.Revision, state)
+	if f.EtcdError != "" {
+		fmt.Fprintf(w, "  etcd: %s\n", f.EtcdError)
+	}
+	if f.Refused != 0 {
+		fmt.Fprintf(w, "  revision %d refused (the box keeps %d): %s\n", f.Refused, f.Revision, f.RefusedWhy)
+	}
+	for _, s := range f.Ignored {
+		fmt.Fprintf(w, "  ignored: %s\n", s)
+	}
+	if f.CacheErrors > 0 {
+		fmt.Fprintf(w, "  the cache file %s cannot be written (%d failures): a start without etcd would run an older revision\n", f.CacheFile, f.CacheErrors)
+	}
 }

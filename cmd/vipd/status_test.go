@@ -84,3 +84,45 @@ func TestWriteStatus(t *testing.T) {
 		t.Errorf("status shows no time down:\n%s", out.String())
 	}
 }
+
+// TestStatusShowsFleet: the fleet's line (current, stale, from the cache,
+// a refused revision, ignored keys) and the fleet's overrides with who
+// and why; nothing of the fleet on a box without one.
+func TestStatusShowsFleet(t *testing.T) {
+	at := time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC)
+	backends := []api.BackendState{
+		{Address: "198.18.1.11", Port: 8080, Weight: 1, Forwarding: "draining", FleetOverride: &api.FleetOverride{What: "drain", By: "ops@lb1", Why: "kernel update", At: at}},
+		{Address: "198.18.1.12", Port: 8080, Weight: 1, Forwarding: "up"},
+	}
+	for _, tc := range []struct {
+		name  string
+		fleet *api.FleetState
+		want  []string
+	}{
+		{"none", nil, nil},
+		{"current", &api.FleetState{Prefix: "/vipd/fleets/edge1/", Box: "lb1", Revision: 42, Connected: true},
+			[]string{"fleet /vipd/fleets/edge1/ box lb1: revision 42, current\n"}},
+		{"stale", &api.FleetState{Prefix: "/p/", Box: "lb1", Revision: 42, Stale: true, AgeSeconds: 65, EtcdError: "watching etcd: etcdserver: no leader",
+			Refused: 43, RefusedWhy: "[dataplane] flow_hash_seed: 1 → 2: needs a restart", Ignored: []string{`override key "overrides/web/bad": ignored`}},
+			[]string{"revision 42, STALE: etcd unreachable for 1m5s; the box forwards with this revision", "  etcd: watching etcd: etcdserver: no leader",
+				"  revision 43 refused (the box keeps 42): [dataplane] flow_hash_seed", `  ignored: override key "overrides/web/bad"`}},
+		{"from cache", &api.FleetState{Prefix: "/p/", Box: "lb1", Revision: 40, Stale: true, FromCache: true, CacheFile: "/var/lib/vipd/fleet-cache.toml", AgeSeconds: 3600},
+			[]string{"revision 40, STALE: started from its cache /var/lib/vipd/fleet-cache.toml, etcd not reached since for 1h0m0s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &api.State{Fleet: tc.fleet, VIPs: []api.VIPState{{Name: "web", Address: "198.18.0.100", Port: 80, Protocol: "tcp", Mode: "nat", Backends: backends}}}
+			var out strings.Builder
+			if err := writeStatus(&out, st); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range append(tc.want, "draining(fleet drain)", "fleet drain by ops@lb1 at 2026-12-06T08:00:00Z: kernel update") {
+				if !strings.Contains(out.String(), s) {
+					t.Errorf("status lacks %q:\n%s", s, out.String())
+				}
+			}
+			if tc.fleet == nil && strings.Contains(out.String(), "fleet /") {
+				t.Errorf("a fleet line without [fleet]:\n%s", out.String())
+			}
+		})
+	}
+}

@@ -1,9 +1,13 @@
 package admin
 
 import (
+	"maps"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vipd/vipd/control/admin/api"
 )
 
 // metricsProvider serves fixed Metrics.
@@ -56,5 +60,39 @@ func TestTunnelProberMetrics(t *testing.T) {
 	}
 	if got := gather(t, &Metrics{}, name, "event"); len(got) != 0 {
 		t.Errorf("without a prober: %v, want no series", got)
+	}
+}
+
+// TestFleetMetrics: a box of a fleet exports its view of it; a box
+// without [fleet] exports none of the fleet's series.
+func TestFleetMetrics(t *testing.T) {
+	m := &Metrics{Fleet: &api.FleetState{Connected: false, Stale: true, Revision: 42, AgeSeconds: 12.5, ApplyErrors: 3, CacheErrors: 1}}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(collector{&metricsProvider{m: m}})
+	want := map[string]float64{
+		"vipd_fleet_connected": 0, "vipd_fleet_stale": 1, "vipd_fleet_revision": 42,
+		"vipd_fleet_revision_age_seconds": 12.5, "vipd_fleet_apply_errors_total": 3, "vipd_fleet_cache_errors_total": 1,
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		if strings.HasPrefix(f.GetName(), "vipd_fleet_") {
+			s := f.GetMetric()[0]
+			got[f.GetName()] = s.GetCounter().GetValue() + s.GetGauge().GetValue()
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("fleet series %v, want %v", got, want)
+	}
+	reg = prometheus.NewPedanticRegistry()
+	reg.MustRegister(collector{&metricsProvider{m: &Metrics{}}})
+	fams, _ = reg.Gather()
+	for _, f := range fams {
+		if strings.HasPrefix(f.GetName(), "vipd_fleet_") {
+			t.Errorf("%s without [fleet]", f.GetName())
+		}
 	}
 }

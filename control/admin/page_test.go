@@ -192,3 +192,40 @@ func TestPageShowsQUICLB(t *testing.T) {
 		}
 	}
 }
+
+// TestPageShowsFleet: a box of a fleet shows its revision, a banner when
+// stale or when it refused a revision, and the fleet's overrides.
+func TestPageShowsFleet(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fleet *api.FleetState
+		want  []string
+		not   []string
+	}{
+		{"none", nil, nil, []string{"fleet-current", "fleet-stale"}},
+		{"current", &api.FleetState{Prefix: "/vipd/fleets/edge1/", Box: "lb1", Revision: 42, Connected: true},
+			[]string{`<div class="banner ok fleet-current">Fleet /vipd/fleets/edge1/, box lb1: revision 42, current.</div>`}, []string{"fleet-stale", "fleet-refused"}},
+		{"stale, refused", &api.FleetState{Prefix: "/p/", Box: "lb1", Revision: 42, Stale: true, AgeSeconds: 65, EtcdError: "etcdserver: no leader", Refused: 43, RefusedWhy: "flow_hash_seed <needs> a restart"},
+			[]string{"this box runs revision 42 and cannot know it is the latest (etcd unreachable for 65 s). Traffic is not affected.", "<small>etcdserver: no leader</small>",
+				"The fleet's revision 43 was refused here; revision 42 still runs:\nflow_hash_seed &lt;needs&gt; a restart</div>"}, []string{"fleet-current"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := pageState()
+			st.Fleet = tc.fleet
+			st.VIPs[0].Backends[0].FleetOverride = &api.FleetOverride{What: "drain", By: "ops@lb1", Why: "kernel update"}
+			w := httptest.NewRecorder()
+			Handler(&stateProvider{st: st}, ReadOnly).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+			body := w.Body.String()
+			for _, s := range append(tc.want, `title="the fleet's override, by ops@lb1: kernel update">fleet drain</span>`) {
+				if !strings.Contains(body, s) {
+					t.Errorf("the page lacks %q", s)
+				}
+			}
+			for _, s := range tc.not {
+				if strings.Contains(body, s) {
+					t.Errorf("the page has %q", s)
+				}
+			}
+		})
+	}
+}
