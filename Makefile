@@ -11,7 +11,7 @@ BIN     := bin
 # make deb DEBVERSION=1.0.
 DEBVERSION ?= $(shell packaging/debversion)
 
-.PHONY: all deb deps test-deps build test test-busy test-unit test-race test-bench-smoke lint fuzz cover hooks demo demo-ecmp demo-ha test-failover test-quic bench pgo pgo-compare clean
+.PHONY: all deb deps test-deps build test test-busy test-unit test-race test-bench-smoke lint fuzz cover hooks demo demo-ecmp demo-ha test-failover test-quic test-fleet bench pgo pgo-compare clean
 
 all: build
 
@@ -193,6 +193,13 @@ test-failover: test-deps
 # on both ends) five times in a row, as CI runs them after make test.
 test-quic: test-deps
 	$(GO) test -count=5 -run '^(TestQUICAddressChange|TestQUICRotation|TestQUICChurn)$$' -timeout 15m ./testing/e2e/
+
+# Needs root and BIRD (make test-deps): the fleet's end-to-end scenarios
+# (three boxes following a 3-member etcd: push, fleet drain, quorum lost,
+# a restart from the cache, catch-up past a compaction, a revision one box
+# refuses) five times in a row, as CI runs them after make test.
+test-fleet: test-deps
+	$(GO) test -count=5 -run '^TestFleet$$' -timeout 15m ./testing/e2e/
 
 test-bench-smoke:
 	$(GO) test -count=1 -short -run '^$$' -bench . -benchtime=1x -timeout 10m ./...

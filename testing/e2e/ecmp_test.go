@@ -30,6 +30,9 @@ type ecmpEnv struct {
 	router *testbed.Bird
 	co     testbed.ConfigOptions
 	boxes  []*testbed.VIPD
+	// boxFile, when set, is box i's file in place of BoxConfig's (a box
+	// of a fleet: its VIPs come from etcd).
+	boxFile func(i int) string
 }
 
 func (e *ecmpEnv) allBoxes() []netip.Addr {
@@ -51,6 +54,10 @@ func (e *ecmpEnv) boxesBut(skip int) []netip.Addr {
 }
 
 func (e *ecmpEnv) start(i int) {
+	if e.boxFile != nil {
+		e.boxes[i] = e.bed.StartBox(i, e.boxFile(i))
+		return
+	}
 	e.boxes[i] = e.bed.StartBox(i, e.bed.BoxConfig(i, e.co, bgpKeys(ecmpBGP)))
 }
 
@@ -104,6 +111,13 @@ func TestECMP(t *testing.T) {
 // the DSR VIP over all three. On failure it logs BIRD's and the boxes'
 // state.
 func newECMPEnv(t *testing.T, o testbed.Options, co testbed.ConfigOptions) *ecmpEnv {
+	e := newECMPBed(t, o, co)
+	e.startAll(t)
+	return e
+}
+
+// newECMPBed is newECMPEnv without vipd: the bed and BIRD.
+func newECMPBed(t *testing.T, o testbed.Options, co testbed.ConfigOptions) *ecmpEnv {
 	requireE2E(t)
 	testbed.RequireBird(t)
 	const nboxes = 3
@@ -127,11 +141,17 @@ func newECMPEnv(t *testing.T, o testbed.Options, co testbed.ConfigOptions) *ecmp
 			}
 		}
 	})
+	return e
+}
+
+// startAll starts vipd on every box and waits until the router has the
+// DSR VIP over all of them.
+func (e *ecmpEnv) startAll(t *testing.T) {
+	t.Helper()
 	for i := range e.boxes {
 		e.start(i)
 	}
-	waitHops(t, bed.Bed, testbed.VIPDSR, e.allBoxes(), 20*time.Second, "three boxes announce")
-	return e
+	waitHops(t, e.bed.Bed, testbed.VIPDSR, e.allBoxes(), 20*time.Second, "three boxes announce")
 }
 
 // reloadAll reloads every running box with e.co.
