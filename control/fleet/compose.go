@@ -39,6 +39,9 @@ func Compose(local *config.Config, k *Keys) (*Composed, error) {
 	if local.Fleet == nil {
 		return nil, errors.New("fleet: Compose needs a configuration with [fleet]")
 	}
+	if k.ConfigErr != nil {
+		return nil, k.ConfigErr
+	}
 	if k.Config == nil {
 		return nil, ErrNoConfig
 	}

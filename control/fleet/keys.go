@@ -40,8 +40,12 @@ type Event struct {
 type Keys struct {
 	// Revision is the revision they are as of.
 	Revision int64
-	// Config is the config key's value (nil: no such key).
+	// Config is the config key's document, uncompressed (nil: no such
+	// key, or ConfigErr).
 	Config []byte
+	// ConfigErr is why the config key's value is no document (a
+	// compressed value that does not decompress).
+	ConfigErr error
 	// Overrides are the override keys' values by the key below
 	// "overrides/".
 	Overrides map[string][]byte
@@ -63,9 +67,9 @@ func (k *Keys) Clone() *Keys {
 func (k *Keys) apply(e Event) {
 	switch {
 	case e.Key == KeyConfig:
-		k.Config = nil
+		k.Config, k.ConfigErr = nil, nil
 		if !e.Delete {
-			k.Config = bytes.Clone(e.Value)
+			k.Config, k.ConfigErr = DecodeConfig(e.Value)
 		}
 	case strings.HasPrefix(e.Key, KeyOverrides):
 		name := strings.TrimPrefix(e.Key, KeyOverrides)

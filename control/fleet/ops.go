@@ -31,7 +31,8 @@ func Pull(ctx context.Context, cli *clientv3.Client, prefix string) (doc []byte,
 	if len(resp.Kvs) == 0 {
 		return nil, 0, nil
 	}
-	return resp.Kvs[0].Value, resp.Kvs[0].ModRevision, nil
+	doc, err = DecodeConfig(resp.Kvs[0].Value)
+	return doc, resp.Kvs[0].ModRevision, err
 }
 
 // Push writes doc as the shared configuration if it was last changed at
@@ -39,9 +40,13 @@ func Pull(ctx context.Context, cli *clientv3.Client, prefix string) (doc []byte,
 // revision written, which every box reports once it applied it.
 func Push(ctx context.Context, cli *clientv3.Client, prefix string, doc []byte, modRev int64) (int64, error) {
 	key := prefix + KeyConfig
+	v, err := EncodeConfig(doc)
+	if err != nil {
+		return 0, err
+	}
 	resp, err := cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
-		Then(clientv3.OpPut(key, string(doc))).
+		Then(clientv3.OpPut(key, string(v))).
 		Commit()
 	if err != nil {
 		return 0, err

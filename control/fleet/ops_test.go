@@ -1,14 +1,19 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/testing/etcdtest"
+	"github.com/vipd/vipd/testing/fleetgen"
 	"github.com/vipd/vipd/testing/testkit"
 )
 
@@ -39,6 +44,67 @@ func TestPushPull(t *testing.T) {
 	}
 	if doc, mod, err := Pull(ctx, cli, testPrefix); string(doc) != "v2" || mod != rev2 || err != nil {
 		t.Errorf("pulled %q at %d, %v; want v2 at %d", doc, mod, err, rev2)
+	}
+
+	// 1,000 VIPs of 100 backends: 5 MB of TOML, over etcd's 1.5 MiB a
+	// request, stored compressed in the one key, read back whole by Pull
+	// and by a watcher.
+	big := fleetgen.Shared(1000, 100, 0)
+	rev3, err := Push(ctx, cli, testPrefix, big, rev2)
+	if err != nil {
+		t.Fatalf("push of %d bytes: %v", len(big), err)
+	}
+	if doc, mod, err := Pull(ctx, cli, testPrefix); !bytes.Equal(doc, big) || mod != rev3 || err != nil {
+		t.Errorf("pulled %d bytes at %d, %v; want the %d pushed at %d", len(doc), mod, err, len(big), rev3)
+	}
+	resp, err := cli.Get(ctx, testPrefix+KeyConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d bytes of TOML stored as %d", len(big), len(resp.Kvs[0].Value))
+	k, err := Read(ctx, &EtcdStore{Client: cli, Prefix: testPrefix})
+	if err != nil || !bytes.Equal(k.Config, big) || k.ConfigErr != nil {
+		t.Errorf("a watcher's read: %d bytes, %v, %v", len(k.Config), k.ConfigErr, err)
+	}
+
+	// A document too large even compressed is refused before etcd is
+	// asked, saying why.
+	if _, err := Push(ctx, cli, testPrefix, incompressible(3<<20), rev3); err == nil || !strings.Contains(err.Error(), "--max-request-bytes") {
+		t.Errorf("push of 3 MiB that does not compress: %v", err)
+	}
+}
+
+// incompressible returns n bytes gzip cannot shrink (a fixed seed).
+func incompressible(n int) []byte {
+	b := make([]byte, n)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// TestDecodeConfig: a compressed value that does not decompress is an
+// error the box reports; plain TOML passes as it is.
+func TestDecodeConfig(t *testing.T) {
+	if doc, err := DecodeConfig([]byte("flow_hash_seed = 1\n")); err != nil || string(doc) != "flow_hash_seed = 1\n" {
+		t.Errorf("plain: %q, %v", doc, err)
+	}
+	v, err := EncodeConfig(fleetgen.Shared(100, 100, 0))
+	if err != nil || !bytes.HasPrefix(v, gzipMagic) {
+		t.Fatalf("a large document is not compressed: %v", err)
+	}
+	if _, err := DecodeConfig(v[:len(v)/2]); err == nil {
+		t.Error("a torn compressed value decoded")
+	}
+	k := &Keys{}
+	k.apply(Event{Key: KeyConfig, Value: v[:len(v)/2]})
+	local, _, err := config.Parse("vipd.toml", []byte(composeLocal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Compose(local, k); err == nil || !strings.Contains(err.Error(), "compressed value") {
+		t.Errorf("composing a torn value: %v", err)
 	}
 }
 
