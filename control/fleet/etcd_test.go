@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -14,12 +15,35 @@ import (
 
 const testPrefix = "/vipd/fleets/test/"
 
+// etcds are the etcd servers the watcher is tested against: the
+// embedded one vipd's client is built with, and Debian's etcd-server
+// (3.4), the one an operator on Debian gets.
+var etcds = []struct {
+	name  string
+	start func(t *testing.T) *etcdtest.Cluster
+}{
+	{"embedded", func(t *testing.T) *etcdtest.Cluster { return etcdtest.Start(t, 1) }},
+	{"debian", func(t *testing.T) *etcdtest.Cluster {
+		path, err := exec.LookPath("etcd")
+		if err != nil {
+			t.Skip("no etcd binary in PATH: Debian's etcd-server installs /usr/bin/etcd (make test-deps)")
+		}
+		return etcdtest.StartBinary(t, path)
+	}},
+}
+
 // TestEtcdWatcher: against a real etcd, the watcher applies the keys it
 // finds, then each change as one revision (a transaction of the config
-// and an override applies once, with both), and ignores keys outside the
-// prefix.
+// and an override applies once, with both), ignores keys outside the
+// prefix, and on a quiet fleet still learns it is current (progress
+// requests).
 func TestEtcdWatcher(t *testing.T) {
-	c := etcdtest.Start(t, 1)
+	for _, e := range etcds {
+		t.Run(e.name, func(t *testing.T) { testEtcdWatcher(t, e.start(t)) })
+	}
+}
+
+func testEtcdWatcher(t *testing.T, c *etcdtest.Cluster) {
 	cli := c.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testkit.Patience)
 	defer cancel()
@@ -31,7 +55,7 @@ func TestEtcdWatcher(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var applied []*Keys
-	w := &Watcher{Store: &EtcdStore{Client: cli, Prefix: testPrefix}, Retry: 50 * time.Millisecond, Apply: func(k *Keys) error {
+	w := &Watcher{Store: &EtcdStore{Client: cli, Prefix: testPrefix, Progress: 100 * time.Millisecond}, Retry: 50 * time.Millisecond, Apply: func(k *Keys) error {
 		mu.Lock()
 		defer mu.Unlock()
 		applied = append(applied, k)
@@ -66,6 +90,15 @@ func TestEtcdWatcher(t *testing.T) {
 	}
 	if st := w.State(); !st.Connected || st.EtcdError != "" {
 		t.Errorf("state %+v", st)
+	}
+	// Nothing changes from here on: progress notifications alone move
+	// Current.
+	was := w.State().Current
+	if !testkit.Poll(testkit.Patience, func() bool { return w.State().Current.After(was.Add(200 * time.Millisecond)) }) {
+		t.Errorf("a quiet fleet's watch never learned it is current: %+v", w.State())
+	}
+	if st := w.State(); st.Revision != rev || len(applied) != 2 {
+		t.Errorf("progress applied something: %+v, %d applies", st, len(applied))
 	}
 }
 
