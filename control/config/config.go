@@ -348,7 +348,8 @@ const (
 // Key identifies a VIP in the dataplane: two VIPs may share an address but
 // not (address, protocol, port).
 func (v *VIP) Key() string {
-	return fmt.Sprintf("%s/%s", netip.AddrPortFrom(v.Address, v.Port), v.Protocol)
+	// Not fmt: a fleet's reload computes it for each of 100,000 backends.
+	return netip.AddrPortFrom(v.Address, v.Port).String() + "/" + string(v.Protocol)
 }
 
 // CheckType is the kind of active health check.

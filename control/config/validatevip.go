@@ -334,36 +334,57 @@ func (c *collector) validateAcrossVIPs(vips []VIP) {
 			}
 		}
 	}
+	// A NAT backend's replies are told apart by address, protocol and
+	// port: two VIPs may share a backend on different ports. Owners are
+	// indexed by port, so that a backend shared by every VIP of a large
+	// fleet costs a lookup, not a walk over the VIPs before it; a
+	// backend that keeps the client's port (port 0) may answer on any,
+	// and is checked against every owner of its address.
 	type owner struct{ vip, backend int }
-	type replyKey struct {
+	type addrKey struct {
 		addr  netip.Addr
 		proto Protocol
 	}
-	natOwners := make(map[replyKey][]owner)
+	type portKey struct {
+		addrKey
+		port uint16
+	}
+	all := make(map[addrKey][]owner)     // every owner of the address
+	onPort := make(map[portKey][]owner)  // the owners on one port
+	anyPort := make(map[addrKey][]owner) // the owners with port 0
 	for i := range vips {
 		v := &vips[i]
 		for k := range v.Backends {
 			b := &v.Backends[k]
-			bp := fmt.Sprintf("vip[%d].backend[%d].address", i, k)
+			bp := func() string { return fmt.Sprintf("vip[%d].backend[%d].address", i, k) }
 			if vipAddrs[b.Address] && b.Address != v.Address {
-				c.errorf(bp, "%s is another VIP's address", b.Address)
+				c.errorf(bp(), "%s is another VIP's address", b.Address)
 			}
 			if v.Mode != ModeNAT || !b.Address.IsValid() {
 				continue
 			}
-			rk := replyKey{b.Address, v.Protocol}
+			ak := addrKey{b.Address, v.Protocol}
 			port := effectivePort(v, b)
-			for _, o := range natOwners[rk] {
-				if o.vip == i {
-					continue
-				}
-				w := &vips[o.vip]
-				wport := effectivePort(w, &w.Backends[o.backend])
-				if port == wport || port == 0 || wport == 0 {
-					c.errorf(bp, "%s is also a NAT backend of vip[%d] (%q) on the same port: its replies could belong to either VIP; give it a different port in one of them", netip.AddrPortFrom(b.Address, port), o.vip, w.Name)
+			pk := portKey{ak, port}
+			clashes := [][]owner{all[ak]}
+			if port != 0 {
+				clashes = [][]owner{onPort[pk], anyPort[ak]}
+			}
+			for _, clash := range clashes {
+				for _, o := range clash {
+					if o.vip == i {
+						continue
+					}
+					c.errorf(bp(), "%s is also a NAT backend of vip[%d] (%q) on the same port: its replies could belong to either VIP; give it a different port in one of them", netip.AddrPortFrom(b.Address, port), o.vip, vips[o.vip].Name)
 				}
 			}
-			natOwners[rk] = append(natOwners[rk], owner{i, k})
+			o := owner{i, k}
+			all[ak] = append(all[ak], o)
+			if port == 0 {
+				anyPort[ak] = append(anyPort[ak], o)
+			} else {
+				onPort[pk] = append(onPort[pk], o)
+			}
 		}
 	}
 }
