@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"hash"
 	"net/netip"
 )
 
@@ -32,22 +31,38 @@ func (s *Snapshot) TableDigests() map[string]string {
 			n := v.table.Size()
 			binary.BigEndian.PutUint32(buf[:4], n)
 			h.Write(buf[:4])
-			for slot := range n {
-				s.digestSlot(h, v, v.table.At(slot))
+			// Each backend's bytes once, then the slots in large writes:
+			// a table has 65,537 slots and a handful of backends.
+			enc := make([][]byte, len(v.refs))
+			for idx := range v.refs {
+				enc[idx] = s.slotBytes(v, idx)
 			}
+			w := make([]byte, 0, 8192)
+			for slot := range n {
+				idx := v.table.At(slot)
+				if idx >= 0 && idx < len(enc) {
+					w = append(w, enc[idx]...)
+				} else {
+					w = append(w, 0)
+				}
+				if len(w) > 8192-32 {
+					h.Write(w)
+					w = w[:0]
+				}
+			}
+			h.Write(w)
 		}
 		out[v.name] = hex.EncodeToString(h.Sum(nil))
 	}
 	return out
 }
 
-// digestSlot writes the backend at Maglev index idx of v into h, as its
-// address and port; an empty slot (a table of no backends) as a zero
-// byte.
-func (s *Snapshot) digestSlot(h hash.Hash, v *vip, idx int) {
+// slotBytes is what a slot holding the backend at Maglev index idx of v
+// adds to the digest: its address and port (netip.AddrPort's binary
+// form) after their length; a zero byte when idx names no backend.
+func (s *Snapshot) slotBytes(v *vip, idx int) []byte {
 	if idx < 0 || idx >= len(v.refs) || int(v.refs[idx]) >= len(s.backends) {
-		h.Write([]byte{0})
-		return
+		return []byte{0}
 	}
 	b := &s.backends[v.refs[idx]]
 	ap := netip.AddrPortFrom(netip.AddrFrom4(b.addr4), b.port)
@@ -55,6 +70,5 @@ func (s *Snapshot) digestSlot(h hash.Hash, v *vip, idx int) {
 		ap = netip.AddrPortFrom(netip.AddrFrom16(b.addr6), b.port)
 	}
 	bs, _ := ap.MarshalBinary()
-	h.Write([]byte{byte(len(bs))})
-	h.Write(bs)
+	return append([]byte{byte(len(bs))}, bs...)
 }
