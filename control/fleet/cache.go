@@ -41,7 +41,7 @@ var ErrNoCache = errors.New("no fleet cache")
 
 // Encode returns s as the cache file holds it.
 func (s *Snapshot) Encode() ([]byte, error) {
-	body, err := json.MarshalIndent(s, "", "  ")
+	body, err := json.Marshal(s)
 	if err != nil {
 		return nil, err
 	}

@@ -113,3 +113,53 @@ func TestCompose(t *testing.T) {
 		t.Error("Compose without [fleet] succeeded")
 	}
 }
+
+// TestComposer: a revision with the same document reuses its parse, and
+// what one revision's overrides change never leaks into the next; a new
+// document or a new local file parses again.
+func TestComposer(t *testing.T) {
+	local, _, err := config.Parse("vipd.toml", []byte(composeLocal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cp Composer
+	state := func(c *Composed) []config.BackendState {
+		var out []config.BackendState
+		for _, b := range c.Config.VIPs[0].Backends {
+			out = append(out, b.State)
+		}
+		return out
+	}
+	drained := &Keys{Revision: 2, Config: []byte(composeShared), Overrides: map[string][]byte{"web/198.18.1.11:8080": []byte(`{"drain":true}`)}}
+	c1, err := cp.Compose(local, drained)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := cp.base
+	c2, err := cp.Compose(local, &Keys{Revision: 3, Config: []byte(composeShared)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp.base != base {
+		t.Error("the same document was parsed again")
+	}
+	want1 := []config.BackendState{config.StateDraining, config.StateActive, config.StateDisabled}
+	want2 := []config.BackendState{config.StateActive, config.StateActive, config.StateDisabled}
+	if !slices.Equal(state(c1), want1) || !slices.Equal(state(c2), want2) {
+		t.Errorf("states %v then %v, want %v then %v", state(c1), state(c2), want1, want2)
+	}
+	if c1.Config.VIPs[0].Backends[0].State != config.StateDraining {
+		t.Error("a later revision changed an earlier one's configuration")
+	}
+	if _, err := cp.Compose(local, &Keys{Revision: 4, Config: []byte(strings.Replace(composeShared, "flow_hash_seed = 7", "flow_hash_seed = 8", 1))}); err != nil || cp.base == base {
+		t.Errorf("a new document: %v, parsed again %v", err, cp.base != base)
+	}
+	other, _, _ := config.Parse("vipd.toml", []byte(composeLocal))
+	prev := cp.base
+	if _, err := cp.Compose(other, &Keys{Revision: 5, Config: []byte(strings.Replace(composeShared, "flow_hash_seed = 7", "flow_hash_seed = 8", 1))}); err != nil || cp.base == prev {
+		t.Errorf("a new local file: %v, parsed again %v", err, cp.base != prev)
+	}
+	if _, err := cp.Compose(local, &Keys{Revision: 6}); !errors.Is(err, ErrNoConfig) {
+		t.Errorf("no config key: %v", err)
+	}
+}
