@@ -287,6 +287,9 @@ func New(cfg *config.Config, opts Options) *Daemon {
 			d.setFleetLocked(c)
 			d.mu.Unlock()
 		}
+		// d.fleet has what it needs: the source's start keys and
+		// configuration are not kept past the first revision applied.
+		d.opts.Fleet = nil
 	}
 	d.stateW = newStateWriter(writeFileDurably, func(path string, err error) {
 		d.stateErrors.Add(1)

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/control/fleet"
+	"github.com/vipd/vipd/dataplane"
 )
 
 // A box with [fleet] runs its local file joined with the fleet's keys in
@@ -57,14 +59,19 @@ const boxStatusEvery = time.Second
 // guarded by Daemon.reloadMu: a reload of the file and a revision of the
 // fleet are applied one at a time, each joining the other's latest.
 type fleetState struct {
-	src     *FleetSource
 	watcher *fleet.Watcher
-	cacheW  *stateWriter // the cache file, written off every lock
+	// boxKey is FleetSource.BoxKey; startedFromCache FleetSource's
+	// FromCache. Nothing else of the source is kept: its start keys and
+	// configuration would outlive the first revision applied.
+	boxKey           func(ctx context.Context, updates <-chan fleet.BoxStatus)
+	startedFromCache bool
+	cacheW           *stateWriter // the cache file, written off every lock
 	// cacheErrors counts failed cache writes.
 	cacheErrors atomic.Uint64
 
-	local *config.Config // guarded by Daemon.reloadMu
-	keys  *fleet.Keys    // guarded by Daemon.reloadMu
+	local    *config.Config // guarded by Daemon.reloadMu
+	keys     *fleet.Keys    // guarded by Daemon.reloadMu
+	composer fleet.Composer // guarded by Daemon.reloadMu
 
 	// applied is the revision and digest of the keys in force, for the
 	// box key without reloadMu.
@@ -74,6 +81,14 @@ type fleetState struct {
 	fromCache atomic.Bool
 	// kick asks for the box's status to be written now (capacity 1).
 	kick chan struct{}
+	// tables caches the table digests of one snapshot: they change only
+	// with it, and digesting 65,537 slots a VIP every second would be
+	// most of what following a quiet fleet costs. Only feedBoxKey's
+	// goroutine uses it (BoxStatus's other callers pass no cache).
+	tables struct {
+		snap    *dataplane.Snapshot
+		digests map[string]string
+	}
 }
 
 type appliedKeys struct {
@@ -82,7 +97,7 @@ type appliedKeys struct {
 }
 
 func newFleetState(d *Daemon, src *FleetSource) *fleetState {
-	f := &fleetState{src: src, local: src.Local, keys: src.Start, kick: make(chan struct{}, 1)}
+	f := &fleetState{local: src.Local, keys: src.Start, kick: make(chan struct{}, 1), boxKey: src.BoxKey, startedFromCache: src.FromCache}
 	f.watcher = &fleet.Watcher{Store: src.Store, Apply: d.applyFleet, Retry: src.Retry}
 	now, current := time.Now(), time.Now()
 	if src.FromCache {
@@ -120,6 +135,15 @@ func (d *Daemon) saveCache(k *fleet.Keys) {
 	f.cacheW.submit(f.local.Fleet.CacheFile, b)
 }
 
+// syncFleetCache waits, for at most timeout, until the cache holds every
+// revision queued for it.
+func (d *Daemon) syncFleetCache(timeout time.Duration) {
+	w := d.fleet.cacheW
+	if err := w.wait(w.latest(), timeout); errors.Is(err, errStateSlow) {
+		d.log.Warn("the fleet cache is still being written: going on without waiting for it", "waited", timeout)
+	}
+}
+
 // applyFleet is the watcher's Apply: it applies the keys as of one
 // revision, or refuses them whole and keeps what runs.
 func (d *Daemon) applyFleet(k *fleet.Keys) error {
@@ -128,7 +152,8 @@ func (d *Daemon) applyFleet(k *fleet.Keys) error {
 	f := d.fleet
 	f.fromCache.Store(false)
 	defer f.kickBox()
-	if digest := k.Digest(); digest == f.applied.Load().digest {
+	digest := k.Digest()
+	if digest == f.applied.Load().digest {
 		// Nothing the box runs changed (a re-read after a failed watch,
 		// a revision of other keys): the revision moves, nothing is
 		// compiled.
@@ -137,7 +162,7 @@ func (d *Daemon) applyFleet(k *fleet.Keys) error {
 		d.saveCache(k)
 		return nil
 	}
-	fc, err := fleet.Compose(f.local, k)
+	fc, err := f.composer.Compose(f.local, k)
 	if err != nil {
 		return d.refuseFleet(k, errorEntries(err), err)
 	}
@@ -152,7 +177,7 @@ func (d *Daemon) applyFleet(k *fleet.Keys) error {
 		return d.refuseFleet(k, entries, err)
 	}
 	f.keys = k
-	f.applied.Store(&appliedKeys{k.Revision, k.Digest()})
+	f.applied.Store(&appliedKeys{k.Revision, digest})
 	d.saveCache(k)
 	for _, w := range fc.Warnings {
 		d.log.Warn("fleet config warning", "revision", k.Revision, "problem", w.String())
@@ -208,18 +233,24 @@ func fleetOverrideKey(vip, addr string, port uint16) string {
 // started with go to the cache when they came from etcd.
 func (d *Daemon) startFleet(ctx context.Context, wg *sync.WaitGroup) {
 	f := d.fleet
-	if !f.src.FromCache {
+	if !f.startedFromCache {
 		d.reloadMu.Lock()
 		d.saveCache(f.keys)
 		d.reloadMu.Unlock()
 	} else {
 		d.log.Warn("vipd runs the fleet's revision from its cache: etcd did not answer at start; it follows the fleet once etcd answers",
-			"revision", f.src.Start.Revision, "cache_file", f.local.Fleet.CacheFile)
+			"revision", f.keys.Revision, "cache_file", f.local.Fleet.CacheFile)
 	}
 	wg.Go(func() { f.watcher.Run(ctx) })
-	if f.src.BoxKey != nil {
+	wg.Go(func() {
+		// The last revision applied reaches the cache before vipd
+		// exits: the next start may have no etcd.
+		<-ctx.Done()
+		d.syncFleetCache(stateWaitStop)
+	})
+	if f.boxKey != nil {
 		updates := make(chan fleet.BoxStatus, 1)
-		wg.Go(func() { f.src.BoxKey(ctx, updates) })
+		wg.Go(func() { f.boxKey(ctx, updates) })
 		wg.Go(func() { d.feedBoxKey(ctx, updates) })
 	}
 }
@@ -233,7 +264,7 @@ func (d *Daemon) feedBoxKey(ctx context.Context, updates chan fleet.BoxStatus) {
 	defer t.Stop()
 	var last []byte
 	for {
-		st := d.BoxStatus()
+		st := d.boxStatus(true)
 		// Applied and Stale move with time; the rest is the box's state.
 		cmp := st
 		cmp.Applied = time.Time{}
@@ -259,7 +290,11 @@ func (d *Daemon) feedBoxKey(ctx context.Context, updates chan fleet.BoxStatus) {
 }
 
 // BoxStatus is what the box's status key says of it.
-func (d *Daemon) BoxStatus() fleet.BoxStatus {
+func (d *Daemon) BoxStatus() fleet.BoxStatus { return d.boxStatus(false) }
+
+// boxStatus is BoxStatus; cached: the table digests from the cache when
+// the snapshot is the one digested last (feedBoxKey's goroutine only).
+func (d *Daemon) boxStatus(cached bool) fleet.BoxStatus {
 	f := d.fleet
 	ws := f.watcher.State()
 	ap := f.applied.Load()
@@ -270,7 +305,16 @@ func (d *Daemon) BoxStatus() fleet.BoxStatus {
 		Refused: ws.Refused, LastError: ws.Why,
 	}
 	if snap := d.snaps.Load(); snap != nil {
-		st.Tables = snap.TableDigests()
+		c := &f.tables
+		switch {
+		case cached && c.snap == snap:
+			st.Tables = c.digests
+		case cached:
+			c.snap, c.digests = snap, snap.TableDigests()
+			st.Tables = c.digests
+		default:
+			st.Tables = snap.TableDigests()
+		}
 	}
 	d.mu.Lock()
 	st.Seed = d.cfg.Dataplane.FlowHashSeed

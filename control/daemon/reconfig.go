@@ -78,7 +78,7 @@ func (d *Daemon) applyReload() (*ReloadReport, error) {
 	if cfg.Fleet != nil && d.fleet != nil {
 		// The file is the box's half: joined with the fleet's keys this
 		// box applied last, as every box joins its own file.
-		if fc, err = fleet.Compose(cfg, d.fleet.keys); err != nil {
+		if fc, err = d.fleet.composer.Compose(cfg, d.fleet.keys); err != nil {
 			return d.refuse(rep, errorEntries(err), err)
 		}
 		cfg = fc.Config
