@@ -11,7 +11,7 @@ BIN     := bin
 # make deb DEBVERSION=1.0.
 DEBVERSION ?= $(shell packaging/debversion)
 
-.PHONY: all deb deps test-deps build test test-busy test-unit test-race test-bench-smoke lint fuzz cover hooks demo demo-ecmp demo-ha test-failover test-quic test-fleet bench pgo pgo-compare clean
+.PHONY: all deb deps test-deps build test test-busy test-unit test-race test-bench-smoke lint fuzz cover hooks demo demo-ecmp demo-fleet demo-ha test-failover test-quic test-fleet bench pgo pgo-compare clean
 
 all: build
 
@@ -55,15 +55,7 @@ endef
 # stopped (under no systemd, as in a container, nothing was started).
 test-deps: deps
 	$(call apt-need,iproute2:ip bird2:bird bird2:birdc nftables:nft lintian:lintian bash-completion:/usr/share/bash-completion/bash_completion chromium:chromium keepalived:keepalived etcd-server:etcd,the tests need them)
-	@if [ "$$(id -u)" = 0 ] && [ -e /lib/systemd/system/etcd.service ] && command -v systemctl >/dev/null; then \
-		if systemctl is-enabled -q etcd.service 2>/dev/null; then \
-			echo "disabling etcd.service (installed by etcd-server; the tests start their own etcd)"; \
-			systemctl disable -q etcd.service; \
-		fi; \
-		if systemctl is-active -q etcd.service 2>/dev/null; then \
-			echo "stopping etcd.service"; systemctl stop etcd.service; \
-		fi; \
-	fi
+	$(etcd-unit-off)
 	@if [ "$$(id -u)" = 0 ] && ! command -v promtool >/dev/null && [ ! -x $(BIN)/tools/promtool ]; then \
 		echo "extracting promtool from Debian's prometheus package into $(BIN)/tools (the rules test needs it; no server is installed)"; \
 		tmp=$$(mktemp -d) && chmod 755 "$$tmp" && \
@@ -73,6 +65,22 @@ test-deps: deps
 		chmod 755 $(BIN)/tools/promtool.new && mv $(BIN)/tools/promtool.new $(BIN)/tools/promtool; \
 		rm -rf "$$tmp"; \
 	fi
+
+# etcd-unit-off disables and stops etcd.service, which etcd-server's
+# package enables and starts on 127.0.0.1:2379: the tests and demos run
+# their own etcd on ports they pick (under no systemd, as in a container,
+# nothing was started).
+define etcd-unit-off
+	@if [ "$$(id -u)" = 0 ] && [ -e /lib/systemd/system/etcd.service ] && command -v systemctl >/dev/null; then \
+		if systemctl is-enabled -q etcd.service 2>/dev/null; then \
+			echo "disabling etcd.service (installed by etcd-server; the tests start their own etcd)"; \
+			systemctl disable -q etcd.service; \
+		fi; \
+		if systemctl is-active -q etcd.service 2>/dev/null; then \
+			echo "stopping etcd.service"; systemctl stop etcd.service; \
+		fi; \
+	fi
+endef
 
 build: deps
 	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/vipd ./cmd/vipd
@@ -260,6 +268,16 @@ demo-ecmp: build
 # one segment under keepalived with the package's keepalived.conf, no BGP;
 # vipd killed on the active box while 200 connections stream, and how many
 # broke.
+# Needs root, bird2 and etcd-server (installed here when missing; etcd's own
+# unit disabled): three vipd boxes behind BIRD taking their VIPs from one
+# fleet in a 3-member etcd; a push, a fleet drain with -wait, etcd's
+# quorum killed while 100 connections stream, vipd fleet status at each
+# step, and how many connections broke.
+demo-fleet: build
+	$(call apt-need,iproute2:ip bird2:bird bird2:birdc etcd-server:etcd,make demo-fleet needs them)
+	$(etcd-unit-off)
+	$(GO) run ./testing/testbed/demo-fleet
+
 demo-ha: build
 	$(call apt-need,iproute2:ip keepalived:keepalived,make demo-ha needs them)
 	$(GO) run ./testing/testbed/demo-ha

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -54,11 +55,12 @@ func fleetCmd(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	prefix := cfg.Fleet.Prefix
+	explain := func(err error) error { return etcdError(err, cfg.Fleet, *timeout) }
 	switch {
 	case sub == "pull" && fs.NArg() == 0:
 		doc, _, err := fleet.Pull(ctx, cli, prefix)
 		if err != nil {
-			fmt.Fprintf(stderr, "vipd fleet pull: %v\n", err)
+			fmt.Fprintf(stderr, "vipd fleet pull: %v\n", explain(err))
 			return 1
 		}
 		if doc == nil {
@@ -68,24 +70,24 @@ func fleetCmd(args []string, stdout, stderr io.Writer) int {
 		stdout.Write(doc)
 		return 0
 	case sub == "status" && fs.NArg() == 0:
-		return fleetStatus(ctx, cli, prefix, *asJSON, stdout, stderr)
+		return fleetStatus(ctx, cli, prefix, *asJSON, explain, stdout, stderr)
 	case sub == "push" && fs.NArg() == 1:
-		return fleetPush(ctx, cli, cfg, fs.Arg(0), *dryRun, stdout, stderr)
+		return fleetPush(ctx, cli, cfg, fs.Arg(0), *dryRun, explain, stdout, stderr)
 	}
 	fmt.Fprintln(stderr, usageText)
 	return 2
 }
 
 // fleetStatus prints every live box's status and what disagrees.
-func fleetStatus(ctx context.Context, cli *clientv3.Client, prefix string, asJSON bool, stdout, stderr io.Writer) int {
+func fleetStatus(ctx context.Context, cli *clientv3.Client, prefix string, asJSON bool, explain func(error) error, stdout, stderr io.Writer) int {
 	boxes, err := fleet.Boxes(ctx, cli, prefix)
 	if err != nil {
-		fmt.Fprintf(stderr, "vipd fleet status: %v\n", err)
+		fmt.Fprintf(stderr, "vipd fleet status: %v\n", explain(err))
 		return 1
 	}
 	_, mod, err := fleet.Pull(ctx, cli, prefix)
 	if err != nil {
-		fmt.Fprintf(stderr, "vipd fleet status: %v\n", err)
+		fmt.Fprintf(stderr, "vipd fleet status: %v\n", explain(err))
 		return 1
 	}
 	// The latest change: the config key's, or a later one some box
@@ -107,7 +109,7 @@ func fleetStatus(ctx context.Context, cli *clientv3.Client, prefix string, asJSO
 
 // fleetPush checks FILE as the fleet's shared configuration (with this
 // box's own settings), and writes it over the revision it read.
-func fleetPush(ctx context.Context, cli *clientv3.Client, cfg *config.Config, file string, dryRun bool, stdout, stderr io.Writer) int {
+func fleetPush(ctx context.Context, cli *clientv3.Client, cfg *config.Config, file string, dryRun bool, explain func(error) error, stdout, stderr io.Writer) int {
 	doc, err := os.ReadFile(file)
 	if err != nil {
 		fmt.Fprintf(stderr, "vipd fleet push: %v\n", err)
@@ -120,7 +122,7 @@ func fleetPush(ctx context.Context, cli *clientv3.Client, cfg *config.Config, fi
 	}
 	old, mod, err := fleet.Pull(ctx, cli, cfg.Fleet.Prefix)
 	if err != nil {
-		fmt.Fprintf(stderr, "vipd fleet push: %v\n", err)
+		fmt.Fprintf(stderr, "vipd fleet push: %v\n", explain(err))
 		return 1
 	}
 	if string(old) == string(doc) {
@@ -151,7 +153,7 @@ func fleetPush(ctx context.Context, cli *clientv3.Client, cfg *config.Config, fi
 		return 1
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "vipd fleet push: %v\n", err)
+		fmt.Fprintf(stderr, "vipd fleet push: %v\n", explain(err))
 		return 1
 	}
 	fmt.Fprintf(stdout, "pushed %s as revision %d:\n", file, rev)
@@ -193,4 +195,13 @@ func beginFleet(local *config.Config, log *slog.Logger) (*daemon.FleetSource, fu
 	src := &daemon.FleetSource{Store: store, Local: local, Start: b.Keys, Composed: b.Composed,
 		FromCache: b.FromCache, Saved: b.Saved, BoxKey: bk.Run}
 	return src, func() { cli.Close() }, nil
+}
+
+// etcdError says which etcd did not answer, and within what, when err is
+// a request's timeout; other errors are etcd's own and pass as they are.
+func etcdError(err error, f *config.Fleet, timeout time.Duration) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("etcd (%s) did not answer within %v (-timeout; etcd without a quorum answers no request): %w", strings.Join(f.Endpoints, ", "), timeout, err)
+	}
+	return err
 }

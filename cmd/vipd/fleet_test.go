@@ -25,7 +25,8 @@ func TestFleetCommands(t *testing.T) {
 	bad := filepath.Join(dir, "bad.toml")
 	shared2 := filepath.Join(dir, "shared2.toml")
 	doc2 := doc + "\n[[vip.backend]]\naddress = \"198.18.1.12\"\nport = 8080\n"
-	for path, content := range map[string]string{local: src, shared: doc, shared2: doc2, bad: "flow_hash_seed = 1\n[admin]\nlisten = \"127.0.0.1:9180\"\n"} {
+	dead := filepath.Join(dir, "dead.toml")
+	for path, content := range map[string]string{dead: "[dataplane]\ningress = \"eth0\"\n\n[fleet]\nendpoints = [\"http://127.0.0.1:1\"]\nprefix = \"/vipd/fleets/test/\"\n", local: src, shared: doc, shared2: doc2, bad: "flow_hash_seed = 1\n[admin]\nlisten = \"127.0.0.1:9180\"\n"} {
 		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -46,6 +47,8 @@ func TestFleetCommands(t *testing.T) {
 		{[]string{"fleet", "pull", "-config", local}, 0, "flow_hash_seed = 12345", ""},
 		{[]string{"fleet", "push", "-config", local, shared2}, 0, "  + backend 198.18.1.12:8080 of vip \"web\"\n", ""},
 		{[]string{"fleet", "nonsense", "-config", local}, 2, "", "usage: vipd fleet"},
+		{[]string{"fleet", "status", "-timeout", "300ms", "-config", dead}, 1, "", "etcd (http://127.0.0.1:1) did not answer within 300ms"},
+		{[]string{"drain", "-fleet", "-timeout", "300ms", "-config", dead, "web", "198.18.1.11"}, 1, "", "etcd (http://127.0.0.1:1) did not answer within 300ms"},
 
 		// The fleet's overrides: named as vipd status names backends,
 		// one per backend, undone only by their own kind.

@@ -13,6 +13,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/control/daemon"
 	"github.com/vipd/vipd/control/fleet"
@@ -64,12 +65,17 @@ func fleetOverride(name string, ff fleetFlags, cfgPath, vip, backend string, cha
 	if cfgPath == "" {
 		cfgPath = "/etc/vipd/vipd.toml"
 	}
+	var local *config.Config
 	fail := func(err error) int {
+		if local != nil && local.Fleet != nil {
+			err = etcdError(err, local.Fleet, *ff.timeout)
+		}
 		fmt.Fprintf(stderr, "vipd %s -fleet: %v\n", name, err)
 		return 1
 	}
 	local, _, err := config.Load(cfgPath)
 	if err != nil {
+		local = nil
 		return fail(err)
 	}
 	if local.Fleet == nil {
@@ -105,7 +111,7 @@ func fleetOverride(name string, ff fleetFlags, cfgPath, vip, backend string, cha
 		return fail(err)
 	}
 	ap := netip.AddrPortFrom(b.Address, b.Port)
-	label := v.Name + " " + ap.String()
+	label := v.Name + " " + api.BackendName{Addr: b.Address, Port: b.Port}.String()
 	var rev int64
 	if change.set != nil {
 		o := *change.set

@@ -106,8 +106,8 @@ func TestStatusShowsFleet(t *testing.T) {
 			Refused: 43, RefusedWhy: "[dataplane] flow_hash_seed: 1 → 2: needs a restart", Ignored: []string{`override key "overrides/web/bad": ignored`}},
 			[]string{"revision 42, STALE: etcd unreachable for 1m5s; the box forwards with this revision", "  etcd: watching etcd: etcdserver: no leader",
 				"  revision 43 refused (the box keeps 42): [dataplane] flow_hash_seed", `  ignored: override key "overrides/web/bad"`}},
-		{"from cache", &api.FleetState{Prefix: "/p/", Box: "lb1", Revision: 40, Stale: true, FromCache: true, CacheFile: "/var/lib/vipd/fleet-cache.toml", AgeSeconds: 3600},
-			[]string{"revision 40, STALE: started from its cache /var/lib/vipd/fleet-cache.toml, etcd not reached since for 1h0m0s"}},
+		{"from cache", &api.FleetState{Prefix: "/p/", Box: "lb1", Revision: 40, Stale: true, FromCache: true, CacheFile: "/var/lib/vipd/fleet.cache", AgeSeconds: 3600},
+			[]string{"revision 40, STALE: started from its cache /var/lib/vipd/fleet.cache, etcd not reached since for 1h0m0s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &api.State{Fleet: tc.fleet, VIPs: []api.VIPState{{Name: "web", Address: "198.18.0.100", Port: 80, Protocol: "tcp", Mode: "nat", Backends: backends}}}

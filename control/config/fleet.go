@@ -21,7 +21,7 @@ const (
 	// DefaultFleetCacheFile is where a box keeps the last fleet revision
 	// it applied, to start from when etcd is unreachable: beside
 	// DefaultStateFile, in the directory vipd.service owns.
-	DefaultFleetCacheFile   = "/var/lib/vipd/fleet-cache.toml"
+	DefaultFleetCacheFile   = "/var/lib/vipd/fleet.cache"
 	DefaultFleetDialTimeout = 5 * time.Second
 	MinFleetDialTimeout     = 100 * time.Millisecond
 	MaxFleetDialTimeout     = time.Minute

@@ -71,14 +71,23 @@ func (a *Agreement) OK() bool { return len(a.Lagging) == 0 && len(a.Disagree) ==
 
 // Agree compares the live boxes' status with latest, the revision of the
 // last configuration change. A box that applied a revision older than
-// latest lags (a box refusing latest lags too, and says why); a VIP
-// whose boxes report different table digests disagrees, whatever their
-// revisions, since that breaks flows moved between them now.
+// latest lags (a box refusing latest lags too, and says why), unless it
+// runs the same keys (digest) as a box at latest or later: revisions
+// also move with changes to other keys (the boxes' own), so a box that
+// read the keys earlier has an older revision of the same configuration.
+// A VIP whose boxes report different table digests disagrees, whatever
+// their revisions, since that breaks flows moved between them now.
 func Agree(latest int64, boxes []BoxStatus) *Agreement {
 	a := &Agreement{Latest: latest}
+	current := map[string]bool{} // digests applied at latest or later
+	for _, b := range boxes {
+		if b.Revision >= latest && b.Digest != "" {
+			current[b.Digest] = true
+		}
+	}
 	tables := map[string]map[string][]string{}
 	for _, b := range boxes {
-		if b.Revision < latest {
+		if b.Revision < latest && !current[b.Digest] {
 			a.Lagging = append(a.Lagging, b.Box)
 		}
 		for vip, d := range b.Tables {

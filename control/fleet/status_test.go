@@ -26,6 +26,11 @@ func TestAgree(t *testing.T) {
 			map[string]map[string][]string{"web": {"aaaa": {"box1"}, "cccccccccccccccc": {"box3"}}},
 			[]string{"VIP web: different tables: aaaa on box1; cccccccccccc on box3"}},
 		{"no boxes", 7, nil, nil, nil, nil},
+		{"same keys read at an older revision", 7, []BoxStatus{
+			{Box: "box1", Revision: 5, Digest: "d1", Tables: same},
+			{Box: "box2", Revision: 8, Digest: "d1", Tables: same},
+			{Box: "box3", Revision: 6, Digest: "d0", Tables: same},
+		}, []string{"box3"}, nil, []string{"not at revision 7: box3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := Agree(tc.latest, tc.boxes)

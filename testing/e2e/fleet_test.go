@@ -75,7 +75,7 @@ func newFleetEnv(t *testing.T, co testbed.ConfigOptions) *fleetEnv {
 	e.push(t, co)
 	e.boxFile = func(i int) string {
 		full := e.bed.BoxConfig(i, e.co, "")
-		cache := e.bed.BoxPath(i, "/var/lib/vipd/fleet-cache.toml")
+		cache := e.bed.BoxPath(i, "/var/lib/vipd/fleet.cache")
 		if err := os.MkdirAll(filepath.Dir(cache), 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -29,6 +29,9 @@ const AdminAddr = "127.0.0.1:9180"
 // in the bed's own directory, so that runs do not collide.
 func (b *Bed) AdminSocket() string { return filepath.Join(b.dir, "admin.sock") }
 
+// Path is name in the bed's directory, which goes with the bed.
+func (b *Bed) Path(name string) string { return filepath.Join(b.dir, name) }
+
 // VIPD is a vipd process running in the box.
 type VIPD struct {
 	bed    *Bed
