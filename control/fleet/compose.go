@@ -52,21 +52,23 @@ func Compose(local *config.Config, k *Keys) (*Composed, error) {
 		return nil, err
 	}
 	c := &Composed{Config: cfg, Warnings: warns}
-	c.Ignored, c.Overrides = applyOverrides(cfg, k)
+	c.Ignored, c.Overrides = applyOverrides(cfg, k, nil)
 	return c, nil
 }
 
 // applyOverrides puts k's overrides and stray keys into cfg; it returns
-// what it ignored, and why, and the overrides in force.
-func applyOverrides(cfg *config.Config, k *Keys) (ignored []string, applied []Override) {
+// what it ignored, and why, and the overrides in force. When orig is
+// not nil, it records there each changed backend's state and weight as
+// they were.
+func applyOverrides(cfg *config.Config, k *Keys, orig map[backendAt]backendValues) (ignored []string, applied []Override) {
 	for _, key := range k.Ignored {
 		ignored = append(ignored, fmt.Sprintf("key %q is none of the fleet's (config, overrides/, boxes/): not read", key))
 	}
-	var byName map[string]*config.VIP
+	var byName map[string]int
 	if len(k.Overrides) > 0 {
-		byName = make(map[string]*config.VIP, len(cfg.VIPs))
+		byName = make(map[string]int, len(cfg.VIPs))
 		for i := range cfg.VIPs {
-			byName[cfg.VIPs[i].Name] = &cfg.VIPs[i]
+			byName[cfg.VIPs[i].Name] = i
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(k.Overrides)) {
@@ -75,10 +77,20 @@ func applyOverrides(cfg *config.Config, k *Keys) (ignored []string, applied []Ov
 			ignored = append(ignored, err.Error()+": ignored")
 			continue
 		}
-		b := findBackend(byName[o.VIP], o)
-		if b == nil {
+		vi, ok := byName[o.VIP]
+		bi := -1
+		if ok {
+			bi = findBackend(&cfg.VIPs[vi], o)
+		}
+		if bi < 0 {
 			ignored = append(ignored, fmt.Sprintf("override key %q: VIP %q has no backend %s: ignored", KeyOverrides+name, o.VIP, o.Backend))
 			continue
+		}
+		b := &cfg.VIPs[vi].Backends[bi]
+		if at := (backendAt{vi, bi}); orig != nil {
+			if _, seen := orig[at]; !seen {
+				orig[at] = backendValues{b.State, b.Weight}
+			}
 		}
 		o.applyTo(b)
 		applied = append(applied, o)
@@ -87,19 +99,17 @@ func applyOverrides(cfg *config.Config, k *Keys) (ignored []string, applied []Ov
 	return ignored, applied
 }
 
-// findBackend returns the backend of v (nil: none) that o names, by
-// address and port (port 0 for one that keeps the client's port).
-func findBackend(v *config.VIP, o Override) *config.Backend {
-	if v == nil {
-		return nil
-	}
+// findBackend returns the index of the backend of v that o names (-1:
+// none), by address and port (port 0 for one that keeps the client's
+// port).
+func findBackend(v *config.VIP, o Override) int {
 	for j := range v.Backends {
 		b := &v.Backends[j]
 		if b.Address == o.Backend.Addr() && b.Port == o.Backend.Port() {
-			return b
+			return j
 		}
 	}
-	return nil
+	return -1
 }
 
 // applyTo puts o into b as the document would say it: a drain (or weight
@@ -131,29 +141,54 @@ func (o Override) What() string {
 	return "none"
 }
 
-// Composer is Compose that keeps the last document it parsed: a
+// Composer is Compose that keeps the last configuration it composed: a
 // revision that changes only overrides (vipd drain -fleet) costs a copy
 // of the backends instead of parsing and checking the whole document
-// again, which for 1,000 VIPs of 100 backends is most of a second. Not
-// safe for concurrent use.
+// again, which for 1,000 VIPs of 100 backends is most of a second. It
+// keeps no copy of its own: the last configuration is the one the box
+// runs (or tried to), which is never changed once composed, and the
+// document's values of the backends its overrides changed. Not safe for
+// concurrent use.
 type Composer struct {
 	local *config.Config
 	doc   []byte
-	base  *Composed // composed without overrides
+	last  *Composed
+	// orig holds, for each backend last's overrides changed, its state
+	// and weight as the document says them.
+	orig map[backendAt]backendValues
+}
+
+// backendAt is a backend's place in a configuration: VIP, backend.
+type backendAt struct{ vip, backend int }
+
+// backendValues are what an override changes in a backend.
+type backendValues struct {
+	state  config.BackendState
+	weight uint32
 }
 
 // Compose is Compose(local, k), reusing the last parse when local and
 // the document are the same.
 func (c *Composer) Compose(local *config.Config, k *Keys) (*Composed, error) {
-	if c.base == nil || c.local != local || k.ConfigErr != nil || k.Config == nil || !bytes.Equal(c.doc, k.Config) {
+	var cfg *config.Config
+	var warns []config.Problem
+	if c.last != nil && c.local == local && k.ConfigErr == nil && k.Config != nil && bytes.Equal(c.doc, k.Config) {
+		cfg, warns = cloneBackends(c.last.Config), c.last.Warnings
+		for at, v := range c.orig {
+			b := &cfg.VIPs[at.vip].Backends[at.backend]
+			b.State, b.Weight = v.state, v.weight
+		}
+	} else {
 		base, err := Compose(local, &Keys{Revision: k.Revision, Config: k.Config, ConfigErr: k.ConfigErr})
 		if err != nil {
 			return nil, err
 		}
-		c.local, c.doc, c.base = local, k.Config, base
+		cfg, warns = base.Config, base.Warnings
 	}
-	out := &Composed{Config: cloneBackends(c.base.Config), Warnings: c.base.Warnings}
-	out.Ignored, out.Overrides = applyOverrides(out.Config, k)
+	orig := map[backendAt]backendValues{}
+	out := &Composed{Config: cfg, Warnings: warns}
+	out.Ignored, out.Overrides = applyOverrides(cfg, k, orig)
+	c.local, c.doc, c.last, c.orig = local, k.Config, out, orig
 	return out, nil
 }
 

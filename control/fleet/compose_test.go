@@ -135,13 +135,17 @@ func TestComposer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := cp.base
 	c2, err := cp.Compose(local, &Keys{Revision: 3, Config: []byte(composeShared)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cp.base != base {
+	// Reused: what only a parse makes (the filled-in announce) is
+	// shared; the backends, which overrides change, are not.
+	if a1, a2 := c1.Config.VIPs[0].Announce, c2.Config.VIPs[0].Announce; a1 == nil || a1 != a2 {
 		t.Error("the same document was parsed again")
+	}
+	if &c2.Config.VIPs[0].Backends[0] == &c1.Config.VIPs[0].Backends[0] {
+		t.Error("two revisions share their backends")
 	}
 	want1 := []config.BackendState{config.StateDraining, config.StateActive, config.StateDisabled}
 	want2 := []config.BackendState{config.StateActive, config.StateActive, config.StateDisabled}
@@ -151,13 +155,26 @@ func TestComposer(t *testing.T) {
 	if c1.Config.VIPs[0].Backends[0].State != config.StateDraining {
 		t.Error("a later revision changed an earlier one's configuration")
 	}
-	if _, err := cp.Compose(local, &Keys{Revision: 4, Config: []byte(strings.Replace(composeShared, "flow_hash_seed = 7", "flow_hash_seed = 8", 1))}); err != nil || cp.base == base {
-		t.Errorf("a new document: %v, parsed again %v", err, cp.base != base)
+	// Drained, then weighted: the drain does not stay.
+	c3, err := cp.Compose(local, &Keys{Revision: 4, Config: []byte(composeShared), Overrides: map[string][]byte{"web/198.18.1.12:8080": []byte(`{"weight":9}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []config.BackendState{config.StateActive, config.StateActive, config.StateDisabled}; !slices.Equal(state(c3), want) || c3.Config.VIPs[0].Backends[1].Weight != 9 {
+		t.Errorf("states %v, weight %d", state(c3), c3.Config.VIPs[0].Backends[1].Weight)
+	}
+	c4, err := cp.Compose(local, drained)
+	if err != nil || c4.Config.VIPs[0].Backends[1].Weight != 1 || !slices.Equal(state(c4), want1) {
+		t.Errorf("the weight override outlived its key: %v", err)
+	}
+	seeded := &Keys{Revision: 5, Config: []byte(strings.Replace(composeShared, "flow_hash_seed = 7", "flow_hash_seed = 8", 1))}
+	c5, err := cp.Compose(local, seeded)
+	if err != nil || c5.Config.Dataplane.FlowHashSeed != 8 || c5.Config.VIPs[0].Announce == c4.Config.VIPs[0].Announce {
+		t.Errorf("a new document not parsed: %v", err)
 	}
 	other, _, _ := config.Parse("vipd.toml", []byte(composeLocal))
-	prev := cp.base
-	if _, err := cp.Compose(other, &Keys{Revision: 5, Config: []byte(strings.Replace(composeShared, "flow_hash_seed = 7", "flow_hash_seed = 8", 1))}); err != nil || cp.base == prev {
-		t.Errorf("a new local file: %v, parsed again %v", err, cp.base != prev)
+	if c, err := cp.Compose(other, seeded); err != nil || c.Config.VIPs[0].Announce == c5.Config.VIPs[0].Announce {
+		t.Errorf("a new local file not parsed: %v", err)
 	}
 	if _, err := cp.Compose(local, &Keys{Revision: 6}); !errors.Is(err, ErrNoConfig) {
 		t.Errorf("no config key: %v", err)
