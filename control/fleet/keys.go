@@ -15,7 +15,7 @@ import (
 )
 
 // The keys a box reads and writes below the fleet's prefix; nothing else
-// under it is read (docs/fleet-design.md, "Keys").
+// under it is read (docs/fleet.md, "The keys").
 const (
 	// KeyConfig holds the shared configuration: flow_hash_seed and every
 	// [[vip]], as TOML.
