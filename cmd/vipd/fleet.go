@@ -28,13 +28,25 @@ func fleetCmd(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	sub := args[0]
+	if strings.HasPrefix(sub, "-") {
+		// vipd fleet -h: the flags every subcommand takes.
+		sub, args = "", append([]string{""}, args...)
+	}
 	fs := flag.NewFlagSet("fleet "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "/etc/vipd/vipd.toml", "the box's configuration `file`, whose [fleet] says where the fleet is")
 	asJSON := fs.Bool("json", false, "status: print the boxes' status keys as JSON")
 	dryRun := fs.Bool("n", false, "push: check and print what would change, write nothing")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for etcd")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, usageText)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	if sub == "" {
+		fmt.Fprintln(stderr, usageText)
 		return 2
 	}
 	cfg, _, err := config.Load(*cfgPath)

@@ -69,6 +69,9 @@ const usage = `usage:
   vipd reload [-socket PATH | -config FILE]
                                       reload the configuration file and print what changed, or every
                                       error (exit 1: refused, the running configuration stays)
+  vipd fleet push [-n] FILE | pull | status [-json] [-config FILE] [-timeout D]
+                                      the fleet's shared configuration in etcd ([fleet] of FILE): check
+                                      and write it (-n: print what changes), print it, every box's status
   vipd -version
 
 Signals: SIGHUP reloads the configuration (a bad file keeps the old one),
