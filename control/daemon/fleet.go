@@ -69,6 +69,10 @@ type fleetState struct {
 	// cacheErrors counts failed cache writes.
 	cacheErrors atomic.Uint64
 
+	// id is the local file's [fleet]: a reload cannot change it (a
+	// change needs a restart), so it is read without a lock.
+	id config.Fleet
+
 	local    *config.Config // guarded by Daemon.reloadMu
 	keys     *fleet.Keys    // guarded by Daemon.reloadMu
 	composer fleet.Composer // guarded by Daemon.reloadMu
@@ -97,7 +101,7 @@ type appliedKeys struct {
 }
 
 func newFleetState(d *Daemon, src *FleetSource) *fleetState {
-	f := &fleetState{local: src.Local, keys: src.Start, kick: make(chan struct{}, 1), boxKey: src.BoxKey, startedFromCache: src.FromCache}
+	f := &fleetState{id: *src.Local.Fleet, local: src.Local, keys: src.Start, kick: make(chan struct{}, 1), boxKey: src.BoxKey, startedFromCache: src.FromCache}
 	f.watcher = &fleet.Watcher{Store: src.Store, Apply: d.applyFleet, Retry: src.Retry}
 	now, current := time.Now(), time.Now()
 	if src.FromCache {
@@ -126,13 +130,13 @@ func (f *fleetState) kickBox() {
 // saveCache queues k for the cache file (latest wins, off every lock).
 func (d *Daemon) saveCache(k *fleet.Keys) {
 	f := d.fleet
-	s := fleet.SnapshotOf(f.local.Fleet.Prefix, k, time.Now())
+	s := fleet.SnapshotOf(f.id.Prefix, k, time.Now())
 	b, err := s.Encode()
 	if err != nil {
 		d.log.Error("the fleet cache cannot be encoded", "err", err)
 		return
 	}
-	f.cacheW.submit(f.local.Fleet.CacheFile, b)
+	f.cacheW.submit(f.id.CacheFile, b)
 }
 
 // syncFleetCache waits, for at most timeout, until the cache holds every
@@ -239,7 +243,7 @@ func (d *Daemon) startFleet(ctx context.Context, wg *sync.WaitGroup) {
 		d.reloadMu.Unlock()
 	} else {
 		d.log.Warn("vipd runs the fleet's revision from its cache: etcd did not answer at start; it follows the fleet once etcd answers",
-			"revision", f.keys.Revision, "cache_file", f.local.Fleet.CacheFile)
+			"revision", f.keys.Revision, "cache_file", f.id.CacheFile)
 	}
 	wg.Go(func() { f.watcher.Run(ctx) })
 	wg.Go(func() {
@@ -300,7 +304,7 @@ func (d *Daemon) boxStatus(cached bool) fleet.BoxStatus {
 	ap := f.applied.Load()
 	ready := d.Ready() == nil
 	st := fleet.BoxStatus{
-		Box: f.local.Fleet.Box, Revision: ap.revision, Applied: ws.Applied, Digest: ap.digest,
+		Box: f.id.Box, Revision: ap.revision, Applied: ws.Applied, Digest: ap.digest,
 		Version: d.opts.Version, Ready: ready, Stale: fleetStale(ws, f.fromCache.Load(), time.Now()),
 		Refused: ws.Refused, LastError: ws.Why,
 	}
@@ -358,11 +362,11 @@ func (d *Daemon) fleetStateLocked(now time.Time) *api.FleetState {
 	ws := f.watcher.State()
 	ap := f.applied.Load()
 	fs := &api.FleetState{
-		Endpoints: f.local.Fleet.Endpoints, Prefix: f.local.Fleet.Prefix, Box: f.local.Fleet.Box,
+		Endpoints: f.id.Endpoints, Prefix: f.id.Prefix, Box: f.id.Box,
 		Connected: ws.Connected, Stale: fleetStale(ws, f.fromCache.Load(), now), FromCache: f.fromCache.Load(),
 		Revision: ap.revision, Digest: ap.digest, Applied: ws.Applied, Current: ws.Current,
 		Refused: ws.Refused, RefusedWhy: ws.Why, EtcdError: ws.EtcdError, ApplyErrors: ws.Errors,
-		CacheFile: f.local.Fleet.CacheFile, CacheErrors: f.cacheErrors.Load(), Ignored: d.fleetIgnored,
+		CacheFile: f.id.CacheFile, CacheErrors: f.cacheErrors.Load(), Ignored: d.fleetIgnored,
 	}
 	if !ws.Current.IsZero() {
 		fs.AgeSeconds = now.Sub(ws.Current).Seconds()
