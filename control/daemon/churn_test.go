@@ -68,14 +68,7 @@ func TestReloadsFlat(t *testing.T) {
 			d := New(cfg, Options{ConfigPath: path, Platform: newMemPlatform(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			clock := time.Unix(1e9, 0)
 			d.reg.SetClock(func() time.Time { return clock })
-			d.mu.Lock()
-			d.setPhaseLocked(phaseStarting)
-			err = d.publishLocked("start")
-			d.setPhaseLocked(phaseLive)
-			d.mu.Unlock()
-			if err != nil {
-				t.Fatal(err)
-			}
+			goLiveBare(t, d)
 			const reloads = 1000
 			hold := d.reg.Hold()
 			// Live backends, and those released within the hold.

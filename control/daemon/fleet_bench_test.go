@@ -49,14 +49,7 @@ func newFleetPublishDaemon(tb testing.TB, local *config.Config, doc []byte, rev 
 	}
 	d := New(c.Config, Options{Platform: newMemPlatform(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Fleet: &FleetSource{Store: store, Local: local, Start: k, Composed: c}})
-	d.mu.Lock()
-	d.setPhaseLocked(phaseStarting)
-	err = d.publishLocked("start")
-	d.setPhaseLocked(phaseLive)
-	d.mu.Unlock()
-	if err != nil {
-		tb.Fatal(err)
-	}
+	goLiveBare(tb, d)
 	// Before the files' directory goes (cleanups run last first).
 	tb.Cleanup(func() { d.syncFleetCache(stateWaitStop) })
 	return d

@@ -41,18 +41,27 @@ func newPublishDaemon(tb testing.TB, src string) *Daemon {
 		tb.Fatal(err)
 	}
 	d := New(cfg, Options{Platform: newMemPlatform(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	goLiveBare(tb, d)
 	d.mu.Lock()
-	d.setPhaseLocked(phaseStarting)
-	err = d.publishLocked("start")
-	d.setPhaseLocked(phaseLive)
 	for _, t := range d.healthTargets(d.cfg) {
 		d.targets[t.Ref] = true // as if the checks ran
 	}
 	d.mu.Unlock()
+	return d
+}
+
+// goLiveBare publishes d's first snapshot and makes it live, as Run
+// would, without workers, checks or a publisher.
+func goLiveBare(tb testing.TB, d *Daemon) {
+	tb.Helper()
+	d.mu.Lock()
+	d.setPhaseLocked(phaseStarting)
+	err := d.publishLocked("start")
+	d.setPhaseLocked(phaseLive)
+	d.mu.Unlock()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return d
 }
 
 // cpuTime returns the CPU time, user and system, the process has used.

@@ -3,6 +3,7 @@ package testbed
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"testing"
 
 	"github.com/vipd/vipd/testing/nstest"
@@ -27,6 +28,18 @@ func RunDemo(t *testing.T, env string) string {
 		t.Fatal(err)
 	}
 	return testkit.RunChild(t, env, root)
+}
+
+// MustHave ends a demo's process, saying what to run, unless every one of
+// cmds is on PATH: target is the make target, what what they are ("BIRD
+// 2 as the router"), install the package that make target installs.
+func MustHave(target, what, install string, cmds ...string) {
+	for _, c := range cmds {
+		if _, err := exec.LookPath(c); err != nil {
+			fmt.Fprintf(os.Stderr, "%s needs %s (%s not found): sudo %s installs %s\n", target, what, c, target, install)
+			os.Exit(1)
+		}
+	}
 }
 
 // MustBeRoot ends a demo's process, saying why, unless it runs as root:

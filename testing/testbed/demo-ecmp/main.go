@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"time"
@@ -17,12 +15,7 @@ import (
 
 func main() {
 	testbed.MustBeRoot("make demo-ecmp", "it creates network namespaces and attaches XDP programs inside them")
-	for _, p := range []string{"bird", "birdc"} {
-		if _, err := exec.LookPath(p); err != nil {
-			fmt.Fprintf(os.Stderr, "make demo-ecmp needs BIRD 2 as the router (%s not found): sudo make demo-ecmp installs bird2\n", p)
-			os.Exit(1)
-		}
-	}
+	testbed.MustHave("make demo-ecmp", "BIRD 2 as the router", "bird2", "bird", "birdc")
 	took := testbed.NewRun("demo-ecmp").Go(demo)
 	fmt.Printf("\nAll namespaces, links and processes removed. Demo took %.1f s.\n", took.Seconds())
 }

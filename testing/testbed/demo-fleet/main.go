@@ -15,16 +15,8 @@ import (
 
 func main() {
 	testbed.MustBeRoot("make demo-fleet", "it creates network namespaces and attaches XDP programs inside them")
-	for _, p := range []string{"bird", "birdc"} {
-		if _, err := exec.LookPath(p); err != nil {
-			fmt.Fprintf(os.Stderr, "make demo-fleet needs BIRD 2 as the router (%s not found): sudo make demo-fleet installs bird2\n", p)
-			os.Exit(1)
-		}
-	}
-	if _, err := testbed.EtcdPath(); err != nil {
-		fmt.Fprintf(os.Stderr, "make demo-fleet %v: sudo make demo-fleet installs etcd-server\n", err)
-		os.Exit(1)
-	}
+	testbed.MustHave("make demo-fleet", "BIRD 2 as the router", "bird2", "bird", "birdc")
+	testbed.MustHave("make demo-fleet", "Debian's etcd-server", "etcd-server", "etcd")
 	took := testbed.NewRun("demo-fleet").Go(demo)
 	fmt.Printf("\nAll namespaces, links and processes removed. Demo took %.1f s.\n", took.Seconds())
 }
