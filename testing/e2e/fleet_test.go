@@ -245,6 +245,13 @@ func TestFleet(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Every fleet metric the dashboard and the rules name is
+			// there (TestMonitoredMetricsExist leaves them to this test).
+			for _, name := range monitoredMetrics(t) {
+				if _, ok := fams[name]; strings.HasPrefix(name, fleetMetric) && !ok {
+					t.Errorf("box %d: %s is used by the dashboard or the rules but not on /metrics", i+1, name)
+				}
+			}
 			if c, st := testbed.Metric(fams, "vipd_fleet_connected"), testbed.Metric(fams, "vipd_fleet_stale"); c != 0 || st != 1 {
 				t.Errorf("box %d: vipd_fleet_connected %v, vipd_fleet_stale %v; want 0 and 1", i+1, c, st)
 			}
