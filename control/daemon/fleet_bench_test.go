@@ -25,6 +25,21 @@ import (
 // box to apply at scale, how long a push takes to reach three boxes, what
 // following a fleet costs in memory and in CPU when nothing changes.
 
+// smokeVIPs is n, or a tenth of it with -short: make test runs every
+// benchmark once, to see that it runs, not for its figures.
+func smokeVIPs(n int) int {
+	if testing.Short() {
+		return n / 10
+	}
+	return n
+}
+
+// midDrain is the fleet override that drains the 50th backend of the
+// middle VIP of a fleetgen fleet of n VIPs.
+func midDrain(n int) map[string][]byte {
+	return map[string][]byte{fmt.Sprintf("v%d/198.19.0.50:%d", n/2, 10000+n/2): []byte(`{"drain":true}`)}
+}
+
 // fleetLocal is a box's file for the benchmarks: generatedHead with its
 // state and cache files under dir, and [fleet] on endpoints.
 func fleetLocal(tb testing.TB, dir string, endpoints []string) *config.Config {
@@ -65,13 +80,13 @@ func newFleetPublishDaemon(tb testing.TB, local *config.Config, doc []byte, rev 
 // and its size as stored in etcd.
 func BenchmarkFleetApply(b *testing.B) {
 	local := fleetLocal(b, b.TempDir(), []string{"http://127.0.0.1:1"})
-	doc := fleetgen.Shared(1000, 100, 0)
+	doc := fleetgen.Shared(smokeVIPs(1000), 100, 0)
 	reweighted := bytes.Replace(doc, []byte("port = 10000\n"), []byte("port = 10000\nweight = 2\n"), 1)
 	stored, err := fleet.EncodeConfig(doc)
 	if err != nil {
 		b.Fatal(err)
 	}
-	drain := map[string][]byte{"v500/198.19.0.50:10500": []byte(`{"drain":true}`)}
+	drain := midDrain(smokeVIPs(1000))
 	for _, bc := range []struct {
 		name string
 		keys func(i int) *fleet.Keys
@@ -121,7 +136,7 @@ func BenchmarkFleetApply(b *testing.B) {
 // the document for the next revision): heap-MB for each and their
 // ratio, goal at most 1.10.
 func BenchmarkFleetMemory(b *testing.B) {
-	doc := fleetgen.Shared(1000, 100, 0)
+	doc := fleetgen.Shared(smokeVIPs(1000), 100, 0)
 	local := fleetLocal(b, b.TempDir(), []string{"http://127.0.0.1:1"})
 	head := strings.Replace(generatedHead, "[dataplane]\n", fmt.Sprintf("[dataplane]\nflow_hash_seed = 1234567\nstate_file = %q\n", filepath.Join(b.TempDir(), "state.json")), 1)
 	vips := doc[bytes.Index(doc, []byte("[[vip]]")):]
@@ -138,7 +153,8 @@ func BenchmarkFleetMemory(b *testing.B) {
 		file, d1 := heap(func() *Daemon {
 			// The same change, by a reload of the file.
 			d := newPublishDaemon(b, head+string(vips))
-			cfg, _, err := config.Parse("bench.toml", bytes.Replace([]byte(head+string(vips)), []byte("port = 10500\n"), []byte("port = 10500\nstate = \"draining\"\n"), 1))
+			port := fmt.Sprintf("port = %d\n", 10000+smokeVIPs(1000)/2)
+			cfg, _, err := config.Parse("bench.toml", bytes.Replace([]byte(head+string(vips)), []byte(port), []byte(port+"state = \"draining\"\n"), 1))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -152,7 +168,7 @@ func BenchmarkFleetMemory(b *testing.B) {
 		})
 		fromFleet, d2 := heap(func() *Daemon {
 			d := newFleetPublishDaemon(b, local, bytes.Clone(doc), 1, nil)
-			drain := map[string][]byte{"v500/198.19.0.50:10500": []byte(`{"drain":true}`)}
+			drain := midDrain(smokeVIPs(1000))
 			if err := d.applyFleet(&fleet.Keys{Revision: 2, Config: bytes.Clone(doc), Overrides: drain}); err != nil {
 				b.Fatal(err)
 			}
@@ -247,8 +263,11 @@ func BenchmarkFleetIdle(b *testing.B) {
 	d.startFleet(ctx, &wg)
 	defer wg.Wait()
 	defer cancel()
-	const window = 10 * time.Second
-	time.Sleep(2 * time.Second) // the first read, the lease, the first status
+	window, settle := 10*time.Second, 2*time.Second
+	if testing.Short() { // make test's one run of every benchmark
+		window, settle = time.Second, 500*time.Millisecond
+	}
+	time.Sleep(settle) // the first read, the lease, the first status
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		cpu0, start := cpuTime(b), time.Now()
