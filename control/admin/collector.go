@@ -64,6 +64,10 @@ var (
 	dCTFull      = desc("conntrack_full_total", "Inserts refused for want of room (the flow went stateless).")
 	dDriver      = desc("driver_events_total", "Driver counters, summed over queues.", "event")
 	dReloads     = desc("config_reloads_total", "Configuration reloads, by result.", "result")
+	// Prometheus's own convention for a reloadable configuration.
+	dReloadOK     = desc("config_last_reload_successful", "1 when the last load of the configuration file (the start or the last reload) applied, 0 when the last reload was refused (the previous configuration runs).")
+	dReloadTime   = desc("config_last_reload_timestamp_seconds", "When the configuration last loaded (the start or the last reload that applied), in seconds since the epoch.")
+	dConfigDiffer = desc("config_file_differs", "1 when the configuration file on disk is not the one that runs (edited and not reloaded, or its reload refused).")
 	// The fleet's (docs/fleet.md): only on a box with [fleet].
 	dFleetConnected = desc("fleet_connected", "1 while the box's watch on etcd runs and etcd answers, 0 while etcd is away (traffic is not affected).")
 	dFleetStale     = desc("fleet_stale", "1 while the box cannot know it runs the fleet's latest revision (etcd away or silent, or started from its cache).")
@@ -198,6 +202,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for vip, v := range m.AllDown {
 		counter(dAllDown, v, vip)
 	}
+	gauge(dReloadOK, b2f(m.Config.LastReloadOK))
+	if !m.Config.LoadedAt.IsZero() {
+		gauge(dReloadTime, float64(m.Config.LoadedAt.UnixNano())/1e9)
+	}
+	gauge(dConfigDiffer, b2f(m.Config.FileDiffers))
 	if f := m.Fleet; f != nil {
 		gauge(dFleetConnected, b2f(f.Connected))
 		gauge(dFleetStale, b2f(f.Stale))

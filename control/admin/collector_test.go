@@ -4,6 +4,7 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -93,6 +94,37 @@ func TestFleetMetrics(t *testing.T) {
 	for _, f := range fams {
 		if strings.HasPrefix(f.GetName(), "vipd_fleet_") {
 			t.Errorf("%s without [fleet]", f.GetName())
+		}
+	}
+}
+
+// TestConfigMetrics: the configuration file's gauges, as Prometheus names
+// a reloadable configuration's.
+func TestConfigMetrics(t *testing.T) {
+	at := time.Unix(1_700_000_000, 500_000_000)
+	for _, tc := range []struct {
+		m    ConfigMetrics
+		want map[string]float64
+	}{
+		{ConfigMetrics{LastReloadOK: true, LoadedAt: at}, map[string]float64{
+			"vipd_config_last_reload_successful": 1, "vipd_config_last_reload_timestamp_seconds": 1_700_000_000.5, "vipd_config_file_differs": 0}},
+		{ConfigMetrics{LastReloadOK: false, LoadedAt: at, FileDiffers: true}, map[string]float64{
+			"vipd_config_last_reload_successful": 0, "vipd_config_last_reload_timestamp_seconds": 1_700_000_000.5, "vipd_config_file_differs": 1}},
+	} {
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(collector{&metricsProvider{m: &Metrics{Config: tc.m}}})
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, f := range fams {
+			if strings.HasPrefix(f.GetName(), "vipd_config_") && f.GetName() != "vipd_config_reloads_total" {
+				got[f.GetName()] = f.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		if !maps.Equal(got, tc.want) {
+			t.Errorf("%+v: %v, want %v", tc.m, got, tc.want)
 		}
 	}
 }

@@ -71,6 +71,17 @@ type Metrics struct {
 	RoleChanges uint64
 	// Fleet is the box's view of its fleet; nil without [fleet].
 	Fleet *api.FleetState
+	// Config is the configuration file's state: whether the last load
+	// (start or reload) applied, when the configuration last loaded, and
+	// whether the file on disk differs from the one that runs.
+	Config ConfigMetrics
+}
+
+// ConfigMetrics is the configuration file's part of Metrics.
+type ConfigMetrics struct {
+	LastReloadOK bool
+	LoadedAt     time.Time
+	FileDiffers  bool
 }
 
 // BackendLabel identifies a backend in metric labels.

@@ -116,13 +116,19 @@ type configFile struct {
 	seenDiffers bool
 	// +checklocks:mu
 	lastErr []string
+	// lastOK: the last load (the start, or the last reload) applied;
+	// okAt is when the configuration last loaded.
+	// +checklocks:mu
+	lastOK bool
+	// +checklocks:mu
+	okAt time.Time
 }
 
 // newConfigFile hashes the file at path as the configuration New was
 // given. The file is read again here, after the caller loaded it: an
 // edit in between is taken as what runs.
 func newConfigFile(path string) *configFile {
-	f := &configFile{path: path}
+	f := &configFile{path: path, lastOK: true, okAt: time.Now()}
 	if path == "" {
 		return f
 	}
@@ -141,12 +147,22 @@ func (f *configFile) succeeded(data []byte) {
 	f.loaded, f.known = sha256.Sum256(data), true
 	f.seenMod, f.seenSize = time.Time{}, 0
 	f.lastErr = nil
+	f.lastOK, f.okAt = true, time.Now()
 }
 
 func (f *configFile) failed(errs []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastErr = errs
+	f.lastOK = false
+}
+
+// lastLoad reports whether the last load applied, and when the
+// configuration last loaded.
+func (f *configFile) lastLoad() (ok bool, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastOK, f.okAt
 }
 
 // status reports whether the file on disk differs from the one that

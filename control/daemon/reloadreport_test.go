@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/control/admin/client"
@@ -130,6 +131,7 @@ func TestReloadErrorsOneLogEntryEach(t *testing.T) {
 func TestStateConfigDiffers(t *testing.T) {
 	td := start(t, testConfig)
 	ctx := context.Background()
+	var loadedAt time.Time
 	check := func(when string, differs bool, errHas string) {
 		t.Helper()
 		st, err := td.d.State(ctx)
@@ -139,6 +141,18 @@ func TestStateConfigDiffers(t *testing.T) {
 		if st.ConfigDiffers != differs || (errHas == "") != (st.ConfigError == "") || !strings.Contains(st.ConfigError, errHas) {
 			t.Errorf("%s: config_differs %v, config_error %q; want %v, %q", when, st.ConfigDiffers, st.ConfigError, differs, errHas)
 		}
+		// The same in /metrics: vipd_config_file_differs,
+		// vipd_config_last_reload_successful (0 only while the last
+		// reload failed) and its timestamp (moved by a load that
+		// applied, not by a refusal).
+		m := td.d.Metrics().Config
+		if m.FileDiffers != differs || m.LastReloadOK != (errHas == "") || m.LoadedAt.IsZero() {
+			t.Errorf("%s: metrics %+v; want differs %v, last reload ok %v", when, m, differs, errHas == "")
+		}
+		if moved := m.LoadedAt.After(loadedAt); moved != strings.Contains(when, "good reload") && !loadedAt.IsZero() {
+			t.Errorf("%s: the load time moved %v (%v → %v)", when, moved, loadedAt, m.LoadedAt)
+		}
+		loadedAt = m.LoadedAt
 	}
 	check("at start", false, "")
 	edited := strings.Replace(testConfig, "address = \"198.18.1.12\"\nport = 8080", "address = \"198.18.1.12\"\nport = 8080\nweight = 5", 1)

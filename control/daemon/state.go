@@ -211,6 +211,9 @@ func (d *Daemon) Metrics() *admin.Metrics {
 		m.TunnelProber = map[string]uint64{"sent": st.Sent, "not_probe": st.NotProbe, "unknown": st.Unknown,
 			"send_error": st.SendErrors, "read_error": st.ReadErrors}
 	}
+	ok, at := d.cfgFile.lastLoad()
+	differs, _ := d.cfgFile.status() // reads the file when it changed: not under mu
+	m.Config = admin.ConfigMetrics{LastReloadOK: ok, LoadedAt: at, FileDiffers: differs}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	m.Generation = d.gen
