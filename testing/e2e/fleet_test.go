@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -37,26 +36,16 @@ type fleetEnv struct {
 	local string
 }
 
-// encapSourceLine matches a DSR VIP's encap_source, which is the box's
-// own: a shared document leaves it out, and each box takes its egress
-// address.
-var encapSourceLine = regexp.MustCompile(`(?m)^encap_source = .*\n`)
-
 // shared is the fleet's document for co: the bed's VIPs, as every box's
 // file would have them, without the boxes' own encap_source.
 func (e *fleetEnv) shared(co testbed.ConfigOptions) string {
-	full := e.bed.Config(co)
-	return encapSourceLine.ReplaceAllString(full[strings.Index(full, "[[vip]]"):], "")
+	_, shared := testbed.SplitFleet(e.bed.Config(co))
+	return shared
 }
 
 // fleetKeys is the [fleet] table of box (the operator's when "").
 func (e *fleetEnv) fleetKeys(box, cache string) string {
-	eps := `"` + strings.Join(e.etcd.Endpoints(), `", "`) + `"`
-	s := fmt.Sprintf("\n[fleet]\nendpoints = [%s]\nprefix = %q\ndial_timeout = \"1s\"\n", eps, fleetPrefix)
-	if box != "" {
-		s += fmt.Sprintf("box = %q\ncache_file = %q\n", box, cache)
-	}
-	return s
+	return testbed.FleetTable(e.etcd.Endpoints(), fleetPrefix, box, cache)
 }
 
 // newFleetEnv builds the ECMP bed and etcd, pushes co's VIPs as the
@@ -74,12 +63,12 @@ func newFleetEnv(t *testing.T, co testbed.ConfigOptions) *fleetEnv {
 	}
 	e.push(t, co)
 	e.boxFile = func(i int) string {
-		full := e.bed.BoxConfig(i, e.co, "")
+		local, _ := testbed.SplitFleet(e.bed.BoxConfig(i, e.co, ""))
 		cache := e.bed.BoxPath(i, "/var/lib/vipd/fleet.cache")
 		if err := os.MkdirAll(filepath.Dir(cache), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		return full[:strings.Index(full, "[[vip]]")] + bgpKeys(ecmpBGP) + e.fleetKeys(fmt.Sprintf("box%d", i+1), cache)
+		return local + bgpKeys(ecmpBGP) + e.fleetKeys(fmt.Sprintf("box%d", i+1), cache)
 	}
 	e.startAll(t)
 	return e

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -156,4 +157,26 @@ func (b *Bed) Config(o ConfigOptions) string {
 	}
 	s.WriteString(o.Extra)
 	return s.String()
+}
+
+// SplitFleet splits a configuration Config wrote into a fleet's halves:
+// the box's own file (everything before the first [[vip]]) and the
+// shared document (the [[vip]]s), without the DSR VIPs' encap_source,
+// which is each box's own: a box of a fleet takes its egress address.
+func SplitFleet(cfg string) (local, shared string) {
+	i := strings.Index(cfg, "[[vip]]")
+	return cfg[:i], encapSourceLine.ReplaceAllString(cfg[i:], "")
+}
+
+var encapSourceLine = regexp.MustCompile(`(?m)^encap_source = .*\n`)
+
+// FleetTable is a [fleet] table on endpoints under prefix, with a 1 s
+// dial timeout; box and cache (when box is not "") name the box and its
+// cache file.
+func FleetTable(endpoints []string, prefix, box, cache string) string {
+	s := fmt.Sprintf("\n[fleet]\nendpoints = [\"%s\"]\nprefix = %q\ndial_timeout = \"1s\"\n", strings.Join(endpoints, `", "`), prefix)
+	if box != "" {
+		s += fmt.Sprintf("box = %q\ncache_file = %q\n", box, cache)
+	}
+	return s
 }

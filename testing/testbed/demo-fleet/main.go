@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"regexp"
 	"strings"
 	"time"
 
@@ -27,10 +26,6 @@ const (
 	prefix    = "/vipd/fleets/demo/"
 )
 
-// encapSource is a DSR VIP's encap_source line: each box's own, so the
-// fleet's document leaves it out and every box takes its egress address.
-var encapSource = regexp.MustCompile(`(?m)^encap_source = .*\n`)
-
 func demo(r *testbed.Run) {
 	const boxes = 3
 	fmt.Println("== building vipd; bringing up a client, a router running BIRD, three vipd boxes and four backends")
@@ -43,7 +38,7 @@ func demo(r *testbed.Run) {
 
 	fmt.Printf("\n== etcd: three members of Debian's etcd-server on %s (the router's namespace), ports 2379, 2381, 2383\n", testbed.RouterBackend)
 	etcd := bed.StartEtcd(bed.Router, testbed.RouterBackend, 3)
-	fleetKeys := fmt.Sprintf("\n[fleet]\nendpoints = [\"%s\"]\nprefix = %q\ndial_timeout = \"1s\"\n", strings.Join(etcd.Endpoints(), `", "`), prefix)
+	fleetKeys := testbed.FleetTable(etcd.Endpoints(), prefix, "", "")
 	operator := bed.Path("operator.toml")
 	write(r, operator, "[dataplane]\ningress = \"eth0\"\n"+fleetKeys)
 	vipd := func(args ...string) (string, int) {
@@ -67,8 +62,8 @@ func demo(r *testbed.Run) {
 
 	co := testbed.ConfigOptions{Health: testbed.FastHealth, Echo: true, Backends: 3}
 	shared := func(co testbed.ConfigOptions) string {
-		full := bed.Config(co)
-		return encapSource.ReplaceAllString(full[strings.Index(full, "[[vip]]"):], "")
+		_, doc := testbed.SplitFleet(bed.Config(co))
+		return doc
 	}
 	doc := bed.Path("shared.toml")
 	write(r, doc, shared(co))
@@ -79,12 +74,12 @@ func demo(r *testbed.Run) {
 	fmt.Printf("\n== three boxes whose files have no [[vip]]: [dataplane], [admin], [bgp] and [fleet] only\n")
 	vipds := make([]*testbed.VIPD, boxes)
 	for i := range boxes {
-		full := bed.BoxConfig(i, co, "")
+		own, _ := testbed.SplitFleet(bed.BoxConfig(i, co, ""))
 		cache := bed.BoxPath(i, "/var/lib/vipd/fleet.cache")
 		if err := os.MkdirAll(cache[:strings.LastIndex(cache, "/")], 0o755); err != nil {
 			r.Fatalf("%v", err)
 		}
-		local := full[:strings.Index(full, "[[vip]]")] + bgp + fleetKeys + fmt.Sprintf("box = \"box%d\"\ncache_file = %q\n", i+1, cache)
+		local := own + bgp + testbed.FleetTable(etcd.Endpoints(), prefix, fmt.Sprintf("box%d", i+1), cache)
 		vipds[i] = bed.StartBox(i, local)
 		fmt.Printf("   box%d: vipd pid %d, %s, the fleet's VIPs from etcd\n", i+1, vipds[i].PID(), testbed.BoxAddr(i))
 	}
