@@ -149,7 +149,11 @@ func fleetOverride(name string, ff fleetFlags, cfgPath, vip, backend string, cha
 	if !*ff.wait {
 		return 0
 	}
-	behind, err := fleet.WaitApplied(ctx, cli, prefix, rev)
+	// The wait has its own -timeout from the write: the write may have
+	// used most of the first one on a slow etcd.
+	wctx, wcancel := context.WithTimeout(context.Background(), *ff.timeout)
+	defer wcancel()
+	behind, err := fleet.WaitApplied(wctx, cli, prefix, rev)
 	switch {
 	case err != nil:
 		return fail(fmt.Errorf("waiting for the boxes: %w", err))
@@ -157,7 +161,7 @@ func fleetOverride(name string, ff fleetFlags, cfgPath, vip, backend string, cha
 		fmt.Fprintf(stderr, "vipd %s -fleet: after %v, not applied by: %s (vipd fleet status says why)\n", name, *ff.timeout, strings.Join(behind, ", "))
 		return 1
 	}
-	boxes, _ := fleet.Boxes(ctx, cli, prefix)
+	boxes, _ := fleet.Boxes(wctx, cli, prefix)
 	fmt.Fprintf(stdout, "applied by every live box (%d)\n", len(boxes))
 	return 0
 }

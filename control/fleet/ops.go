@@ -116,23 +116,33 @@ func Boxes(ctx context.Context, cli *clientv3.Client, prefix string) ([]BoxStatu
 
 // WaitApplied waits until every live box reports revision rev or later,
 // polling every 20 ms until ctx is done; it returns the boxes that still
-// do not (none: all did).
+// do not (none: all did). When ctx ends during a poll, the answer is the
+// last poll that etcd answered: the boxes behind then, not the deadline's
+// error. The error is returned only when etcd answered no poll at all.
 func WaitApplied(ctx context.Context, cli *clientv3.Client, prefix string, rev int64) ([]string, error) {
+	var behind []string
+	answered := false
 	for {
 		boxes, err := Boxes(ctx, cli, prefix)
-		var behind []string
-		for _, b := range boxes {
-			if b.Revision < rev {
-				behind = append(behind, b.Box)
+		if err == nil {
+			answered = true
+			behind = behind[:0]
+			for _, b := range boxes {
+				if b.Revision < rev {
+					behind = append(behind, b.Box)
+				}
 			}
-		}
-		if err == nil && len(behind) == 0 {
-			return nil, nil
+			if len(behind) == 0 {
+				return nil, nil
+			}
 		}
 		select {
 		case <-ctx.Done():
-			if err != nil {
-				return behind, err
+			if !answered {
+				if err == nil {
+					err = ctx.Err()
+				}
+				return nil, err
 			}
 			return behind, nil
 		case <-time.After(20 * time.Millisecond):

@@ -145,6 +145,13 @@ func TestOverridesAndWait(t *testing.T) {
 	if err != nil || !slices.Equal(behind, []string{"box2"}) {
 		t.Errorf("behind %v, %v; want box2", behind, err)
 	}
+	// A wait whose deadline passed before etcd answered any poll says so:
+	// it cannot name the boxes behind.
+	done, dcancel := context.WithCancel(ctx)
+	dcancel()
+	if behind, err := WaitApplied(done, cli, testPrefix, rev); err == nil {
+		t.Errorf("a wait etcd never answered: behind %v, no error", behind)
+	}
 	v, _ := (&BoxStatus{Box: "box2", Revision: rev}).Encode()
 	if _, err := cli.Put(ctx, testPrefix+KeyBoxes+"box2", string(v)); err != nil {
 		t.Fatal(err)
