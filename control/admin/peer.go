@@ -1,0 +1,77 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Caller is who is at the other end of an admin socket connection, as
+// the kernel says (SO_PEERCRED): the audit of every change made through
+// the socket names it.
+type Caller struct {
+	UID, PID int
+	// Comm is the process's command name (/proc/PID/comm), "" when it
+	// exited before it was read.
+	Comm string
+}
+
+// String is "uid 0 pid 1234 (vipd)".
+func (c Caller) String() string {
+	s := "uid " + strconv.Itoa(c.UID) + " pid " + strconv.Itoa(c.PID)
+	if c.Comm != "" {
+		s += " (" + c.Comm + ")"
+	}
+	return s
+}
+
+type callerKey struct{}
+
+// ConnContext is an http.Server's ConnContext for the admin socket: it
+// puts the peer's credentials of a Unix connection into the context of
+// every request on it (CallerOf). Other connections pass as they are.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return ctx
+	}
+	caller, err := peerCred(uc)
+	if err != nil {
+		return ctx
+	}
+	return context.WithValue(ctx, callerKey{}, caller)
+}
+
+// CallerOf returns the caller ConnContext stored in ctx.
+func CallerOf(ctx context.Context) (Caller, bool) {
+	c, ok := ctx.Value(callerKey{}).(Caller)
+	return c, ok
+}
+
+// peerCred reads SO_PEERCRED of c, and the peer's command name.
+func peerCred(c *net.UnixConn) (Caller, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return Caller{}, err
+	}
+	var cred *unix.Ucred
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return Caller{}, err
+	}
+	if serr != nil {
+		return Caller{}, fmt.Errorf("SO_PEERCRED: %w", serr)
+	}
+	caller := Caller{UID: int(cred.Uid), PID: int(cred.Pid)}
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(caller.PID) + "/comm"); err == nil {
+		caller.Comm = strings.TrimSpace(string(b))
+	}
+	return caller, nil
+}
