@@ -1,9 +1,13 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -74,4 +78,47 @@ func peerCred(c *net.UnixConn) (Caller, error) {
 		caller.Comm = strings.TrimSpace(string(b))
 	}
 	return caller, nil
+}
+
+// maxAuditBody bounds the request body Audit logs: the admin API's
+// change requests are a few hundred bytes.
+const maxAuditBody = 4 << 10
+
+// Audit logs every request h serves that is not a read (POST, PUT,
+// DELETE: a drain, an override, a reload, a role change) once it is
+// answered: who made it (the socket peer's uid, pid and command name,
+// when ConnContext put them in), the method and path, the request's body
+// and the answer's status. For the admin socket, whose callers may
+// change the balancer.
+func Audit(h http.Handler, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			h.ServeHTTP(w, r)
+			return
+		}
+		body, _ := io.ReadAll(io.LimitReader(r.Body, maxAuditBody+1))
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		by := "unknown"
+		if c, ok := CallerOf(r.Context()); ok {
+			by = c.String()
+		}
+		shown := string(body)
+		if len(body) > maxAuditBody {
+			shown = string(body[:maxAuditBody]) + "…"
+		}
+		log.Info("admin change", "by", by, "method", r.Method, "path", r.URL.Path, "request", shown, "status", sw.status)
+	})
+}
+
+// statusWriter keeps the status a handler answered with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
 }

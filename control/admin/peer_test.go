@@ -1,11 +1,16 @@
 package admin
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -56,6 +61,48 @@ func TestConnContext(t *testing.T) {
 		}
 		if tc.network == "unix" && (g.Comm == "" || g.String() != Caller{UID: g.UID, PID: g.PID, Comm: g.Comm}.String()) {
 			t.Errorf("unix: no command name in %+v", g)
+		}
+	}
+}
+
+// TestAudit: a change is logged with who made it, what it asked and the
+// answer's status, and its handler still reads the whole body; a read is
+// not logged.
+func TestAudit(t *testing.T) {
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	var read string
+	h := Audit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		read = string(b)
+		if r.URL.Path == "/v1/bad" {
+			w.WriteHeader(http.StatusBadRequest)
+		}
+	}), log)
+	ctx := context.WithValue(context.Background(), callerKey{}, Caller{UID: 0, PID: 42, Comm: "vipd"})
+	body := `{"vip":"web","backend":"198.18.1.11","weight":5}`
+	for _, tc := range []struct {
+		method, path, body string
+		want               []string // in the log line; nil: no line
+	}{
+		{"POST", "/v1/override", body, []string{`by="uid 0 pid 42 (vipd)"`, "method=POST", "path=/v1/override", `198.18.1.11`, "status=200"}},
+		{"POST", "/v1/bad", "{}", []string{"path=/v1/bad", "status=400"}},
+		{"GET", "/v1/state", "", nil},
+	} {
+		logged.Reset()
+		r := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body)).WithContext(ctx)
+		h.ServeHTTP(httptest.NewRecorder(), r)
+		if read != tc.body {
+			t.Errorf("%s %s: the handler read %q, want %q", tc.method, tc.path, read, tc.body)
+		}
+		line := logged.String()
+		if tc.want == nil && line != "" {
+			t.Errorf("%s %s logged %q", tc.method, tc.path, line)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(line, w) {
+				t.Errorf("%s %s: log %q lacks %q", tc.method, tc.path, line, w)
+			}
 		}
 	}
 }

@@ -54,6 +54,9 @@ func (d *Daemon) listenAdmin(a *config.Admin, fail func(error)) (*adminServers, 
 			// The socket only: its callers are trusted (see config.Admin).
 			h = admin.WithPprof(h)
 		}
+		// Every change through the socket is logged with its caller
+		// (SO_PEERCRED, put in by the server's ConnContext).
+		h = admin.Audit(h, d.log)
 		s.serve(ln, h, fail)
 		d.log.Info("admin socket listening", "path", a.Socket, "pprof", a.Pprof)
 	}
@@ -63,7 +66,8 @@ func (d *Daemon) listenAdmin(a *config.Admin, fail func(error)) (*adminServers, 
 func (s *adminServers) serve(ln net.Listener, h http.Handler, fail func(error)) {
 	// IdleTimeout: an idle keep-alive connection (any local user can open
 	// them on the TCP listener) is closed, not kept for ever.
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,
+		ConnContext: admin.ConnContext} // a no-op on TCP connections
 	s.servers = append(s.servers, srv)
 	s.listeners = append(s.listeners, ln)
 	go func() {

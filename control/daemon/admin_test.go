@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/control/admin/client"
 	"github.com/vipd/vipd/testing/testkit"
 )
@@ -550,5 +552,31 @@ func TestAdminHostCheck(t *testing.T) {
 	td.rewrite(cfg)
 	if err := td.d.Reload(); err != nil {
 		t.Errorf("a reload with the same allowed_hosts: %v", err)
+	}
+}
+
+// TestAdminChangeAudited: a change through the admin socket is logged
+// with the caller the kernel names (this test process), what it asked
+// and the answer; a read through it is not.
+func TestAdminChangeAudited(t *testing.T) {
+	td := newTestDaemon(t, testConfig, nil)
+	lb := td.logTo()
+	td.run()
+	td.waitRunning()
+	ctx := context.Background()
+	w := uint32(5)
+	if _, err := client.SetOverride(ctx, td.socket, api.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Weight: &w}); err != nil {
+		t.Fatal(err)
+	}
+	by := fmt.Sprintf(`by="uid %d pid %d (`, os.Getuid(), os.Getpid())
+	lines := lb.lines("admin change", by, "path=/v1/override", "198.18.1.11", "status=200")
+	if len(lines) != 1 {
+		t.Errorf("%d audit lines for the override, want 1:\n%s", len(lines), lb.String())
+	}
+	if _, err := client.FetchSocketState(ctx, td.socket); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(lb.lines("admin change")); n != 1 {
+		t.Errorf("%d audit lines after a read, want still 1", n)
 	}
 }
