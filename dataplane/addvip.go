@@ -136,10 +136,10 @@ func (s *Snapshot) addBackends(i int, vs *VIPSpec, v *vip, classify bool, prev *
 				rp = vs.Port
 			}
 			if v.v6 {
-				s.cls6.reply6.put(mkKey6(&b.addr6, vs.Proto, rp), int32(i))
+				s.cls6.reply6.put(mkKey6(&b.addr6, vs.Proto, rp), int32(bs.Ref))
 				share6(&s.cls6.replyAddr6, mkKey6(&b.addr6, vs.Proto, 0), int32(i))
 			} else {
-				s.cls4.reply4.put(key4(u32(b.addr4), vs.Proto, rp), int32(i))
+				s.cls4.reply4.put(key4(u32(b.addr4), vs.Proto, rp), int32(bs.Ref))
 				share4(&s.cls4.replyAddr4, key4(u32(b.addr4), vs.Proto, 0), int32(i))
 			}
 		}

@@ -27,6 +27,7 @@ func TestZeroAllocs(t *testing.T) {
 		{"nat4 hit", spec, build(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, flags: "A", payload: payloadOf(100)}), PortIngress, false, false},
 		{"nat4 miss", spec, build(t, pk{src: client4, dst: vipNAT4, sport: 1, dport: 80, flags: "S"}), PortIngress, true, false},
 		{"nat4 reply", spec, build(t, pk{src: netip.MustParseAddr("198.18.1.11"), dst: client4, sport: 8080, dport: 1, flags: "A"}), PortEgress, false, false},
+		{"nat4 SYN-ACK", spec, build(t, pk{src: netip.MustParseAddr("198.18.1.11"), dst: client4, sport: 8080, dport: 1, flags: "SA"}), PortEgress, false, false},
 		{"nat4 reply, fast path", spec, build(t, pk{src: netip.MustParseAddr("198.18.1.11"), dst: client4, sport: 8080, dport: 1, flags: "A"}), PortEgress, false, true},
 		{"dsr4 hit", spec, build(t, pk{src: client4, dst: vipDSR4, sport: 1, dport: 80, flags: "A"}), PortIngress, false, false},
 		{"dsr4 miss", spec, build(t, pk{src: client4, dst: vipDSR4, sport: 1, dport: 80, flags: "S"}), PortIngress, true, false},

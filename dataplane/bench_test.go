@@ -15,8 +15,10 @@ import (
 
 // BenchmarkPipeline measures one worker on one core: ns per packet and
 // packets per second, for NAT and DSR, conntrack hit (flows already pinned,
-// visited in turn) and miss (a new flow every packet), with 1 and 100k live
-// flows (1M too without -short), and 64- and 1500-byte frames.
+// visited in turn), miss (a new flow every packet, picked up mid-stream)
+// and syn (a new connection's SYN every packet: a miss that starts a
+// handshake), with 1 and 100k live flows (1M too without -short), and 64-
+// and 1500-byte frames.
 //
 // Frames come in batches of 64, each in its own buffer, and are processed
 // in place by ProcessBatch, as a worker's Run does with what a driver
@@ -33,14 +35,23 @@ func BenchmarkPipeline(b *testing.B) {
 		name string
 		vip  netip.Addr
 	}{{"nat", vipNAT4}, {"dsr", vipDSR4}} {
-		for _, path := range []string{"hit", "miss"} {
+		for _, path := range []string{"hit", "miss", "syn"} {
 			for _, flows := range flowCounts {
-				if path == "miss" && flows != 1 {
+				if path != "hit" && flows != 1 {
 					continue // a miss has no live-flow count: every packet is new
 				}
 				for _, size := range []int{64, 1500} {
+					if path == "syn" && size != 64 {
+						continue // a SYN carries no payload
+					}
 					name := fmt.Sprintf("%s/%s/flows=%d/%dB", mode.name, path, flows, size)
-					b.Run(name, func(b *testing.B) { benchPipeline(b, mode.vip, path == "miss", flows, size) })
+					flags := "A"
+					if path == "syn" {
+						flags = "S"
+					}
+					b.Run(name, func(b *testing.B) {
+						benchPipelineFlags(b, testSpec(), mode.vip, path != "hit", flows, size, -1, flags)
+					})
 				}
 			}
 		}
@@ -52,7 +63,12 @@ const hdrLen = 14 + 20 + 20 // Ethernet, IPv4, TCP: all the pipeline touches
 // flowHeaders returns n distinct frame headers for flows to vip: client
 // addresses 198.18.0.1 and up, source ports 1024-61023.
 func flowHeaders(b testing.TB, vip netip.Addr, n, size int) ([]byte, []byte) {
-	tmpl := build(b, pk{src: client4, dst: vip, sport: 1024, dport: 80, flags: "A", payload: make([]byte, size-hdrLen)})
+	return flowHeadersFlags(b, vip, n, size, "A")
+}
+
+// flowHeadersFlags is flowHeaders for packets with TCP flags flags.
+func flowHeadersFlags(b testing.TB, vip netip.Addr, n, size int, flags string) ([]byte, []byte) {
+	tmpl := build(b, pk{src: client4, dst: vip, sport: 1024, dport: 80, flags: flags, payload: make([]byte, size-hdrLen)})
 	hdrs := make([]byte, n*64)
 	for i := 0; i < n; i++ {
 		h := hdrs[i*64 : i*64+64]
@@ -136,6 +152,12 @@ func BenchmarkPreviousOwner(b *testing.B) {
 // benchPipelineSpec is benchPipelineOf over spec (BenchmarkSchedulers,
 // BenchmarkPreviousOwner).
 func benchPipelineSpec(b *testing.B, spec *Spec, vip netip.Addr, miss bool, flows, size, passes int) {
+	benchPipelineFlags(b, spec, vip, miss, flows, size, passes, "A")
+}
+
+// benchPipelineFlags is benchPipelineSpec for packets with TCP flags flags
+// ("S": every miss a new connection's SYN, which starts a handshake).
+func benchPipelineFlags(b *testing.B, spec *Spec, vip netip.Addr, miss bool, flows, size, passes int, flags string) {
 	// Room for the 20-byte IPIP header behind 1500-byte frames, as a DSR
 	// deployment needs on its tunnel side.
 	spec.MTU[PortEgress] = 1600
@@ -158,7 +180,7 @@ func benchPipelineSpec(b *testing.B, spec *Spec, vip netip.Addr, miss bool, flow
 		// the share of new flows.
 		w.prefetch, w.prefetchMin, w.newFlowPasses = passes, 0, passes
 	}
-	tmpl, hdrs := flowHeaders(b, vip, flows, size)
+	tmpl, hdrs := flowHeadersFlags(b, vip, flows, size, flags)
 	// A batch as a driver hands it over: batchSize frames in their own
 	// buffers, processed in place by ProcessBatch.
 	const batchSize = 64

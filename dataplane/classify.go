@@ -141,6 +141,14 @@ func tcpFlags(frame []byte, f *packet.Frame) uint8 {
 	return 0
 }
 
+// isSynAck reports whether the frame is a TCP SYN-ACK (neither RST nor FIN
+// set): a backend's answer to a handshake.
+func isSynAck(frame []byte, f *packet.Frame) bool {
+	const want = packet.TCPFlagSYN | packet.TCPFlagACK
+	return f.Proto == packet.ProtoTCP && f.HasL4 &&
+		frame[f.L4Off+13]&(want|packet.TCPFlagRST|packet.TCPFlagFIN) == want
+}
+
 // classify4 is classify for IPv4: p.vi is the VIP the packet is for, or
 // empty, or ambiguous (a non-first fragment for an address several VIPs of
 // its protocol share). Fragments after the first carry no ports: they are

@@ -88,12 +88,18 @@ type FlowCounters struct {
 	Bytes    uint64 // IP bytes as received
 	NewFlows uint64 // flows first pinned here (conntrack insert or stateless pick)
 	// Handshakes are tracked TCP flows that began with a SYN, and Answered
-	// those of them whose client went on past its SYNs (an ACK or data: it
-	// got the backend's SYN-ACK). Both are seen on the client's side only,
-	// so they hold in DSR as in NAT. A handshake the backend ignores or
-	// resets stays unanswered: passive outlier detection reads the ratio.
+	// the answers to them: in NAT mode the backend's SYN-ACKs relayed to
+	// the client (retransmissions too), in DSR mode the flows whose client
+	// went on past its SYNs (handshake.go). A handshake the backend
+	// ignores or resets stays unanswered: passive outlier detection and
+	// the handshake verdict read the ratio. Backends only.
 	Handshakes uint64
 	Answered   uint64
+	// HandshakeTime is the histogram of the answered handshakes' times,
+	// bucket i counting those of at most HandshakeBuckets[i] (the last,
+	// the slower ones), and HandshakeNanos their sum. Backends only.
+	HandshakeTime  [numHandshakeBuckets]uint64
+	HandshakeNanos uint64
 }
 
 // Counters are one worker's counters. The worker owns them and writes them
@@ -222,6 +228,10 @@ func addFlows(dst, src []FlowCounters) []FlowCounters {
 		dst[i].NewFlows += src[i].NewFlows
 		dst[i].Handshakes += src[i].Handshakes
 		dst[i].Answered += src[i].Answered
+		for j := range dst[i].HandshakeTime {
+			dst[i].HandshakeTime[j] += src[i].HandshakeTime[j]
+		}
+		dst[i].HandshakeNanos += src[i].HandshakeNanos
 	}
 	return dst
 }

@@ -22,7 +22,8 @@ func (w *Worker) natReply4(d *Desc, frame []byte, f *packet.Frame) bool {
 	s := w.snap
 	ip := f.IPv4(frame)
 	src := ip.SourceUint32()
-	vi := int32(-1)
+	vi, ref := int32(-1), int32(-1)
+	var cport uint16 // the client's port (TCP and UDP)
 	switch {
 	case f.Frag && !f.FirstFrag:
 		vi = s.cls4.replyAddr4.get(key4(src, f.Proto, 0))
@@ -32,12 +33,15 @@ func (w *Worker) natReply4(d *Desc, frame []byte, f *packet.Frame) bool {
 		}
 		return w.natReplyICMP4(d, frame, f)
 	default:
-		sp, _, ok := ports(frame, f)
+		sp, dp, ok := ports(frame, f)
 		if !ok {
 			return false
 		}
-		if vi = s.cls4.reply4.get(key4(src, f.Proto, sp)); vi < 0 {
-			vi = s.cls4.reply4.get(key4(src, f.Proto, 0))
+		if ref = s.cls4.reply4.get(key4(src, f.Proto, sp)); ref < 0 {
+			ref = s.cls4.reply4.get(key4(src, f.Proto, 0))
+		}
+		if ref >= 0 {
+			vi, cport = s.backends[ref].vip, dp
 		}
 	}
 	if vi == empty || s.isLocal4(ip.DestinationUint32()) {
@@ -81,6 +85,12 @@ func (w *Worker) natReply4(d *Desc, frame []byte, f *packet.Frame) bool {
 	d.Len = f.L3Off + f.L3Len
 	w.c.Replies++
 	w.countVIP(v, f.L3Len)
+	if ref >= 0 && isSynAck(frame, f) {
+		var client [16]byte
+		a := ip.DestinationAddress()
+		copy(client[:], a[:])
+		w.handshakeAnswered(watchKey(&client, cport, v.id), uint32(ref))
+	}
 	if f.L3Len > mtu {
 		w.fragmentReply4(d, f, &e, mac, mtu)
 		return true
@@ -124,11 +134,11 @@ func (w *Worker) natReplyICMP4(d *Desc, frame []byte, f *packet.Frame) bool {
 		return true
 	}
 	backend := u32([4]byte(q.dst[:4]))
-	vi := s.cls4.reply4.get(key4(backend, q.proto, q.dport))
-	if vi < 0 {
-		vi = s.cls4.reply4.get(key4(backend, q.proto, 0))
+	ref := s.cls4.reply4.get(key4(backend, q.proto, q.dport))
+	if ref < 0 {
+		ref = s.cls4.reply4.get(key4(backend, q.proto, 0))
 	}
-	if vi < 0 {
+	if ref < 0 {
 		w.drop(d, DropICMPUnmatched)
 		return true
 	}
@@ -136,7 +146,7 @@ func (w *Worker) natReplyICMP4(d *Desc, frame []byte, f *packet.Frame) bool {
 		w.drop(d, DropBadICMPChecksum)
 		return true
 	}
-	w.replyErrorTo(d, frame, f, &q, vi, false)
+	w.replyErrorTo(d, frame, f, &q, s.backends[ref].vip, false)
 	return true
 }
 

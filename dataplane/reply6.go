@@ -13,7 +13,8 @@ func (w *Worker) natReply6(d *Desc, frame []byte, f *packet.Frame) bool {
 	ip := f.IPv6(frame)
 	src := ip.SourceAddress()
 	fragFirst := f.FragHdrOff == f.L3Off+packet.IPv6Size
-	vi := int32(-1)
+	vi, ref := int32(-1), int32(-1)
+	var cport uint16 // the client's port (TCP and UDP)
 	switch {
 	case f.Frag && !f.FirstFrag:
 		if !fragFirst {
@@ -29,12 +30,15 @@ func (w *Worker) natReply6(d *Desc, frame []byte, f *packet.Frame) bool {
 		if f.L4Off != f.L3Off+packet.IPv6Size && !(fragFirst && f.L4Off == f.FragHdrOff+packet.IPv6FragmentSize) {
 			return false
 		}
-		sp, _, ok := ports(frame, f)
+		sp, dp, ok := ports(frame, f)
 		if !ok {
 			return false
 		}
-		if vi = s.cls6.reply6.get(mkKey6(src, f.Proto, sp)); vi < 0 {
-			vi = s.cls6.reply6.get(mkKey6(src, f.Proto, 0))
+		if ref = s.cls6.reply6.get(mkKey6(src, f.Proto, sp)); ref < 0 {
+			ref = s.cls6.reply6.get(mkKey6(src, f.Proto, 0))
+		}
+		if ref >= 0 {
+			vi, cport = s.backends[ref].vip, dp
 		}
 	}
 	if vi == empty || s.isLocal6(ip.DestinationAddress()) {
@@ -75,6 +79,9 @@ func (w *Worker) natReply6(d *Desc, frame []byte, f *packet.Frame) bool {
 	d.Len = f.L3Off + f.L3Len
 	w.c.Replies++
 	w.countVIP(v, f.L3Len)
+	if ref >= 0 && isSynAck(frame, f) {
+		w.handshakeAnswered(watchKey(ip.DestinationAddress(), cport, v.id), uint32(ref))
+	}
 	w.tx(d, PortIngress)
 	return true
 }
@@ -94,11 +101,11 @@ func (w *Worker) natReplyICMP6(d *Desc, frame []byte, f *packet.Frame) bool {
 		w.drop(d, DropICMPUnmatched)
 		return true
 	}
-	vi := s.cls6.reply6.get(mkKey6(&q.dst, q.proto, q.dport))
-	if vi < 0 {
-		vi = s.cls6.reply6.get(mkKey6(&q.dst, q.proto, 0))
+	ref := s.cls6.reply6.get(mkKey6(&q.dst, q.proto, q.dport))
+	if ref < 0 {
+		ref = s.cls6.reply6.get(mkKey6(&q.dst, q.proto, 0))
 	}
-	if vi < 0 {
+	if ref < 0 {
 		w.drop(d, DropICMPUnmatched)
 		return true
 	}
@@ -106,6 +113,6 @@ func (w *Worker) natReplyICMP6(d *Desc, frame []byte, f *packet.Frame) bool {
 		w.drop(d, DropBadICMPChecksum)
 		return true
 	}
-	w.replyErrorTo(d, frame, f, &q, vi, true)
+	w.replyErrorTo(d, frame, f, &q, s.backends[ref].vip, true)
 	return true
 }

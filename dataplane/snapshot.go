@@ -174,9 +174,10 @@ type classifiers struct {
 	// fragments (no ports) and ICMP.
 	addr4 table4
 	addr6 table6
-	// reply: (NAT backend address, protocol, port) → VIP index, port 0 for
-	// backends of every-port VIPs; (NAT backend address, protocol, 0) in
-	// replyAddr, or ambiguous, for fragments.
+	// reply: (NAT backend address, protocol, port) → backend ref (its VIP
+	// is backends[ref].vip), port 0 for backends of every-port VIPs;
+	// (NAT backend address, protocol, 0) → VIP index in replyAddr, or
+	// ambiguous, for fragments.
 	reply4     table4
 	reply6     table6
 	replyAddr4 table4
@@ -462,8 +463,8 @@ func (s *Snapshot) update(prev *Snapshot, spec *Spec, same []bool, maxRef uint32
 // exactly as prev does: the same box addresses (local, as localAddrs
 // returns them), the same VIPs in the same order with the same address,
 // port, protocol, mode and encapsulation, and the same backend
-// addresses and ports. It sets same[i] for every VIP i whose VIPSpec is
-// entirely prev's, whatever the result.
+// addresses and ports (and, for NAT VIPs, refs). It sets same[i] for
+// every VIP i whose VIPSpec is entirely prev's, whatever the result.
 func (prev *Snapshot) sameAddressing(spec *Spec, local []netip.Addr, same []bool) bool {
 	steady := len(prev.build) == len(spec.VIPs) && slices.Equal(prev.local, local)
 	for i := range spec.VIPs {
@@ -482,7 +483,9 @@ func (prev *Snapshot) sameAddressing(spec *Spec, local []netip.Addr, same []bool
 			identical = true
 			for j := range a.Backends {
 				x, y := &a.Backends[j], &b.Backends[j]
-				if x.Addr != y.Addr || x.Port != y.Port {
+				// NAT replies are classified by backend address and
+				// port to the backend's ref (classifiers.reply4).
+				if x.Addr != y.Addr || x.Port != y.Port || (b.Mode == ModeNAT && x.Ref != y.Ref) {
 					steady = false
 					identical = false
 					break

@@ -56,7 +56,7 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 				// flow (its own age and proof).
 				w.ct.Renew(e, ref, flags, synMark(p))
 				w.lastState = 0
-				w.c.Backends[ref].Handshakes++
+				w.handshakeStarted(&p.key, ref)
 				return b, ref
 			}
 		}
@@ -72,7 +72,11 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 			w.lastState = st
 			switch {
 			case st == conntrack.StateSynSent && flags&(packet.TCPFlagSYN|packet.TCPFlagFIN|packet.TCPFlagRST) == 0:
-				w.c.Backends[ref].Answered++ // past its SYNs: the client got the SYN-ACK
+				if v.mode != ModeNAT {
+					// Past its SYNs: the client got the SYN-ACK, which
+					// in NAT mode counted as it passed (natReply4).
+					w.handshakeAnswered(watchKey(&p.key.Src, p.key.SrcPort, p.key.VIP), ref)
+				}
 			case flags&(packet.TCPFlagSYN|packet.TCPFlagACK) == packet.TCPFlagSYN:
 				// The SYN the entry keeps the mark of: the latest.
 				e.SetFlags(e.Flags()&flagPrevious | synMark(p))
@@ -123,7 +127,7 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 		w.c.HintedFlows++
 	} else if p.key.Proto == packet.ProtoTCP && flags&(packet.TCPFlagSYN|packet.TCPFlagACK) == packet.TCPFlagSYN {
 		e.SetFlags(synMark(p))
-		w.c.Backends[ref].Handshakes++
+		w.handshakeStarted(&p.key, ref)
 	}
 	w.c.VIPs[v.id].NewFlows++
 	w.c.Backends[ref].NewFlows++
@@ -153,7 +157,7 @@ func (w *Worker) reused(e conntrack.Entry, p *pkt, vi int, v *vip) (*backend, ui
 	w.c.Reused++
 	w.c.VIPs[v.id].NewFlows++
 	w.c.Backends[ref].NewFlows++
-	w.c.Backends[ref].Handshakes++
+	w.handshakeStarted(&p.key, ref)
 	return b, ref
 }
 

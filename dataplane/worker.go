@@ -79,6 +79,11 @@ type WorkerOptions struct {
 	// gives all workers the same one. nil: a worker counts only its own
 	// new flows.
 	Load *LoadBoard
+	// Stopwatch keeps the start times of TCP handshakes in progress
+	// (handshake.go); the daemon gives all workers the same one, since a
+	// NAT backend's SYN-ACK may reach another worker than the client's
+	// SYN. nil: a private one of DefaultStopwatchSlots.
+	Stopwatch *Stopwatch
 }
 
 // Worker runs the pipeline for one NIC queue. It owns its conntrack shard
@@ -91,6 +96,7 @@ type Worker struct {
 	now    int64 // nanoseconds, from Begin: the pipeline never reads a clock
 	icmp   limiter
 	neigh  *NeighborCache
+	watch  *Stopwatch
 	c      Counters
 	epochs []uint32 // per ref: the backend c.Backends counts (syncCounters)
 	frag   ipfrag.Fragmenter
@@ -263,6 +269,9 @@ func NewWorker(ct *conntrack.Shard, opts WorkerOptions) *Worker {
 	}
 	w.icmp = newLimiter(opts.ICMPRate, opts.ICMPBurst)
 	w.sch.board = opts.Load
+	if w.watch = opts.Stopwatch; w.watch == nil {
+		w.watch = NewStopwatch(DefaultStopwatchSlots)
+	}
 	w.pub.Store(w.c.clone())
 	return w
 }
