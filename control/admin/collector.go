@@ -52,7 +52,8 @@ var (
 	dBeEjected   = desc("backend_ejected", "1 while passive outlier detection keeps the backend out, else 0.", "vip", "backend")
 	dBeEjections = desc("backend_ejections_total", "Passive outlier ejections of a backend.", "vip", "backend")
 	dBeHandshake = desc("backend_handshakes_total", "Tracked TCP flows to a backend that began with a SYN.", "vip", "backend")
-	dBeAnswered  = desc("backend_handshakes_answered_total", "Of those, flows whose client went on past its SYNs (it got the backend's SYN-ACK).", "vip", "backend")
+	dBeAnswered  = desc("backend_handshakes_answered_total", "Answers to them: in NAT mode the backend's SYN-ACKs relayed (retransmissions too), in DSR mode the flows whose client went on past its SYNs.", "vip", "backend")
+	dBeHSTime    = desc("backend_handshake_seconds", "Time from a TCP flow's first SYN to its answer (NAT: the backend's SYN-ACK; DSR: the client's next packet), on the workers' batch clocks; present once the backend had a handshake.", "vip", "backend")
 	dBeEffWeight = desc("backend_effective_weight", "A backend's weight after slow start and its reported load and error rate (its configured weight when neither applies).", "vip", "backend")
 	dBeLoadBad   = desc("backend_load_reports_malformed_total", "Load reports (the health check's load_header) that were not a number from 0 to 1, ignored.", "vip", "backend")
 	dBeUp        = desc("backend_forwarding", "Backend forwarding state: 1 up, 0.5 draining (existing flows only), 0 down.", "vip", "backend")
@@ -172,6 +173,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			counter(dBeNewFlows, f.NewFlows, l.VIP, l.Backend)
 			counter(dBeHandshake, f.Handshakes, l.VIP, l.Backend)
 			counter(dBeAnswered, f.Answered, l.VIP, l.Backend)
+			if f.Handshakes > 0 {
+				ch <- handshakeHistogram(&f, l.VIP, l.Backend)
+			}
 		}
 		gauge(dBeUp, m.BackendUp[ref], l.VIP, l.Backend)
 		ej := 0.0
@@ -237,4 +241,17 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// handshakeHistogram is f's handshake times as a Prometheus histogram:
+// cumulative buckets by dataplane.HandshakeBuckets, in seconds.
+func handshakeHistogram(f *dataplane.FlowCounters, labels ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(dataplane.HandshakeBuckets))
+	var acc uint64
+	for i, le := range dataplane.HandshakeBuckets {
+		acc += f.HandshakeTime[i]
+		buckets[float64(le)/1e9] = acc
+	}
+	n := acc + f.HandshakeTime[len(dataplane.HandshakeBuckets)]
+	return prometheus.MustNewConstHistogram(dBeHSTime, n, float64(f.HandshakeNanos)/1e9, buckets, labels...)
 }

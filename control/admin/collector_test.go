@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/vipd/vipd/control/admin/api"
+	"github.com/vipd/vipd/dataplane"
 )
 
 // metricsProvider serves fixed Metrics.
@@ -125,6 +127,48 @@ func TestConfigMetrics(t *testing.T) {
 		}
 		if !maps.Equal(got, tc.want) {
 			t.Errorf("%+v: %v, want %v", tc.m, got, tc.want)
+		}
+	}
+}
+
+// TestHandshakeHistogram: a backend's handshake times are a histogram in
+// seconds with cumulative buckets, its sum and count the workers'; a
+// backend without a handshake has none.
+func TestHandshakeHistogram(t *testing.T) {
+	var f, idle dataplane.FlowCounters
+	f.Handshakes, f.Answered = 5, 4
+	f.HandshakeTime[1] = 2                               // (0.5 ms, 1 ms]
+	f.HandshakeTime[3] = 1                               // (2 ms, 5 ms]
+	f.HandshakeTime[len(dataplane.HandshakeBuckets)] = 1 // over 3 s
+	f.HandshakeNanos = 4_004_000_000
+	m := &Metrics{
+		Workers:  []*dataplane.Counters{{Backends: []dataplane.FlowCounters{f, idle}}},
+		Backends: map[uint32]BackendLabel{0: {VIP: "web", Backend: "a"}, 1: {VIP: "web", Backend: "b"}},
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(collector{&metricsProvider{m: m}})
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h *dto.Histogram
+	n := 0
+	for _, fam := range fams {
+		if fam.GetName() == "vipd_backend_handshake_seconds" {
+			n = len(fam.GetMetric())
+			h = fam.GetMetric()[0].GetHistogram()
+		}
+	}
+	if n != 1 || h == nil {
+		t.Fatalf("%d series, want 1 (the backend with handshakes)", n)
+	}
+	if h.GetSampleCount() != 4 || h.GetSampleSum() != 4.004 {
+		t.Errorf("count %d sum %v, want 4 and 4.004", h.GetSampleCount(), h.GetSampleSum())
+	}
+	want := map[float64]uint64{0.0005: 0, 0.001: 2, 0.002: 2, 0.005: 3, 3: 3}
+	for _, b := range h.GetBucket() {
+		if w, ok := want[b.GetUpperBound()]; ok && b.GetCumulativeCount() != w {
+			t.Errorf("le=%v: %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), w)
 		}
 	}
 }

@@ -119,6 +119,10 @@ type Daemon struct {
 	overrides map[uint32]override
 	// +checklocks:mu
 	outliers outlierState // passive outlier detection (outlier.go)
+	// blackHoles are the TCP VIPs none of whose backends answers, with
+	// when that was last logged (handshakes.go).
+	// +checklocks:mu
+	blackHoles map[string]time.Time
 	// fleetOverrides are the fleet's overrides in force, by
 	// fleetOverrideKey, and fleetIgnored the fleet's keys not applied
 	// and why (fleet.go): for status.
@@ -404,6 +408,10 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 	if wopts.Load == nil {
 		wopts.Load = &d.loads
+	}
+	if wopts.Stopwatch == nil {
+		// A NAT backend's SYN-ACK may reach another queue than its SYN.
+		wopts.Stopwatch = dataplane.NewStopwatch(dataplane.DefaultStopwatchSlots)
 	}
 	workers := make([]*dataplane.Worker, len(queues))
 	fp, _ := d.opts.Platform.(fastPlatform)

@@ -27,6 +27,9 @@ type rateSampler struct {
 	// worker.
 	vips, backends []api.Rates
 	workers        []api.WorkerState
+	// hs is every backend's handshake history (handshakes.go), fed with
+	// each sample.
+	hs handshakes
 }
 
 // sample takes workers' counters read at now and computes the rates since
@@ -41,6 +44,7 @@ func (s *rateSampler) sample(cs []*dataplane.Counters, now time.Time) {
 		return
 	}
 	cur, old := dataplane.Sum(cs...), dataplane.Sum(prev...)
+	s.hs.sample(cur.Backends)
 	s.vips, s.backends = flowRates(cur.VIPs, old.VIPs, dt), flowRates(cur.Backends, old.Backends, dt)
 	s.workers = make([]api.WorkerState, len(cs))
 	for i, c := range cs {
@@ -127,6 +131,7 @@ func (d *Daemon) runRates(ctx context.Context) {
 				cs[i] = w.Published()
 			}
 			d.rates.sample(cs, now)
+			d.blackHoleRound(now)
 		}
 	}
 }

@@ -97,6 +97,9 @@ func (d *Daemon) State(ctx context.Context) (*api.State, error) {
 			bs.FleetOverride = d.fleetOverrideLocked(v, b)
 			addRecord(&bs, records, ref)
 			bs.Rates = d.rates.backend(ref)
+			if v.Protocol == config.TCP {
+				bs.Handshakes = d.rates.hs.state(ref, v.Outlier.Timeout.D())
+			}
 			bs.QUICServerIDs = quicServerIDs(b.QUICLBServerIDs)
 			vs.ActiveFlows += bs.ActiveFlows
 			if spec != nil && j < len(spec.Backends) {

@@ -204,6 +204,39 @@ type BackendState struct {
 	// QUICServerIDs are the backend's QUIC-LB server IDs in hex, by
 	// configuration codepoint ("0": "0a01").
 	QUICServerIDs map[string]string `json:"quic_lb_server_ids,omitempty"`
+	// Handshakes is how the backend answers its TCP handshakes; nil
+	// before its first.
+	Handshakes *HandshakeState `json:"handshakes,omitempty"`
+}
+
+// HandshakeState is a backend's TCP handshakes: in NAT mode answered by
+// the backend's SYN-ACK, in DSR mode by the client going on past its SYN
+// (docs/operations.md, "Handshakes"). A handshake counts as unanswered
+// when no answer came within WindowSeconds.
+type HandshakeState struct {
+	WindowSeconds float64 `json:"window_seconds"`
+	// Tried counts the handshakes judged over the last minute (begun in
+	// the minute that ended a window ago), Answered the answers of the
+	// last minute, Share the answered share (capped at 1; 1 with none
+	// tried). The Recent pair is the same over the last 10 s.
+	Tried          uint64  `json:"tried"`
+	Answered       uint64  `json:"answered"`
+	Share          float64 `json:"answered_share"`
+	RecentTried    uint64  `json:"recent_tried"`
+	RecentAnswered uint64  `json:"recent_answered"`
+	// Timed counts the answered handshakes of the last minute whose time
+	// was measured, P50Seconds and P99Seconds their median and 99th
+	// percentile (0 with none).
+	Timed      uint64  `json:"timed"`
+	P50Seconds float64 `json:"p50_seconds"`
+	P99Seconds float64 `json:"p99_seconds"`
+	// Total and AnsweredTotal are the counters since start.
+	Total         uint64 `json:"total"`
+	AnsweredTotal uint64 `json:"answered_total"`
+	// Unanswered says why the backend is flagged: under 10 % of at least
+	// 5 handshakes answered in the last 10 s ("answered 0 of 69
+	// handshakes in the last 10 s"); "" when it is not.
+	Unanswered string `json:"unanswered,omitempty"`
 }
 
 // ConntrackStats is the connection table in State: the daemon's
