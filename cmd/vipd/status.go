@@ -66,8 +66,8 @@ func writeStatus(w io.Writer, st *api.State) error {
 		}
 	}
 	fmt.Fprintf(tw, "conntrack %d/%d flows  XDP fast path %s%s\n", st.Conntrack.Entries, st.Conntrack.Capacity, fast, role)
-	fmt.Fprintf(tw, "Prot\tVIP:Port\tMode\tScheduler\tFlags\t\t\t\n")
-	fmt.Fprintf(tw, "  ->\tBackend:Port\tWeight\tForward\tHealth\tActiveFlows\tNewFlows\tPackets\tWhy\n")
+	fmt.Fprintf(tw, "Prot\tVIP:Port\tMode\tScheduler\tFlags\t\t\t\t\t\n")
+	fmt.Fprintf(tw, "  ->\tBackend:Port\tWeight\tForward\tHealth\tActiveFlows\tNewFlows\tPackets\tAnswered/1m\tp50/p99\tWhy\n")
 	for _, v := range st.VIPs {
 		flags := v.FlowHash
 		if v.AllDown {
@@ -86,7 +86,7 @@ func writeStatus(w io.Writer, st *api.State) error {
 		if sched == "" {
 			sched = "maglev"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s M=%d\t%s\t\t\t\n", strings.ToUpper(v.Protocol), api.HostPort(v.Address, v.Port), v.Mode, sched, v.TableSize, flags)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s M=%d\t%s\t\t\t\t\t\n", strings.ToUpper(v.Protocol), api.HostPort(v.Address, v.Port), v.Mode, sched, v.TableSize, flags)
 		for _, b := range v.Backends {
 			fwd := b.Forwarding
 			if b.Drained {
@@ -110,7 +110,15 @@ func writeStatus(w io.Writer, st *api.State) error {
 			if port == 0 {
 				port = v.Port
 			}
-			fmt.Fprintf(tw, "  ->\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\n", api.HostPort(b.Address, port), b.Weight, fwd, healthCell(b, time.Now()), b.ActiveFlows, b.NewFlows, b.Packets, why)
+			answered, times := handshakeCells(b.Handshakes)
+			if h := b.Handshakes; h != nil && h.Unanswered != "" {
+				if why != "" {
+					why += "; "
+				}
+				why += h.Unanswered
+			}
+			fmt.Fprintf(tw, "  ->\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", api.HostPort(b.Address, port), b.Weight, fwd, healthCell(b, time.Now()),
+				b.ActiveFlows, b.NewFlows, b.Packets, answered, times, why)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -119,6 +127,33 @@ func writeStatus(w io.Writer, st *api.State) error {
 	writeOverrides(w, st)
 	writeBGP(w, st)
 	return nil
+}
+
+// handshakeCells are a backend's Answered/1m and p50/p99 columns: the
+// answered share of the handshakes judged over the last minute ("98% of
+// 120"), and the handshake times ("1.2ms/8ms"); "-" without handshakes.
+func handshakeCells(h *api.HandshakeState) (answered, times string) {
+	if h == nil || h.Tried == 0 {
+		answered = "-"
+	} else {
+		answered = fmt.Sprintf("%.0f%% of %d", 100*h.Share, h.Tried)
+	}
+	if h == nil || h.Timed == 0 {
+		return answered, "-"
+	}
+	return answered, seconds(h.P50Seconds) + "/" + seconds(h.P99Seconds)
+}
+
+// seconds is s seconds at three significant digits, in ms under 1 s.
+func seconds(s float64) string {
+	d := time.Duration(s * 1e9)
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(10 * time.Millisecond).String()
 }
 
 // healthCell is a backend's health with how long it has held at now

@@ -126,3 +126,45 @@ func TestStatusShowsFleet(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusShowsHandshakes: a backend's answered share and handshake
+// times, and, for one that answers too few, why in the Why column even
+// while its check passes; "-" for one without handshakes.
+func TestStatusShowsHandshakes(t *testing.T) {
+	st := &api.State{VIPs: []api.VIPState{{Name: "web", Address: "198.18.0.100", Port: 80, Protocol: "tcp", Mode: "nat", Backends: []api.BackendState{
+		{Address: "198.18.1.11", Port: 8080, Weight: 1, Forwarding: "up", Health: "up", Handshakes: &api.HandshakeState{
+			Tried: 120, Answered: 118, Share: 118.0 / 120, Timed: 118, P50Seconds: 0.0012, P99Seconds: 0.008}},
+		{Address: "198.18.1.12", Port: 8080, Weight: 1, Forwarding: "up", Health: "up", Handshakes: &api.HandshakeState{
+			Tried: 69, Share: 0, RecentTried: 69, Unanswered: "answered 0 of 69 handshakes in the last 10 s"}},
+		{Address: "198.18.1.13", Port: 8080, Weight: 1, Forwarding: "up", Health: "up"},
+	}}}}
+	var out strings.Builder
+	if err := writeStatus(&out, st); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out.String(), "\n")
+	find := func(addr string) string {
+		for _, l := range lines {
+			if strings.Contains(l, addr) {
+				return l
+			}
+		}
+		t.Fatalf("no line for %s:\n%s", addr, out.String())
+		return ""
+	}
+	for addr, want := range map[string][]string{
+		"198.18.1.11": {"98% of 120", "1.2ms/8ms"},
+		"198.18.1.12": {"0% of 69", "answered 0 of 69 handshakes in the last 10 s"},
+		"198.18.1.13": {" - "},
+	} {
+		l := find(addr)
+		for _, w := range want {
+			if !strings.Contains(l, w) {
+				t.Errorf("%s: %q lacks %q", addr, l, w)
+			}
+		}
+	}
+	if strings.Contains(find("198.18.1.11"), "answered 0") {
+		t.Error("a backend that answers is flagged")
+	}
+}

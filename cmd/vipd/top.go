@@ -78,14 +78,15 @@ func writeTop(w io.Writer, st *api.State, now time.Time) error {
 }
 
 // writeRates prints st's rates like `ipvsadm -Ln --rate`: per VIP and
-// backend, new flows, packets and bytes per second and the active flows.
+// backend, new flows, packets and bytes per second and the active flows,
+// and per backend its handshakes' answered share and times.
 func writeRates(w io.Writer, st *api.State) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "Prot\tVIP:Port\tConnPS\tPktPS\tBytePS\tActiveFlows\t\n")
-	fmt.Fprintf(tw, "  ->\tBackend:Port\t\t\t\t\t\n")
+	fmt.Fprintf(tw, "Prot\tVIP:Port\tConnPS\tPktPS\tBytePS\tActiveFlows\tAnswered/1m\tp50/p99\t\n")
+	fmt.Fprintf(tw, "  ->\tBackend:Port\t\t\t\t\t\t\t\n")
 	for _, v := range st.VIPs {
 		r := v.Rates
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t\n", strings.ToUpper(v.Protocol), api.HostPort(v.Address, v.Port),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t\t\t\n", strings.ToUpper(v.Protocol), api.HostPort(v.Address, v.Port),
 			perSec(r.NewFlowsPerSec), perSec(r.PacketsPerSec), perSec(r.BytesPerSec), v.ActiveFlows)
 		for _, b := range v.Backends {
 			port := b.Port
@@ -93,8 +94,9 @@ func writeRates(w io.Writer, st *api.State) error {
 				port = v.Port
 			}
 			r := b.Rates
-			fmt.Fprintf(tw, "  ->\t%s\t%s\t%s\t%s\t%d\t\n", api.HostPort(b.Address, port),
-				perSec(r.NewFlowsPerSec), perSec(r.PacketsPerSec), perSec(r.BytesPerSec), b.ActiveFlows)
+			answered, times := handshakeCells(b.Handshakes)
+			fmt.Fprintf(tw, "  ->\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", api.HostPort(b.Address, port),
+				perSec(r.NewFlowsPerSec), perSec(r.PacketsPerSec), perSec(r.BytesPerSec), b.ActiveFlows, answered, times)
 		}
 	}
 	return tw.Flush()

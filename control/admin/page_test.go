@@ -37,11 +37,13 @@ func pageState() *api.State {
 			FlowHash: "5tuple", TableSize: 65537, Packets: 1234567, Bytes: 3 << 20, NewFlows: 42,
 			Announce: "withdrawn: all backends down",
 			Backends: []api.BackendState{
-				{Address: "198.18.1.11", Port: 8080, Weight: 1, MaglevWeight: 1, Config: "active", Health: "up", Forwarding: "up", SlowStart: 1, EffectiveWeight: 1, Load: 1, ActiveFlows: 3},
+				{Address: "198.18.1.11", Port: 8080, Weight: 1, MaglevWeight: 1, Config: "active", Health: "up", Forwarding: "up", SlowStart: 1, EffectiveWeight: 1, Load: 1, ActiveFlows: 3,
+					Handshakes: &api.HandshakeState{Tried: 69, RecentTried: 69, Unanswered: "answered 0 of 69 handshakes in the last 10 s"}},
 				{Address: "198.18.1.12", Port: 8080, Weight: 2, Config: "active", Health: "down", Forwarding: "down", SlowStart: 1, Load: 1,
 					LastError: "dial tcp 198.18.1.12:8080: connection refused", StateSince: time.Now().Add(-90 * time.Second), LastCheckSeconds: 0.0012,
 					Override: &api.Override{Weight: &overrideWeight, Since: time.Now()}},
-				{Address: "198.18.1.13", Port: 8080, Weight: 1, Config: "draining", Health: "up", Drained: true, Forwarding: "draining", SlowStart: 1, Load: 1},
+				{Address: "198.18.1.13", Port: 8080, Weight: 1, Config: "draining", Health: "up", Drained: true, Forwarding: "draining", SlowStart: 1, Load: 1,
+					Handshakes: &api.HandshakeState{Tried: 120, Answered: 119, Share: 119.0 / 120, Timed: 119, P50Seconds: 0.00125, P99Seconds: 0.0081}},
 			},
 		}},
 		BGP: &api.BGPState{ASN: 65001, RouterID: "198.18.0.2", Box: api.BoxAnnouncing, Peers: []api.BGPPeerState{
@@ -88,6 +90,11 @@ func TestPage(t *testing.T) {
 		`<div class="banner config-differs">`,
 		`>standby</b>`,
 		"the previous configuration still runs:\nvipd.toml:3: &lt;bad&gt;</div>",
+		// A backend whose check passes but whose handshakes go
+		// unanswered says so; one that answers shows its share and times.
+		`<div class="err unanswered">answered 0 of 69 handshakes in the last 10 s</div>`,
+		`<td class="n answered err">0% of 69</td>`,
+		`<td class="n answered">99% of 120</td>`, `<td class="n">1.25ms / 8.1ms</td>`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q", want)
