@@ -82,11 +82,20 @@ func DropReasons() []DropReason {
 	return rs
 }
 
-// FlowCounters count one VIP's or backend's traffic.
+// FlowCounters count one VIP's or backend's traffic. A VIP's counts are
+// the sums of its backends' (but for the NAT replies that are later
+// fragments, whose backend is not known: the VIP's alone).
 type FlowCounters struct {
-	Packets  uint64
-	Bytes    uint64 // IP bytes as received
-	NewFlows uint64 // flows first pinned here (conntrack insert or stateless pick)
+	// Packets and Bytes (IP bytes as received) are the clients' packets
+	// sent on to the backend (ipvsadm's InPkts and InBytes); OutPackets
+	// and OutBytes the NAT backend's replies relayed to its clients
+	// (OutPkts and OutBytes). A DSR backend's replies bypass vipd: its
+	// Out counts stay 0, and readers say they are not seen.
+	Packets    uint64
+	Bytes      uint64
+	OutPackets uint64
+	OutBytes   uint64
+	NewFlows   uint64 // flows first pinned here (conntrack insert or stateless pick)
 	// Handshakes are tracked TCP flows that began with a SYN, and Answered
 	// the answers to them: in NAT mode the backend's SYN-ACKs relayed to
 	// the client (retransmissions too), in DSR mode the flows whose client
@@ -225,6 +234,8 @@ func addFlows(dst, src []FlowCounters) []FlowCounters {
 	for i := range src {
 		dst[i].Packets += src[i].Packets
 		dst[i].Bytes += src[i].Bytes
+		dst[i].OutPackets += src[i].OutPackets
+		dst[i].OutBytes += src[i].OutBytes
 		dst[i].NewFlows += src[i].NewFlows
 		dst[i].Handshakes += src[i].Handshakes
 		dst[i].Answered += src[i].Answered

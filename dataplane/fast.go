@@ -47,8 +47,8 @@ type FastFlow struct {
 	RxPort, TxPort uint8
 	// Slot is where the fast path counts the flow's packets (below
 	// FastSlots): a client's flow by its backend's reference
-	// (BackendSpec.Ref, below MaxFastRef), a reply flow by its VIP
-	// (fastVIPSlot).
+	// (BackendSpec.Ref, below MaxFastRef), a NAT reply flow in its
+	// backend's reply slot (fastReplySlot).
 	Slot uint32
 	// Encap (a DSR VIP): the packets are wrapped untouched in an outer
 	// IPv4 header from EncapSrc to Addr, as dsr.Encap4 does, instead of
@@ -89,16 +89,16 @@ type FastFlow struct {
 // MaxFastRef bounds the backend references whose flows go to a fast path,
 // which counts what it forwards by counting slot, FastSlots of them
 // (xdpprog.MaxFastRefs; the daemon's tests hold the two equal): one per
-// backend reference below MaxFastRef, then one per VIP id for its NAT
-// replies. A flow it could not count would be missing from its backend's
-// or VIP's counters, so none is offered.
+// backend reference below MaxFastRef for its clients' packets, then one
+// per reference for its NAT replies. A flow it could not count would be
+// missing from its backend's or VIP's counters, so none is offered.
 const (
 	MaxFastRef = 1 << 18
-	FastSlots  = MaxFastRef + 1<<16 // VIP ids are uint16
+	FastSlots  = 2 * MaxFastRef
 )
 
-// fastVIPSlot is the counting slot of VIP id's NAT replies.
-func fastVIPSlot(id uint16) uint32 { return MaxFastRef + uint32(id) }
+// fastReplySlot is the counting slot of backend ref's NAT replies.
+func fastReplySlot(ref uint32) uint32 { return MaxFastRef + ref }
 
 // FastPath takes a worker's established flows to forward them without
 // the worker (package xdpprog's fast path, through the daemon). A worker
@@ -140,8 +140,8 @@ const fastHarvestEvery = int64(time.Second)
 // backend's counts, a second late at most. A reference counts for the
 // backend and VIP that hold it in the worker's snapshot (when one was
 // just reused, its last second may go to the new holder, as the workers'
-// own counts may at a snapshot change); a VIP's reply slot for the VIP
-// alone, as natReply4 counts replies.
+// own counts may at a snapshot change), its reply slot as its NAT
+// replies, as natReply4 counts them.
 func (w *Worker) harvestFast() {
 	w.fastHarvested = w.now
 	s := w.snap
@@ -150,32 +150,32 @@ func (w *Worker) harvestFast() {
 	}
 	for len(w.fastSeen) < len(w.c.Backends) {
 		w.fastSeen = append(w.fastSeen, [2]uint64{})
+		w.fastSeenOut = append(w.fastSeenOut, [2]uint64{})
 	}
 	for ref := range min(len(w.c.Backends), MaxFastRef) {
-		dp, db, ok := w.fastDelta(uint32(ref), &w.fastSeen[ref])
-		if !ok {
-			continue
-		}
-		w.c.Backends[ref].Packets += dp
-		w.c.Backends[ref].Bytes += db
+		var vc *FlowCounters // the VIP that holds ref in the snapshot
 		if ref < len(s.backends) && s.backends[ref].live {
-			c := &w.c.VIPs[s.vips[s.backends[ref].vip].id]
+			vc = &w.c.VIPs[s.vips[s.backends[ref].vip].id]
+		}
+		if dp, db, ok := w.fastDelta(uint32(ref), &w.fastSeen[ref]); ok {
+			c := &w.c.Backends[ref]
 			c.Packets += dp
 			c.Bytes += db
+			if vc != nil {
+				vc.Packets += dp
+				vc.Bytes += db
+			}
 		}
-	}
-	for len(w.fastSeenVIP) < len(w.c.VIPs) {
-		w.fastSeenVIP = append(w.fastSeenVIP, [2]uint64{})
-	}
-	for id := range w.c.VIPs {
-		dp, db, ok := w.fastDelta(fastVIPSlot(uint16(id)), &w.fastSeenVIP[id])
-		if !ok {
-			continue
+		if dp, db, ok := w.fastDelta(fastReplySlot(uint32(ref)), &w.fastSeenOut[ref]); ok {
+			c := &w.c.Backends[ref]
+			c.OutPackets += dp
+			c.OutBytes += db
+			if vc != nil {
+				vc.OutPackets += dp
+				vc.OutBytes += db
+			}
+			w.c.Replies += dp
 		}
-		c := &w.c.VIPs[id]
-		c.Packets += dp
-		c.Bytes += db
-		w.c.Replies += dp
 	}
 }
 
@@ -298,7 +298,7 @@ func (w *Worker) mayHandDown(d *Desc, v *vip, ref uint32, flags uint8) bool {
 // natReply4): the translation is a function of the packet and the
 // snapshot, whose generation the entry carries; the entry's expiry only
 // bounds how long a learned client MAC may stay stale there.
-func (w *Worker) offerReply(d *Desc, frame []byte, f *packet.Frame, v *vip, mac [6]byte) {
+func (w *Worker) offerReply(d *Desc, frame []byte, f *packet.Frame, v *vip, ref uint32, mac [6]byte) {
 	s := w.snap
 	if f.Frag || !f.HasL4 || f.L3Off != packet.EthernetSize || f.L4Off != f.L3Off+packet.IPv4MinSize ||
 		!isTCPUDP(f.Proto) || tcpFlags(frame, f)&stateFlags != 0 || f.L3Len > s.mtu[PortIngress] {
@@ -311,7 +311,7 @@ func (w *Worker) offerReply(d *Desc, frame []byte, f *packet.Frame, v *vip, mac 
 		Src: [4]byte(ip[12:16]), Dst: [4]byte(ip[16:20]),
 		SrcPort: binary.BigEndian.Uint16(l4[:]), DstPort: binary.BigEndian.Uint16(l4[2:]), Proto: f.Proto,
 		Gen: s.gen, Addr: v.addr4, Port: v.port, SNAT: true,
-		MaxLen: uint16(min(s.mtu[PortIngress], 0xffff)), RxPort: d.RxPort, TxPort: PortIngress, Slot: fastVIPSlot(v.id),
+		MaxLen: uint16(min(s.mtu[PortIngress], 0xffff)), RxPort: d.RxPort, TxPort: PortIngress, Slot: fastReplySlot(ref),
 	}
 	x.IPSum, x.L4Sum = nat.Sums4(nat.AddrSum4(x.Src, v.addr4), x.SrcPort, v.port)
 	copy(x.MACs[:6], mac[:])
@@ -350,7 +350,7 @@ func (w *Worker) offerFast6(d *Desc, frame []byte, p *pkt, v *vip, b *backend, r
 // offerReply6 is offerReply for a NAT backend's IPv6 reply, which
 // natReply6 is about to translate: untagged, TCP or UDP right after the
 // fixed header, TCP without stateFlags, within the ingress MTU.
-func (w *Worker) offerReply6(d *Desc, frame []byte, f *packet.Frame, v *vip, mac [6]byte) {
+func (w *Worker) offerReply6(d *Desc, frame []byte, f *packet.Frame, v *vip, ref uint32, mac [6]byte) {
 	s := w.snap
 	if !plain6(f) || tcpFlags(frame, f)&stateFlags != 0 || f.L3Len > s.mtu[PortIngress] {
 		return
@@ -362,7 +362,7 @@ func (w *Worker) offerReply6(d *Desc, frame []byte, f *packet.Frame, v *vip, mac
 		V6: true, Src6: *ip.SourceAddress(), Dst6: *ip.DestinationAddress(),
 		SrcPort: binary.BigEndian.Uint16(l4[:]), DstPort: binary.BigEndian.Uint16(l4[2:]), Proto: f.Proto,
 		Gen: s.gen, Addr6: v.addr6, Port: v.port, SNAT: true,
-		MaxLen: uint16(min(s.mtu[PortIngress], 0xffff)), RxPort: d.RxPort, TxPort: PortIngress, Slot: fastVIPSlot(v.id),
+		MaxLen: uint16(min(s.mtu[PortIngress], 0xffff)), RxPort: d.RxPort, TxPort: PortIngress, Slot: fastReplySlot(ref),
 	}
 	x.L4Sum = nat.Sums6(&x.Src6, &x.Addr6, x.SrcPort, v.port)
 	copy(x.MACs[:6], mac[:])

@@ -446,21 +446,26 @@ func TestFastHarvest(t *testing.T) {
 	other := newHarnessOf(t, h.snap, 1024)
 	nat := h.snap.vips[h.snap.byID[idNAT4]]
 	ref := nat.refs[0]
-	fast := &recordingFast{forwarded: map[uint32][2]uint64{ref: {}, fastVIPSlot(idUDP4): {}}}
+	udp := h.snap.vips[h.snap.byID[idUDP4]]
+	udpRef := udp.refs[0]
+	fast := &recordingFast{forwarded: map[uint32][2]uint64{ref: {}, fastReplySlot(udpRef): {}}}
 	h.w.SetFastPath(fast, true)
 	other.w.SetFastPath(fast, false)
 	for _, x := range []*harness{h, other} {
 		x.w.Begin(x.snap, x.now, x.emit)
 	}
 	fast.forwarded[ref] = [2]uint64{10, 1000}
-	fast.forwarded[fastVIPSlot(idUDP4)] = [2]uint64{3, 300} // replies
+	fast.forwarded[fastReplySlot(udpRef)] = [2]uint64{3, 300} // replies
 	h.w.Publish()
 	other.w.Publish()
-	if c := h.w.c.VIPs[idUDP4]; c.Packets != 3 || c.Bytes != 300 || h.w.c.Replies != 3 {
+	if c := h.w.c.VIPs[idUDP4]; c.Packets != 0 || c.OutPackets != 3 || c.OutBytes != 300 || h.w.c.Replies != 3 {
 		t.Errorf("UDP VIP after a harvest of its replies: %+v, %d replies", c, h.w.c.Replies)
 	}
+	if c := h.w.c.Backends[udpRef]; c.Packets != 0 || c.OutPackets != 3 || c.OutBytes != 300 {
+		t.Errorf("UDP backend %d after a harvest of its replies: %+v", udpRef, c)
+	}
 	for r, c := range h.w.c.Backends {
-		if uint32(r) != ref && c.Packets != 0 {
+		if uint32(r) != ref && c.Packets != 0 || uint32(r) != udpRef && c.OutPackets != 0 {
 			t.Errorf("backend %d counted %+v", r, c)
 		}
 	}
@@ -496,7 +501,7 @@ func TestFastHarvest(t *testing.T) {
 // replies: every reply the fast path could translate alone, from the
 // first one (replies are no tracked flow), described so that replaying
 // the description gives the pipeline's own output byte for byte, counted
-// in its VIP's slot and sent out of the ingress port; and none of those
+// in its backend's reply slot and sent out of the ingress port; and none of those
 // it could not (state flags, fragments, tagged, over the ingress MTU),
 // in the two-armed layout and the one-armed one.
 func TestFastOffersReplies(t *testing.T) {
@@ -565,7 +570,7 @@ func TestFastOffersReplies(t *testing.T) {
 						t.Fatalf("reply %d: replaying offered flow %+v gives\n% x\nthe pipeline sent\n% x", i, f, got, d.frame())
 					}
 					if !f.SNAT || f.Encap || f.Gen != h.snap.Generation() || f.RxPort != rx || f.TxPort != PortIngress ||
-						f.MaxLen != 1500 || f.Slot != fastVIPSlot(uint16(tc.vip)) {
+						f.MaxLen != 1500 || f.Slot != fastReplySlot(replyRef(t, h.snap, tc.p.src, tc.p.sport)) {
 						t.Errorf("reply %d: flow %+v (generation %d)", i, f, h.snap.Generation())
 					}
 				}
@@ -615,4 +620,20 @@ func TestFastGeneration(t *testing.T) {
 		}
 		spec, prev = &next, s
 	}
+}
+
+// replyRef is the ref of the NAT backend at addr:port (port 0 for a
+// backend of an every-port VIP) in snap.
+func replyRef(t *testing.T, snap *Snapshot, addr netip.Addr, port uint16) uint32 {
+	t.Helper()
+	for ref, b := range snap.backends {
+		if !b.live || b.port != port && b.port != 0 {
+			continue
+		}
+		if addr.Is4() && b.addr4 == addr.As4() || addr.Is6() && b.addr6 == addr.As16() {
+			return uint32(ref)
+		}
+	}
+	t.Fatalf("no backend %v port %d", addr, port)
+	return 0
 }

@@ -103,27 +103,26 @@ func TestHandshakeCounters(t *testing.T) {
 	}
 }
 
-// natDest is the destination of the NAT'ed frame (the backend); the zero
-// AddrPort for an encapsulated one.
+// natDest is the destination of the NAT'ed frame (the backend: TCP or
+// UDP); the zero AddrPort for an encapsulated one.
 func natDest(t *testing.T, frame []byte) netip.AddrPort {
 	p := decode(t, frame)
 	var dst netip.Addr
+	var proto layers.IPProtocol
 	if ip, ok := p.Layer(layers.LayerTypeIPv4).(*layers.IPv4); ok {
-		if ip.Protocol != layers.IPProtocolTCP {
-			return netip.AddrPort{}
-		}
-		dst = addrOf(ip.DstIP)
+		dst, proto = addrOf(ip.DstIP), ip.Protocol
 	} else if ip, ok := p.Layer(layers.LayerTypeIPv6).(*layers.IPv6); ok {
-		if ip.NextHeader != layers.IPProtocolTCP {
-			return netip.AddrPort{}
-		}
-		dst = addrOf(ip.DstIP)
+		dst, proto = addrOf(ip.DstIP), ip.NextHeader
 	}
-	tcp, _ := p.Layer(layers.LayerTypeTCP).(*layers.TCP)
-	if tcp == nil {
-		return netip.AddrPort{}
+	switch proto {
+	case layers.IPProtocolTCP:
+		tcp, _ := p.Layer(layers.LayerTypeTCP).(*layers.TCP)
+		return netip.AddrPortFrom(dst, uint16(tcp.DstPort))
+	case layers.IPProtocolUDP:
+		udp, _ := p.Layer(layers.LayerTypeUDP).(*layers.UDP)
+		return netip.AddrPortFrom(dst, uint16(udp.DstPort))
 	}
-	return netip.AddrPortFrom(dst, uint16(tcp.DstPort))
+	return netip.AddrPort{}
 }
 
 // TestStopwatch: a start is claimed once, by its own flow and backend; a

@@ -78,13 +78,13 @@ func (w *Worker) natReply4(d *Desc, frame []byte, f *packet.Frame) bool {
 	}
 	w.sampleL4(frame, f)
 	if w.fast != nil {
-		w.offerReply(d, frame, f, v, mac) // before the frame is translated
+		w.offerReply(d, frame, f, v, uint32(ref), mac) // before the frame is translated
 	}
 	nat.SNAT4(ip, l4, v.addr4, v.port) // and the TTL, checked above
 	setMACs(frame, mac, s.mac[PortIngress])
 	d.Len = f.L3Off + f.L3Len
 	w.c.Replies++
-	w.countVIP(v, f.L3Len)
+	w.countReply(v, ref, f.L3Len)
 	if ref >= 0 && isSynAck(frame, f) {
 		var client [16]byte
 		a := ip.DestinationAddress()

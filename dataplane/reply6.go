@@ -71,14 +71,14 @@ func (w *Worker) natReply6(d *Desc, frame []byte, f *packet.Frame) bool {
 	}
 	w.sampleL4(frame, f)
 	if w.fast6 {
-		w.offerReply6(d, frame, f, v, mac) // before the frame is translated
+		w.offerReply6(d, frame, f, v, uint32(ref), mac) // before the frame is translated
 	}
 	nat.SNAT6(ip, l4Of(frame, f), &v.addr6, v.port)
 	ip.DecHopLimit()
 	setMACs(frame, mac, s.mac[PortIngress])
 	d.Len = f.L3Off + f.L3Len
 	w.c.Replies++
-	w.countVIP(v, f.L3Len)
+	w.countReply(v, ref, f.L3Len)
 	if ref >= 0 && isSynAck(frame, f) {
 		w.handshakeAnswered(watchKey(ip.DestinationAddress(), cport, v.id), uint32(ref))
 	}

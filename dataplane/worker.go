@@ -188,12 +188,12 @@ type Worker struct {
 	}
 	// fastHarvest: this worker adds the fast path's counts to its
 	// counters (harvestFast), last at fastHarvested (w.now), having seen
-	// fastSeen[ref] (packets, bytes) of each backend reference and
-	// fastSeenVIP[id] of each VIP's replies by then.
+	// fastSeen[ref] (packets, bytes) of each backend reference's
+	// clients and fastSeenOut[ref] of its NAT replies by then.
 	fastHarvest   bool
 	fastHarvested int64
 	fastSeen      [][2]uint64
-	fastSeenVIP   [][2]uint64
+	fastSeenOut   [][2]uint64
 }
 
 // flowCount is a request for the live flows per backend reference, served
@@ -409,11 +409,25 @@ func (l *limiter) allow(now int64) bool {
 	return true
 }
 
-// countVIP counts a forwarded packet of n IP bytes for VIP v.
+// countVIP counts a packet of n IP bytes from a client to VIP v.
 func (w *Worker) countVIP(v *vip, n int) {
 	c := &w.c.VIPs[v.id]
 	c.Packets++
 	c.Bytes += uint64(n)
+}
+
+// countReply counts a NAT reply of n IP bytes from backend ref of VIP v
+// (ref < 0: a later fragment, whose backend is not known: the VIP's
+// alone).
+func (w *Worker) countReply(v *vip, ref int32, n int) {
+	c := &w.c.VIPs[v.id]
+	c.OutPackets++
+	c.OutBytes += uint64(n)
+	if ref >= 0 {
+		c := &w.c.Backends[ref]
+		c.OutPackets++
+		c.OutBytes += uint64(n)
+	}
 }
 
 // count counts a packet of n IP bytes sent to backend ref of VIP v.

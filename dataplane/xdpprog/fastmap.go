@@ -193,10 +193,10 @@ const (
 // MaxFastRefs is the number of counting slots of the fast path
 // (vipd_fastref): an entry whose Ref is larger is forwarded and counted
 // in the totals only, so vipd hands down no such flow. vipd counts a
-// backend's flows in the slot of its reference (below 1<<18) and a VIP's
-// NAT replies in one slot per VIP above those (1<<16 of them); package
-// dataplane's MaxFastRef and FastSlots, held equal by a daemon test.
-const MaxFastRefs = 1<<18 + 1<<16
+// backend's flows in the slot of its reference (below 1<<18) and its NAT
+// replies in the slot 1<<18 above it; package dataplane's MaxFastRef and
+// FastSlots, held equal by a daemon test.
+const MaxFastRefs = 2 << 18
 
 // fastRefSize is the size of a vipd_fastref slot: frames, then bytes.
 const fastRefSize = 16
