@@ -33,7 +33,7 @@ const usage = `usage:
   vipd -config FILE                   run the load balancer
   vipd -check -config FILE            validate FILE and print a summary
   vipd -check-host -config FILE       the same, and check this machine has what FILE names
-  vipd status [-json] [-rate] [-admin ADDR | -config FILE]
+  vipd status [-json] [-rate] [-stats] [-admin ADDR | -config FILE]
                                       print VIPs, backends and flows (like ipvsadm -Ln);
                                       -rate: flows, packets and bytes per second (ipvsadm -Ln --rate)
   vipd top [-n N] [-interval D] [-admin ADDR | -config FILE]

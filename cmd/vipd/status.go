@@ -13,11 +13,13 @@ import (
 )
 
 // status prints /v1/state from the admin listener: the table (writeStatus),
-// with -rate the rates per second (writeRates), with -json the document.
+// with -rate the rates per second (writeRates), with -stats the packets
+// and bytes in and out (writeStats), with -json the document.
 func status(args []string, stdout, stderr io.Writer) int {
 	fs, addrFlag, cfgFlag := adminFlags("status", stderr)
 	asJSON := fs.Bool("json", false, "print /v1/state as JSON")
 	rate := fs.Bool("rate", false, "print rates per second, like ipvsadm -Ln --rate")
+	stats := fs.Bool("stats", false, "print packets and bytes in and out, like ipvsadm -Ln --stats")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -33,6 +35,12 @@ func status(args []string, stdout, stderr io.Writer) int {
 	}
 	if *asJSON {
 		return writeJSON(stdout, st)
+	}
+	if *stats {
+		if writeStats(stdout, st) != nil {
+			return 1
+		}
+		return 0
 	}
 	if *rate {
 		if writeRates(stdout, st) != nil {
@@ -66,8 +74,8 @@ func writeStatus(w io.Writer, st *api.State) error {
 		}
 	}
 	fmt.Fprintf(tw, "conntrack %d/%d flows  XDP fast path %s%s\n", st.Conntrack.Entries, st.Conntrack.Capacity, fast, role)
-	fmt.Fprintf(tw, "Prot\tVIP:Port\tMode\tScheduler\tFlags\t\t\t\t\t\n")
-	fmt.Fprintf(tw, "  ->\tBackend:Port\tWeight\tForward\tHealth\tActiveFlows\tNewFlows\tPackets\tAnswered/1m\tp50/p99\tWhy\n")
+	fmt.Fprintf(tw, "Prot\tVIP:Port\tMode\tScheduler\tFlags\t\t\t\t\t\t\n")
+	fmt.Fprintf(tw, "  ->\tBackend:Port\tWeight\tForward\tHealth\tActiveFlows\tNewFlows\tInPkts\tOutPkts\tAnswered/1m\tp50/p99\tWhy\n")
 	for _, v := range st.VIPs {
 		flags := v.FlowHash
 		if v.AllDown {
@@ -86,7 +94,7 @@ func writeStatus(w io.Writer, st *api.State) error {
 		if sched == "" {
 			sched = "maglev"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s M=%d\t%s\t\t\t\t\t\n", strings.ToUpper(v.Protocol), api.HostPort(v.Address, v.Port), v.Mode, sched, v.TableSize, flags)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s M=%d\t%s\t\t\t\t\t\t\n", strings.ToUpper(v.Protocol), api.HostPort(v.Address, v.Port), v.Mode, sched, v.TableSize, flags)
 		for _, b := range v.Backends {
 			fwd := b.Forwarding
 			if b.Drained {
@@ -117,8 +125,8 @@ func writeStatus(w io.Writer, st *api.State) error {
 				}
 				why += h.Unanswered
 			}
-			fmt.Fprintf(tw, "  ->\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", api.HostPort(b.Address, port), b.Weight, fwd, healthCell(b, time.Now()),
-				b.ActiveFlows, b.NewFlows, b.Packets, answered, times, why)
+			fmt.Fprintf(tw, "  ->\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", api.HostPort(b.Address, port), b.Weight, fwd, healthCell(b, time.Now()),
+				b.ActiveFlows, b.NewFlows, b.Packets, count(b.OutPackets), answered, times, why)
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -78,16 +78,17 @@ func writeTop(w io.Writer, st *api.State, now time.Time) error {
 }
 
 // writeRates prints st's rates like `ipvsadm -Ln --rate`: per VIP and
-// backend, new flows, packets and bytes per second and the active flows,
-// and per backend its handshakes' answered share and times.
+// backend, new flows, packets (from clients, and NAT replies: "-" for DSR,
+// whose replies vipd does not see) and bytes per second and the active
+// flows, and per backend its handshakes' answered share and times.
 func writeRates(w io.Writer, st *api.State) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "Prot\tVIP:Port\tConnPS\tPktPS\tBytePS\tActiveFlows\tAnswered/1m\tp50/p99\t\n")
-	fmt.Fprintf(tw, "  ->\tBackend:Port\t\t\t\t\t\t\t\n")
+	fmt.Fprintf(tw, "Prot\tVIP:Port\tConnPS\tPktPS\tOutPktPS\tBytePS\tActiveFlows\tAnswered/1m\tp50/p99\t\n")
+	fmt.Fprintf(tw, "  ->\tBackend:Port\t\t\t\t\t\t\t\t\n")
 	for _, v := range st.VIPs {
 		r := v.Rates
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t\t\t\n", strings.ToUpper(v.Protocol), api.HostPort(v.Address, v.Port),
-			perSec(r.NewFlowsPerSec), perSec(r.PacketsPerSec), perSec(r.BytesPerSec), v.ActiveFlows)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t\t\t\n", strings.ToUpper(v.Protocol), api.HostPort(v.Address, v.Port),
+			perSec(r.NewFlowsPerSec), perSec(r.PacketsPerSec), outPerSec(r.OutPacketsPerSec), perSec(r.BytesPerSec), v.ActiveFlows)
 		for _, b := range v.Backends {
 			port := b.Port
 			if port == 0 {
@@ -95,8 +96,8 @@ func writeRates(w io.Writer, st *api.State) error {
 			}
 			r := b.Rates
 			answered, times := handshakeCells(b.Handshakes)
-			fmt.Fprintf(tw, "  ->\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", api.HostPort(b.Address, port),
-				perSec(r.NewFlowsPerSec), perSec(r.PacketsPerSec), perSec(r.BytesPerSec), b.ActiveFlows, answered, times)
+			fmt.Fprintf(tw, "  ->\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", api.HostPort(b.Address, port),
+				perSec(r.NewFlowsPerSec), perSec(r.PacketsPerSec), outPerSec(r.OutPacketsPerSec), perSec(r.BytesPerSec), b.ActiveFlows, answered, times)
 		}
 	}
 	return tw.Flush()
@@ -138,4 +139,12 @@ func perSec(v float64) string {
 		return fmt.Sprintf("%.1fK", v/1e3)
 	}
 	return fmt.Sprintf("%.0f", v)
+}
+
+// outPerSec is a rate of replies vipd may not see: "-" when it does not.
+func outPerSec(r *float64) string {
+	if r == nil {
+		return "-"
+	}
+	return perSec(*r)
 }

@@ -43,11 +43,15 @@ var (
 	dStateless   = desc("stateless_packets_total", "Packets forwarded by Maglev alone (fragments, untracked flows).")
 	dBatches     = desc("worker_batches_total", "Batches processed, per worker.", "worker")
 	dBatchSize   = desc("worker_batch_size", "Frames per batch, per worker.", "worker")
-	dVIPPackets  = desc("vip_packets_total", "Packets forwarded for a VIP (both directions in NAT mode).", "vip")
-	dVIPBytes    = desc("vip_bytes_total", "IP bytes forwarded for a VIP.", "vip")
+	dVIPPackets  = desc("vip_packets_total", "Packets from clients forwarded to a VIP's backends (ipvsadm's InPkts): the sum of its backends'.", "vip")
+	dVIPBytes    = desc("vip_bytes_total", "IP bytes from clients forwarded to a VIP's backends (InBytes).", "vip")
+	dVIPOutPkts  = desc("vip_out_packets_total", "A NAT VIP's replies relayed to its clients (ipvsadm's OutPkts); absent for DSR VIPs, whose replies bypass vipd.", "vip")
+	dVIPOutBytes = desc("vip_out_bytes_total", "IP bytes of a NAT VIP's replies relayed to its clients (OutBytes).", "vip")
 	dVIPNewFlows = desc("vip_new_flows_total", "New flows of a VIP.", "vip")
 	dBePackets   = desc("backend_packets_total", "Packets sent to a backend.", "vip", "backend")
 	dBeBytes     = desc("backend_bytes_total", "IP bytes sent to a backend.", "vip", "backend")
+	dBeOutPkts   = desc("backend_out_packets_total", "A NAT backend's replies relayed to its clients (ipvsadm's OutPkts); absent for DSR backends, whose replies bypass vipd.", "vip", "backend")
+	dBeOutBytes  = desc("backend_out_bytes_total", "IP bytes of a NAT backend's replies relayed to its clients (OutBytes).", "vip", "backend")
 	dBeNewFlows  = desc("backend_new_flows_total", "Flows pinned to a backend.", "vip", "backend")
 	dBeEjected   = desc("backend_ejected", "1 while passive outlier detection keeps the backend out, else 0.", "vip", "backend")
 	dBeEjections = desc("backend_ejections_total", "Passive outlier ejections of a backend.", "vip", "backend")
@@ -163,6 +167,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			counter(dVIPPackets, f.Packets, name)
 			counter(dVIPBytes, f.Bytes, name)
 			counter(dVIPNewFlows, f.NewFlows, name)
+			if m.NATVIPs[id] {
+				counter(dVIPOutPkts, f.OutPackets, name)
+				counter(dVIPOutBytes, f.OutBytes, name)
+			}
 		}
 	}
 	for ref, l := range m.Backends {
@@ -171,6 +179,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			counter(dBePackets, f.Packets, l.VIP, l.Backend)
 			counter(dBeBytes, f.Bytes, l.VIP, l.Backend)
 			counter(dBeNewFlows, f.NewFlows, l.VIP, l.Backend)
+			if l.NAT {
+				counter(dBeOutPkts, f.OutPackets, l.VIP, l.Backend)
+				counter(dBeOutBytes, f.OutBytes, l.VIP, l.Backend)
+			}
 			counter(dBeHandshake, f.Handshakes, l.VIP, l.Backend)
 			counter(dBeAnswered, f.Answered, l.VIP, l.Backend)
 			if f.Handshakes > 0 {

@@ -32,6 +32,7 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	"byteRate":      func(f float64) string { return humanBytes(uint64(max(f, 0))) + "/s" },
 	"pct":           func(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" },
 	"secs":          secs,
+	"deref":         func(p *uint64) uint64 { return *p },
 }).Parse(pageHTML))
 
 // secs is a duration of s seconds, rounded for a table: "1.25ms", "3s".

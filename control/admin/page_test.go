@@ -21,7 +21,11 @@ type stateProvider struct {
 
 func (s *stateProvider) State(context.Context) (*api.State, error) { return s.st, nil }
 
-var overrideWeight uint32 = 5
+var (
+	overrideWeight uint32 = 5
+	outPackets     uint64 = 7654321
+	outBytes       uint64 = 5 << 20
+)
 
 // pageState is a VIP with one backend down, one up, one draining, and a
 // BGP peer.
@@ -34,10 +38,11 @@ func pageState() *api.State {
 		VIPs: []api.VIPState{{
 			Name: "web", Address: "198.18.0.100", Port: 80, Protocol: "tcp", Mode: "nat",
 			ActiveFlows: 17, Rates: api.Rates{PacketsPerSec: 1234, BytesPerSec: 2 << 20, NewFlowsPerSec: 3.5},
-			FlowHash: "5tuple", TableSize: 65537, Packets: 1234567, Bytes: 3 << 20, NewFlows: 42,
+			FlowHash: "5tuple", TableSize: 65537, Packets: 1234567, Bytes: 3 << 20, NewFlows: 42, OutPackets: &outPackets, OutBytes: &outBytes,
 			Announce: "withdrawn: all backends down",
 			Backends: []api.BackendState{
 				{Address: "198.18.1.11", Port: 8080, Weight: 1, MaglevWeight: 1, Config: "active", Health: "up", Forwarding: "up", SlowStart: 1, EffectiveWeight: 1, Load: 1, ActiveFlows: 3,
+					OutPackets: &outPackets, OutBytes: &outBytes,
 					Handshakes: &api.HandshakeState{Tried: 69, RecentTried: 69, Unanswered: "answered 0 of 69 handshakes in the last 10 s"}},
 				{Address: "198.18.1.12", Port: 8080, Weight: 2, Config: "active", Health: "down", Forwarding: "down", SlowStart: 1, Load: 1,
 					LastError: "dial tcp 198.18.1.12:8080: connection refused", StateSince: time.Now().Add(-90 * time.Second), LastCheckSeconds: 0.0012,
@@ -81,7 +86,10 @@ func TestPage(t *testing.T) {
 		`data-peer="198.18.0.1" data-state="established"`,
 		`version <b>1.2.3</b>`,
 		`generation <b>7</b>`,
-		"1\u202f234\u202f567 pkts · 3.00 MiB",
+		"in 1\u202f234\u202f567 pkts · 3.00 MiB · out 7\u202f654\u202f321 pkts · 5.00 MiB",
+		`<td class="n out">7` + "\u202f654\u202f321</td><td class=\"n\">5.00 MiB</td>",
+		// A backend whose replies vipd does not see (DSR) says so.
+		`<td class="n out muted" title="DSR: the backend answers its clients directly">–</td>`,
 		"198.18.0.100:80 tcp",
 		"17 active flows · 1.23k pkt/s · 2.00 MiB/s · 3.50 new flows/s",
 		`<div class="err">dial tcp 198.18.1.12:8080: connection refused</div>`,

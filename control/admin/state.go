@@ -21,9 +21,11 @@ func WireConntrack(st conntrack.Stats) api.ConntrackStats {
 type Metrics struct {
 	Workers   []*dataplane.Counters
 	Conntrack conntrack.Stats
-	// VIPNames names VIP IDs, Backends backend references, for labels.
+	// VIPNames names VIP IDs, Backends backend references, for labels;
+	// NATVIPs holds the IDs of the NAT VIPs, whose replies vipd sees.
 	VIPNames map[uint16]string
 	Backends map[uint32]BackendLabel
+	NATVIPs  map[uint16]bool
 	// Driver holds driver counters by name (e.g. "tx_ring_full"), summed
 	// over queues.
 	Driver map[string]uint64
@@ -88,6 +90,7 @@ type ConfigMetrics struct {
 type BackendLabel struct {
 	VIP     string
 	Backend string // addr:port
+	NAT     bool   // of a NAT VIP: its replies pass vipd
 }
 
 // Provider is what the daemon offers the admin server.

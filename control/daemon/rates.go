@@ -76,7 +76,8 @@ func perSec(cur, old uint64, dt float64) float64 {
 	return float64(cur-old) / dt
 }
 
-// flowRates are the rates of cur since old, dt seconds before, by index.
+// flowRates are the rates of cur since old, dt seconds before, by index,
+// the replies' too (the readers drop them where vipd sees none).
 func flowRates(cur, old []dataplane.FlowCounters, dt float64) []api.Rates {
 	out := make([]api.Rates, len(cur))
 	for i := range cur {
@@ -84,10 +85,18 @@ func flowRates(cur, old []dataplane.FlowCounters, dt float64) []api.Rates {
 		if i < len(old) {
 			o = old[i]
 		}
+		op, ob := perSec(cur[i].OutPackets, o.OutPackets, dt), perSec(cur[i].OutBytes, o.OutBytes, dt)
 		out[i] = api.Rates{PacketsPerSec: perSec(cur[i].Packets, o.Packets, dt),
-			BytesPerSec: perSec(cur[i].Bytes, o.Bytes, dt), NewFlowsPerSec: perSec(cur[i].NewFlows, o.NewFlows, dt)}
+			BytesPerSec: perSec(cur[i].Bytes, o.Bytes, dt), NewFlowsPerSec: perSec(cur[i].NewFlows, o.NewFlows, dt),
+			OutPacketsPerSec: &op, OutBytesPerSec: &ob}
 	}
 	return out
+}
+
+// withoutOut is r without its replies' rates (a DSR VIP's or backend's).
+func withoutOut(r api.Rates) api.Rates {
+	r.OutPacketsPerSec, r.OutBytesPerSec = nil, nil
+	return r
 }
 
 // vip, backend and workerStates return the last interval's rates.

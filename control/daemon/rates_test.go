@@ -15,7 +15,7 @@ func TestRateSampler(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	counters := func(rx, tx, vipPkts, vipBytes, beFlows, noRoute uint64) []*dataplane.Counters {
 		c := &dataplane.Counters{RxFrames: rx,
-			VIPs:     []dataplane.FlowCounters{{}, {Packets: vipPkts, Bytes: vipBytes, NewFlows: beFlows}},
+			VIPs:     []dataplane.FlowCounters{{}, {Packets: vipPkts, Bytes: vipBytes, OutPackets: 2 * vipPkts, OutBytes: 2 * vipBytes, NewFlows: beFlows}},
 			Backends: []dataplane.FlowCounters{{}, {}, {NewFlows: beFlows}}}
 		c.Verdicts[dataplane.VerdictTX] = tx
 		c.Drops[dataplane.DropReasons()[0]] = noRoute
@@ -27,7 +27,8 @@ func TestRateSampler(t *testing.T) {
 		t.Errorf("rates after one sample: %+v", r)
 	}
 	s.sample(counters(300, 250, 300, 50000, 25, 5), t0.Add(2*time.Second))
-	if r := s.vip(1); r != (api.Rates{PacketsPerSec: 100, BytesPerSec: 20000, NewFlowsPerSec: 10}) {
+	if r := s.vip(1); withoutOut(r) != (api.Rates{PacketsPerSec: 100, BytesPerSec: 20000, NewFlowsPerSec: 10}) ||
+		r.OutPacketsPerSec == nil || *r.OutPacketsPerSec != 200 || r.OutBytesPerSec == nil || *r.OutBytesPerSec != 40000 {
 		t.Errorf("vip rates %+v", r)
 	}
 	if r := s.backend(2); r.NewFlowsPerSec != 10 {
@@ -44,7 +45,7 @@ func TestRateSampler(t *testing.T) {
 		t.Errorf("drops %+v", ws[0])
 	}
 	s.sample(counters(0, 0, 0, 0, 0, 0), t0.Add(3*time.Second))
-	if r := s.vip(1); r != (api.Rates{}) {
+	if r := s.vip(1); withoutOut(r) != (api.Rates{}) || *r.OutPacketsPerSec != 0 {
 		t.Errorf("counters reset: %+v", r)
 	}
 }

@@ -70,6 +70,7 @@ func (d *Daemon) State(ctx context.Context) (*api.State, error) {
 			AllDown: d.allDown[v.Name], OnAllDown: string(v.HealthCheck.OnAllDown),
 			Announce: d.announceNameLocked(v), BackendsUp: d.backendsUpLocked(i), MinHealthy: v.MinHealthy,
 		}
+		nat := v.Mode == config.ModeNAT // vipd sees its replies
 		vs.PreviousUntil = d.prev.Until(v, time.Now())
 		vs.QUICLB = quicState(v.QUICLB)
 		var spec *dataplane.VIPSpec
@@ -80,6 +81,11 @@ func (d *Daemon) State(ctx context.Context) (*api.State, error) {
 			f := sum.VIPs[id]
 			vs.Packets, vs.Bytes, vs.NewFlows = f.Packets, f.Bytes, f.NewFlows
 			vs.Rates = d.rates.vip(id)
+			if nat {
+				vs.OutPackets, vs.OutBytes = &f.OutPackets, &f.OutBytes
+			} else {
+				vs.Rates = withoutOut(vs.Rates)
+			}
 		}
 		for j := range v.Backends {
 			b := &v.Backends[j]
@@ -97,6 +103,9 @@ func (d *Daemon) State(ctx context.Context) (*api.State, error) {
 			bs.FleetOverride = d.fleetOverrideLocked(v, b)
 			addRecord(&bs, records, ref)
 			bs.Rates = d.rates.backend(ref)
+			if !nat {
+				bs.Rates = withoutOut(bs.Rates)
+			}
 			if v.Protocol == config.TCP {
 				bs.Handshakes = d.rates.hs.state(ref, v.Outlier.Timeout.D())
 			}
@@ -112,6 +121,9 @@ func (d *Daemon) State(ctx context.Context) (*api.State, error) {
 			if int(ref) < len(sum.Backends) {
 				f := sum.Backends[ref]
 				bs.Packets, bs.Bytes, bs.NewFlows = f.Packets, f.Bytes, f.NewFlows
+				if nat {
+					bs.OutPackets, bs.OutBytes = &f.OutPackets, &f.OutBytes
+				}
 			}
 			vs.Backends = append(vs.Backends, bs)
 		}
@@ -192,7 +204,7 @@ func (d *Daemon) Counters() *dataplane.Counters {
 // Metrics implements admin.Provider.
 func (d *Daemon) Metrics() *admin.Metrics {
 	m := &admin.Metrics{
-		VIPNames: map[uint16]string{}, Backends: map[uint32]admin.BackendLabel{},
+		VIPNames: map[uint16]string{}, Backends: map[uint32]admin.BackendLabel{}, NATVIPs: map[uint16]bool{},
 		BackendUp: map[uint32]float64{}, AllDown: map[string]uint64{},
 		Reloads: map[string]uint64{"ok": d.reloadOK.Load(), "error": d.reloadErr.Load()},
 		Driver:  d.opts.Platform.DriverStats(),
@@ -263,12 +275,16 @@ func (d *Daemon) Metrics() *admin.Metrics {
 	}
 	for _, v := range d.spec.VIPs {
 		m.VIPNames[v.ID] = v.Name
+		nat := v.Mode == dataplane.ModeNAT
+		if nat {
+			m.NATVIPs[v.ID] = true
+		}
 		for _, b := range v.Backends {
 			label := b.Addr.String()
 			if b.Port != 0 {
 				label = netip.AddrPortFrom(b.Addr, b.Port).String()
 			}
-			m.Backends[b.Ref] = admin.BackendLabel{VIP: v.Name, Backend: label}
+			m.Backends[b.Ref] = admin.BackendLabel{VIP: v.Name, Backend: label, NAT: nat}
 			switch b.State {
 			case dataplane.BackendUp:
 				m.BackendUp[b.Ref] = 1

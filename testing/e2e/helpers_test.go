@@ -264,7 +264,7 @@ func snmpValue(snmp, group, name string) (float64, error) {
 type natMark struct {
 	vip     string
 	ends    []*nstest.NS
-	packets float64 // vipd_vip_packets_total{vip}
+	packets float64 // natPackets
 	inSegs  float64 // tcpInSegs(ends...)
 }
 
@@ -274,7 +274,17 @@ type natMark struct {
 // until settled returns.
 func (e *env) markNAT(vip string, ends ...*nstest.NS) natMark {
 	e.t.Helper()
-	return natMark{vip: vip, ends: ends, packets: e.metric("vipd_vip_packets_total", "vip", vip), inSegs: tcpInSegs(e.t, ends...)}
+	fams, err := e.v.Metrics()
+	if err != nil {
+		e.t.Fatalf("metrics: %v", err)
+	}
+	return natMark{vip: vip, ends: ends, packets: natPackets(fams, vip), inSegs: tcpInSegs(e.t, ends...)}
+}
+
+// natPackets is what NAT VIP vip forwarded both ways: its clients'
+// packets and its backends' replies.
+func natPackets(fams map[string]*dto.MetricFamily, vip string) float64 {
+	return testbed.Metric(fams, "vipd_vip_packets_total", "vip", vip) + testbed.Metric(fams, "vipd_vip_out_packets_total", "vip", vip)
 }
 
 // backendNS returns the backends' namespaces.
@@ -289,7 +299,8 @@ func (e *env) backendNS() []*nstest.NS {
 // settled waits until vipd has published counters that include all of the
 // traffic since m that had reached its ends when settled was called, and
 // returns that scrape. In NAT mode vipd forwarded, and counted in
-// vipd_vip_packets_total, each segment an end received before it arrived,
+// vipd_vip_packets_total (from clients) or vipd_vip_out_packets_total
+// (replies), each segment an end received before it arrived,
 // so the wait ends. A worker publishes all its counters at once, so the
 // scrape also shows whatever a worker did before it forwarded the last of
 // those segments: the drops and ICMP messages the traffic caused, but for
@@ -306,7 +317,7 @@ func (e *env) settled(m natMark) map[string]*dto.MetricFamily {
 		if fams, err = e.v.Metrics(); err != nil {
 			e.t.Fatalf("metrics: %v", err)
 		}
-		got = testbed.Metric(fams, "vipd_vip_packets_total", "vip", m.vip)
+		got = natPackets(fams, m.vip)
 		return got >= want
 	}) {
 		e.t.Fatalf("vipd counted %v packets for %s, the namespaces received %v", got-m.packets, m.vip, want-m.packets)

@@ -110,11 +110,18 @@ type VIPState struct {
 	// BackendsUp counts the enabled backends that are up (neither down
 	// nor draining), against the VIP's min_healthy: below it, BGP
 	// withdraws the VIP and `vipd keepalived-check` fails.
-	BackendsUp int    `json:"backends_up"`
-	MinHealthy int    `json:"min_healthy"`
-	Packets    uint64 `json:"packets"`
-	Bytes      uint64 `json:"bytes"`
-	NewFlows   uint64 `json:"new_flows"`
+	BackendsUp int `json:"backends_up"`
+	MinHealthy int `json:"min_healthy"`
+	// Packets and Bytes are the clients' packets forwarded to the
+	// backends (ipvsadm's InPkts, InBytes); OutPackets and OutBytes the
+	// NAT replies relayed to clients (OutPkts, OutBytes), absent for a
+	// DSR VIP, whose replies bypass vipd. Each is the sum of the
+	// backends'.
+	Packets    uint64  `json:"packets"`
+	Bytes      uint64  `json:"bytes"`
+	OutPackets *uint64 `json:"out_packets,omitempty"`
+	OutBytes   *uint64 `json:"out_bytes,omitempty"`
+	NewFlows   uint64  `json:"new_flows"`
 	// Announce says what BGP does with the VIP: "" without [bgp], "off"
 	// (announce = false), "announced", or "withdrawn: WHY".
 	Announce string `json:"announce,omitempty"`
@@ -185,9 +192,12 @@ type BackendState struct {
 	EffectiveWeight float64 `json:"effective_weight"`
 	Load            float64 `json:"load_fraction"`
 	ActiveFlows     int     `json:"active_flows"`
-	Packets         uint64  `json:"packets"`
-	Bytes           uint64  `json:"bytes"`
-	NewFlows        uint64  `json:"new_flows"`
+	// Packets, Bytes, OutPackets and OutBytes: as VIPState's.
+	Packets    uint64  `json:"packets"`
+	Bytes      uint64  `json:"bytes"`
+	OutPackets *uint64 `json:"out_packets,omitempty"`
+	OutBytes   *uint64 `json:"out_bytes,omitempty"`
+	NewFlows   uint64  `json:"new_flows"`
 	// Override is the run-time override in force (vipd weight, vipd
 	// disable); nil: none, the file rules.
 	Override *Override `json:"override,omitempty"`
@@ -274,6 +284,10 @@ type Rates struct {
 	PacketsPerSec  float64 `json:"packets_per_sec"`
 	BytesPerSec    float64 `json:"bytes_per_sec"`
 	NewFlowsPerSec float64 `json:"new_flows_per_sec"`
+	// The replies relayed (NAT only: absent for DSR, whose replies
+	// bypass vipd).
+	OutPacketsPerSec *float64 `json:"out_packets_per_sec,omitempty"`
+	OutBytesPerSec   *float64 `json:"out_bytes_per_sec,omitempty"`
 }
 
 // WorkerState is one worker (one queue) in State.WorkersDetail, its rates over

@@ -81,9 +81,9 @@ func demo(r *testbed.Run) {
 	fmt.Printf("   frames received %.0f, transmitted %.0f (ICMP replies %.0f), to the kernel %.0f, dropped %.0f\n",
 		m("vipd_rx_frames_total"), m("vipd_verdicts_total", "verdict", "tx"), m("vipd_verdicts_total", "verdict", "reply"),
 		m("vipd_verdicts_total", "verdict", "kernel"), m("vipd_verdicts_total", "verdict", "drop"))
-	fmt.Printf("   NAT VIP: %.0f packets, %.0f new flows; NAT replies translated %.0f\n",
-		m("vipd_vip_packets_total", "vip", "web-nat"), m("vipd_vip_new_flows_total", "vip", "web-nat"), m("vipd_nat_replies_total"))
-	fmt.Printf("   DSR VIP: %.0f packets, %.0f new flows\n", m("vipd_vip_packets_total", "vip", "web-dsr"), m("vipd_vip_new_flows_total", "vip", "web-dsr"))
+	fmt.Printf("   NAT VIP: %.0f packets in, %.0f out (replies), %.0f new flows; NAT replies translated %.0f\n",
+		m("vipd_vip_packets_total", "vip", "web-nat"), m("vipd_vip_out_packets_total", "vip", "web-nat"), m("vipd_vip_new_flows_total", "vip", "web-nat"), m("vipd_nat_replies_total"))
+	fmt.Printf("   DSR VIP: %.0f packets in (its replies bypass vipd), %.0f new flows\n", m("vipd_vip_packets_total", "vip", "web-dsr"), m("vipd_vip_new_flows_total", "vip", "web-dsr"))
 	fmt.Printf("   ICMP sent %.0f, ICMP errors steered %.0f, conntrack entries %.0f\n",
 		m("vipd_icmp_sent_total"), m("vipd_icmp_steered_total"), m("vipd_conntrack_entries"))
 	fmt.Printf("   before the pipeline: AF_XDP receive ring full %.0f, fill ring empty %.0f (frames the kernel could not hand to vipd)\n",
@@ -176,7 +176,7 @@ func fastPath(r *testbed.Run, bed *testbed.Bed, cfg string) {
 		}
 		m := func(name string, labels ...string) float64 { return testbed.Metric(fams, name, labels...) }
 		return m("vipd_driver_events_total", "event", "fast_path_forwarded"), m("vipd_rx_frames_total"),
-			m("vipd_vip_packets_total", "vip", "web-nat"), m("vipd_nat_replies_total")
+			m("vipd_vip_packets_total", "vip", "web-nat") + m("vipd_vip_out_packets_total", "vip", "web-nat"), m("vipd_nat_replies_total")
 	}
 	// The burst's half-open connections still have their SYN-ACKs
 	// retransmitted through vipd: count from here.
