@@ -60,7 +60,7 @@ var (
 	dBeHSTime    = desc("backend_handshake_seconds", "Time from a TCP flow's first SYN to its answer (NAT: the backend's SYN-ACK; DSR: the client's next packet), on the workers' batch clocks; present once the backend had a handshake.", "vip", "backend")
 	dBeEffWeight = desc("backend_effective_weight", "A backend's weight after slow start and its reported load and error rate (its configured weight when neither applies).", "vip", "backend")
 	dBeLoadBad   = desc("backend_load_reports_malformed_total", "Load reports (the health check's load_header) that were not a number from 0 to 1, ignored.", "vip", "backend")
-	dBeUp        = desc("backend_forwarding", "Backend forwarding state: 1 up, 0.5 draining (existing flows only), 0 down.", "vip", "backend")
+	dBeUp        = desc("backend_forwarding", "Backend forwarding state, one series per state: 1 for the state the backend is in, 0 for the others (up: new and existing flows; draining: existing flows only; down: none).", "vip", "backend", "state")
 	dCTEntries   = desc("conntrack_entries", "Flows in the connection table, timed-out ones included until the expiry scan, which goes round the table every 10 s, reaches them.")
 	dCTCapacity  = desc("conntrack_capacity", "Flows the connection table can hold.")
 	dCTInserts   = desc("conntrack_inserts_total", "Flows inserted into the connection table.")
@@ -189,7 +189,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 				ch <- handshakeHistogram(&f, l.VIP, l.Backend)
 			}
 		}
-		gauge(dBeUp, m.BackendUp[ref], l.VIP, l.Backend)
+		for _, st := range forwardingStates {
+			v := 0.0
+			if m.BackendUp[ref] == st.v {
+				v = 1
+			}
+			gauge(dBeUp, v, l.VIP, l.Backend, st.name)
+		}
 		ej := 0.0
 		if m.Ejected[ref] {
 			ej = 1
@@ -267,3 +273,10 @@ func handshakeHistogram(f *dataplane.FlowCounters, labels ...string) prometheus.
 	n := acc + f.HandshakeTime[len(dataplane.HandshakeBuckets)]
 	return prometheus.MustNewConstHistogram(dBeHSTime, n, float64(f.HandshakeNanos)/1e9, buckets, labels...)
 }
+
+// forwardingStates are the states of vipd_backend_forwarding's state
+// label, by Metrics.BackendUp's value.
+var forwardingStates = [...]struct {
+	name string
+	v    float64
+}{{"up", 1}, {"draining", 0.5}, {"down", 0}}

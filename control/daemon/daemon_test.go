@@ -324,8 +324,10 @@ func TestAdminDrainStateMetrics(t *testing.T) {
 	if v := metric(fams, "vipd_vip_new_flows_total", "vip", "web"); v != 100 {
 		t.Errorf("new flows %v, want 100", v)
 	}
-	if v := metric(fams, "vipd_backend_forwarding", "backend", "198.18.1.11:8080"); v != 0.5 {
-		t.Errorf("backend_forwarding of the drained backend %v, want 0.5", v)
+	for state, want := range map[string]float64{"up": 0, "draining": 1, "down": 0} {
+		if v := metric2(fams, "vipd_backend_forwarding", "backend", "198.18.1.11:8080", "state", state); v != want {
+			t.Errorf("backend_forwarding{state=%q} of the drained backend %v, want %v", state, v, want)
+		}
 	}
 	if _, ok := fams["vipd_drops_total"]; !ok {
 		t.Errorf("no drops metric")
@@ -337,6 +339,23 @@ func TestAdminDrainStateMetrics(t *testing.T) {
 
 // metric returns the value of the sample of family name whose label has
 // value val.
+// metric2 is metric for the series with two labels' values, a and b
+// (name, value pairs).
+func metric2(fams map[string]*dto.MetricFamily, name, la, va, lb, vb string) float64 {
+	for _, m := range fams[name].GetMetric() {
+		n := 0
+		for _, l := range m.GetLabel() {
+			if l.GetName() == la && l.GetValue() == va || l.GetName() == lb && l.GetValue() == vb {
+				n++
+			}
+		}
+		if n == 2 {
+			return m.GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
 func metric(fams map[string]*dto.MetricFamily, name, label, val string) float64 {
 	f, ok := fams[name]
 	if !ok {
