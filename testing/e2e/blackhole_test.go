@@ -97,8 +97,9 @@ func TestBlackHole(t *testing.T) {
 	}
 
 	// Healthy: every backend answers; nothing is flagged, no alert fires.
-	s1, at1 := e.handshakeScrape(0)
-	s2, at2 := e.handshakeScrape(testbed.Metric(s1, "vipd_backend_handshakes_total", "vip", "web-nat") + 150)
+	nat := []string{"vip", "web-nat"}
+	s1, at1 := e.handshakeScrape(0, nat...)
+	s2, at2 := e.handshakeScrape(testbed.Metric(s1, "vipd_backend_handshakes_total", nat...)+150, nat...)
 	if f := flagged(); len(f) != 0 {
 		t.Errorf("healthy run: flagged %v", f)
 	}
@@ -138,8 +139,9 @@ func TestBlackHole(t *testing.T) {
 		// vipd status names it too, in the Why column.
 		t.Errorf("vipd status lacks %q:\n%s", why, out)
 	}
-	s3, at3 := e.handshakeScrape(0)
-	s4, at4 := e.handshakeScrape(testbed.Metric(s3, "vipd_backend_handshakes_total", "vip", "web-nat", "backend", beName) + 50)
+	be1 := []string{"vip", "web-nat", "backend", beName}
+	s3, at3 := e.handshakeScrape(0, be1...)
+	s4, at4 := e.handshakeScrape(testbed.Metric(s3, "vipd_backend_handshakes_total", be1...)+30, be1...)
 	blackHoleAlerts(t, pt, s3, s4, at4.Sub(at3), beName)
 
 	// Passive ejection on: backend1 is ejected, new flows go elsewhere.
@@ -157,10 +159,11 @@ func TestBlackHole(t *testing.T) {
 	}
 }
 
-// handshakeScrape waits until the VIP web-nat's handshakes reach atLeast
-// (its workers publish every 100 ms, the clients run meanwhile), then
-// scrapes /metrics and returns it with the time of the scrape.
-func (e *env) handshakeScrape(atLeast float64) (map[string]*dto.MetricFamily, time.Time) {
+// handshakeScrape waits until the handshakes of the backends with labels
+// (name, value pairs) reach atLeast (the workers publish every 100 ms,
+// the clients run meanwhile), then scrapes /metrics and returns it with
+// the time of the scrape.
+func (e *env) handshakeScrape(atLeast float64, labels ...string) (map[string]*dto.MetricFamily, time.Time) {
 	e.t.Helper()
 	var fams map[string]*dto.MetricFamily
 	var at time.Time
@@ -170,10 +173,10 @@ func (e *env) handshakeScrape(atLeast float64) (map[string]*dto.MetricFamily, ti
 		if fams, err = e.v.Metrics(); err != nil {
 			e.t.Fatalf("metrics: %v", err)
 		}
-		return testbed.Metric(fams, "vipd_backend_handshakes_total", "vip", "web-nat") >= atLeast
+		return testbed.Metric(fams, "vipd_backend_handshakes_total", labels...) >= atLeast
 	})
 	if !ok {
-		e.t.Fatalf("web-nat's handshakes did not reach %v", atLeast)
+		e.t.Fatalf("handshakes of %v did not reach %v", labels, atLeast)
 	}
 	return fams, at
 }
