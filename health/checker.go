@@ -27,6 +27,9 @@ type Result struct {
 type Checker struct {
 	rise, fall int
 	slowStart  time.Duration
+	// firstDecides: init_state "down", where the first result alone
+	// decides (a failure takes the backend down at once).
+	firstDecides bool
 	Verdict
 }
 
@@ -50,7 +53,8 @@ type Verdict struct {
 // ramp at now (a backend added while the service runs comes up slowly; the
 // backends present at start do not).
 func NewChecker(hc config.HealthCheck, rampNow bool, now time.Time) *Checker {
-	c := &Checker{rise: max(hc.Rise, 1), fall: max(hc.Fall, 1), slowStart: hc.SlowStart.D(), Verdict: Verdict{up: true}}
+	c := &Checker{rise: max(hc.Rise, 1), fall: max(hc.Fall, 1), slowStart: hc.SlowStart.D(), Verdict: Verdict{up: true},
+		firstDecides: hc.InitState != config.InitUp}
 	if rampNow && c.slowStart > 0 {
 		c.upSince, c.rampStart = now, true
 	}
@@ -61,6 +65,12 @@ func NewChecker(hc config.HealthCheck, rampNow bool, now time.Time) *Checker {
 // changed.
 func (c *Checker) Observe(r Result, now time.Time) bool {
 	wasUp, wasDraining := c.up, c.draining
+	if !c.known && c.firstDecides && !r.OK {
+		// The first verdict, with init_state "down": the backend took
+		// no new flows before it (the daemon's doing), and this check
+		// alone decides. (A pass leaves it up.)
+		c.fail = c.fall - 1
+	}
 	c.known = true
 	if r.OK {
 		c.succ++

@@ -11,9 +11,18 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// hc is a check with init_state "up": rise and fall from the first
+// result.
 func hc(rise, fall int, slow time.Duration) config.HealthCheck {
 	return config.HealthCheck{Type: config.CheckHTTP, Rise: rise, Fall: fall, SlowStart: config.Duration(slow),
-		Interval: config.Duration(time.Second), Timeout: config.Duration(time.Second)}
+		Interval: config.Duration(time.Second), Timeout: config.Duration(time.Second), InitState: config.InitUp}
+}
+
+// hcDown is hc with init_state "down": the first result decides.
+func hcDown(rise, fall int) config.HealthCheck {
+	c := hc(rise, fall, 0)
+	c.InitState = config.InitDown
+	return c
 }
 
 var (
@@ -38,6 +47,9 @@ func TestTransitions(t *testing.T) {
 		{"a failure resets the success count", hc(3, 1, 0), []Result{bad, ok, ok, bad, ok, ok, ok}, []bool{false, false, false, false, false, false, true}},
 		{"rise 1 fall 1 follows every result", hc(1, 1, 0), []Result{bad, ok, bad, ok}, []bool{false, true, false, true}},
 		{"draining is still up", hc(2, 2, 0), []Result{drain, drain}, []bool{true, true}},
+		{"init down: a first failure is down at once", hcDown(2, 3), []Result{bad, ok, ok}, []bool{false, false, true}},
+		{"init down: a first success is up", hcDown(2, 3), []Result{ok, bad, bad, bad}, []bool{true, true, true, false}},
+		{"init down: fall counts from the second result", hcDown(2, 3), []Result{ok, bad, ok, bad, bad}, []bool{true, true, true, true, true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,8 +17,10 @@
 // TunnelDialer (package tunprobe), so the check passes only when the
 // backend decapsulates and holds the VIP, as its clients need.
 //
-// A backend starts up ("unknown" until its first check): at start every
-// backend is assumed able to serve rather than taking the whole service
-// down for rise × interval. It goes down after fall failures in a row and
-// comes back after rise successes in a row.
+// A backend's first check decides its first verdict with init_state
+// "down" (the default; the daemon gives it no new flow before): a pass is
+// up, a failure down, rather than taking the whole service down for
+// rise × interval. With init_state "up" it starts up and a first failure
+// counts toward fall. After that it goes down after fall failures in a row
+// and comes back after rise successes in a row.
 package health

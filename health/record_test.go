@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/testing/testkit"
 )
 
@@ -93,9 +94,11 @@ func TestDescribe(t *testing.T) {
 	}
 }
 
-// TestVerdictLog: a backend's first verdict is logged as such, and an up
-// one without the error of a first probe that failed short of fall; a
-// change of verdict keeps its message, down with its error.
+// TestVerdictLog: a backend's first verdict is logged as such, and, with
+// init_state "up", an up one without the error of a first probe that
+// failed short of fall; with init_state "down" that first failure is the
+// verdict, down. A change of verdict keeps its message, down with its
+// error.
 func TestVerdictLog(t *testing.T) {
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}
 	probe := func(_ context.Context, tg *Target) Result {
@@ -106,12 +109,15 @@ func TestVerdictLog(t *testing.T) {
 	}
 	var logs lockedBuffer
 	m := NewManager(slog.New(slog.NewTextHandler(&logs, nil)), probe, func(uint32, control.Status, bool, bool) {})
-	fallOne := fastCheck()
+	initUp := fastCheck()
+	initUp.InitState = config.InitUp
+	fallOne := initUp
 	fallOne.Fall = 1
 	m.Set([]Target{
-		{Ref: 1, VIP: "web", Label: "198.18.1.11:80", Check: fastCheck()}, // passes
-		{Ref: 2, VIP: "web", Label: "198.18.1.12:80", Check: fastCheck()}, // fails, fall 2
+		{Ref: 1, VIP: "web", Label: "198.18.1.11:80", Check: initUp},      // passes
+		{Ref: 2, VIP: "web", Label: "198.18.1.12:80", Check: initUp},      // fails, fall 2
 		{Ref: 3, VIP: "web", Label: "198.18.1.13:80", Check: fallOne},     // fails, fall 1
+		{Ref: 4, VIP: "web", Label: "198.18.1.14:80", Check: fastCheck()}, // fails, fall 2, init_state "down"
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -128,7 +134,7 @@ func TestVerdictLog(t *testing.T) {
 	}
 	testkit.Eventually(t, testkit.Patience, "198.18.1.12 down", func() bool { return len(entries("198.18.1.12:80")) >= 2 })
 	testkit.Eventually(t, testkit.Patience, "the others' first verdicts", func() bool {
-		return len(entries("198.18.1.11:80")) >= 1 && len(entries("198.18.1.13:80")) >= 1
+		return len(entries("198.18.1.11:80")) >= 1 && len(entries("198.18.1.13:80")) >= 1 && len(entries("198.18.1.14:80")) >= 1
 	})
 	m.Stop()
 	const tail = ` last_error="connect: connection refused"`
@@ -139,6 +145,7 @@ func TestVerdictLog(t *testing.T) {
 			`level=WARN msg="backend health changed" vip=web backend=198.18.1.12:80 up=false draining=false` + tail,
 		},
 		"198.18.1.13:80": {`level=WARN msg="backend health first verdict" vip=web backend=198.18.1.13:80 up=false draining=false` + tail},
+		"198.18.1.14:80": {`level=WARN msg="backend health first verdict" vip=web backend=198.18.1.14:80 up=false draining=false` + tail},
 	} {
 		got := entries(backend)
 		if len(got) != len(want) {

@@ -13,7 +13,8 @@
 //	                 overrides, rates, active flows, workers, BGP peers
 //	GET  /v1/where   ?vip=NAME&client=ADDR:PORT: the backend a new flow gets
 //	GET  /v1/conns   ?vip=&client=&backend=&limit=: the pinned flows
-//	GET  /healthz    200 while the daemon's workers run
+//	GET  /healthz    200 while the daemon's workers run, once its first round
+//	                 of health checks is over
 //	POST /v1/drain   {"vip": NAME, "backend": "ADDR:PORT", "drain": true|false}
 //	POST /v1/drain-box {"undo": false|true}: withdraw every BGP route, or
 //	                 announce them again

@@ -369,6 +369,19 @@ const (
 	AllDownIgnoreHealth AllDown = "ignore_health" // send to every enabled backend anyway
 )
 
+// InitState is what a backend does before its first health check ends.
+type InitState string
+
+const (
+	// InitDown: no new flows before the first check (which alone then
+	// decides up or down, without rise or fall); the box is not ready
+	// (systemd, BGP, keepalived-check) before the first round.
+	InitDown InitState = "down"
+	// InitUp: new flows at once, as if up; a first failure counts toward
+	// fall like any other.
+	InitUp InitState = "up"
+)
+
 // HealthCheck is a VIP's [vip.healthcheck] table.
 type HealthCheck struct {
 	Type CheckType `toml:"type"`
@@ -385,6 +398,9 @@ type HealthCheck struct {
 	// over this long; 0 disables the ramp.
 	SlowStart Duration `toml:"slow_start"`
 	OnAllDown AllDown  `toml:"on_all_down"`
+	// InitState is what a backend does before its first check ends, at
+	// start and when a reload adds it.
+	InitState InitState `toml:"init_state"`
 	// DrainStatus, when not 0, is the HTTP status a backend answers while it
 	// shuts down (lame duck): it then takes no new flows but keeps its own.
 	DrainStatus int `toml:"drain_status"`

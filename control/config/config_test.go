@@ -174,6 +174,7 @@ func TestValidationErrors(t *testing.T) {
 		{"check path", base + "\n[vip.healthcheck]\ntype = \"http\"\npath = \"healthz\" #!\n", "vip[0].healthcheck.path", "must start with '/'"},
 		{"check slow start negative", base + "\n[vip.healthcheck]\nslow_start = \"-5s\" #!\n", "vip[0].healthcheck.slow_start", "from 0s"},
 		{"check on_all_down", base + "\n[vip.healthcheck]\non_all_down = \"panic\" #!\n", "vip[0].healthcheck.on_all_down", `not "panic"`},
+		{"check init_state", base + "\n[vip.healthcheck]\ninit_state = \"unknown\" #!\n", "vip[0].healthcheck.init_state", `must be "down" or "up", not "unknown"`},
 		{"drain status on tcp check", base + "\n[vip.healthcheck]\ndrain_status = 503 #!\n", "vip[0].healthcheck.drain_status", `only applies to type = "http"`},
 		{"drain header without status", base + "\n[vip.healthcheck]\ntype = \"http\"\ndrain_header = \"X-Drain\" #!\n", "vip[0].healthcheck.drain_header", "needs drain_status"},
 		{"check port needed", strings.Replace(strings.Replace(base, `port = 80`, "port = 0", 1), "port = 8080\n", "", -1) + "[vip.healthcheck] #!\n", "vip[0].healthcheck.port", "no port to probe"},

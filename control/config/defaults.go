@@ -54,6 +54,7 @@ const (
 	DefaultRise              = 2
 	DefaultFall              = 3
 	DefaultOnAllDown         = AllDownDrop
+	DefaultInitState         = InitDown
 	DefaultWeight            = 1
 	DefaultBackendState      = StateActive
 	DefaultMinHealthy        = 1 // withdraw a VIP with no backend up
@@ -136,6 +137,7 @@ func (v *VIP) setDefaults() {
 			Rise:      DefaultRise,
 			Fall:      DefaultFall,
 			OnAllDown: DefaultOnAllDown,
+			InitState: DefaultInitState,
 			// Backend-reported load (sched.go), off by default.
 			LoadHeader: DefaultLoadHeader, LoadHalfLife: Duration(DefaultLoadHalfLife),
 			ErrorPenalty: DefaultErrorPenalty, MinWeightPercent: DefaultMinWeightPercent,

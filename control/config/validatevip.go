@@ -176,6 +176,11 @@ func (c *collector) validateHealthCheck(p string, v *VIP) {
 	default:
 		c.errorf(p+".on_all_down", "must be %q or %q, not %q", AllDownDrop, AllDownIgnoreHealth, h.OnAllDown)
 	}
+	switch h.InitState {
+	case InitDown, InitUp:
+	default:
+		c.errorf(p+".init_state", "must be %q or %q, not %q", InitDown, InitUp, h.InitState)
+	}
 	c.validateProbe(p, v)
 	c.validateLoadReport(p, h)
 	if h.Type == CheckNone {

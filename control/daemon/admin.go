@@ -158,6 +158,8 @@ func (d *Daemon) Ready() error {
 		return errors.New("vipd is stopping")
 	case len(d.box.stalled) > 0:
 		return fmt.Errorf("workers %v make no progress", d.box.stalled)
+	case !d.firstRoundDoneLocked(time.Now()):
+		return fmt.Errorf("vipd is starting: %d backends await their first health check (no new flows before it)", d.awaitingCountLocked())
 	}
 	return nil
 }

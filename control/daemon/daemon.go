@@ -142,6 +142,14 @@ type Daemon struct {
 	// (a check removed by a reload, reporting late) are ignored.
 	// +checklocks:mu
 	targets map[uint32]bool
+	// awaiting are the targets whose check has init_state "down": until
+	// their first check ends (checked) they take no new flows; and
+	// firstRoundBy is when the box stops waiting for that first round to
+	// say it is ready (firstround.go).
+	// +checklocks:mu
+	awaiting map[uint32]bool
+	// +checklocks:mu
+	firstRoundBy time.Time
 
 	// Publishing, under mu (publish.go): the last published spec and
 	// what changed since.
@@ -557,6 +565,7 @@ func (d *Daemon) goLive(ctx context.Context, ct *conntrack.Table, workers []*dat
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.ct, d.workers = ct, workers
+	d.setAwaitingLocked(d.healthTargets(d.cfg)) // before the first snapshot
 	if err := d.publishLocked("start"); err != nil {
 		return nil, err
 	}

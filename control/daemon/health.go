@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"net/netip"
+	"time"
 
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/control/config"
@@ -19,6 +20,7 @@ func (d *Daemon) startChecks(ctx context.Context) {
 	d.setTargetsLocked(d.healthTargets(d.cfg))
 	d.checks.Start(ctx)
 	d.checking = true
+	d.firstRoundBy = time.Now().Add(firstRoundLimit(d.cfg))
 }
 
 // setTargetsLocked hands the health checks their targets.

@@ -85,7 +85,9 @@ func (d *Daemon) flushPending() {
 // +checklocks:d.mu
 func (d *Daemon) statusLocked(ref uint32) control.Status {
 	st := d.health[ref]
-	st.Draining = st.Draining || d.drains[ref]
+	// Before its first verdict, a backend keeps whatever flows it has (a
+	// reload that turned its check on) and takes no new ones.
+	st.Draining = st.Draining || d.drains[ref] || d.awaitingLocked(ref)
 	st.Down = st.Down || d.outliers.ejected[ref]
 	d.overrides[ref].apply(&st)
 	return st

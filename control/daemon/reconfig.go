@@ -133,10 +133,13 @@ func (d *Daemon) applyLocked(cfg *config.Config, why string) (*config.Diff, []st
 	if err := d.tunnels.ensure(cfg, d.opts.Platform.Host()); err != nil {
 		return nil, []string{err.Error()}, err
 	}
-	old := d.cfg
+	old, oldAwaiting := d.cfg, d.awaiting
 	d.cfg = cfg
+	// Before the snapshot: a backend added here takes no new flow
+	// before its first check (init_state "down").
+	d.setAwaitingLocked(d.healthTargets(cfg))
 	if err := d.publishLocked(why); err != nil {
-		d.cfg = old
+		d.cfg, d.awaiting = old, oldAwaiting
 		return nil, []string{err.Error()}, err
 	}
 	keepVIP, keepBackend := map[string]bool{}, map[string]bool{}

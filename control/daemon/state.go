@@ -99,6 +99,7 @@ func (d *Daemon) State(ctx context.Context) (*api.State, error) {
 				bs.SlowStart = r
 			}
 			bs.EffectiveWeight, bs.Load = effectiveWeight(b.Weight, d.statusLocked(ref))
+			bs.AwaitingCheck = d.awaitingLocked(ref)
 			bs.Override = d.overrides[ref].admin()
 			bs.FleetOverride = d.fleetOverrideLocked(v, b)
 			addRecord(&bs, records, ref)

@@ -110,7 +110,8 @@ type Notifier interface {
 }
 
 // Notify tells n READY=1 once the workers run (the XDP program is attached
-// by then: the platform attaches it when it opens the queues), then, while
+// by then: the platform attaches it when it opens the queues) and the
+// first round of health checks is over (FirstRoundDone), then, while
 // watchdog is not 0, WATCHDOG=1 every watchdog/2 as long as no worker
 // stalled for longer than that. A stalled worker stops the feed, so that
 // systemd restarts a box that no longer forwards. Notify returns when ctx
@@ -135,6 +136,13 @@ func (d *Daemon) Notify(ctx context.Context, n Notifier, watchdog time.Duration)
 			running = nil
 			if !d.serving() {
 				return // Run failed or stops: never ready
+			}
+			// Ready after the first round of health checks (bounded):
+			// no backend takes flows before its first verdict. The
+			// watchdog is fed meanwhile.
+			d.waitFirstRoundFed(ctx, n, every)
+			if ctx.Err() != nil || !d.serving() {
+				return
 			}
 			if err := n.Send("READY=1\nSTATUS=forwarding"); err != nil {
 				d.log.Warn("systemd notification failed", "err", err)

@@ -243,3 +243,46 @@ func TestBeatQueueStamps(t *testing.T) {
 		t.Errorf("stamped at Receives %v, want %v", stamped, want)
 	}
 }
+
+// TestNotifyReadyAfterFirstRound: READY=1 waits for the first round of
+// health checks (a backend whose check has not ended holds it), feeding
+// the watchdog meanwhile, and comes when the last first check ends.
+func TestNotifyReadyAfterFirstRound(t *testing.T) {
+	fp := newFakeProbes()
+	td := newTestDaemon(t, strings.NewReplacer("SLOW", "0s", "ALLDOWN", "drop").Replace(healthConfig), fp.probe)
+	release := fp.hold(t, "198.18.1.11") // after the daemon: see TestNoFlowBeforeVerdict
+	fs := newFakeSystemd(t)
+	fs.notify(t, td.d, 200*time.Millisecond)
+	started := time.Now()
+	td.run()
+	td.waitRunning()
+	testkit.Eventually(t, testkit.Patience, ".12's first verdict", func() bool { return td.backend(1)["health"] == "up" })
+	if time.Since(started) > 4*time.Second {
+		t.Skip("the machine took the round's 5 s limit to start: READY may come by it")
+	}
+	// The round's limit is 5 s: within 300 ms of .12's verdict no READY.
+	feeds := 0
+	timeout := time.After(300 * time.Millisecond)
+wait:
+	for {
+		select {
+		case m := <-fs.msgs:
+			if m != "WATCHDOG=1" {
+				t.Fatalf("before .11's first verdict: got %q", m)
+			}
+			feeds++
+		case <-timeout:
+			break wait
+		}
+	}
+	if feeds == 0 {
+		t.Error("the watchdog went unfed while waiting for the first round")
+	}
+	release()
+	if m := fs.next(testkit.Patience); !strings.HasPrefix(m, "READY=1") {
+		t.Fatalf("after the first round: got %q, want READY=1", m)
+	}
+	if !td.d.FirstRoundDone() {
+		t.Error("READY=1 before the first round is done")
+	}
+}

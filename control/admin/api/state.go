@@ -183,6 +183,10 @@ type BackendState struct {
 	Health     string `json:"health"`
 	Drained    bool   `json:"drained"`
 	Forwarding string `json:"forwarding"`
+	// AwaitingCheck: the backend takes no new flows until its first
+	// health check ends (init_state "down", at start or when a reload
+	// added it).
+	AwaitingCheck bool `json:"awaiting_check,omitempty"`
 	// SlowStart is the fraction of the weight a ramping backend has, 1 when
 	// not ramping.
 	SlowStart float64 `json:"slow_start"`
