@@ -179,6 +179,20 @@ func (p *Plan) VIPOf(ref uint32) (int, bool) {
 	return i, ok
 }
 
+// BackendOf returns the VIP and the backend ref belongs to.
+func (p *Plan) BackendOf(ref uint32) (*config.VIP, *config.Backend, bool) {
+	i, ok := p.vipOf[ref]
+	if !ok {
+		return nil, nil, false
+	}
+	for j, r := range p.refs[i] {
+		if r == ref {
+			return &p.cfg.VIPs[i], &p.cfg.VIPs[i].Backends[j], true
+		}
+	}
+	return nil, nil, false
+}
+
 // Header returns the spec of the plan's configuration on host, without its
 // VIPs.
 func (p *Plan) Header(host *Host) *dataplane.Spec {

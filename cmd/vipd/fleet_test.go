@@ -60,7 +60,7 @@ func TestFleetCommands(t *testing.T) {
 		{[]string{"weight", "-fleet", "-config", local, "web", "198.18.1.12", "-reset"}, 0, "the fleet's weight undone", ""},
 		{[]string{"disable", "-fleet", "-config", local, "web", "198.18.1.99"}, 1, "", "198.18.1.99"},
 		{[]string{"disable", "-fleet", "-config", local, "api", "198.18.1.11"}, 1, "", "api"},
-		{[]string{"drain", "-wait", "web", "198.18.1.11"}, 2, "", "-wait and -reason go with -fleet"},
+		{[]string{"drain", "-wait", "web", "198.18.1.11"}, 2, "", "-wait goes with -fleet"},
 		{[]string{"disable", "-fleet", "-wait", "-timeout", "300ms", "-config", local, "web", "198.18.1.11"}, 1, "web 198.18.1.11:8080: disabled written", "not applied by: lagging"},
 	} {
 		if tc.stderr == "not applied by: lagging" {

@@ -38,15 +38,15 @@ func addFleetFlags(fs *flag.FlagSet) fleetFlags {
 	return fleetFlags{
 		on:      fs.Bool("fleet", false, "change every box of the fleet: write the override to etcd ([fleet] of -config, default /etc/vipd/vipd.toml)"),
 		wait:    fs.Bool("wait", false, "with -fleet: return when every live box runs the change, naming those that do not within -timeout"),
-		reason:  fs.String("reason", "", "with -fleet: why, kept with the override and shown in vipd status"),
+		reason:  fs.String("reason", "", "why: kept with the change, in the event log (vipd events) and, with -fleet, the override shown in vipd status"),
 		timeout: fs.Duration("timeout", 10*time.Second, "with -fleet: how long to wait for etcd and, with -wait, for the boxes"),
 	}
 }
 
 // check says what is wrong with the flags given alone.
 func (f fleetFlags) check(name string, stderr io.Writer) bool {
-	if !*f.on && (*f.wait || *f.reason != "") {
-		fmt.Fprintf(stderr, "vipd %s: -wait and -reason go with -fleet\n", name)
+	if !*f.on && *f.wait {
+		fmt.Fprintf(stderr, "vipd %s: -wait goes with -fleet\n", name)
 		return false
 	}
 	return true

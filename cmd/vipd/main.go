@@ -38,15 +38,18 @@ const usage = `usage:
                                       -rate: flows, packets and bytes per second (ipvsadm -Ln --rate)
   vipd top [-n N] [-interval D] [-admin ADDR | -config FILE]
                                       live rates per VIP, backend and worker, redrawn every second
-  vipd drain [-undo] [-socket PATH | -config FILE] VIP BACKEND
+  vipd events [-f] [-n N] [-json] [-admin ADDR | -config FILE]
+                                      the event log: health changes, drains, overrides, reloads, role,
+                                      BGP sessions, ejections, admin changes with their caller; -f follows
+  vipd drain [-undo] [-reason TEXT] [-socket PATH | -config FILE] VIP BACKEND
                                       stop new flows to BACKEND (addr:port) of VIP, keeping its flows
                                       (as root: through the admin socket, default ` + config.DefaultAdminSocket + `)
   vipd where [-json] [-port P] [-admin ADDR | -config FILE] VIP CLIENT:PORT
                                       which backend a new flow from CLIENT gets
-  vipd weight [-socket PATH | -config FILE] VIP BACKEND N|-reset
+  vipd weight [-reason TEXT] [-socket PATH | -config FILE] VIP BACKEND N|-reset
                                       run-time override: BACKEND takes weight N (0..1000; 0: no new
                                       flows) over the file's until -reset, across reloads and restarts
-  vipd disable|enable [-socket PATH | -config FILE] VIP BACKEND
+  vipd disable|enable [-reason TEXT] [-socket PATH | -config FILE] VIP BACKEND
                                       run-time override: BACKEND takes no flows at all / again
                                       (VIP: name or ADDR[:PORT]; BACKEND: ADDR[:PORT], ADDR if unambiguous)
   vipd peers [-json] [-admin ADDR | -config FILE]
@@ -113,6 +116,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return peers(args[1:], stdout, stderr)
 		case "top":
 			return top(args[1:], stdout, stderr)
+		case "events":
+			return eventsCmd(args[1:], stdout, stderr)
 		case "fleet":
 			return fleetCmd(args[1:], stdout, stderr)
 		}
@@ -392,7 +397,7 @@ func drain(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() != 2 || !ff.check("drain", stderr) {
-		fmt.Fprintln(stderr, "usage: vipd drain [-undo] [-socket PATH | -config FILE] VIP BACKEND\n       vipd drain -fleet [-undo] [-wait] [-reason TEXT] [-config FILE] VIP BACKEND")
+		fmt.Fprintln(stderr, "usage: vipd drain [-undo] [-reason TEXT] [-socket PATH | -config FILE] VIP BACKEND\n       vipd drain -fleet [-undo] [-wait] [-reason TEXT] [-config FILE] VIP BACKEND")
 		return 2
 	}
 	if *ff.on {
@@ -407,7 +412,7 @@ func drain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vipd drain: %v\n", err)
 		return 1
 	}
-	if err := client.Drain(context.Background(), path, fs.Arg(0), fs.Arg(1), !*undo); err != nil {
+	if err := client.Drain(context.Background(), path, fs.Arg(0), fs.Arg(1), !*undo, *ff.reason); err != nil {
 		fmt.Fprintf(stderr, "vipd drain: %v\n", err)
 		return 1
 	}

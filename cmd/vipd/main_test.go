@@ -87,6 +87,24 @@ func TestRun(t *testing.T) {
 type drainProvider struct {
 	mu     sync.Mutex
 	drains []string
+	events []api.Event // served by Events
+}
+
+// Events serves p.events after seq, as the daemon's log does.
+func (p *drainProvider) Events(seq uint64, most int) *api.EventsAnswer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ans := &api.EventsAnswer{Events: []api.Event{}}
+	for _, e := range p.events {
+		if e.Seq > seq {
+			ans.Events = append(ans.Events, e)
+		}
+		ans.Last = max(ans.Last, e.Seq)
+	}
+	if most > 0 && len(ans.Events) > most {
+		ans.Events = ans.Events[len(ans.Events)-most:]
+	}
+	return ans
 }
 
 func (p *drainProvider) Ready() error                              { return nil }
@@ -96,7 +114,7 @@ func (p *drainProvider) Where(string, string, uint16) (*api.WhereAnswer, error) 
 	return nil, api.ErrNotFound
 }
 
-func (p *drainProvider) SetDrain(vip, backend string, drain bool) error {
+func (p *drainProvider) SetDrain(vip, backend string, drain bool, _ string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.drains = append(p.drains, fmt.Sprint(vip, " ", backend, " ", drain))

@@ -48,7 +48,7 @@ func parseAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 const (
-	fleetUsage   = " [-fleet [-wait] [-reason TEXT]]"
+	fleetUsage   = " [-reason TEXT] [-fleet [-wait]]"
 	weightUsage  = "usage: vipd weight [-socket PATH | -config FILE]" + fleetUsage + " VIP BACKEND N|-reset"
 	disableUsage = "usage: vipd disable [-socket PATH | -config FILE]" + fleetUsage + " VIP BACKEND"
 	enableUsage  = "usage: vipd enable [-socket PATH | -config FILE]" + fleetUsage + " VIP BACKEND"
@@ -87,7 +87,7 @@ func weightCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return fleetOverride("weight", ff, *cfgPath, pos[0], pos[1], change, stdout, stderr)
 	}
-	req.VIP, req.Backend = pos[0], pos[1]
+	req.VIP, req.Backend, req.Reason = pos[0], pos[1], *ff.reason
 	ans, code := sendOverride("weight", req, *socket, *addr, *cfgPath, stderr)
 	if ans == nil {
 		return code
@@ -125,7 +125,7 @@ func disableCmd(args []string, stdout, stderr io.Writer, disable bool) int {
 		}
 		return fleetOverride(name, ff, *cfgPath, pos[0], pos[1], change, stdout, stderr)
 	}
-	req := api.OverrideRequest{VIP: pos[0], Backend: pos[1], Disabled: &disable}
+	req := api.OverrideRequest{VIP: pos[0], Backend: pos[1], Disabled: &disable, Reason: *ff.reason}
 	ans, code := sendOverride(name, req, *socket, *addr, *cfgPath, stderr)
 	if ans == nil {
 		return code

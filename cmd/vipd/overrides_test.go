@@ -66,7 +66,7 @@ func TestOverrideCommands(t *testing.T) {
 		{[]string{"weight", "-socket", sock, "198.18.0.100", "198.18.1.11", "0"}, 0, "weight 0 in force"},
 		{[]string{"weight", "-socket", sock, "web", "198.18.1.11", "-reset"}, 0, "web 198.18.1.11:8080: the file's weight 1 is in force"},
 		{[]string{"weight", "-reset", "-socket", sock, "web", "198.18.1.11"}, 0, "note: no change"},
-		{[]string{"disable", "-socket", sock, "web", "198.18.1.11"}, 0, "web 198.18.1.11:8080: disabled, it takes no flows, until vipd enable web 198.18.1.11:8080"},
+		{[]string{"disable", "-socket", sock, "-reason", "disk failing", "web", "198.18.1.11"}, 0, "web 198.18.1.11:8080: disabled, it takes no flows, until vipd enable web 198.18.1.11:8080"},
 		{[]string{"enable", "web", "198.18.1.11", "-socket", sock}, 0, `web 198.18.1.11:8080: enabled (the file says state = "active")`},
 		{[]string{"disable", "-socket", sock, "db", "198.18.1.11"}, 1, `vipd disable: no VIP "db"; did you mean web`},
 		{[]string{"weight", "-socket", sock, "web", "198.18.1.11"}, 2, "usage: vipd weight"},
@@ -94,7 +94,7 @@ func TestOverrideCommands(t *testing.T) {
 		`{"vip":"198.18.0.100","backend":"198.18.1.11","weight":0}`,
 		`{"vip":"web","backend":"198.18.1.11","reset_weight":true}`,
 		`{"vip":"web","backend":"198.18.1.11","reset_weight":true}`,
-		`{"vip":"web","backend":"198.18.1.11","disabled":true}`,
+		`{"vip":"web","backend":"198.18.1.11","disabled":true,"reason":"disk failing"}`,
 		`{"vip":"web","backend":"198.18.1.11","disabled":false}`,
 	}
 	if !slices.Equal(p.got, want) {

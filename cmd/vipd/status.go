@@ -213,6 +213,13 @@ func writeOverrides(w io.Writer, st *api.State) {
 		b.WriteString("s")
 	}
 	b.WriteString(" in force over the file (Weight is the file's): undo with vipd weight -reset, vipd enable\n")
+	for _, v := range st.VIPs {
+		for _, be := range v.Backends {
+			if o := be.Override; o != nil && o.Reason != "" {
+				fmt.Fprintf(&b, "  %s %s: %s\n", v.Name, api.HostPort(be.Address, be.Port), o.Reason)
+			}
+		}
+	}
 	io.WriteString(w, b.String())
 }
 

@@ -136,7 +136,7 @@ func TestStatusShowsHandshakes(t *testing.T) {
 			Tried: 120, Answered: 118, Share: 118.0 / 120, Timed: 118, P50Seconds: 0.0012, P99Seconds: 0.008}},
 		{Address: "198.18.1.12", Port: 8080, Weight: 1, Forwarding: "up", Health: "up", Handshakes: &api.HandshakeState{
 			Tried: 69, Share: 0, RecentTried: 69, Unanswered: "answered 0 of 69 handshakes in the last 10 s"}},
-		{Address: "198.18.1.13", Port: 8080, Weight: 1, Forwarding: "up", Health: "up"},
+		{Address: "198.18.1.13", Port: 8080, Weight: 1, Forwarding: "up", Health: "up", Override: &api.Override{Disabled: true, Reason: "disk failing"}},
 	}}}}
 	var out strings.Builder
 	if err := writeStatus(&out, st); err != nil {
@@ -166,5 +166,8 @@ func TestStatusShowsHandshakes(t *testing.T) {
 	}
 	if strings.Contains(find("198.18.1.11"), "answered 0") {
 		t.Error("a backend that answers is flagged")
+	}
+	if !strings.Contains(out.String(), "  web 198.18.1.13:8080: disk failing\n") {
+		t.Errorf("the override's reason is not shown:\n%s", out.String())
 	}
 }

@@ -55,6 +55,8 @@ var (
 	dBeNewFlows  = desc("backend_new_flows_total", "Flows pinned to a backend.", "vip", "backend")
 	dBeEjected   = desc("backend_ejected", "1 while passive outlier detection keeps the backend out, else 0.", "vip", "backend")
 	dBeEjections = desc("backend_ejections_total", "Passive outlier ejections of a backend.", "vip", "backend")
+	dBeHealthTr  = desc("backend_health_transitions_total", "Changes of a backend's health check verdict (up, down, draining), its first verdict included.", "vip", "backend")
+	dBeLastChg   = desc("backend_last_change_timestamp_seconds", "When a backend's health check verdict last changed, in seconds since the epoch; absent before its first verdict.", "vip", "backend")
 	dBeHandshake = desc("backend_handshakes_total", "Tracked TCP flows to a backend that began with a SYN.", "vip", "backend")
 	dBeAnswered  = desc("backend_handshakes_answered_total", "Answers to them: in NAT mode the backend's SYN-ACKs relayed (retransmissions too), in DSR mode the flows whose client went on past its SYNs.", "vip", "backend")
 	dBeHSTime    = desc("backend_handshake_seconds", "Time from a TCP flow's first SYN to its answer (NAT: the backend's SYN-ACK; DSR: the client's next packet), on the workers' batch clocks; present once the backend had a handshake.", "vip", "backend")
@@ -202,6 +204,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(dBeEjected, ej, l.VIP, l.Backend)
 		counter(dBeEjections, m.Ejections[ref], l.VIP, l.Backend)
+		counter(dBeHealthTr, m.HealthTransitions[ref], l.VIP, l.Backend)
+		if at, ok := m.LastChange[ref]; ok {
+			gauge(dBeLastChg, float64(at.UnixNano())/1e9, l.VIP, l.Backend)
+		}
 		if w, ok := m.EffectiveWeight[ref]; ok {
 			gauge(dBeEffWeight, w, l.VIP, l.Backend)
 		}

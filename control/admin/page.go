@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,7 +59,12 @@ type pageData struct {
 	*api.State
 	Now     time.Time // when the page was rendered, UTC
 	Refresh int       // seconds between reloads, 0: none
+	// Events are the last pageEvents of the event log, newest first.
+	Events []api.Event
 }
+
+// pageEvents is how many events the page lists.
+const pageEvents = 20
 
 // pageHandler serves the status page: State rendered server-side, a meta
 // refresh reloading it, and nothing else — no script, no external asset,
@@ -82,7 +88,9 @@ func pageHandler(p Provider) http.HandlerFunc {
 			return
 		}
 		var buf bytes.Buffer
-		if err := pageTemplate.Execute(&buf, pageData{State: st, Now: time.Now().UTC(), Refresh: refresh}); err != nil {
+		evs := p.Events(0, pageEvents).Events
+		slices.Reverse(evs)
+		if err := pageTemplate.Execute(&buf, pageData{State: st, Now: time.Now().UTC(), Refresh: refresh, Events: evs}); err != nil {
 			http.Error(w, "status page: "+err.Error(), http.StatusInternalServerError)
 			return
 		}

@@ -60,7 +60,12 @@ func pageState() *api.State {
 // TestPage: GET / renders the state, a down backend as down (row class
 // and data attributes), the others as what they are, and reloads itself.
 func TestPage(t *testing.T) {
-	h := Handler(&stateProvider{st: pageState()}, ReadOnly)
+	sp := &stateProvider{st: pageState()}
+	sp.events = []api.Event{
+		{Seq: 1, Time: time.Now().Add(-time.Minute), Kind: api.EventHealth, VIP: "web", Backend: "198.18.1.12:8080", What: "up → down: connection refused"},
+		{Seq: 2, Time: time.Now(), Kind: api.EventAdmin, VIP: "web", Backend: "198.18.1.12:8080", What: "POST /v1/override", By: "uid 0 pid 42 (vipd)", Reason: "<canary>"},
+	}
+	h := Handler(sp, ReadOnly)
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
 	body := w.Body.String()
@@ -103,6 +108,9 @@ func TestPage(t *testing.T) {
 		`<div class="err unanswered">answered 0 of 69 handshakes in the last 10 s</div>`,
 		`<td class="n answered err">0% of 69</td>`,
 		`<td class="n answered">99% of 120</td>`, `<td class="n">1.25ms / 8.1ms</td>`,
+		// The events, newest first, escaped.
+		`<td>admin</td><td>web</td><td class="addr">198.18.1.12:8080</td><td>POST /v1/override</td><td>uid 0 pid 42 (vipd)</td><td>&lt;canary&gt;</td></tr>
+<tr class="event" data-kind="health">`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q", want)

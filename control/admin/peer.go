@@ -3,6 +3,7 @@ package admin
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vipd/vipd/control/admin/api"
 	"golang.org/x/sys/unix"
 )
 
@@ -89,8 +91,9 @@ const maxAuditBody = 4 << 10
 // answered: who made it (the socket peer's uid, pid and command name,
 // when ConnContext put them in), the method and path, the request's body
 // and the answer's status. For the admin socket, whose callers may
-// change the balancer.
-func Audit(h http.Handler, log *slog.Logger) http.Handler {
+// change the balancer. record, when not nil, gets the same as an event
+// (api.EventAdmin), with the request's reason as the event's.
+func Audit(h http.Handler, log *slog.Logger, record func(api.Event)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
 			h.ServeHTTP(w, r)
@@ -109,6 +112,16 @@ func Audit(h http.Handler, log *slog.Logger) http.Handler {
 			shown = string(body[:maxAuditBody]) + "…"
 		}
 		log.Info("admin change", "by", by, "method", r.Method, "path", r.URL.Path, "request", shown, "status", sw.status)
+		if record != nil {
+			var req struct {
+				VIP     string `json:"vip"`
+				Backend string `json:"backend"`
+				Reason  string `json:"reason"`
+			}
+			json.Unmarshal(body, &req) // best effort: the event names what it can
+			record(api.Event{Kind: api.EventAdmin, VIP: req.VIP, Backend: req.Backend, By: by, Reason: req.Reason,
+				What: fmt.Sprintf("%s %s %s: %d %s", r.Method, r.URL.Path, shown, sw.status, http.StatusText(sw.status))})
+		}
 	})
 }
 

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vipd/vipd/control/admin/api"
 )
 
 // TestConnContext: a request on a Unix socket carries its caller's uid,
@@ -72,13 +74,14 @@ func TestAudit(t *testing.T) {
 	var logged bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logged, nil))
 	var read string
+	var recorded []api.Event
 	h := Audit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		read = string(b)
 		if r.URL.Path == "/v1/bad" {
 			w.WriteHeader(http.StatusBadRequest)
 		}
-	}), log)
+	}), log, func(e api.Event) { recorded = append(recorded, e) })
 	ctx := context.WithValue(context.Background(), callerKey{}, Caller{UID: 0, PID: 42, Comm: "vipd"})
 	body := `{"vip":"web","backend":"198.18.1.11","weight":5}`
 	for _, tc := range []struct {
@@ -104,5 +107,16 @@ func TestAudit(t *testing.T) {
 				t.Errorf("%s %s: log %q lacks %q", tc.method, tc.path, line, w)
 			}
 		}
+	}
+	// The same as events: the changes, not the GET.
+	if len(recorded) != 2 {
+		t.Fatalf("events %+v, want the two changes", recorded)
+	}
+	if e := recorded[0]; e.Kind != api.EventAdmin || e.By != "uid 0 pid 42 (vipd)" || e.VIP != "web" || e.Backend != "198.18.1.11" ||
+		!strings.Contains(e.What, "POST /v1/override") || !strings.Contains(e.What, "200 OK") {
+		t.Errorf("the override's event: %+v", e)
+	}
+	if e := recorded[1]; !strings.Contains(e.What, "400 Bad Request") {
+		t.Errorf("the refused change's event: %+v", e)
 	}
 }

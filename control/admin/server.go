@@ -62,6 +62,26 @@ func Handler(p Provider, access Access, extra ...prometheus.Collector) http.Hand
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
+	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		var seq uint64
+		var max int
+		var err error
+		if s := q.Get("since"); s != "" {
+			if seq, err = strconv.ParseUint(s, 10, 64); err != nil {
+				http.Error(w, "since: want an event's sequence number, not "+strconv.Quote(s), http.StatusBadRequest)
+				return
+			}
+		}
+		if s := q.Get("max"); s != "" {
+			if max, err = strconv.Atoi(s); err != nil || max < 0 {
+				http.Error(w, "max: want a count, not "+strconv.Quote(s), http.StatusBadRequest)
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(p.Events(seq, max))
+	})
 	mux.HandleFunc("GET /v1/state", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 		defer cancel()
@@ -123,7 +143,7 @@ func Handler(p Provider, access Access, extra ...prometheus.Collector) http.Hand
 			http.Error(w, `want {"vip": NAME, "backend": "ADDR:PORT", "drain": true|false}`, http.StatusBadRequest)
 			return
 		}
-		if err := p.SetDrain(req.VIP, req.Backend, *req.Drain); err != nil {
+		if err := p.SetDrain(req.VIP, req.Backend, *req.Drain, req.Reason); err != nil {
 			httpError(w, err)
 			return
 		}

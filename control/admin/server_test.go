@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +25,24 @@ type fakeProvider struct {
 	mu     sync.Mutex
 	ready  error
 	drains []api.DrainRequest
+	events []api.Event
+}
+
+// Events serves f.events after seq, as the daemon's log does.
+func (f *fakeProvider) Events(seq uint64, most int) *api.EventsAnswer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ans := &api.EventsAnswer{Events: []api.Event{}}
+	for _, e := range f.events {
+		if e.Seq > seq {
+			ans.Events = append(ans.Events, e)
+		}
+		ans.Last = max(ans.Last, e.Seq)
+	}
+	if most > 0 && len(ans.Events) > most {
+		ans.Events = ans.Events[len(ans.Events)-most:]
+	}
+	return ans
 }
 
 func (f *fakeProvider) Ready() error {
@@ -39,7 +59,7 @@ func (f *fakeProvider) Where(vip, client string, port uint16) (*api.WhereAnswer,
 	return &api.WhereAnswer{VIP: vip, Client: client, Backend: "198.18.1.11:8080"}, nil
 }
 
-func (f *fakeProvider) SetDrain(vip, backend string, drain bool) error {
+func (f *fakeProvider) SetDrain(vip, backend string, drain bool, _ string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if vip != "web" {
@@ -142,16 +162,16 @@ func TestDrainClient(t *testing.T) {
 	go srv.Serve(ln)
 	defer srv.Close()
 	ctx := context.Background()
-	if err := client.Drain(ctx, path, "web", "198.18.1.11:8080", true); err != nil {
+	if err := client.Drain(ctx, path, "web", "198.18.1.11:8080", true, ""); err != nil {
 		t.Fatalf("drain: %v", err)
 	}
 	if p.drained() != 1 || *p.drains[0].Drain != true || p.drains[0].Backend != "198.18.1.11:8080" {
 		t.Errorf("drains %+v", p.drains)
 	}
-	if err := client.Drain(ctx, path, "nope", "198.18.1.11:8080", false); err == nil || !strings.Contains(err.Error(), "not found") {
+	if err := client.Drain(ctx, path, "nope", "198.18.1.11:8080", false, ""); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("drain of an unknown VIP: %v", err)
 	}
-	if err := client.Drain(ctx, filepath.Join(dir, "missing.sock"), "web", "b", true); err == nil || !strings.Contains(err.Error(), "is vipd running") {
+	if err := client.Drain(ctx, filepath.Join(dir, "missing.sock"), "web", "b", true, ""); err == nil || !strings.Contains(err.Error(), "is vipd running") {
 		t.Errorf("drain without a socket: %v", err)
 	}
 	stale := filepath.Join(dir, "stale.sock")
@@ -161,7 +181,7 @@ func TestDrainClient(t *testing.T) {
 	}
 	sl.SetUnlinkOnClose(false)
 	sl.Close()
-	if err := client.Drain(ctx, stale, "web", "b", true); err == nil || !strings.Contains(err.Error(), "vipd is not running") {
+	if err := client.Drain(ctx, stale, "web", "b", true, ""); err == nil || !strings.Contains(err.Error(), "vipd is not running") {
 		t.Errorf("drain on a stale socket: %v", err)
 	}
 	// Root cannot be refused by file permissions: the message is checked
@@ -172,5 +192,46 @@ func TestDrainClient(t *testing.T) {
 	}
 	if err := client.SocketError(path, io.ErrUnexpectedEOF); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("other errors are wrapped: %v", err)
+	}
+}
+
+// TestEventsEndpoint: GET /v1/events answers the events after since, at
+// most max, and the newest's number; a since or max that is no number is
+// refused.
+func TestEventsEndpoint(t *testing.T) {
+	p := &fakeProvider{events: []api.Event{{Seq: 1, Kind: api.EventHealth}, {Seq: 2, Kind: api.EventDrain}, {Seq: 3, Kind: api.EventReload}}}
+	h := Handler(p, ReadOnly)
+	for _, tc := range []struct {
+		query string
+		code  int
+		seqs  []uint64
+	}{
+		{"", 200, []uint64{1, 2, 3}},
+		{"?since=1", 200, []uint64{2, 3}},
+		{"?since=0&max=1", 200, []uint64{3}},
+		{"?since=3", 200, nil},
+		{"?since=x", 400, nil},
+		{"?max=-1", 400, nil},
+	} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/v1/events"+tc.query, nil))
+		if w.Code != tc.code {
+			t.Errorf("%s: %d, want %d: %s", tc.query, w.Code, tc.code, w.Body)
+			continue
+		}
+		if tc.code != 200 {
+			continue
+		}
+		var ans api.EventsAnswer
+		if err := json.Unmarshal(w.Body.Bytes(), &ans); err != nil {
+			t.Fatal(err)
+		}
+		var seqs []uint64
+		for _, e := range ans.Events {
+			seqs = append(seqs, e.Seq)
+		}
+		if !slices.Equal(seqs, tc.seqs) || ans.Last != 3 {
+			t.Errorf("%s: %v (last %d), want %v", tc.query, seqs, ans.Last, tc.seqs)
+		}
 	}
 }

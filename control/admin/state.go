@@ -35,6 +35,10 @@ type Metrics struct {
 	// Ejected holds the refs ejected now.
 	Ejections map[uint32]uint64
 	Ejected   map[uint32]bool
+	// HealthTransitions counts each backend's check verdict changes by
+	// ref, LastChange holds when its verdict last changed.
+	HealthTransitions map[uint32]uint64
+	LastChange        map[uint32]time.Time
 	// EffectiveWeight is each backend's weight after slow start and its
 	// load report (api.BackendState.EffectiveWeight) by ref;
 	// LoadReportsMalformed counts its malformed load reports.
@@ -102,7 +106,10 @@ type Provider interface {
 	Metrics() *Metrics
 	// SetDrain drains (or undrains) backend ("addr:port", or "addr" when
 	// the VIP does not rewrite ports) of the VIP named vip.
-	SetDrain(vip, backend string, drain bool) error
+	SetDrain(vip, backend string, drain bool, reason string) error
+	// Events returns the event log after sequence number seq, at most
+	// max events (0: all it keeps).
+	Events(seq uint64, max int) *api.EventsAnswer
 	// Where answers which backend a new flow from client ("addr:port") to
 	// the VIP named vip (on port, for every-port VIPs) would get.
 	Where(vip, client string, port uint16) (*api.WhereAnswer, error)

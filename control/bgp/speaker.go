@@ -29,6 +29,9 @@ type Config struct {
 	// ListenPort is where passive peers connect; 0: vipd does not listen.
 	ListenPort uint16
 	Peers      []config.Peer
+	// OnSession, when set, is told of each session that comes up
+	// (established) or goes down from established, with GoBGP's reason.
+	OnSession func(peer string, up bool, reason string)
 }
 
 // ConfigFrom builds the speaker's Config from [bgp]; routerID is used
@@ -286,8 +289,14 @@ func (s *Speaker) peerState(p apiutil.Peer) {
 	case st == bgppkt.BGP_FSM_ESTABLISHED:
 		s.log.Info("BGP session established", args...)
 		s.checkFamilies(addr, p.State.RemoteCap)
+		if s.cfg.OnSession != nil {
+			s.cfg.OnSession(addr.String(), true, reason)
+		}
 	case old == bgppkt.BGP_FSM_ESTABLISHED:
 		s.log.Warn("BGP session down", args...)
+		if s.cfg.OnSession != nil {
+			s.cfg.OnSession(addr.String(), false, reason)
+		}
 	default:
 		s.log.Info("BGP session state", args...)
 	}

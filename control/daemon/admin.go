@@ -56,7 +56,7 @@ func (d *Daemon) listenAdmin(a *config.Admin, fail func(error)) (*adminServers, 
 		}
 		// Every change through the socket is logged with its caller
 		// (SO_PEERCRED, put in by the server's ConnContext).
-		h = admin.Audit(h, d.log)
+		h = admin.Audit(h, d.log, d.RecordEvent)
 		s.serve(ln, h, fail)
 		d.log.Info("admin socket listening", "path", a.Socket, "pprof", a.Pprof)
 	}

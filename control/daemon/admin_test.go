@@ -537,7 +537,7 @@ func TestAdminHostCheck(t *testing.T) {
 			t.Errorf("the socket answered %s for Host %q", resp.Status, host)
 		}
 	}
-	if err := client.Drain(context.Background(), td.socket, "web", "198.18.1.11:8080", true); err != nil {
+	if err := client.Drain(context.Background(), td.socket, "web", "198.18.1.11:8080", true, ""); err != nil {
 		t.Errorf("a drain on the socket: %v", err)
 	}
 

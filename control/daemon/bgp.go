@@ -57,6 +57,7 @@ func (d *Daemon) startBGP(ctx context.Context, cfg *config.Config) error {
 		port = dataplane.PortEgress
 	}
 	bc := bgp.ConfigFrom(cfg.BGP, host.Addr4[port])
+	bc.OnSession = d.bgpSessionEvent
 	sp := bgp.New(bc, d.log)
 	if err := sp.Start(ctx); err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/control"
 	"github.com/vipd/vipd/control/config"
+	"github.com/vipd/vipd/control/events"
 	"github.com/vipd/vipd/control/fleet"
 	"github.com/vipd/vipd/dataplane"
 	"github.com/vipd/vipd/health"
@@ -136,6 +137,15 @@ type Daemon struct {
 	checks *health.Manager // set when Run goes live
 
 	rates rateSampler // per-second rates (rates.go)
+	// events is the event log (events.go); safe for concurrent use.
+	events *events.Log
+	// transitions counts each backend's health transitions and lastChange
+	// holds when its verdict last changed, by control.BackendKey (a ref
+	// may go to another backend).
+	// +checklocks:mu
+	transitions map[string]uint64
+	// +checklocks:mu
+	lastChange map[string]time.Time
 	// +checklocks:mu
 	checking bool // checks started: from then on a reload sets their targets
 	// targets are the refs the health checks probe: reports of others
@@ -150,6 +160,12 @@ type Daemon struct {
 	awaiting map[uint32]bool
 	// +checklocks:mu
 	firstRoundBy time.Time
+	// firstRoundOver latches the first round's end: readiness is the
+	// start's, a backend a reload adds later does not take it back.
+	// +checklocks:mu
+	firstRoundOver bool
+	// firstRoundMax, when not 0, replaces firstRoundLimit (tests).
+	firstRoundMax time.Duration
 
 	// Publishing, under mu (publish.go): the last published spec and
 	// what changed since.
@@ -289,6 +305,7 @@ func New(cfg *config.Config, opts Options) *Daemon {
 		hostWait: firstHostWait, stallAfter: stallTimeout,
 		cfg: cfg, loadedAt: time.Now(), cfgFile: newConfigFile(opts.ConfigPath),
 		health: map[uint32]control.Status{}, checked: map[uint32]bool{}, drains: map[uint32]bool{}, allDown: map[string]bool{},
+		events: events.New(events.DefaultSize), transitions: map[string]uint64{}, lastChange: map[string]time.Time{},
 		dirtyVIPs: map[int]bool{}, targets: map[uint32]bool{}, reports: map[uint32]report{},
 		prev: control.NewPrevious(), overrides: map[uint32]override{}, role: newRole(cfg),
 	}
@@ -495,6 +512,12 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	case <-ctx.Done():
 	}
 	d.startChecks(ctx)
+	// The workers start once the first round of checks is over
+	// (firstround.go): frames wait in the receive rings meanwhile, as
+	// for the host above, so that a restarted box places its clients'
+	// mid-stream packets with every backend's verdict in, not on the
+	// few whose checks ended first.
+	d.waitFirstRound(ctx)
 	beats := newBeats(len(queues))
 	for i, q := range queues {
 		w, q := workers[i], &beatQueue{Queue: q, at: &beats[i], idle: true}

@@ -240,10 +240,10 @@ func TestAdminDrainStateMetrics(t *testing.T) {
 		pinned[p] = td.send(syn(t, "198.18.0.100", p, "S"))
 	}
 	ctx := context.Background()
-	if err := client.Drain(ctx, td.socket, "web", "198.18.1.11:8080", true); err != nil {
+	if err := client.Drain(ctx, td.socket, "web", "198.18.1.11:8080", true, ""); err != nil {
 		t.Fatalf("drain: %v", err)
 	}
-	if err := client.Drain(ctx, td.socket, "web", "198.18.9.9:8080", true); err == nil || !strings.Contains(err.Error(), "no backend") {
+	if err := client.Drain(ctx, td.socket, "web", "198.18.9.9:8080", true, ""); err == nil || !strings.Contains(err.Error(), "no backend") {
 		t.Errorf("draining an unknown backend: %v", err)
 	}
 	for p, was := range pinned {
@@ -387,7 +387,7 @@ func TestDrainFailsCleanly(t *testing.T) {
 	if err := td.d.publish("host"); err == nil {
 		t.Fatal("the test needs publishing to fail")
 	}
-	if err := td.d.SetDrain("web", "198.18.1.11:8080", true); err == nil {
+	if err := td.d.SetDrain("web", "198.18.1.11:8080", true, ""); err == nil {
 		t.Fatal("SetDrain reported success with publishing failing")
 	}
 	td.plat.mu.Lock()

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/control/config"
 )
 
@@ -27,9 +28,9 @@ func (d *Daemon) resolveLocked(vipName, backend string) (*config.VIP, *config.Ba
 // reloads while the file has the backend. It returns once the state file
 // holds the change (or its write failed, or takes longer than
 // stateWaitRequest), waiting for the disk without d.mu.
-func (d *Daemon) SetDrain(vipName, backend string, drain bool) error {
+func (d *Daemon) SetDrain(vipName, backend string, drain bool, reason string) error {
 	d.mu.Lock()
-	saved, err := d.setDrainLocked(vipName, backend, drain)
+	saved, err := d.setDrainLocked(vipName, backend, drain, reason)
 	d.mu.Unlock()
 	if saved != 0 {
 		d.stateW.wait(saved, stateWaitRequest) // a failure is the writer's to log
@@ -41,7 +42,7 @@ func (d *Daemon) SetDrain(vipName, backend string, drain bool) error {
 // the state file (0: none).
 //
 // +checklocks:d.mu
-func (d *Daemon) setDrainLocked(vipName, backend string, drain bool) (saved uint64, err error) {
+func (d *Daemon) setDrainLocked(vipName, backend string, drain bool, reason string) (saved uint64, err error) {
 	if !d.servingLocked() {
 		return 0, ErrNotRunning
 	}
@@ -69,6 +70,11 @@ func (d *Daemon) setDrainLocked(vipName, backend string, drain bool) (saved uint
 		return 0, err
 	}
 	d.log.Info("backend drain changed", "vip", v.Name, "backend", backendLabel(b), "drain", drain)
+	what := "drained"
+	if !drain {
+		what = "undrained"
+	}
+	d.event(api.Event{Kind: api.EventDrain, VIP: v.Name, Backend: backendLabel(b), What: what, Reason: reason})
 	if was != drain {
 		saved, _ = d.saveStateLocked() // a failure is logged and counted
 	}

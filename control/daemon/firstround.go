@@ -12,7 +12,10 @@ import (
 // "down" (the default) takes no new flows until its first check ends, at
 // start and when a reload adds it: until then it counts as draining (its
 // flows, if a reload turned its check on, stay). The first check alone
-// decides (health.Checker). The box says it is ready — READY=1 to
+// decides (health.Checker). At start the workers wait for the first
+// round (Run): the box forwards nothing before, so a restart does not
+// send its clients' mid-stream packets to the backends whose checks
+// happened to end first. The box says it is ready — READY=1 to
 // systemd, "ready" in its fleet key, 200 from the admin API (Ready) — once
 // every such backend has had its first verdict, or when firstRoundLimit
 // is up; BGP and keepalived-check follow from the backends up
@@ -53,6 +56,13 @@ func firstRoundLimit(cfg *config.Config) time.Duration {
 	return most + 5*time.Second
 }
 
+// checksStarted reports whether the health checks have started.
+func (d *Daemon) checksStarted() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.checking
+}
+
 // FirstRoundDone reports whether the first round of checks is over: the
 // checks run and every backend awaiting its first verdict has it, or the
 // round's time is up.
@@ -64,17 +74,15 @@ func (d *Daemon) FirstRoundDone() bool {
 
 // +checklocks:d.mu
 func (d *Daemon) firstRoundDoneLocked(now time.Time) bool {
-	if !d.checking {
-		return len(d.awaiting) == 0
-	}
-	if !now.Before(d.firstRoundBy) {
+	switch {
+	case d.firstRoundOver:
 		return true
+	case !d.checking:
+		return len(d.awaiting) == 0
+	case now.Before(d.firstRoundBy) && d.awaitingCountLocked() > 0:
+		return false
 	}
-	for ref := range d.awaiting {
-		if !d.checked[ref] {
-			return false
-		}
-	}
+	d.firstRoundOver = true
 	return true
 }
 

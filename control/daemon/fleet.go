@@ -193,6 +193,7 @@ func (d *Daemon) applyFleet(k *fleet.Keys) error {
 	for i, c := range diff.Keys {
 		keys[i] = c.String()
 	}
+	d.event(api.Event{Kind: api.EventFleet, What: fmt.Sprintf("revision %d applied", k.Revision) + strings.TrimPrefix(reloadWhat(diff, keys), "applied")})
 	d.log.Info("fleet revision applied", "revision", k.Revision, "vips", len(fc.Config.VIPs),
 		"vips_added", diff.VIPsAdded, "vips_removed", diff.VIPsRemoved,
 		"backends_added", len(diff.BackendsAdded), "backends_removed", len(diff.BackendsRemoved),
@@ -206,6 +207,7 @@ func (d *Daemon) applyFleet(k *fleet.Keys) error {
 // refuseFleet logs why revision k is refused and returns the error the
 // watcher records (one line per reason).
 func (d *Daemon) refuseFleet(k *fleet.Keys, entries []string, err error) error {
+	d.event(api.Event{Kind: api.EventFleet, What: fmt.Sprintf("revision %d refused: %s", k.Revision, strings.Join(entries, "; "))})
 	for i, e := range entries {
 		d.log.Error("fleet revision refused: the box keeps the last revision it applied",
 			"revision", k.Revision, "kept", d.fleet.applied.Load().revision, "err", e, "error", i+1, "of", len(entries))

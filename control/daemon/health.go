@@ -20,7 +20,11 @@ func (d *Daemon) startChecks(ctx context.Context) {
 	d.setTargetsLocked(d.healthTargets(d.cfg))
 	d.checks.Start(ctx)
 	d.checking = true
-	d.firstRoundBy = time.Now().Add(firstRoundLimit(d.cfg))
+	limit := firstRoundLimit(d.cfg)
+	if d.firstRoundMax > 0 {
+		limit = d.firstRoundMax
+	}
+	d.firstRoundBy = time.Now().Add(limit)
 }
 
 // setTargetsLocked hands the health checks their targets.

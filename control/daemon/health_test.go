@@ -40,21 +40,27 @@ func (f *fakeProbes) set(a string, r health.Result) {
 	f.res[netip.MustParseAddr(a)] = r
 }
 
-// hold makes the probes of a wait until the returned func is called
-// (which t.Cleanup also does): no check of a ends meanwhile. Call it after
-// the daemon is made, so that the release comes before the daemon's stop.
-func (f *fakeProbes) hold(t *testing.T, a string) func() {
+// hold makes the probes of a wait until release(a) (which t.Cleanup also
+// does): no check of a ends meanwhile. Call it after the daemon is made,
+// so that the release comes before the daemon's stop.
+func (f *fakeProbes) hold(t *testing.T, a string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.held == nil {
 		f.held = map[netip.Addr]chan struct{}{}
 	}
-	ch := make(chan struct{})
-	f.held[netip.MustParseAddr(a)] = ch
-	var once sync.Once
-	release := func() { once.Do(func() { close(ch) }) }
-	t.Cleanup(release)
-	return release
+	f.held[netip.MustParseAddr(a)] = make(chan struct{})
+	t.Cleanup(func() { f.release(a) })
+}
+
+// release lets the probes of a held by hold go on.
+func (f *fakeProbes) release(a string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ch, ok := f.held[netip.MustParseAddr(a)]; ok {
+		close(ch)
+		delete(f.held, netip.MustParseAddr(a))
+	}
 }
 
 func (f *fakeProbes) probe(_ context.Context, t *health.Target) health.Result {
@@ -234,25 +240,43 @@ func TestHealthReloadKeepsVerdict(t *testing.T) {
 	}
 }
 
-// TestNoFlowBeforeVerdict: with init_state "down" (the default) a backend
-// takes no new flow before its first check ends, at start and when a
-// reload adds it, and the box's first round of checks is not done until
-// then (or its time is up); with "up" it takes flows at once.
+// TestNoFlowBeforeVerdict: with init_state "down" (the default) the
+// workers do not start before the first round of checks is over (or its
+// time is up), a backend takes no new flow before its first check ends,
+// at start and when a reload adds it; with "up" it takes flows at once.
 func TestNoFlowBeforeVerdict(t *testing.T) {
 	for _, init := range []string{"down", "up"} {
 		t.Run(init, func(t *testing.T) {
 			fp := newFakeProbes()
 			cfg := strings.NewReplacer("SLOW", "0s", `on_all_down = "ALLDOWN"`, "on_all_down = \"drop\"\ninit_state = \""+init+"\"").Replace(healthConfig)
 			td := newTestDaemon(t, cfg, fp.probe)
+			const limit = 2 * time.Second
+			td.d.firstRoundMax = limit
 			// Held after the daemon is made: the hold's cleanup (a
 			// release) runs before the daemon's (a stop, which waits
 			// for the probes).
-			release11 := fp.hold(t, "198.18.1.11")
-			started := time.Now()
+			fp.hold(t, "198.18.1.11")
 			td.run()
+			testkit.Eventually(t, testkit.Patience, "the checks to start", td.d.checksStarted)
+			started := time.Now()
+			if init == "down" {
+				// Within the round's time, with .11 unchecked: not done,
+				// not ready, no worker running.
+				done, ready := td.d.FirstRoundDone(), td.d.Ready()
+				running := false
+				select {
+				case <-td.d.Running():
+					running = true
+				default:
+				}
+				if time.Since(started) < limit*3/4 && (done || ready == nil || running) {
+					t.Errorf("before .11's first verdict: round done %v, ready %v, workers running %v", done, ready, running)
+				}
+			}
+			// After the round's time .11 has no verdict still: the
+			// workers run, and it takes no new flow (init "down").
 			td.waitRunning()
 			testkit.Eventually(t, testkit.Patience, ".12's first verdict", func() bool { return td.backend(1)["health"] == "up" })
-			// Where new flows go while .11's first check has not ended.
 			reached := func(port uint16, addr string) int {
 				n := 0
 				for p := port; p < port+60; p++ {
@@ -275,20 +299,14 @@ func TestNoFlowBeforeVerdict(t *testing.T) {
 			if n := reached(100, "198.18.1.11"); n != 0 {
 				t.Errorf("%d of 60 new flows reached .11 before its first check", n)
 			}
-			if time.Since(started) < 4*time.Second && td.d.FirstRoundDone() {
-				// (The round's limit is 5 s and 30 ms here: later, it is over.)
-				t.Error("the first round is done while .11 has no verdict")
-			}
-			release11()
+			fp.release("198.18.1.11")
 			testkit.Eventually(t, testkit.Patience, ".11's first verdict", func() bool { return td.backend(0)["forwarding"] == "up" })
-			if !td.d.FirstRoundDone() {
-				t.Error("every backend has its verdict: the first round is not done")
-			}
 			if n := reached(200, "198.18.1.11"); n == 0 {
 				t.Error("no new flow reached .11 after its first verdict")
 			}
-			// A backend a reload adds waits for its first check too.
-			release13 := fp.hold(t, "198.18.1.13")
+			// A backend a reload adds waits for its first check too,
+			// and the box stays ready.
+			fp.hold(t, "198.18.1.13")
 			td.rewrite(cfg + "[[vip.backend]]\naddress = \"198.18.1.13\"\nport = 8080\n")
 			if err := td.d.Reload(); err != nil {
 				t.Fatal(err)
@@ -296,30 +314,22 @@ func TestNoFlowBeforeVerdict(t *testing.T) {
 			if b := td.backendState("web", "198.18.1.13"); !b.AwaitingCheck || b.Forwarding != "draining" {
 				t.Errorf(".13, added by a reload: %+v", b)
 			}
+			if err := td.d.Ready(); err != nil {
+				t.Errorf("a backend added by a reload made the box unready: %v", err)
+			}
 			if n := reached(300, "198.18.1.13"); n != 0 {
 				t.Errorf("%d of 60 new flows reached .13 before its first check", n)
 			}
-			release13()
+			fp.release("198.18.1.13")
 			testkit.Eventually(t, testkit.Patience, ".13's first verdict", func() bool { return td.backendState("web", "198.18.1.13").Forwarding == "up" })
 		})
 	}
 }
 
-// TestFirstRoundLimit: the first round of checks is over when its time is
-// up, whether or not every backend has its verdict.
+// TestFirstRoundLimit: the default limit of the first round is the
+// slowest check's interval plus timeout plus 5 s.
 func TestFirstRoundLimit(t *testing.T) {
-	fp := newFakeProbes()
-	td := newTestDaemon(t, strings.NewReplacer("SLOW", "0s", "ALLDOWN", "drop").Replace(healthConfig), fp.probe)
-	fp.hold(t, "198.18.1.11") // after the daemon: see TestNoFlowBeforeVerdict
-	td.run()
-	td.waitRunning()
-	testkit.Eventually(t, testkit.Patience, ".12's first verdict", func() bool { return td.backend(1)["health"] == "up" })
-	td.d.mu.Lock()
-	td.d.firstRoundBy = time.Now()
-	td.d.mu.Unlock()
-	if !td.d.FirstRoundDone() {
-		t.Error("the first round's time is up and it is not done")
-	}
+	td := newTestDaemon(t, strings.NewReplacer("SLOW", "0s", "ALLDOWN", "drop").Replace(healthConfig), nil)
 	if got := firstRoundLimit(td.d.cfg); got != 5*time.Second+30*time.Millisecond {
 		t.Errorf("limit %v, want interval + timeout + 5 s", got)
 	}

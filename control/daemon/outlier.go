@@ -1,9 +1,11 @@
 package daemon
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/vipd/vipd/control"
+	"github.com/vipd/vipd/control/admin/api"
 	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/health/outlier"
 )
@@ -84,9 +86,12 @@ func (d *Daemon) outlierRound(now time.Time) {
 			}
 			d.log.Warn("backend ejected: its clients' handshakes fail", "vip", c.VIP, "ref", c.Ref,
 				"failed", c.Failed, "tried", c.Tried, "for", c.For)
+			d.event(api.Event{Kind: api.EventEjection, VIP: c.VIP, Backend: d.refLabelLocked(c.Ref),
+				What: fmt.Sprintf("ejected for %v: %d of %d handshakes failed", c.For, c.Failed, c.Tried)})
 		} else {
 			delete(o.ejected, c.Ref)
 			d.log.Info("ejected backend returns: its time is up and its check passes", "vip", c.VIP, "ref", c.Ref)
+			d.event(api.Event{Kind: api.EventEjection, VIP: c.VIP, Backend: d.refLabelLocked(c.Ref), What: "returned: its time is up and its check passes"})
 		}
 		d.markRefLocked(c.Ref)
 	}

@@ -29,6 +29,7 @@ type override struct {
 	reweighted bool
 	disabled   bool
 	since      time.Time // when it last changed
+	reason     string    // why, as the operator said (-reason)
 }
 
 func (o override) active() bool { return o.reweighted || o.disabled }
@@ -51,7 +52,7 @@ func (o override) admin() *api.Override {
 	if !o.active() {
 		return nil
 	}
-	ao := &api.Override{Disabled: o.disabled, Since: o.since}
+	ao := &api.Override{Disabled: o.disabled, Since: o.since, Reason: o.reason}
 	if o.reweighted {
 		w := o.weight
 		ao.Weight = &w
@@ -132,7 +133,7 @@ func (d *Daemon) setOverrideLocked(req api.OverrideRequest) (ans *api.OverrideAn
 		o.disabled = false
 	}
 	if o.weight != was.weight || o.reweighted != was.reweighted || o.disabled != was.disabled {
-		o.since = time.Now()
+		o.since, o.reason = time.Now(), req.Reason
 		d.putOverrideLocked(ref, o)
 		d.markRefLocked(ref)
 		if err := d.publishLocked("override"); err != nil {
@@ -144,6 +145,7 @@ func (d *Daemon) setOverrideLocked(req api.OverrideRequest) (ans *api.OverrideAn
 		}
 		d.log.Info("run-time override changed", append([]any{"vip", v.Name, "backend", backendLabel(b),
 			"file_weight", b.Weight, "file_state", b.State, "in_force", o.active()}, o.attrs()...)...)
+		d.event(api.Event{Kind: api.EventOverride, VIP: v.Name, Backend: backendLabel(b), What: overrideWhat(&req), Reason: req.Reason})
 		var err error
 		switch saved, err = d.saveStateLocked(); {
 		case err != nil:
@@ -249,6 +251,7 @@ type savedOverride struct {
 	Disabled bool           `json:"disabled,omitempty"`
 	Drained  bool           `json:"drained,omitempty"`
 	Since    time.Time      `json:"since,omitzero"`
+	Reason   string         `json:"reason,omitempty"`
 }
 
 // savedOverridesLocked lists the overrides and drains of the running
@@ -270,7 +273,7 @@ func (d *Daemon) savedOverridesLocked() []savedOverride {
 				continue
 			}
 			s := savedOverride{VIP: v.Key(), Backend: netip.AddrPortFrom(b.Address, b.Port),
-				Disabled: o.disabled, Drained: drained, Since: o.since}
+				Disabled: o.disabled, Drained: drained, Since: o.since, Reason: o.reason}
 			if o.reweighted {
 				w := o.weight
 				s.Weight = &w
@@ -332,7 +335,7 @@ func (d *Daemon) restoreOverridesLocked(saved []savedOverride) {
 			continue
 		}
 		ref := d.reg.Ref(control.BackendKey(v, b))
-		o := override{disabled: s.Disabled, since: s.Since}
+		o := override{disabled: s.Disabled, since: s.Since, reason: s.Reason}
 		if s.Weight != nil {
 			o.weight, o.reweighted = min(*s.Weight, config.MaxWeight), true
 		}

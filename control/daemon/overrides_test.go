@@ -226,7 +226,7 @@ func TestOverridesPersist(t *testing.T) {
 	if ans := td.override(api.OverrideRequest{VIP: "198.18.0.101", Backend: "198.18.1.11:80", Disabled: flag(true)}); ans.VIP != "dsr" || ans.Backend != "198.18.1.11" {
 		t.Errorf("answer %+v", ans)
 	}
-	if err := td.d.SetDrain("198.18.0.100:80", "198.18.1.11", true); err != nil {
+	if err := td.d.SetDrain("198.18.0.100:80", "198.18.1.11", true, ""); err != nil {
 		t.Fatal(err)
 	}
 	saved := savedOverrides(t, state)
@@ -359,13 +359,13 @@ func TestStateFileCompat(t *testing.T) {
 // backend by address alone, and list the candidates when they cannot.
 func TestForgivingNames(t *testing.T) {
 	td := start(t, testConfig)
-	if err := td.d.SetDrain("198.18.0.100", "198.18.1.11", true); err != nil {
+	if err := td.d.SetDrain("198.18.0.100", "198.18.1.11", true, ""); err != nil {
 		t.Fatal(err)
 	}
 	if b := td.backendState("web", "198.18.1.11"); !b.Drained {
 		t.Errorf("drain by addresses: %+v", b)
 	}
-	err := td.d.SetDrain("web", "198.18.1.13", true)
+	err := td.d.SetDrain("web", "198.18.1.13", true, "")
 	if !errors.Is(err, api.ErrNotFound) || !strings.Contains(err.Error(), `VIP "web" has no backend "198.18.1.13"; did you mean 198.18.1.11:8080 or 198.18.1.12:8080?`) {
 		t.Errorf("drain of an unknown backend: %v", err)
 	}
@@ -437,7 +437,7 @@ func TestReloadReleasesRemovedRefs(t *testing.T) {
 			td.override(api.OverrideRequest{VIP: "web", Backend: "198.18.1.11", Weight: weight(5)})
 		}},
 		{"drain", func(td *testDaemon) {
-			if err := td.d.SetDrain("198.18.0.100:80", "198.18.1.11", true); err != nil {
+			if err := td.d.SetDrain("198.18.0.100:80", "198.18.1.11", true, ""); err != nil {
 				t.Fatal(err)
 			}
 		}},

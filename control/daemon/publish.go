@@ -120,7 +120,9 @@ func (d *Daemon) publishLocked(why string) error {
 	if d.phase < phaseStarting || d.phase >= phaseStopping {
 		return ErrNotRunning
 	}
+	now := time.Now()
 	for ref, r := range d.reports {
+		d.healthEventLocked(ref, d.health[ref], d.checked[ref], r, now) // events.go
 		d.health[ref], d.checked[ref] = r.st, r.known
 	}
 	clear(d.reports)

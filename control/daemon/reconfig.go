@@ -157,6 +157,12 @@ func (d *Daemon) applyLocked(cfg *config.Config, why string) (*config.Diff, []st
 	// next reload.
 	d.reconcileOverridesLocked(old, cfg)
 	d.reg.Forget(keepVIP, keepBackend)
+	for key := range d.transitions { // events.go: a backend that comes back starts at 0, as its series
+		if !keepBackend[key] {
+			delete(d.transitions, key)
+			delete(d.lastChange, key)
+		}
+	}
 	targets := d.healthTargets(cfg)
 	if d.checking {
 		d.setTargetsLocked(targets)

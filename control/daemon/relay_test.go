@@ -19,7 +19,7 @@ func TestICMPErrorReachesPinnedBackend(t *testing.T) {
 	td := start(t, testConfig)
 	const cport = 40077
 	pinned := td.send(syn(t, "198.18.0.100", cport, "S"))
-	if err := td.d.SetDrain("web", netip.AddrPortFrom(pinned, 8080).String(), true); err != nil {
+	if err := td.d.SetDrain("web", netip.AddrPortFrom(pinned, 8080).String(), true, ""); err != nil {
 		t.Fatal(err)
 	}
 

@@ -79,6 +79,7 @@ func (d *Daemon) refuse(rep *ReloadReport, errs []string, err error) (*ReloadRep
 		d.log.Error("reload refused: the running configuration stays", "err", e, "error", i+1, "of", len(errs))
 	}
 	d.cfgFile.failed(errs)
+	d.event(api.Event{Kind: api.EventReload, What: "refused: " + strings.Join(errs, "; ")})
 	return rep, err
 }
 
@@ -219,6 +220,7 @@ func restartEntries(old, new *config.Config, diff *config.Diff) []string {
 func (d *Daemon) logChanges(df *config.Diff) {
 	if df.Empty() {
 		d.log.Info("reload: the file is unchanged")
+		d.event(api.Event{Kind: api.EventReload, What: "applied: the file is unchanged"})
 		return
 	}
 	keys := make([]string, len(df.Keys))
@@ -228,4 +230,27 @@ func (d *Daemon) logChanges(df *config.Diff) {
 	d.log.Info("reload changes", "vips_added", df.VIPsAdded, "vips_removed", df.VIPsRemoved,
 		"backends_added", len(df.BackendsAdded), "backends_removed", len(df.BackendsRemoved),
 		"reweighted", len(df.Reweighted), "keys", keys)
+	d.event(api.Event{Kind: api.EventReload, What: reloadWhat(df, keys)})
+}
+
+// reloadWhat is a reload's diff in a line, for its event: the VIPs and
+// backends added and removed, the reweighted, and every changed key.
+func reloadWhat(df *config.Diff, keys []string) string {
+	var parts []string
+	if len(df.VIPsAdded) > 0 {
+		parts = append(parts, "VIPs added "+strings.Join(df.VIPsAdded, ", "))
+	}
+	if len(df.VIPsRemoved) > 0 {
+		parts = append(parts, "VIPs removed "+strings.Join(df.VIPsRemoved, ", "))
+	}
+	for _, n := range []struct {
+		what string
+		n    int
+	}{{"backends added", len(df.BackendsAdded)}, {"backends removed", len(df.BackendsRemoved)}, {"reweighted", len(df.Reweighted)}} {
+		if n.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n.n, n.what))
+		}
+	}
+	parts = append(parts, keys...)
+	return "applied: " + strings.Join(parts, "; ")
 }

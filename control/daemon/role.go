@@ -71,6 +71,7 @@ func (d *Daemon) SetRole(role string) (*api.RoleAnswer, error) {
 		d.applyNeighborsLocked()
 		d.updateRoutesLocked()
 		d.log.Warn("neighbor role changed", "role", role, "previous", prev, "neighbor_vips", len(d.neighborVIPs))
+		d.event(api.Event{Kind: api.EventRole, What: prev + " → " + role})
 	}
 	ans := &api.RoleAnswer{Role: d.role.name(), Previous: prev, Since: d.role.since, Neighbors: len(d.neighborVIPs)}
 	if d.box.speaker != nil {

@@ -204,7 +204,7 @@ func TestReloadWhenNotRunning(t *testing.T) {
 	if err := td.d.Reload(); !errors.Is(err, ErrNotRunning) {
 		t.Errorf("reload after stop: %v", err)
 	}
-	if err := td.d.SetDrain("web", "198.18.1.11:8080", true); !errors.Is(err, ErrNotRunning) {
+	if err := td.d.SetDrain("web", "198.18.1.11:8080", true, ""); !errors.Is(err, ErrNotRunning) {
 		t.Errorf("drain after stop: %v", err)
 	}
 }

@@ -250,12 +250,17 @@ func (d *Daemon) Metrics() *admin.Metrics {
 	for ref := range d.outliers.ejected {
 		m.Ejected[ref] = true
 	}
+	m.HealthTransitions, m.LastChange = map[uint32]uint64{}, map[uint32]time.Time{}
 	for i := range d.cfg.VIPs {
 		v := &d.cfg.VIPs[i]
 		for j := range v.Backends {
 			key := control.BackendKey(v, &v.Backends[j])
 			if n := d.outliers.total[key]; n > 0 {
 				m.Ejections[d.reg.Ref(key)] = n
+			}
+			if n := d.transitions[key]; n > 0 {
+				ref := d.reg.Ref(key)
+				m.HealthTransitions[ref], m.LastChange[ref] = n, d.lastChange[key]
 			}
 		}
 	}

@@ -148,7 +148,7 @@ next:
 // Drain drains or undrains a backend through the admin socket (the bed's
 // configurations set it to AdminSocket).
 func (v *VIPD) Drain(vip, backend string, on bool) error {
-	return client.Drain(context.Background(), v.bed.AdminSocket(), vip, backend, on)
+	return client.Drain(context.Background(), v.bed.AdminSocket(), vip, backend, on, "")
 }
 
 // Reload rewrites the configuration and sends SIGHUP, then waits until the

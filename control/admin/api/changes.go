@@ -13,6 +13,8 @@ type DrainRequest struct {
 	VIP     string `json:"vip"`
 	Backend string `json:"backend"`
 	Drain   *bool  `json:"drain"`
+	// Reason is why (vipd drain -reason), kept with the drain's event.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Box drain states (BGPState.Box, BoxDrainAnswer.Box).
@@ -48,8 +50,10 @@ type Override struct {
 	// Disabled: the backend takes no flows at all, as though the file
 	// said state = "disabled".
 	Disabled bool `json:"disabled,omitempty"`
-	// Since is when the override last changed.
-	Since time.Time `json:"since"`
+	// Since is when the override last changed; Reason why, as given
+	// with it (-reason).
+	Since  time.Time `json:"since"`
+	Reason string    `json:"reason,omitempty"`
 }
 
 // OverrideRequest is the body of POST /v1/override: one change to one
@@ -62,6 +66,8 @@ type OverrideRequest struct {
 	Weight      *uint32 `json:"weight,omitempty"`
 	ResetWeight bool    `json:"reset_weight,omitempty"`
 	Disabled    *bool   `json:"disabled,omitempty"`
+	// Reason is why (-reason), kept with the override and its event.
+	Reason string `json:"reason,omitempty"`
 }
 
 // OverrideAnswer is the answer of POST /v1/override: the backend as
@@ -136,4 +142,45 @@ type RoleAnswer struct {
 	Neighbors int       `json:"neighbor_vips"`
 	// Routes says what happens over BGP: "" without [bgp].
 	Routes string `json:"routes,omitempty"`
+}
+
+// Event is one entry of the event log (GET /v1/events): what happened to
+// the balancer, when, to what, by whom and why.
+type Event struct {
+	Seq  uint64    `json:"seq"` // from 1, in order
+	Time time.Time `json:"time"`
+	// Kind is one of the Event* kinds.
+	Kind    string `json:"kind"`
+	VIP     string `json:"vip,omitempty"`
+	Backend string `json:"backend,omitempty"`
+	// What happened, in words ("up → down: connect: connection refused",
+	// "weight 5", the reload's changes).
+	What string `json:"what"`
+	// By is who made the change: the admin socket's caller ("uid 0 pid
+	// 4242 (vipd)"), an operator's user@host for the fleet's overrides,
+	// or "" for vipd's own doing; Reason the -reason given with it.
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Event kinds.
+const (
+	EventHealth   = "health"   // a backend's check verdict changed
+	EventEjection = "ejection" // passive outlier detection ejected or returned a backend
+	EventDrain    = "drain"    // a backend drained or undrained by the admin API
+	EventOverride = "override" // a weight, disable or enable override
+	EventReload   = "reload"   // a configuration applied or refused
+	EventRole     = "role"     // the box became active or standby
+	EventBGP      = "bgp"      // a BGP session went up or down
+	EventFleet    = "fleet"    // a fleet revision applied or refused
+	EventAdmin    = "admin"    // a change through the admin socket, with its caller
+)
+
+// EventsAnswer is the answer of GET /v1/events?since=N: the events after
+// sequence number N, oldest first; Missed counts those after N that fell
+// off the log before they were read; Last is the newest's number.
+type EventsAnswer struct {
+	Events []Event `json:"events"`
+	Missed uint64  `json:"missed,omitempty"`
+	Last   uint64  `json:"last"`
 }

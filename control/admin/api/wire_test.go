@@ -17,7 +17,7 @@ var update = flag.Bool("update", false, "rewrite testdata/wire.golden from the c
 var wireTypes = []any{
 	State{}, WhereAnswer{}, Conns{}, DrainRequest{}, OverrideRequest{},
 	OverrideAnswer{}, ReloadResult{}, RoleRequest{}, RoleAnswer{},
-	BoxDrainRequest{}, BoxDrainAnswer{},
+	BoxDrainRequest{}, BoxDrainAnswer{}, EventsAnswer{},
 }
 
 // fill sets every field v reaches to a value of its own (a counter, so

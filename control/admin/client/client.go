@@ -99,3 +99,19 @@ func answer(resp *http.Response, into any) error {
 	}
 	return json.NewDecoder(resp.Body).Decode(into)
 }
+
+// FetchEvents gets the event log after sequence number since (GET
+// /v1/events), at most max events (0: all vipd keeps).
+func FetchEvents(ctx context.Context, addr string, since uint64, max int) (*api.EventsAnswer, error) {
+	u := fmt.Sprintf("http://%s/v1/events?since=%d&max=%d", addr, since, max)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	var ans api.EventsAnswer
+	return &ans, answer(resp, &ans)
+}

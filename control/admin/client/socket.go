@@ -79,10 +79,10 @@ func FetchSocketState(ctx context.Context, socket string) (*api.State, error) {
 }
 
 // Drain asks vipd, through its admin socket (the path of [admin] socket),
-// to drain (or undrain) a backend. Only the user vipd runs as (root) may
+// to drain (or undrain) a backend, for reason (may be ""). Only the user vipd runs as (root) may
 // use the socket; the error says so.
-func Drain(ctx context.Context, socket, vip, backend string, drain bool) error {
-	return postSocket(ctx, socket, "/v1/drain", api.DrainRequest{VIP: vip, Backend: backend, Drain: &drain}, nil)
+func Drain(ctx context.Context, socket, vip, backend string, drain bool, reason string) error {
+	return postSocket(ctx, socket, "/v1/drain", api.DrainRequest{VIP: vip, Backend: backend, Drain: &drain, Reason: reason}, nil)
 }
 
 // DrainBox asks the vipd on the admin socket at path to lame-duck the box

@@ -1,0 +1,75 @@
+package daemon
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vipd/vipd/control/admin/api"
+	"github.com/vipd/vipd/health"
+	"github.com/vipd/vipd/testing/testkit"
+)
+
+// TestEvents: the event log has each backend's first verdict and its
+// transitions with the check's error, a drain and an override with
+// their reasons, and a reload with its changes, in order; /metrics
+// counts the transitions and says when the last was.
+func TestEvents(t *testing.T) {
+	td, fp := startHealth(t, "0s", "drop")
+	testkit.Eventually(t, testkit.Patience, "first verdicts", func() bool { return td.backend(0)["health"] == "up" && td.backend(1)["health"] == "up" })
+	fp.set("198.18.1.11", health.Result{Err: errors.New("refused")})
+	testkit.Eventually(t, testkit.Patience, ".11 down", func() bool { return td.backend(0)["forwarding"] == "down" })
+	if err := td.d.SetDrain("web", "198.18.1.12:8080", true, "kernel update"); err != nil {
+		t.Fatal(err)
+	}
+	w := uint32(5)
+	if _, err := td.d.SetOverride(api.OverrideRequest{VIP: "web", Backend: "198.18.1.12:8080", Weight: &w, Reason: "canary"}); err != nil {
+		t.Fatal(err)
+	}
+	if o := td.backendState("web", "198.18.1.12").Override; o == nil || o.Reason != "canary" {
+		t.Errorf("the override's reason in /v1/state: %+v", o)
+	}
+	if err := td.d.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	ans := td.d.Events(0, 0)
+	var lines []string
+	for i, e := range ans.Events {
+		if e.Seq != uint64(i+1) || e.Time.IsZero() {
+			t.Errorf("event %d: seq %d time %v", i, e.Seq, e.Time)
+		}
+		lines = append(lines, strings.Join([]string{e.Kind, e.VIP, e.Backend, e.What, e.Reason}, "|"))
+	}
+	for _, want := range []string{
+		"health|web|198.18.1.11:8080|unknown → up|",
+		"health|web|198.18.1.12:8080|unknown → up|",
+		"health|web|198.18.1.11:8080|up → down: refused|",
+		"drain|web|198.18.1.12:8080|drained|kernel update",
+		"override|web|198.18.1.12:8080|weight 5|canary",
+		"reload|||applied: the file is unchanged|",
+	} {
+		if !slices.Contains(lines, want) {
+			t.Errorf("no event %q in\n%s", want, strings.Join(lines, "\n"))
+		}
+	}
+	if ans.Last != uint64(len(ans.Events)) {
+		t.Errorf("last %d of %d events", ans.Last, len(ans.Events))
+	}
+	if ans := td.d.Events(ans.Last-1, 0); len(ans.Events) != 1 || ans.Events[0].Kind != api.EventReload {
+		t.Errorf("since the one before the last: %+v", ans.Events)
+	}
+	m := td.d.Metrics()
+	var n11 uint64
+	for ref, l := range m.Backends {
+		if l.Backend == "198.18.1.11:8080" {
+			n11 = m.HealthTransitions[ref]
+			if m.LastChange[ref].IsZero() {
+				t.Error("no last change for .11")
+			}
+		}
+	}
+	if n11 != 2 {
+		t.Errorf(".11's transitions %d, want 2 (its first verdict, then down)", n11)
+	}
+}
