@@ -1,6 +1,9 @@
 package conntrack
 
-import "testing"
+import (
+	"maps"
+	"testing"
+)
 
 // Backend states as the control plane's snapshot would hold them.
 type health uint8
@@ -82,8 +85,10 @@ func TestBackendRepickAndDrain(t *testing.T) {
 	}
 	after := map[uint32]int{}
 	countAll(s, after, 1000)
+	// (The flows are all SYNs: every one also counts as inactive.)
 	want := map[uint32]int{0: before[0] + before[2] + before[3], 1: before[1]}
-	if len(after) != len(want) || after[0] != want[0] || after[1] != want[1] {
+	want[0|InactiveBit], want[1|InactiveBit] = want[0], want[1]
+	if !maps.Equal(after, want) {
 		t.Errorf("CountByBackend after changes = %v, want %v", after, want)
 	}
 
@@ -159,8 +164,9 @@ func TestCountByBackendSteps(t *testing.T) {
 		if steps := countAll(s, got, c.n); steps != c.steps {
 			t.Errorf("step %d: %d calls, want %d", c.n, steps, c.steps)
 		}
-		if got[0] != 100 || got[1] != 100 || got[2] != 100 || len(got) != 3 {
-			t.Errorf("step %d: counts %v, want 100 each of 0, 1, 2", c.n, got)
+		// Only SYNs: every flow half-open, so inactive.
+		if got[0] != 100 || got[1] != 100 || got[2] != 100 || got[InactiveBit|1] != 100 || len(got) != 6 {
+			t.Errorf("step %d: counts %v, want 100 each of 0, 1, 2, all inactive", c.n, got)
 		}
 	}
 	if next := s.CountByBackend(map[uint32]int{}, 100, 5); next != 0 {
@@ -213,5 +219,35 @@ func TestRenew(t *testing.T) {
 			}
 			checkInvariants(t, s)
 		})
+	}
+}
+
+// TestCountInactive: CountByBackend tells established (and proven
+// datagram) flows from the others, as ipvsadm's ActiveConn and InActConn.
+func TestCountInactive(t *testing.T) {
+	s := newShard(t, 800)
+	for n := range 30 {
+		insert(t, s, testKey(n), 7, tcpSYN, Inserted)
+	}
+	// Ten of them proven: packets past the SYN in ProofTicks ticks.
+	for range ProofTicks {
+		s.Advance(s.Now() + 1)
+		for n := range 10 {
+			e, ok := lookup(s, testKey(n))
+			if !ok {
+				t.Fatalf("lost flow %d", n)
+			}
+			s.Touch(e, tcpACK)
+		}
+	}
+	for n := range 10 {
+		if e, _ := lookup(s, testKey(n)); e.State() != StateEstablished {
+			t.Fatalf("flow %d: %v, want established", n, e.State())
+		}
+	}
+	got := map[uint32]int{}
+	countAll(s, got, 1000)
+	if got[7] != 30 || got[7|InactiveBit] != 20 {
+		t.Errorf("counts %v, want 30 flows of which 20 inactive", got)
 	}
 }

@@ -24,10 +24,18 @@ func (s *Shard) ForEach(fn func(Entry) bool) {
 	}
 }
 
+// InactiveBit marks, in CountByBackend's counts, the key of a backend
+// reference's inactive flows: dst[r|InactiveBit]. References stay below
+// it.
+const InactiveBit = 1 << 31
+
 // CountByBackend adds to dst[r], for every backend reference r, the live
 // flows pinned to r in n buckets (8 slots each) starting at bucket from,
-// and returns the bucket to continue from: 0 once the walk has passed the
-// last bucket. A full count starts at 0 and calls it until it returns 0.
+// and to dst[r|InactiveBit] those of them not established — half-open
+// (SynSent, Unconfirmed), closing, or a datagram flow not yet proven —
+// as ipvsadm tells ActiveConn from InActConn; it returns the bucket to
+// continue from: 0 once the walk has passed the last bucket. A full count
+// starts at 0 and calls it until it returns 0.
 //
 // The owning worker runs one step between batches, so the pause per step
 // is bounded by n (BenchmarkCountByBackend; README.md records a step of
@@ -44,7 +52,11 @@ func (s *Shard) CountByBackend(dst map[uint32]int, from, n int) int {
 		for u := b.used(); u != 0; u &= u - 1 {
 			i := bits.TrailingZeros32(u)
 			if !s.expired(b, i) {
-				dst[b.recs[i&7].backend]++
+				r := b.recs[i&7].backend
+				dst[r]++
+				if st := State(b.state[i] & stateMask); st != StateEstablished && st != StateUDP {
+					dst[r|InactiveBit]++
+				}
 			}
 		}
 	}

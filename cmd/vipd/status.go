@@ -74,8 +74,8 @@ func writeStatus(w io.Writer, st *api.State) error {
 		}
 	}
 	fmt.Fprintf(tw, "conntrack %d/%d flows  XDP fast path %s%s\n", st.Conntrack.Entries, st.Conntrack.Capacity, fast, role)
-	fmt.Fprintf(tw, "Prot\tVIP:Port\tMode\tScheduler\tFlags\t\t\t\t\t\t\n")
-	fmt.Fprintf(tw, "  ->\tBackend:Port\tWeight\tForward\tHealth\tActiveFlows\tNewFlows\tInPkts\tOutPkts\tAnswered/1m\tp50/p99\tWhy\n")
+	fmt.Fprintf(tw, "Prot\tVIP:Port\tMode\tScheduler\tFlags\t\t\t\t\t\t\t\n")
+	fmt.Fprintf(tw, "  ->\tBackend:Port\tWeight\tForward\tHealth\tActiveFlows\tInAct\tNewFlows\tInPkts\tOutPkts\tAnswered/1m\tp50/p99\tWhy\n")
 	for _, v := range st.VIPs {
 		flags := v.FlowHash
 		if v.AllDown {
@@ -94,7 +94,7 @@ func writeStatus(w io.Writer, st *api.State) error {
 		if sched == "" {
 			sched = "maglev"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s M=%d\t%s\t\t\t\t\t\t\n", strings.ToUpper(v.Protocol), api.HostPort(v.Address, v.Port), v.Mode, sched, v.TableSize, flags)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s M=%d\t%s\t\t\t\t\t\t\t\n", strings.ToUpper(v.Protocol), api.HostPort(v.Address, v.Port), v.Mode, sched, v.TableSize, flags)
 		for _, b := range v.Backends {
 			fwd := b.Forwarding
 			if b.Drained {
@@ -128,8 +128,8 @@ func writeStatus(w io.Writer, st *api.State) error {
 				}
 				why += h.Unanswered
 			}
-			fmt.Fprintf(tw, "  ->\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", api.HostPort(b.Address, port), b.Weight, fwd, healthCell(b, time.Now()),
-				b.ActiveFlows, b.NewFlows, b.Packets, count(b.OutPackets), answered, times, why)
+			fmt.Fprintf(tw, "  ->\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", api.HostPort(b.Address, port), b.Weight, fwd, healthCell(b, time.Now()),
+				b.ActiveFlows, b.InactiveFlows, b.NewFlows, b.Packets, count(b.OutPackets), answered, times, why)
 		}
 	}
 	if err := tw.Flush(); err != nil {

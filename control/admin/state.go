@@ -67,8 +67,9 @@ type Metrics struct {
 	// durations by ref (health.Record).
 	HealthChecks map[uint32]health.Record
 	// ActiveFlows counts the flows pinned to each backend by ref (the
-	// State's active_flows, up to its cache's age); nil while the workers
-	// do not run. Version and GoVersion label vipd_build_info.
+	// State's active_flows, up to its cache's age), and at
+	// ref|conntrack.InactiveBit those of them not established; nil while
+	// the workers do not run. Version and GoVersion label vipd_build_info.
 	ActiveFlows        map[uint32]int
 	Version, GoVersion string
 	// Role is the box's neighbor role; RoleChanges counts its switches

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -71,5 +72,22 @@ func TestEvents(t *testing.T) {
 	}
 	if n11 != 2 {
 		t.Errorf(".11's transitions %d, want 2 (its first verdict, then down)", n11)
+	}
+}
+
+// TestInactiveFlows: /v1/state counts, of a backend's flows, the ones not
+// established (here SYNs only: all of them), as ipvsadm's InActConn.
+func TestInactiveFlows(t *testing.T) {
+	td := start(t, testConfig)
+	for p := uint16(2000); p < 2005; p++ {
+		td.send(syn(t, "198.18.0.100", p, "S"))
+	}
+	st, err := td.d.State(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := st.VIPs[0]
+	if v.ActiveFlows != 5 || v.InactiveFlows != 5 {
+		t.Errorf("VIP %s: %d flows, %d inactive; want 5 and 5", v.Name, v.ActiveFlows, v.InactiveFlows)
 	}
 }

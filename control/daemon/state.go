@@ -93,7 +93,7 @@ func (d *Daemon) State(ctx context.Context) (*api.State, error) {
 			bs := api.BackendState{
 				Address: b.Address.String(), Port: b.Port, Ref: ref, Weight: b.Weight,
 				Config: string(b.State), Health: d.healthName(v, ref), Drained: d.drains[ref] || d.health[ref].Draining,
-				SlowStart: 1, ActiveFlows: flows[ref],
+				SlowStart: 1, ActiveFlows: flows[ref], InactiveFlows: flows[ref|conntrack.InactiveBit],
 			}
 			if r := d.health[ref].Ramp; r > 0 && r < 1 {
 				bs.SlowStart = r
@@ -112,6 +112,7 @@ func (d *Daemon) State(ctx context.Context) (*api.State, error) {
 			}
 			bs.QUICServerIDs = quicServerIDs(b.QUICLBServerIDs)
 			vs.ActiveFlows += bs.ActiveFlows
+			vs.InactiveFlows += bs.InactiveFlows
 			if spec != nil && j < len(spec.Backends) {
 				sb := spec.Backends[j]
 				bs.Forwarding = forwardingNames[sb.State]

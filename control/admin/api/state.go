@@ -131,8 +131,9 @@ type VIPState struct {
 	Backends      []BackendState `json:"backends"`
 	// Rates are per second over the last sampling interval; ActiveFlows
 	// sums the backends' flows.
-	Rates       Rates `json:"rates"`
-	ActiveFlows int   `json:"active_flows"`
+	Rates         Rates `json:"rates"`
+	ActiveFlows   int   `json:"active_flows"`
+	InactiveFlows int   `json:"inactive_flows"` // the backends' InactiveFlows, summed
 	// QUICLB is the VIP's QUIC-LB routing ([vip.quic_lb]), nil without.
 	QUICLB *QUICLBState `json:"quic_lb,omitempty"`
 }
@@ -196,6 +197,10 @@ type BackendState struct {
 	EffectiveWeight float64 `json:"effective_weight"`
 	Load            float64 `json:"load_fraction"`
 	ActiveFlows     int     `json:"active_flows"`
+	// InactiveFlows counts those of ActiveFlows not established:
+	// half-open, closing, or datagram flows not yet proven (ipvsadm's
+	// InActConn; the established ones are its ActiveConn).
+	InactiveFlows int `json:"inactive_flows"`
 	// Packets, Bytes, OutPackets and OutBytes: as VIPState's.
 	Packets    uint64  `json:"packets"`
 	Bytes      uint64  `json:"bytes"`
