@@ -111,6 +111,9 @@ func writeStatus(w io.Writer, st *api.State) error {
 			if b.AwaitingCheck {
 				why = "no new flows before its first health check"
 			}
+			if b.AtMaxFlows {
+				why = fmt.Sprintf("at max_flows (%d of %d): no new flows until under %d", b.ActiveFlows, b.MaxFlows, b.MaxFlows*3/4)
+			}
 			if o := b.FleetOverride; o != nil {
 				fwd += "(fleet " + o.What + ")"
 				if why == "" {

@@ -137,6 +137,7 @@ func TestStatusShowsHandshakes(t *testing.T) {
 		{Address: "198.18.1.12", Port: 8080, Weight: 1, Forwarding: "up", Health: "up", Handshakes: &api.HandshakeState{
 			Tried: 69, Share: 0, RecentTried: 69, Unanswered: "answered 0 of 69 handshakes in the last 10 s"}},
 		{Address: "198.18.1.13", Port: 8080, Weight: 1, Forwarding: "up", Health: "up", Override: &api.Override{Disabled: true, Reason: "disk failing"}},
+		{Address: "198.18.1.14", Port: 8080, Weight: 1, Forwarding: "draining", Health: "up", ActiveFlows: 1000, MaxFlows: 1000, AtMaxFlows: true},
 	}}}}
 	var out strings.Builder
 	if err := writeStatus(&out, st); err != nil {
@@ -156,6 +157,7 @@ func TestStatusShowsHandshakes(t *testing.T) {
 		"198.18.1.11": {"98% of 120", "1.2ms/8ms"},
 		"198.18.1.12": {"0% of 69", "answered 0 of 69 handshakes in the last 10 s"},
 		"198.18.1.13": {" - "},
+		"198.18.1.14": {"at max_flows (1000 of 1000): no new flows until under 750"},
 	} {
 		l := find(addr)
 		for _, w := range want {

@@ -469,6 +469,10 @@ type Backend struct {
 	Port   uint16       `toml:"port"`
 	Weight uint32       `toml:"weight"`
 	State  BackendState `toml:"state"`
+	// MaxFlows, when not 0, is the most flows the backend holds before it
+	// takes no new ones (ipvsadm's upper threshold); it takes new flows
+	// again under 3/4 of it. Checked once a second.
+	MaxFlows int `toml:"max_flows"`
 	// QUICLBServerIDs are the backend's QUIC-LB server IDs, by
 	// configuration (rotation codepoint): quic_lb_server_ids = { 0 =
 	// "0a01" }.

@@ -293,6 +293,9 @@ func (c *collector) validateBackends(p string, v *VIP) {
 				c.errorf(bp+".port", "the VIP serves every port (port = 0), so its backends cannot rewrite the port; remove port")
 			}
 		}
+		if b.MaxFlows < 0 {
+			c.errorf(bp+".max_flows", "must be 0 (no limit) or more, not %d", b.MaxFlows)
+		}
 		if b.Weight < MinWeight || b.Weight > MaxWeight {
 			msg := fmt.Sprintf("must be from %d to %d, not %d", MinWeight, MaxWeight, b.Weight)
 			if b.Weight == 0 {

@@ -124,6 +124,10 @@ type Daemon struct {
 	// when that was last logged (handshakes.go).
 	// +checklocks:mu
 	blackHoles map[string]time.Time
+	// full are the backends at their max_flows, with the limit
+	// (maxflows.go): they take no new flows until under 3/4 of it.
+	// +checklocks:mu
+	full map[uint32]int
 	// fleetOverrides are the fleet's overrides in force, by
 	// fleetOverrideKey, and fleetIgnored the fleet's keys not applied
 	// and why (fleet.go): for status.

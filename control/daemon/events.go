@@ -105,10 +105,19 @@ func overrideWhat(req *api.OverrideRequest) string {
 //
 // +checklocks:d.mu
 func (d *Daemon) refLabelLocked(ref uint32) string {
+	_, label := d.refNamesLocked(ref)
+	return label
+}
+
+// refNamesLocked is backend ref's VIP name and label ("" and its ref
+// number when the plan does not have it).
+//
+// +checklocks:d.mu
+func (d *Daemon) refNamesLocked(ref uint32) (vip, label string) {
 	if d.plan != nil {
-		if _, b, ok := d.plan.BackendOf(ref); ok {
-			return backendLabel(b)
+		if v, b, ok := d.plan.BackendOf(ref); ok {
+			return v.Name, backendLabel(b)
 		}
 	}
-	return fmt.Sprintf("ref %d", ref)
+	return "", fmt.Sprintf("ref %d", ref)
 }

@@ -91,3 +91,56 @@ func TestInactiveFlows(t *testing.T) {
 		t.Errorf("VIP %s: %d flows, %d inactive; want 5 and 5", v.Name, v.ActiveFlows, v.InactiveFlows)
 	}
 }
+
+// TestMaxFlows: a backend at its max_flows takes no new flows (status says
+// why, an event records it), the other does; a reload that lifts the
+// limit lets it take them again.
+func TestMaxFlows(t *testing.T) {
+	cfg := strings.Replace(testConfig, "address = \"198.18.1.11\"\nport = 8080\n", "address = \"198.18.1.11\"\nport = 8080\nmax_flows = 3\n", 1)
+	if cfg == testConfig {
+		t.Fatal("the test configuration has no backend 198.18.1.11:8080 to limit")
+	}
+	td := start(t, cfg)
+	to := map[string]int{}
+	for p := uint16(3000); to["198.18.1.11"] < 3; p++ {
+		if p == 3200 {
+			t.Fatal("200 new flows and none reached .11 thrice")
+		}
+		to[td.send(syn(t, "198.18.0.100", p, "S")).String()]++
+	}
+	td.d.maxFlowsRound(context.Background())
+	testkit.Eventually(t, testkit.Patience, ".11 at max_flows, published", func() bool {
+		b := td.backendState("web", "198.18.1.11")
+		return b.AtMaxFlows && b.Forwarding == "draining"
+	})
+	for p := uint16(4000); p < 4050; p++ {
+		if got := td.send(syn(t, "198.18.0.100", p, "S")); got.String() == "198.18.1.11" {
+			t.Fatalf("a new flow reached .11 at its max_flows")
+		}
+	}
+	if b := td.backendState("web", "198.18.1.11"); b.Forwarding != "draining" || b.MaxFlows != 3 {
+		t.Errorf(".11 at max_flows: %+v", b)
+	}
+	evs := td.d.Events(0, 0).Events
+	if e := evs[len(evs)-1]; e.Kind != api.EventMaxFlows || e.Backend != "198.18.1.11:8080" || !strings.HasPrefix(e.What, "at max_flows (3 of 3)") {
+		t.Errorf("the last event: %+v", e)
+	}
+	td.rewrite(testConfig)
+	if err := td.d.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	td.d.maxFlowsRound(context.Background())
+	testkit.Eventually(t, testkit.Patience, ".11 without a limit, published", func() bool {
+		b := td.backendState("web", "198.18.1.11")
+		return !b.AtMaxFlows && b.Forwarding == "up"
+	})
+	n := 0
+	for p := uint16(5000); p < 5100; p++ {
+		if td.send(syn(t, "198.18.0.100", p, "S")).String() == "198.18.1.11" {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Error("no new flow reached .11 once its limit was lifted")
+	}
+}

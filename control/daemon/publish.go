@@ -87,7 +87,7 @@ func (d *Daemon) statusLocked(ref uint32) control.Status {
 	st := d.health[ref]
 	// Before its first verdict, a backend keeps whatever flows it has (a
 	// reload that turned its check on) and takes no new ones.
-	st.Draining = st.Draining || d.drains[ref] || d.awaitingLocked(ref)
+	st.Draining = st.Draining || d.drains[ref] || d.awaitingLocked(ref) || d.full[ref] > 0
 	st.Down = st.Down || d.outliers.ejected[ref]
 	d.overrides[ref].apply(&st)
 	return st

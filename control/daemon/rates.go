@@ -141,6 +141,7 @@ func (d *Daemon) runRates(ctx context.Context) {
 			}
 			d.rates.sample(cs, now)
 			d.blackHoleRound(now)
+			d.maxFlowsRound(ctx)
 		}
 	}
 }

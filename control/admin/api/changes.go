@@ -165,15 +165,16 @@ type Event struct {
 
 // Event kinds.
 const (
-	EventHealth   = "health"   // a backend's check verdict changed
-	EventEjection = "ejection" // passive outlier detection ejected or returned a backend
-	EventDrain    = "drain"    // a backend drained or undrained by the admin API
-	EventOverride = "override" // a weight, disable or enable override
-	EventReload   = "reload"   // a configuration applied or refused
-	EventRole     = "role"     // the box became active or standby
-	EventBGP      = "bgp"      // a BGP session went up or down
-	EventFleet    = "fleet"    // a fleet revision applied or refused
-	EventAdmin    = "admin"    // a change through the admin socket, with its caller
+	EventHealth   = "health"    // a backend's check verdict changed
+	EventEjection = "ejection"  // passive outlier detection ejected or returned a backend
+	EventDrain    = "drain"     // a backend drained or undrained by the admin API
+	EventOverride = "override"  // a weight, disable or enable override
+	EventReload   = "reload"    // a configuration applied or refused
+	EventRole     = "role"      // the box became active or standby
+	EventBGP      = "bgp"       // a BGP session went up or down
+	EventFleet    = "fleet"     // a fleet revision applied or refused
+	EventAdmin    = "admin"     // a change through the admin socket, with its caller
+	EventMaxFlows = "max_flows" // a backend reached its max_flows, or went back under
 )
 
 // EventsAnswer is the answer of GET /v1/events?since=N: the events after

@@ -188,6 +188,10 @@ type BackendState struct {
 	// health check ends (init_state "down", at start or when a reload
 	// added it).
 	AwaitingCheck bool `json:"awaiting_check,omitempty"`
+	// MaxFlows is the backend's max_flows (0: none); AtMaxFlows says it
+	// reached it and takes no new flows until under 3/4 of it.
+	MaxFlows   int  `json:"max_flows,omitempty"`
+	AtMaxFlows bool `json:"at_max_flows,omitempty"`
 	// SlowStart is the fraction of the weight a ramping backend has, 1 when
 	// not ramping.
 	SlowStart float64 `json:"slow_start"`
