@@ -101,7 +101,7 @@ type FlowCounters struct {
 	// the client (retransmissions too), in DSR mode the flows whose client
 	// went on past its SYNs (handshake.go). A handshake the backend
 	// ignores or resets stays unanswered: passive outlier detection and
-	// the handshake verdict read the ratio. Backends only.
+	// the handshake verdict read the ratio. A VIP's are its backends'.
 	Handshakes uint64
 	Answered   uint64
 	// HandshakeTime is the histogram of the answered handshakes' times,

@@ -114,13 +114,15 @@ func (s *Stopwatch) stop(k uint64, ref uint32) (at int64, ok bool) {
 // first SYN, or a reused tuple's) on backend ref.
 func (w *Worker) handshakeStarted(k *conntrack.Key, ref uint32) {
 	w.c.Backends[ref].Handshakes++
+	w.c.VIPs[k.VIP].Handshakes++
 	w.watch.start(watchKey(&k.Src, k.SrcPort, k.VIP), ref, w.now)
 }
 
 // handshakeAnswered counts the answer to the handshake of the flow with
-// stopwatch key k on backend ref, and its time if its start is still in
-// the stopwatch.
-func (w *Worker) handshakeAnswered(k uint64, ref uint32) {
+// stopwatch key k on backend ref of VIP vid, and its time if its start is
+// still in the stopwatch.
+func (w *Worker) handshakeAnswered(k uint64, vid uint16, ref uint32) {
+	w.c.VIPs[vid].Answered++
 	c := &w.c.Backends[ref]
 	c.Answered++
 	at, ok := w.watch.stop(k, ref)

@@ -89,7 +89,7 @@ func (w *Worker) natReply4(d *Desc, frame []byte, f *packet.Frame) bool {
 		var client [16]byte
 		a := ip.DestinationAddress()
 		copy(client[:], a[:])
-		w.handshakeAnswered(watchKey(&client, cport, v.id), uint32(ref))
+		w.handshakeAnswered(watchKey(&client, cport, v.id), v.id, uint32(ref))
 	}
 	if f.L3Len > mtu {
 		w.fragmentReply4(d, f, &e, mac, mtu)

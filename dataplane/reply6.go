@@ -80,7 +80,7 @@ func (w *Worker) natReply6(d *Desc, frame []byte, f *packet.Frame) bool {
 	w.c.Replies++
 	w.countReply(v, ref, f.L3Len)
 	if ref >= 0 && isSynAck(frame, f) {
-		w.handshakeAnswered(watchKey(ip.DestinationAddress(), cport, v.id), uint32(ref))
+		w.handshakeAnswered(watchKey(ip.DestinationAddress(), cport, v.id), v.id, uint32(ref))
 	}
 	w.tx(d, PortIngress)
 	return true

@@ -75,7 +75,7 @@ func (w *Worker) track(p *pkt, flags uint8, vi int, v *vip) (*backend, uint32) {
 				if v.mode != ModeNAT {
 					// Past its SYNs: the client got the SYN-ACK, which
 					// in NAT mode counted as it passed (natReply4).
-					w.handshakeAnswered(watchKey(&p.key.Src, p.key.SrcPort, p.key.VIP), ref)
+					w.handshakeAnswered(watchKey(&p.key.Src, p.key.SrcPort, p.key.VIP), p.key.VIP, ref)
 				}
 			case flags&(packet.TCPFlagSYN|packet.TCPFlagACK) == packet.TCPFlagSYN:
 				// The SYN the entry keeps the mark of: the latest.

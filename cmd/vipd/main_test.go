@@ -90,6 +90,8 @@ type drainProvider struct {
 	events []api.Event // served by Events
 }
 
+func (p *drainProvider) Histories() *api.Histories { return nil }
+
 // Events serves p.events after seq, as the daemon's log does.
 func (p *drainProvider) Events(seq uint64, most int) *api.EventsAnswer {
 	p.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +35,14 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	"pct":           func(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" },
 	"secs":          secs,
 	"deref":         func(p *uint64) uint64 { return *p },
+	"spark":         spark,
+	"vipHist": func(h *api.Histories, vip string) *api.History {
+		if h == nil {
+			return nil
+		}
+		return h.VIPs[vip]
+	},
+	"beHist": beHist,
 }).Parse(pageHTML))
 
 // secs is a duration of s seconds, rounded for a table: "1.25ms", "3s".
@@ -61,6 +70,8 @@ type pageData struct {
 	Refresh int       // seconds between reloads, 0: none
 	// Events are the last pageEvents of the event log, newest first.
 	Events []api.Event
+	// Hist is the last five minutes of the VIPs and backends.
+	Hist *api.Histories
 }
 
 // pageEvents is how many events the page lists.
@@ -90,7 +101,8 @@ func pageHandler(p Provider) http.HandlerFunc {
 		var buf bytes.Buffer
 		evs := p.Events(0, pageEvents).Events
 		slices.Reverse(evs)
-		if err := pageTemplate.Execute(&buf, pageData{State: st, Now: time.Now().UTC(), Refresh: refresh, Events: evs}); err != nil {
+		data := pageData{State: st, Now: time.Now().UTC(), Refresh: refresh, Events: evs, Hist: p.Histories()}
+		if err := pageTemplate.Execute(&buf, data); err != nil {
 			http.Error(w, "status page: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
@@ -174,4 +186,80 @@ func age(now, t time.Time) string {
 		return fmt.Sprintf("in %v", -d)
 	}
 	return d.String()
+}
+
+// Sparkline geometry: a point every sparkStep units, sparkH units tall.
+const (
+	sparkStep = 2
+	sparkH    = 16
+)
+
+// spark draws vals as an inline SVG sparkline of class kind (no script,
+// no fetch: the page's Content-Security-Policy holds). Values are scaled
+// to the largest ("answered": to 0..1, and a point of -1, no handshakes,
+// breaks the line); the title gives the last value and the largest.
+func spark(vals []float64, kind string) template.HTML {
+	top := 1.0
+	if kind != "answered" {
+		top = 0
+		for _, v := range vals {
+			top = max(top, v)
+		}
+	}
+	var lines []string
+	var cur []string
+	flush := func() {
+		if len(cur) == 1 { // a lone point: a dash, or it would not show
+			x, y, _ := strings.Cut(cur[0], ",")
+			n, _ := strconv.Atoi(x)
+			cur = append(cur, strconv.Itoa(n+sparkStep-1)+","+y)
+		}
+		if len(cur) > 0 {
+			lines, cur = append(lines, strings.Join(cur, " ")), nil
+		}
+	}
+	low := false
+	for i, v := range vals {
+		if v < 0 {
+			flush()
+			continue
+		}
+		y := float64(sparkH - 1)
+		if top > 0 {
+			y = float64(sparkH-1) - v/top*float64(sparkH-2)
+		}
+		cur = append(cur, strconv.Itoa(i*sparkStep)+","+strconv.FormatFloat(y, 'f', 1, 64))
+		if kind == "answered" && i >= len(vals)-2 && v < 0.1 {
+			low = true // the last ten seconds under 10 %
+		}
+	}
+	flush()
+	class := "spark " + kind
+	if low {
+		class += " low"
+	}
+	last := "none"
+	if n := len(vals); n > 0 && vals[n-1] >= 0 {
+		last = strconv.FormatFloat(vals[n-1], 'g', 3, 64)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="%s" width="%d" height="%d" viewBox="0 0 %d %d" role="img"><title>%s: last %s, top %s</title>`,
+		class, len(vals)*sparkStep, sparkH, len(vals)*sparkStep, sparkH, kind, last, strconv.FormatFloat(top, 'g', 3, 64))
+	for _, l := range lines {
+		fmt.Fprintf(&b, `<polyline points="%s"/>`, l)
+	}
+	b.WriteString("</svg>")
+	return template.HTML(b.String())
+}
+
+// beHist is the history of backend addr:port of VIP vip in h (nil: none).
+func beHist(h *api.Histories, vip, addr string, port uint16) *api.History {
+	if h == nil {
+		return nil
+	}
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return nil
+	}
+	return h.Backends[vip+" "+api.BackendName{Addr: a, Port: port}.String()]
 }

@@ -65,6 +65,15 @@ func TestPage(t *testing.T) {
 		{Seq: 1, Time: time.Now().Add(-time.Minute), Kind: api.EventHealth, VIP: "web", Backend: "198.18.1.12:8080", What: "up → down: connection refused"},
 		{Seq: 2, Time: time.Now(), Kind: api.EventAdmin, VIP: "web", Backend: "198.18.1.12:8080", What: "POST /v1/override", By: "uid 0 pid 42 (vipd)", Reason: "<canary>"},
 	}
+	hist := func(in, answered float64) *api.History {
+		h := &api.History{StepSeconds: 5}
+		for range 60 {
+			h.NewFlows, h.InPackets, h.OutPackets, h.Answered = append(h.NewFlows, 1), append(h.InPackets, in), append(h.OutPackets, in), append(h.Answered, answered)
+		}
+		return h
+	}
+	sp.hist = &api.Histories{VIPs: map[string]*api.History{"web": hist(100, 1)},
+		Backends: map[string]*api.History{"web 198.18.1.11:8080": hist(50, 0), "web 198.18.1.13:8080": hist(50, -1)}}
 	h := Handler(sp, ReadOnly)
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
@@ -108,6 +117,13 @@ func TestPage(t *testing.T) {
 		`<div class="err unanswered">answered 0 of 69 handshakes in the last 10 s</div>`,
 		`<td class="n answered err">0% of 69</td>`,
 		`<td class="n answered">99% of 120</td>`, `<td class="n">1.25ms / 8.1ms</td>`,
+		// Sparklines: the VIP's four, each backend's two; a backend
+		// that answers nothing in red, one without handshakes no line.
+		`<div class="sparks" title="the last 5 minutes, points of 5 s"><svg class="spark flows" width="120" height="16"`,
+		`<svg class="spark out"`,
+		`<td class="sparkcell"><svg class="spark in" width="120" height="16" viewBox="0 0 120 16" role="img"><title>in: last 50, top 50</title><polyline points="0,1.0 2,1.0`,
+		`<svg class="spark answered low" width="120" height="16" viewBox="0 0 120 16" role="img"><title>answered: last 0, top 1</title><polyline points="0,15.0`,
+		`<title>answered: last none, top 1</title></svg></td>`,
 		// The events, newest first, escaped.
 		`<td>admin</td><td>web</td><td class="addr">198.18.1.12:8080</td><td>POST /v1/override</td><td>uid 0 pid 42 (vipd)</td><td>&lt;canary&gt;</td></tr>
 <tr class="event" data-kind="health">`,

@@ -26,7 +26,10 @@ type fakeProvider struct {
 	ready  error
 	drains []api.DrainRequest
 	events []api.Event
+	hist   *api.Histories
 }
+
+func (f *fakeProvider) Histories() *api.Histories { return f.hist }
 
 // Events serves f.events after seq, as the daemon's log does.
 func (f *fakeProvider) Events(seq uint64, most int) *api.EventsAnswer {

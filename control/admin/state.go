@@ -111,6 +111,9 @@ type Provider interface {
 	// Events returns the event log after sequence number seq, at most
 	// max events (0: all it keeps).
 	Events(seq uint64, max int) *api.EventsAnswer
+	// Histories returns the last five minutes of each VIP and backend,
+	// for the status page's sparklines.
+	Histories() *api.Histories
 	// Where answers which backend a new flow from client ("addr:port") to
 	// the VIP named vip (on port, for every-port VIPs) would get.
 	Where(vip, client string, port uint16) (*api.WhereAnswer, error)

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -108,5 +109,67 @@ func TestHandshakeQuantiles(t *testing.T) {
 	// the fast kind, 10 of the slow.
 	if st.Timed != 70 || st.P50Seconds <= 0.001 || st.P50Seconds > 0.002 || st.P99Seconds <= 0.005 || st.P99Seconds > 0.01 {
 		t.Errorf("%+v", st)
+	}
+}
+
+// TestHistory: the sparklines' series are per-second averages over points
+// of histStep seconds, oldest first, histPoints of them; the answered
+// share is -1 where a point had no handshakes; a VIP or backend without
+// traffic has no series.
+func TestHistory(t *testing.T) {
+	var h history
+	var cur dataplane.Counters
+	cur.VIPs = make([]dataplane.FlowCounters, 2)
+	cur.Backends = make([]dataplane.FlowCounters, 3)
+	step := func(in, tried, answered uint64) {
+		old := cur
+		old.VIPs = slices.Clone(cur.VIPs)
+		old.Backends = slices.Clone(cur.Backends)
+		cur.VIPs[1].Packets += in
+		cur.Backends[2].Packets += in
+		cur.Backends[2].NewFlows += tried
+		cur.Backends[2].Handshakes += tried
+		cur.Backends[2].Answered += answered
+		h.add(&cur, &old)
+	}
+	for range 2 * histStep { // two points: 10 packets a second, all answered
+		step(10, 2, 2)
+	}
+	for range histStep { // one point: none answered
+		step(20, 4, 0)
+	}
+	for range histStep { // one point: no handshakes
+		step(0, 0, 0)
+	}
+	if h.vips[0] != nil || h.backends[0] != nil || h.backends[1] != nil {
+		t.Error("a series for a VIP or backend without traffic")
+	}
+	p := (h.tick - 1) / histStep
+	s := h.backends[2].series(p)
+	n := len(s.InPackets)
+	if n != histPoints || s.StepSeconds != histStep {
+		t.Fatalf("%d points of %v s", n, s.StepSeconds)
+	}
+	if got := s.InPackets[n-4:]; !slices.Equal(got, []float64{10, 10, 20, 0}) {
+		t.Errorf("packets in per second %v, want 10 10 20 0", got)
+	}
+	if got := s.Answered[n-4:]; !slices.Equal(got, []float64{1, 1, 0, -1}) {
+		t.Errorf("answered %v, want 1 1 0 -1", got)
+	}
+	if s.InPackets[0] != 0 || s.Answered[0] != -1 {
+		t.Errorf("a point before the series began: %v %v", s.InPackets[0], s.Answered[0])
+	}
+	if v := h.vips[1].series(p); !slices.Equal(v.InPackets[n-4:], []float64{10, 10, 20, 0}) {
+		t.Errorf("the VIP's %v", v.InPackets[n-4:])
+	}
+	// Six minutes later the old points are gone.
+	for range histPoints * histStep {
+		step(1, 0, 0)
+	}
+	s = h.backends[2].series((h.tick - 1) / histStep)
+	for i, v := range s.InPackets {
+		if v != 1 {
+			t.Fatalf("point %d: %v, want 1 (the old points gone)", i, v)
+		}
 	}
 }

@@ -30,6 +30,9 @@ type rateSampler struct {
 	// hs is every backend's handshake history (handshakes.go), fed with
 	// each sample.
 	hs handshakes
+	// hist is the last five minutes for the page's sparklines
+	// (history.go).
+	hist history
 }
 
 // sample takes workers' counters read at now and computes the rates since
@@ -40,11 +43,20 @@ func (s *rateSampler) sample(cs []*dataplane.Counters, now time.Time) {
 	defer s.mu.Unlock()
 	prev, dt := s.prev, now.Sub(s.prevAt).Seconds()
 	s.prev, s.prevAt = cs, now
-	if prev == nil || dt <= 0 || len(prev) != len(cs) {
+	if prev == nil {
+		// The first sample: the handshakes and the sparklines take what
+		// was counted since the start as their first second.
+		cur := dataplane.Sum(cs...)
+		s.hs.sample(cur.Backends)
+		s.hist.add(cur, &dataplane.Counters{})
+		return
+	}
+	if dt <= 0 || len(prev) != len(cs) {
 		return
 	}
 	cur, old := dataplane.Sum(cs...), dataplane.Sum(prev...)
 	s.hs.sample(cur.Backends)
+	s.hist.add(cur, old)
 	s.vips, s.backends = flowRates(cur.VIPs, old.VIPs, dt), flowRates(cur.Backends, old.Backends, dt)
 	s.workers = make([]api.WorkerState, len(cs))
 	for i, c := range cs {

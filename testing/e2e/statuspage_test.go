@@ -120,6 +120,26 @@ func TestStatusPage(t *testing.T) {
 			}
 		}
 	}
+	// The last five minutes as sparklines (the clients' traffic above),
+	// in and out per VIP (out "not seen" for DSR) and the events.
+	for vip, want := range map[string][]string{
+		"web-nat": {`class="sparks"`, `class="spark flows"`, `class="spark in"`, `class="spark out"`, `class="spark answered`, `<td class="sparkcell"><svg class="spark in"`, `<td class="n out">`},
+		"web-dsr": {`class="sparks"`, `class="spark flows"`, `<td class="sparkcell"><svg class="spark in"`, `out: not seen (DSR)`, `<td class="n out muted"`},
+	} {
+		for _, w := range want {
+			if !bytes.Contains(sections[vip], []byte(w)) {
+				t.Errorf("VIP %s: the page lacks %s", vip, w)
+			}
+		}
+	}
+	if bytes.Contains(sections["web-dsr"], []byte(`class="spark out"`)) {
+		t.Error("VIP web-dsr: a sparkline of replies vipd does not see")
+	}
+	for _, w := range []string{`<section class="events">`, `data-kind="drain"`, `data-kind="health"`, `data-kind="admin"`} {
+		if !bytes.Contains(dom, []byte(w)) {
+			t.Errorf("the page's events lack %s", w)
+		}
+	}
 	if t.Failed() {
 		t.Logf("the DOM chromium rendered:\n%s", dom)
 	}

@@ -314,3 +314,22 @@ type WorkerState struct {
 	RxPackets    uint64             `json:"rx_packets"`
 	DroppedTotal uint64             `json:"dropped"`
 }
+
+// History is a VIP's or backend's last five minutes for the status page's
+// sparklines: per-second averages over points of StepSeconds, oldest
+// first. Answered is the answered share of the point's handshakes, -1
+// where it had none.
+type History struct {
+	StepSeconds float64   `json:"step_seconds"`
+	NewFlows    []float64 `json:"new_flows_per_sec"`
+	InPackets   []float64 `json:"in_packets_per_sec"`
+	OutPackets  []float64 `json:"out_packets_per_sec"`
+	Answered    []float64 `json:"answered_share"`
+}
+
+// Histories are the History of every VIP (by name) and backend (by VIP
+// name, a space and the backend's ADDR:PORT) that has one.
+type Histories struct {
+	VIPs     map[string]*History `json:"vips"`
+	Backends map[string]*History `json:"backends"`
+}
