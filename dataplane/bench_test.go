@@ -116,10 +116,6 @@ func BenchmarkPrefetch(b *testing.B) {
 	}
 }
 
-func benchPipeline(b *testing.B, vip netip.Addr, miss bool, flows, size int) {
-	benchPipelineOf(b, vip, miss, flows, size, -1)
-}
-
 func benchPipelineOf(b *testing.B, vip netip.Addr, miss bool, flows, size, passes int) {
 	benchPipelineSpec(b, testSpec(), vip, miss, flows, size, passes)
 }

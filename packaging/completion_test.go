@@ -16,7 +16,7 @@ import (
 
 // completionSubcommands is the subcommand list of the packaged completion,
 // in its order.
-var completionSubcommands = []string{"status", "drain", "where", "drain-box", "top", "peers", "conns", "weight", "enable", "disable", "reload", "active", "standby", "keepalived-notify", "keepalived-check", "fleet"}
+var completionSubcommands = []string{"status", "events", "drain", "where", "drain-box", "top", "peers", "conns", "weight", "enable", "disable", "reload", "active", "standby", "keepalived-notify", "keepalived-check", "fleet"}
 
 // checkCompletion loads the packaged bash completion into bash with
 // Debian's bash-completion and the packaged vipd first on PATH, and

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vipd/vipd/control/config"
 	"github.com/vipd/vipd/health"
 	"github.com/vipd/vipd/testing/testkit"
 )
@@ -329,8 +330,11 @@ func TestNoFlowBeforeVerdict(t *testing.T) {
 // TestFirstRoundLimit: the default limit of the first round is the
 // slowest check's interval plus timeout plus 5 s.
 func TestFirstRoundLimit(t *testing.T) {
-	td := newTestDaemon(t, strings.NewReplacer("SLOW", "0s", "ALLDOWN", "drop").Replace(healthConfig), nil)
-	if got := firstRoundLimit(td.d.cfg); got != 5*time.Second+30*time.Millisecond {
+	cfg, _, err := config.Parse("health.toml", []byte(strings.NewReplacer("SLOW", "0s", "ALLDOWN", "drop", "@SOCKET@", "/nonexistent/admin.sock").Replace(healthConfig)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := firstRoundLimit(cfg); got != 5*time.Second+30*time.Millisecond {
 		t.Errorf("limit %v, want interval + timeout + 5 s", got)
 	}
 }
