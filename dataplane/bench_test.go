@@ -359,6 +359,28 @@ func BenchmarkHit(b *testing.B) {
 // per packet and packets per second.
 func benchHits(b *testing.B, h *harness, frames ...[]byte) {
 	b.Helper()
+	benchHitsOn(b, h, PortIngress, frames...)
+}
+
+// BenchmarkReply is a NAT backend's reply, translated back to the VIP, a
+// batch of 64 copies of one 64-byte frame received on the egress port:
+// the other half of a NAT connection's packets.
+func BenchmarkReply(b *testing.B) {
+	for _, tc := range []struct {
+		name     string
+		src, dst netip.Addr
+		flags    string
+	}{{"nat4", netip.MustParseAddr("198.18.1.11"), client4, "A"}, {"nat6", netip.MustParseAddr("2001:2:1::11"), client6, "A"}, {"nat4-synack", netip.MustParseAddr("198.18.1.11"), client4, "SA"}} {
+		b.Run(tc.name, func(b *testing.B) {
+			h := newHarness(b, testSpec())
+			benchHitsOn(b, h, PortEgress, build(b, pk{src: tc.src, dst: tc.dst, sport: 8080, dport: 1000, flags: tc.flags, srcMAC: macOf(1)}))
+		})
+	}
+}
+
+// benchHitsOn is benchHits for frames received on port rx.
+func benchHitsOn(b *testing.B, h *harness, rx uint8, frames ...[]byte) {
+	b.Helper()
 	const batchSize = 64
 	descs := make([]Desc, batchSize)
 	bufs := make([][]byte, batchSize)
@@ -369,7 +391,7 @@ func benchHits(b *testing.B, h *harness, frames ...[]byte) {
 		for i := range descs {
 			f := frames[i%len(frames)]
 			copy(bufs[i][Headroom:], f)
-			descs[i] = Desc{Buf: bufs[i], Off: Headroom, Len: len(f)}
+			descs[i] = Desc{Buf: bufs[i], Off: Headroom, Len: len(f), RxPort: rx}
 		}
 	}
 	fill()

@@ -7,6 +7,7 @@ import (
 	"github.com/vipd/vipd/conntrack"
 	"github.com/vipd/vipd/hashing"
 	"github.com/vipd/vipd/internal/prefetch"
+	"github.com/vipd/vipd/nat"
 	"github.com/vipd/vipd/packet"
 )
 
@@ -147,6 +148,13 @@ func isSynAck(frame []byte, f *packet.Frame) bool {
 	const want = packet.TCPFlagSYN | packet.TCPFlagACK
 	return f.Proto == packet.ProtoTCP && f.HasL4 &&
 		frame[f.L4Off+13]&(want|packet.TCPFlagRST|packet.TCPFlagFIN) == want
+}
+
+// synAck is isSynAck on the transport header natReply4 already sliced
+// (empty without one): the reply path's test, cheaper than the frame's.
+func synAck(l4 *nat.L4) bool {
+	const want = packet.TCPFlagSYN | packet.TCPFlagACK
+	return l4.Proto == packet.ProtoTCP && len(l4.Hdr) > 13 && l4.Hdr[13]&(want|packet.TCPFlagRST|packet.TCPFlagFIN) == want
 }
 
 // classify4 is classify for IPv4: p.vi is the VIP the packet is for, or

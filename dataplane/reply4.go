@@ -85,7 +85,7 @@ func (w *Worker) natReply4(d *Desc, frame []byte, f *packet.Frame) bool {
 	d.Len = f.L3Off + f.L3Len
 	w.c.Replies++
 	w.countReply(v, ref, f.L3Len)
-	if ref >= 0 && isSynAck(frame, f) {
+	if ref >= 0 && synAck(&l4) {
 		var client [16]byte
 		a := ip.DestinationAddress()
 		copy(client[:], a[:])
