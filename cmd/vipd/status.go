@@ -155,19 +155,7 @@ func handshakeCells(h *api.HandshakeState) (answered, times string) {
 	if h == nil || h.Timed == 0 {
 		return answered, "-"
 	}
-	return answered, seconds(h.P50Seconds) + "/" + seconds(h.P99Seconds)
-}
-
-// seconds is s seconds at three significant digits, in ms under 1 s.
-func seconds(s float64) string {
-	d := time.Duration(s * 1e9)
-	switch {
-	case d < time.Millisecond:
-		return d.Round(time.Microsecond).String()
-	case d < time.Second:
-		return d.Round(10 * time.Microsecond).String()
-	}
-	return d.Round(10 * time.Millisecond).String()
+	return answered, api.Seconds(h.P50Seconds) + "/" + api.Seconds(h.P99Seconds)
 }
 
 // healthCell is a backend's health with how long it has held at now

@@ -33,7 +33,7 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	"rate":          rate,
 	"byteRate":      func(f float64) string { return humanBytes(uint64(max(f, 0))) + "/s" },
 	"pct":           func(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" },
-	"secs":          secs,
+	"secs":          api.Seconds,
 	"deref":         func(p *uint64) uint64 { return *p },
 	"spark":         spark,
 	"vipHist": func(h *api.Histories, vip string) *api.History {
@@ -44,18 +44,6 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	},
 	"beHist": beHist,
 }).Parse(pageHTML))
-
-// secs is a duration of s seconds, rounded for a table: "1.25ms", "3s".
-func secs(s float64) string {
-	d := time.Duration(s * 1e9)
-	switch {
-	case d < time.Millisecond:
-		return d.Round(time.Microsecond).String()
-	case d < time.Second:
-		return d.Round(10 * time.Microsecond).String()
-	}
-	return d.Round(10 * time.Millisecond).String()
-}
 
 // pageRefresh is how often the page reloads itself by default (seconds);
 // ?refresh=N changes it, 0 turns it off.

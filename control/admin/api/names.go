@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 )
 
 // Forgiving names: every command that names a VIP or a backend (drain,
@@ -322,4 +323,18 @@ func HostPort(addr string, port uint16) string {
 		return "[" + addr + "]:" + p
 	}
 	return addr + ":" + p
+}
+
+// Seconds is a duration of s seconds rounded for a table: to the
+// microsecond under 1 ms, to 10 µs under 1 s, to 10 ms above ("850µs",
+// "1.25ms", "3.01s").
+func Seconds(s float64) string {
+	d := time.Duration(s * 1e9)
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(10 * time.Millisecond).String()
 }
