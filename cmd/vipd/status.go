@@ -108,6 +108,9 @@ func writeStatus(w io.Writer, st *api.State) error {
 			}
 			fwd += overrideMark(&b)
 			why := b.LastError
+			if why == "" && b.DrainReason != "" {
+				why = "drained: " + b.DrainReason
+			}
 			if b.AwaitingCheck {
 				why = "no new flows before its first health check"
 			}

@@ -114,6 +114,9 @@ type Daemon struct {
 	reports map[uint32]report
 	// +checklocks:mu
 	drains map[uint32]bool // from the admin API, by ref
+	// drainWhy holds the reason given with each drain (-reason), by ref.
+	// +checklocks:mu
+	drainWhy map[uint32]string
 	// overrides are the operator's weight and disable overrides from the
 	// admin API, by ref (overrides.go).
 	// +checklocks:mu
@@ -308,7 +311,7 @@ func New(cfg *config.Config, opts Options) *Daemon {
 		startDone: make(chan struct{}), running: make(chan struct{}), kick: make(chan struct{}, 1), gap: publishGap,
 		hostWait: firstHostWait, stallAfter: stallTimeout,
 		cfg: cfg, loadedAt: time.Now(), cfgFile: newConfigFile(opts.ConfigPath),
-		health: map[uint32]control.Status{}, checked: map[uint32]bool{}, drains: map[uint32]bool{}, allDown: map[string]bool{},
+		health: map[uint32]control.Status{}, checked: map[uint32]bool{}, drains: map[uint32]bool{}, drainWhy: map[uint32]string{}, allDown: map[string]bool{},
 		events: events.New(events.DefaultSize), transitions: map[string]uint64{}, lastChange: map[string]time.Time{},
 		dirtyVIPs: map[int]bool{}, targets: map[uint32]bool{}, reports: map[uint32]report{},
 		prev: control.NewPrevious(), overrides: map[uint32]override{}, role: newRole(cfg),

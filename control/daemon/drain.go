@@ -51,20 +51,22 @@ func (d *Daemon) setDrainLocked(vipName, backend string, drain bool, reason stri
 		return 0, err
 	}
 	ref := d.reg.Ref(control.BackendKey(v, b))
-	was := d.drains[ref]
+	was, wasWhy := d.drains[ref], d.drainWhy[ref]
 	if drain {
-		d.drains[ref] = true
+		d.drains[ref], d.drainWhy[ref] = true, reason
 	} else {
 		delete(d.drains, ref)
+		delete(d.drainWhy, ref)
 	}
 	d.markRefLocked(ref)
 	if err := d.publishLocked("drain"); err != nil {
 		// Not done: the caller is told so, and a later publish must not
 		// apply it behind the operator's back.
 		if was {
-			d.drains[ref] = true
+			d.drains[ref], d.drainWhy[ref] = true, wasWhy
 		} else {
 			delete(d.drains, ref)
+			delete(d.drainWhy, ref)
 		}
 		d.markRefLocked(ref)
 		return 0, err
@@ -75,7 +77,7 @@ func (d *Daemon) setDrainLocked(vipName, backend string, drain bool, reason stri
 		what = "undrained"
 	}
 	d.event(api.Event{Kind: api.EventDrain, VIP: v.Name, Backend: backendLabel(b), What: what, Reason: reason})
-	if was != drain {
+	if was != drain || drain && reason != wasWhy {
 		saved, _ = d.saveStateLocked() // a failure is logged and counted
 	}
 	return saved, nil

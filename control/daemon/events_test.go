@@ -28,8 +28,14 @@ func TestEvents(t *testing.T) {
 	if _, err := td.d.SetOverride(api.OverrideRequest{VIP: "web", Backend: "198.18.1.12:8080", Weight: &w, Reason: "canary"}); err != nil {
 		t.Fatal(err)
 	}
-	if o := td.backendState("web", "198.18.1.12").Override; o == nil || o.Reason != "canary" {
-		t.Errorf("the override's reason in /v1/state: %+v", o)
+	if b := td.backendState("web", "198.18.1.12"); b.Override == nil || b.Override.Reason != "canary" || b.DrainReason != "kernel update" {
+		t.Errorf("the reasons in /v1/state: override %+v, drain %q", b.Override, b.DrainReason)
+	}
+	td.d.mu.Lock()
+	saved := td.d.savedOverridesLocked()
+	td.d.mu.Unlock()
+	if len(saved) != 1 || saved[0].Reason != "canary" || saved[0].DrainReason != "kernel update" {
+		t.Errorf("the state file's overrides %+v", saved)
 	}
 	if err := td.d.Reload(); err != nil {
 		t.Fatal(err)

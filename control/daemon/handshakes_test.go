@@ -3,10 +3,12 @@ package daemon
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/vipd/vipd/dataplane"
+	"github.com/vipd/vipd/testing/testkit"
 )
 
 // TestHandshakeVerdict: a backend's handshakes are judged a window after
@@ -171,5 +173,40 @@ func TestHistory(t *testing.T) {
 		if v != 1 {
 			t.Fatalf("point %d: %v, want 1 (the old points gone)", i, v)
 		}
+	}
+}
+
+// TestBlackHoleLog: a NAT VIP whose backends answer none of its clients'
+// SYNs (this test's backends are not there) while their checks pass (no
+// check) gets an ERROR naming the likely causes, once a minute while it
+// lasts.
+func TestBlackHoleLog(t *testing.T) {
+	td := newTestDaemon(t, testConfig, nil)
+	lb := td.logTo()
+	td.run()
+	td.waitRunning()
+	const msg = "no backend of the VIP answers its clients' handshakes"
+	port := uint16(1000)
+	testkit.Eventually(t, testkit.Patience, "the ERROR", func() bool {
+		// A few new SYNs a round, until blackHoleMin of them are judged.
+		for range 3 {
+			td.send(syn(t, "198.18.0.100", port, "S"))
+			port++
+		}
+		return len(lb.lines(msg)) > 0
+	})
+	first := time.Now()
+	lines := lb.lines(msg)
+	if l := lines[0]; !strings.Contains(l, "level=ERROR") || !strings.Contains(l, "vip=web") || !strings.Contains(l, "come back through vipd") {
+		t.Errorf("the ERROR: %s", l)
+	}
+	// Within the minute: not again; a minute on, while it lasts: again.
+	td.d.blackHoleRound(first.Add(30 * time.Second))
+	if n := len(lb.lines(msg)); n != 1 {
+		t.Errorf("%d ERRORs within a minute, want 1", n)
+	}
+	td.d.blackHoleRound(first.Add(61 * time.Second))
+	if n := len(lb.lines(msg)); n != 2 {
+		t.Errorf("%d ERRORs a minute on, want 2", n)
 	}
 }

@@ -252,6 +252,9 @@ type savedOverride struct {
 	Drained  bool           `json:"drained,omitempty"`
 	Since    time.Time      `json:"since,omitzero"`
 	Reason   string         `json:"reason,omitempty"`
+	// DrainReason is the drain's (Reason is the weight or disable
+	// override's).
+	DrainReason string `json:"drain_reason,omitempty"`
 }
 
 // savedOverridesLocked lists the overrides and drains of the running
@@ -273,7 +276,7 @@ func (d *Daemon) savedOverridesLocked() []savedOverride {
 				continue
 			}
 			s := savedOverride{VIP: v.Key(), Backend: netip.AddrPortFrom(b.Address, b.Port),
-				Disabled: o.disabled, Drained: drained, Since: o.since, Reason: o.reason}
+				Disabled: o.disabled, Drained: drained, Since: o.since, Reason: o.reason, DrainReason: d.drainWhy[ref]}
 			if o.reweighted {
 				w := o.weight
 				s.Weight = &w
@@ -341,7 +344,7 @@ func (d *Daemon) restoreOverridesLocked(saved []savedOverride) {
 		}
 		d.putOverrideLocked(ref, o)
 		if s.Drained {
-			d.drains[ref] = true
+			d.drains[ref], d.drainWhy[ref] = true, s.DrainReason
 		}
 		if o.active() || s.Drained {
 			d.log.Warn("a run-time override from the state file is in force over the file", append([]any{"vip", v.Name, "backend", backendLabel(b),

@@ -192,6 +192,7 @@ func (d *Daemon) applyLocked(cfg *config.Config, why string) (*config.Diff, []st
 	for ref := range d.drains {
 		if _, ok := d.plan.VIPOf(ref); !ok {
 			delete(d.drains, ref)
+			delete(d.drainWhy, ref)
 		}
 	}
 	if old.Dataplane.NeighborRole != cfg.Dataplane.NeighborRole {

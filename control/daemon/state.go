@@ -100,6 +100,7 @@ func (d *Daemon) State(ctx context.Context) (*api.State, error) {
 			}
 			bs.EffectiveWeight, bs.Load = effectiveWeight(b.Weight, d.statusLocked(ref))
 			bs.AwaitingCheck = d.awaitingLocked(ref)
+			bs.DrainReason = d.drainWhy[ref]
 			bs.MaxFlows, bs.AtMaxFlows = b.MaxFlows, d.full[ref] > 0
 			bs.Override = d.overrides[ref].admin()
 			bs.FleetOverride = d.fleetOverrideLocked(v, b)

@@ -184,6 +184,9 @@ type BackendState struct {
 	Health     string `json:"health"`
 	Drained    bool   `json:"drained"`
 	Forwarding string `json:"forwarding"`
+	// DrainReason is the reason given with the admin API's drain
+	// (vipd drain -reason).
+	DrainReason string `json:"drain_reason,omitempty"`
 	// AwaitingCheck: the backend takes no new flows until its first
 	// health check ends (init_state "down", at start or when a reload
 	// added it).
