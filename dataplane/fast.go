@@ -301,8 +301,8 @@ func (w *Worker) mayHandDown(d *Desc, v *vip, ref uint32, flags uint8) bool {
 func (w *Worker) offerReply(d *Desc, frame []byte, f *packet.Frame, v *vip, ref uint32, mac [6]byte) {
 	s := w.snap
 	if f.Frag || !f.HasL4 || f.L3Off != packet.EthernetSize || f.L4Off != f.L3Off+packet.IPv4MinSize ||
-		!isTCPUDP(f.Proto) || tcpFlags(frame, f)&stateFlags != 0 || f.L3Len > s.mtu[PortIngress] {
-		return
+		!isTCPUDP(f.Proto) || tcpFlags(frame, f)&stateFlags != 0 || f.L3Len > s.mtu[PortIngress] || ref >= MaxFastRef {
+		return // (a reference past MaxFastRef has no reply slot: its replies would go uncounted)
 	}
 	ip := (*[packet.IPv4MinSize]byte)(frame[f.L3Off:])
 	l4 := (*[4]byte)(frame[f.L4Off:])
@@ -352,7 +352,7 @@ func (w *Worker) offerFast6(d *Desc, frame []byte, p *pkt, v *vip, b *backend, r
 // fixed header, TCP without stateFlags, within the ingress MTU.
 func (w *Worker) offerReply6(d *Desc, frame []byte, f *packet.Frame, v *vip, ref uint32, mac [6]byte) {
 	s := w.snap
-	if !plain6(f) || tcpFlags(frame, f)&stateFlags != 0 || f.L3Len > s.mtu[PortIngress] {
+	if !plain6(f) || tcpFlags(frame, f)&stateFlags != 0 || f.L3Len > s.mtu[PortIngress] || ref >= MaxFastRef {
 		return
 	}
 	ip := f.IPv6(frame)

@@ -637,3 +637,33 @@ func replyRef(t *testing.T, snap *Snapshot, addr netip.Addr, port uint16) uint32
 	t.Fatalf("no backend %v port %d", addr, port)
 	return 0
 }
+
+// TestFastNoReplySlot: a NAT backend whose reference is past MaxFastRef
+// has no reply slot: its replies are not offered (they would go
+// uncounted), and the pipeline still translates them.
+func TestFastNoReplySlot(t *testing.T) {
+	spec := fastSpec()
+	found := false
+	for i := range spec.VIPs {
+		v := &spec.VIPs[i]
+		if v.ID != idNAT4 {
+			continue
+		}
+		v.Backends = slices.Clone(v.Backends)
+		for j := range v.Backends {
+			if v.Backends[j].Addr == netip.MustParseAddr("198.18.1.12") {
+				v.Backends[j].Ref, found = MaxFastRef, true
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no backend 198.18.1.12 in the NAT VIP")
+	}
+	h := newHarness(t, spec)
+	fast := &recordingFast{}
+	h.w.SetFastPath(fast, false)
+	d := h.runOn(PortEgress, build(t, pk{src: netip.MustParseAddr("198.18.1.12"), dst: client4, sport: 8080, dport: 40001, flags: "A", srcMAC: macOf(1)}))
+	if d.Verdict != VerdictTX || len(fast.flows) != 0 {
+		t.Errorf("verdict %v %v, %d flows offered; want tx and none", d.Verdict, d.Reason, len(fast.flows))
+	}
+}
