@@ -140,7 +140,7 @@ func parseStatus(lines []string) ([]vipLines, error) {
 		switch {
 		case len(f) == 0:
 		case f[0] == "->" && f[1] == "Backend:Port":
-			colActive, colPackets = strings.Index(l, "ActiveFlows"), strings.Index(l, "Packets")
+			colActive, colPackets = strings.Index(l, "ActiveFlows"), strings.Index(l, "InPkts")
 		case f[0] == "TCP" || f[0] == "UDP":
 			vips = append(vips, vipLines{addr: f[1]})
 		case f[0] == "->" && len(vips) > 0 && colActive >= 0 && colPackets >= 0:
@@ -181,10 +181,10 @@ func TestParseStatus(t *testing.T) {
 		"vipd dev  io afxdp  workers 1  config /tmp/bed/box2.toml (loaded 2026-12-06T02:05:53Z)  snapshot 20\n" +
 		"conntrack 200/65536 flows  XDP fast path off  role active\n" +
 		"Prot  VIP:Port         Mode  Scheduler       Flags\n" +
-		"  ->  Backend:Port     Weight  Forward  Health  ActiveFlows  NewFlows  Packets  Why\n" +
+		"  ->  Backend:Port     Weight  Forward  Health  ActiveFlows  InAct  NewFlows  InPkts  OutPkts  Answered/1m  p50/p99  Why\n" +
 		"TCP   198.18.0.101:7   dsr   maglev M=65537  5tuple\n" +
-		"  ->  198.18.1.11:7    1       up       up 7s   34           34        1792\n" +
-		"  ->  198.18.1.12:7    1       up       down 1s 0            0         15       connect: connection refused\n" +
+		"  ->  198.18.1.11:7    1       up       up 7s   34           0      34        1792    -        100% of 34   1.2ms/3ms\n" +
+		"  ->  198.18.1.12:7    1       up       down 1s 0            0      0         15      -        -            -        connect: connection refused\n" +
 		"\nAll namespaces, links and processes removed.\n"
 	box, lines, ok := statusSection(out)
 	if !ok || box != "2" || len(lines) != 7 {

@@ -70,15 +70,12 @@ func section(out, head string) (string, bool) {
 func topRates(frame string) map[string][3]float64 {
 	rates := map[string][3]float64{}
 	for _, l := range strings.Split(frame, "\n") {
+		// Prot VIP:Port ConnPS PktPS OutPktPS BytePS ActiveFlows
 		f := strings.Fields(l)
-		if len(f) != 6 || (f[0] != "TCP" && f[0] != "UDP") {
+		if len(f) != 7 || (f[0] != "TCP" && f[0] != "UDP") {
 			continue
 		}
-		var r [3]float64
-		for i := range r {
-			r[i] = parseRate(f[2+i])
-		}
-		rates[f[1]] = r
+		rates[f[1]] = [3]float64{parseRate(f[2]), parseRate(f[3]), parseRate(f[5])}
 	}
 	return rates
 }
@@ -110,13 +107,13 @@ func parseRate(s string) float64 {
 // cmd/vipd).
 func TestTopRates(t *testing.T) {
 	out := "$ vipd top -n 1\n" +
-		"  Prot          VIP:Port  ConnPS  PktPS  BytePS  ActiveFlows\n" +
-		"    ->      Backend:Port                                    \n" +
-		"   TCP   198.18.0.100:80     649   6651  525.0K        18455\n" +
-		"    ->  198.18.1.11:8080     552   2863  215.7K         9180\n" +
-		"   UDP  198.18.0.102:443       0      0       0            0\n" +
+		"  Prot          VIP:Port  ConnPS  PktPS  OutPktPS  BytePS  ActiveFlows  Answered/1m  p50/p99\n" +
+		"    ->      Backend:Port                                                                   \n" +
+		"   TCP   198.18.0.100:80     649   6651      6000  525.0K        18455                          \n" +
+		"    ->  198.18.1.11:8080     552   2863      2800  215.7K         9180  100% of 552  120µs/1ms\n" +
+		"   UDP  198.18.0.102:443       0      0         0       0            0                          \n" +
 		"\n== the connection table\n" +
-		"   TCP   198.18.0.101:80       1      1       1            1\n"
+		"   TCP   198.18.0.101:80       1      1         -       1            1\n"
 	frame, ok := section(out, "$ vipd top -n 1")
 	if !ok {
 		t.Fatal("no section")
