@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -77,6 +78,14 @@ func TestStatusPage(t *testing.T) {
 		t.Fatalf("the backends never showed the killed one down and the drained one draining: %+v (%v)", st, err)
 	}
 
+	// The sparklines come with the rate sampler's first second: wait for
+	// them on the page before the browser renders it.
+	if !testkit.Poll(patience, func() bool {
+		page, err := e.v.Page("/?refresh=0")
+		return err == nil && strings.Count(page, `<div class="sparks"`) >= 2
+	}) {
+		t.Fatal("the page never showed the VIPs' sparklines")
+	}
 	dom := chromium(t, e.bed.Box, browser, "--dump-dom", "http://"+testbed.AdminAddr+"/")
 	if !bytes.Contains(dom, []byte("<title>vipd ")) {
 		t.Fatalf("chromium did not render the status page:\n%s", dom)
