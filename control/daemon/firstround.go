@@ -56,13 +56,6 @@ func firstRoundLimit(cfg *config.Config) time.Duration {
 	return most + 5*time.Second
 }
 
-// checksStarted reports whether the health checks have started.
-func (d *Daemon) checksStarted() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.checking
-}
-
 // FirstRoundDone reports whether the first round of checks is over: the
 // checks run and every backend awaiting its first verdict has it, or the
 // round's time is up.

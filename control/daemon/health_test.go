@@ -338,3 +338,10 @@ func TestFirstRoundLimit(t *testing.T) {
 		t.Errorf("limit %v, want interval + timeout + 5 s", got)
 	}
 }
+
+// checksStarted reports whether the health checks have started.
+func (d *Daemon) checksStarted() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.checking
+}

@@ -255,17 +255,5 @@ func (b *Bed) RunVIPDExpectExit(cfg string, timeout time.Duration) (string, erro
 // Page fetches path (the status page: "/") from the admin listener and
 // returns its body.
 func (v *VIPD) Page(path string) (string, error) {
-	resp, err := v.client.Get("http://" + AdminAddr + path)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%s: %s", resp.Status, b)
-	}
-	return string(b), nil
+	return Get(context.Background(), v.client, "http://"+AdminAddr+path)
 }
